@@ -1,0 +1,283 @@
+// Package broker is the one place where the suite configures its Kafka
+// clients (kafka-go): the writer every producer uses, the consumer-group
+// reader, and the provisioning of the topics of CONTRACTS.md.
+//
+// kafka-go's Writer defaults are unsafe for payments (round-robin balancer
+// that ignores keys, no acks, a 1 s batch timeout), so NewWriter sets the
+// balancer, acks and batch timeout explicitly.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/events"
+)
+
+// DialFunc opens a connection to a broker; tests inject one to simulate an
+// unreachable broker.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+// Config says how to reach the cluster.
+type Config struct {
+	Brokers []string
+	// Dial replaces the default dialer when set (tests).
+	Dial DialFunc
+	// MaxMessageBytes is the largest record the writer sends; default
+	// 1 MiB, the broker's default message.max.bytes.
+	MaxMessageBytes int64
+}
+
+// ParseBrokers splits a comma-separated broker list.
+func ParseBrokers(s string) []string {
+	var out []string
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// NewWriter returns the writer every producer of the suite uses:
+//   - acks from all in-sync replicas (RequireAll);
+//   - partition by murmur2 of the key, as the Java client does, so Go and
+//     Java producers put an account's events on the same partition;
+//   - a 2 ms batch timeout (the default 1 s would add a second of latency to
+//     every synchronous send);
+//   - a batch size large enough that the records of one call for one
+//     partition form one record batch, which the broker appends or refuses as
+//     a whole: the outbox relies on that for per-key order;
+//   - no topic auto-creation: topics are provisioned with their settings.
+//
+// The topic is set per message. The caller closes the writer.
+func NewWriter(cfg Config) *kafka.Writer {
+	maxBytes := cfg.MaxMessageBytes
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	transport := &kafka.Transport{
+		DialTimeout: 5 * time.Second,
+		IdleTimeout: 30 * time.Second,
+		MetadataTTL: 10 * time.Second,
+	}
+	if cfg.Dial != nil {
+		transport.Dial = cfg.Dial
+	}
+	return &kafka.Writer{
+		Addr:                   kafka.TCP(cfg.Brokers...),
+		Balancer:               &kafka.Murmur2Balancer{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchTimeout:           2 * time.Millisecond,
+		BatchSize:              10_000,
+		BatchBytes:             maxBytes * 16,
+		MaxAttempts:            3,
+		WriteBackoffMin:        50 * time.Millisecond,
+		WriteBackoffMax:        500 * time.Millisecond,
+		ReadTimeout:            10 * time.Second,
+		WriteTimeout:           10 * time.Second,
+		AllowAutoTopicCreation: false,
+		Transport:              transport,
+	}
+}
+
+// ReaderConfig describes a consumer-group reader.
+type ReaderConfig struct {
+	Group  string
+	Topics []string
+	// MaxWait is how long a fetch waits for data; default 250ms.
+	MaxWait time.Duration
+}
+
+// NewReader returns a consumer-group reader that starts from the earliest
+// offset when its group has none, and commits only explicitly (the consumer
+// loop commits after handling). The caller closes it.
+func NewReader(cfg Config, rc ReaderConfig) *kafka.Reader {
+	maxWait := rc.MaxWait
+	if maxWait <= 0 {
+		maxWait = 250 * time.Millisecond
+	}
+	dialer := &kafka.Dialer{Timeout: 5 * time.Second, DualStack: true}
+	if cfg.Dial != nil {
+		dialer = &kafka.Dialer{Timeout: 5 * time.Second, DialFunc: cfg.Dial}
+	}
+	return kafka.NewReader(kafka.ReaderConfig{
+		Brokers:                cfg.Brokers,
+		GroupID:                rc.Group,
+		GroupTopics:            rc.Topics,
+		Dialer:                 dialer,
+		MinBytes:               1,
+		MaxBytes:               10 << 20,
+		MaxWait:                maxWait,
+		QueueCapacity:          1000,
+		StartOffset:            kafka.FirstOffset,
+		CommitInterval:         0, // synchronous commits, issued by the loop
+		HeartbeatInterval:      time.Second,
+		SessionTimeout:         10 * time.Second,
+		RebalanceTimeout:       10 * time.Second,
+		JoinGroupBackoff:       500 * time.Millisecond,
+		ReadBackoffMin:         50 * time.Millisecond,
+		ReadBackoffMax:         500 * time.Millisecond,
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: 5 * time.Second,
+		MaxAttempts:            3,
+	})
+}
+
+// RetryDelays are the notification retry-topic delays of CONTRACTS.md
+// section 7.
+var RetryDelays = []time.Duration{1000 * time.Millisecond, 2000 * time.Millisecond, 4000 * time.Millisecond}
+
+// RetryTopic is the retry topic of topic for delay, e.g. "<topic>-retry-1000".
+func RetryTopic(topic string, delay time.Duration) string {
+	return topic + "-retry-" + strconv.FormatInt(delay.Milliseconds(), 10)
+}
+
+// TopicSpec is a topic to provision.
+type TopicSpec struct {
+	Name              string
+	Partitions        int
+	ReplicationFactor int
+	Retention         time.Duration
+}
+
+// SuiteTopics lists every topic of CONTRACTS.md section 3 for names t, with
+// 12 partitions and replication factor rf.
+func SuiteTopics(t events.Topics, rf int) []TopicSpec {
+	names := []string{t.Requested, t.Analysed, t.Settled, t.Rejected,
+		events.DLT(t.Requested), events.DLT(t.Analysed)}
+	for _, main := range []string{t.Settled, t.Rejected} {
+		for _, d := range RetryDelays {
+			names = append(names, RetryTopic(main, d))
+		}
+		names = append(names, events.DLT(main))
+	}
+	out := make([]TopicSpec, len(names))
+	for i, n := range names {
+		out[i] = TopicSpec{Name: n, Partitions: 12, ReplicationFactor: rf, Retention: 7 * 24 * time.Hour}
+	}
+	return out
+}
+
+// CreateTopics creates the topics that do not exist yet, with their
+// partitions, replication factor, min.insync.replicas = min(2, RF) and
+// retention. Existing topics are left as they are, so running it twice
+// changes nothing. It returns the names it created.
+func CreateTopics(ctx context.Context, cfg Config, specs []TopicSpec) ([]string, error) {
+	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
+	if cfg.Dial != nil {
+		client.Transport = &kafka.Transport{Dial: cfg.Dial}
+	}
+	req := &kafka.CreateTopicsRequest{}
+	for _, s := range specs {
+		rf := s.ReplicationFactor
+		if rf <= 0 {
+			rf = 1
+		}
+		entries := []kafka.ConfigEntry{{ConfigName: "min.insync.replicas", ConfigValue: strconv.Itoa(min(2, rf))}}
+		if s.Retention > 0 {
+			entries = append(entries, kafka.ConfigEntry{ConfigName: "retention.ms", ConfigValue: strconv.FormatInt(s.Retention.Milliseconds(), 10)})
+		}
+		req.Topics = append(req.Topics, kafka.TopicConfig{
+			Topic: s.Name, NumPartitions: s.Partitions, ReplicationFactor: rf, ConfigEntries: entries,
+		})
+	}
+	resp, err := client.CreateTopics(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("create topics: %w", err)
+	}
+	var created []string
+	var errs []error
+	for _, s := range specs {
+		switch err := resp.Errors[s.Name]; {
+		case err == nil:
+			created = append(created, s.Name)
+		case errors.Is(err, kafka.TopicAlreadyExists):
+		default:
+			errs = append(errs, fmt.Errorf("topic %s: %w", s.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return created, err
+	}
+	return created, waitForLeaders(ctx, client, specs)
+}
+
+// waitForLeaders waits until every partition of specs has a leader, so that
+// the first writes do not race the topic creation.
+func waitForLeaders(ctx context.Context, client *kafka.Client, specs []TopicSpec) error {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+		if err == nil && allLed(meta, specs) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("partitions without leader")
+			}
+			return fmt.Errorf("wait for topic leaders: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func allLed(meta *kafka.MetadataResponse, specs []TopicSpec) bool {
+	want := map[string]int{}
+	for _, s := range specs {
+		want[s.Name] = s.Partitions
+	}
+	got := 0
+	for _, t := range meta.Topics {
+		n, ok := want[t.Name]
+		if !ok {
+			continue
+		}
+		if t.Error != nil || len(t.Partitions) < n {
+			return false
+		}
+		for _, p := range t.Partitions {
+			if p.Error != nil || p.Leader.Host == "" {
+				return false
+			}
+		}
+		got++
+	}
+	return got == len(want)
+}
+
+// Header returns the value of the last header named key, or "".
+func Header(m kafka.Message, key string) string {
+	for i := len(m.Headers) - 1; i >= 0; i-- {
+		if m.Headers[i].Key == key {
+			return string(m.Headers[i].Value)
+		}
+	}
+	return ""
+}
+
+// SetHeader replaces (or adds) the header named key.
+func SetHeader(hs []kafka.Header, key, value string) []kafka.Header {
+	out := hs[:0:0]
+	for _, h := range hs {
+		if h.Key != key {
+			out = append(out, h)
+		}
+	}
+	return append(out, kafka.Header{Key: key, Value: []byte(value)})
+}

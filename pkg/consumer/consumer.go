@@ -1,0 +1,442 @@
+// Package consumer is the suite's one Kafka consumer loop: a consumer-group
+// reader that hands records to a handler, commits an offset only after the
+// handler succeeded for that record and every record before it in its
+// partition, and disposes of failures with one of two policies:
+//
+//   - Blocking: retry in place with exponential backoff while the partition
+//     waits, then publish to the DLT (the ledger, as Spring's
+//     DefaultErrorHandler);
+//   - RetryTopics: republish to <topic>-retry-<ms> topics consumed after their
+//     delay, then the DLT, without ever holding up the main topic (the
+//     notifications, as Spring's non-blocking retries).
+//
+// A handler error wrapped with Permanent, or wrapping events.ErrMalformed,
+// goes to the DLT at once: an undecodable record never blocks its partition.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+)
+
+// Handler processes one record. It must be idempotent: a record may be
+// delivered again after a crash or a rebalance.
+type Handler func(ctx context.Context, m kafka.Message) error
+
+// BatchHandler processes records of one partition, in offset order, all or
+// nothing: on error, the loop handles each record of the batch again with
+// the Handler.
+type BatchHandler func(ctx context.Context, ms []kafka.Message) error
+
+// Publisher sends records (DLT and retry topics); *kafka.Writer is one.
+type Publisher interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string { return p.err.Error() }
+func (p permanentError) Unwrap() error { return p.err }
+
+// Permanent marks err as not worth retrying: the record goes to the DLT at
+// once.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was marked Permanent or is a decoding
+// error (events.ErrMalformed).
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p) || errors.Is(err, events.ErrMalformed)
+}
+
+// Backoff is an exponential delay: Initial, times Multiplier per retry, at
+// most Max.
+type Backoff struct {
+	Initial    time.Duration
+	Multiplier float64
+	Max        time.Duration
+}
+
+// Delay returns the wait before retry number n (1-based).
+func (b Backoff) Delay(n int) time.Duration {
+	d := float64(b.Initial)
+	for i := 1; i < n; i++ {
+		d *= b.Multiplier
+		if time.Duration(d) >= b.Max {
+			return b.Max
+		}
+	}
+	return min(time.Duration(d), b.Max)
+}
+
+// Policy says what happens to a record whose handler failed.
+type Policy interface{ isPolicy() }
+
+// Blocking retries a failed record in place Retries times with Backoff while
+// its partition waits, then sends it to the DLT.
+type Blocking struct {
+	Backoff Backoff
+	Retries int
+}
+
+// RetryTopics republishes a failed record to one retry topic per delay, in
+// order, then to the DLT: len(Delays)+1 attempts in all.
+type RetryTopics struct {
+	Delays []time.Duration
+}
+
+func (Blocking) isPolicy()    {}
+func (RetryTopics) isPolicy() {}
+
+// LedgerPolicy is CONTRACTS.md section 6: 500 ms, x2, at most 15 s, 5
+// retries.
+var LedgerPolicy = Blocking{Backoff: Backoff{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 15 * time.Second}, Retries: 5}
+
+// NotificationPolicy is CONTRACTS.md section 7: retry topics after 1 s, 2 s
+// and 4 s, 4 attempts in all.
+var NotificationPolicy = RetryTopics{Delays: broker.RetryDelays}
+
+// Config describes one consumer.
+type Config struct {
+	Broker broker.Config
+	Group  string
+	Topics []string
+	// Handler processes one record; required.
+	Handler Handler
+	// Batch, when set, processes the records fetched together from one
+	// partition in one call; MaxBatch bounds them (default 100).
+	Batch    BatchHandler
+	MaxBatch int
+	// Policy handles failures; default LedgerPolicy.
+	Policy Policy
+	// Publisher writes DLT and retry records; required.
+	Publisher Publisher
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	// Now is the clock, for tests; default time.Now.
+	Now func() time.Time
+}
+
+// errStopping aborts a record because the consumer is shutting down: the
+// record is not committed and will be delivered again.
+var errStopping = errors.New("consumer stopping")
+
+// Run consumes until ctx is cancelled: it finishes the records in hand,
+// commits, closes its readers and returns nil. With RetryTopics it also runs
+// one consumer per retry topic, in groups "<group>-retry-<ms>".
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Handler == nil || cfg.Publisher == nil || cfg.Group == "" || len(cfg.Topics) == 0 {
+		return errors.New("consumer: group, topics, handler and publisher are required")
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = LedgerPolicy
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 100
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	rt, isRetryTopics := cfg.Policy.(RetryTopics)
+	if !isRetryTopics {
+		return (&loop{cfg: cfg, group: cfg.Group, topics: cfg.Topics, level: 0}).run(ctx)
+	}
+	errs := make(chan error, len(rt.Delays)+1)
+	go func() { errs <- (&loop{cfg: cfg, group: cfg.Group, topics: cfg.Topics, level: 0}).run(ctx) }()
+	for i, d := range rt.Delays {
+		topics := make([]string, len(cfg.Topics))
+		for j, t := range cfg.Topics {
+			topics[j] = broker.RetryTopic(t, d)
+		}
+		l := &loop{cfg: cfg, group: cfg.Group + "-retry-" + strconv.FormatInt(d.Milliseconds(), 10), topics: topics, level: i + 1}
+		go func() { errs <- l.run(ctx) }()
+	}
+	var first error
+	for range len(rt.Delays) + 1 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// loop consumes one set of topics in one group. level 0 is the main topics;
+// level i > 0 is the i-th retry topic, whose records wait for their due time.
+type loop struct {
+	cfg    Config
+	group  string
+	topics []string
+	level  int
+}
+
+func (l *loop) run(ctx context.Context) error {
+	r := broker.NewReader(l.cfg.Broker, broker.ReaderConfig{Group: l.group, Topics: l.topics})
+	defer r.Close()
+	log := l.cfg.Logger.With("group", l.group)
+	maxBatch := l.cfg.MaxBatch
+	if l.level > 0 || l.cfg.Batch == nil {
+		maxBatch = 1
+	}
+	go l.reportLag(ctx, r)
+	for {
+		first, err := r.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.WarnContext(ctx, "kafka fetch failed", "err", err)
+			if !sleep(ctx, time.Second) {
+				return nil
+			}
+			continue
+		}
+		batch := []kafka.Message{first}
+		for len(batch) < maxBatch {
+			fctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+			m, err := r.FetchMessage(fctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			batch = append(batch, m)
+		}
+		done, err := l.process(ctx, batch)
+		if len(done) > 0 {
+			// Commit even when stopping: what was handled must not be
+			// handled again needlessly.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			cerr := r.CommitMessages(cctx, done...)
+			cancel()
+			if cerr != nil {
+				log.WarnContext(ctx, "kafka commit failed; records will be redelivered", "err", cerr)
+			}
+		}
+		if errors.Is(err, errStopping) || ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (l *loop) reportLag(ctx context.Context, r *kafka.Reader) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s := r.Stats()
+			l.cfg.Metrics.Lag.WithLabelValues(l.group, s.Topic, s.Partition).Set(float64(s.Lag))
+		}
+	}
+}
+
+// process handles a fetched batch and returns the records that may be
+// committed: for each partition, the prefix that was handled.
+func (l *loop) process(ctx context.Context, batch []kafka.Message) ([]kafka.Message, error) {
+	var done []kafka.Message
+	for _, part := range byPartition(batch) {
+		if l.cfg.Batch != nil && l.level == 0 && len(part) > 1 {
+			start := l.cfg.Now()
+			err := l.cfg.Batch(context.WithoutCancel(ctx), part)
+			l.cfg.Metrics.BatchSize.Observe(float64(len(part)))
+			if err == nil {
+				for _, m := range part {
+					l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
+				}
+				done = append(done, part...)
+				continue
+			}
+			l.cfg.Logger.WarnContext(ctx, "batch failed; handling its records one by one",
+				"group", l.group, "topic", part[0].Topic, "partition", part[0].Partition, "records", len(part), "err", err)
+		}
+		for _, m := range part {
+			if err := l.handle(ctx, m); err != nil {
+				return done, err
+			}
+			done = append(done, m)
+		}
+	}
+	return done, nil
+}
+
+// handle runs the handler on m until it succeeds or m is disposed of (retry
+// topic or DLT). It returns errStopping when ctx ends first; m must then not
+// be committed.
+func (l *loop) handle(ctx context.Context, m kafka.Message) error {
+	if l.level > 0 {
+		if due := DueAt(m); !due.IsZero() {
+			// Pause this retry topic until the record is due; records
+			// behind it were written later and are due later.
+			if !sleep(ctx, due.Sub(l.cfg.Now())) {
+				return errStopping
+			}
+		}
+	}
+	hctx := context.WithoutCancel(ctx) // the record in hand is finished
+	for retry := 0; ; retry++ {
+		start := l.cfg.Now()
+		err := l.cfg.Handler(hctx, m)
+		if err == nil {
+			l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
+			return nil
+		}
+		log := l.cfg.Logger.With("group", l.group, "topic", m.Topic, "partition", m.Partition,
+			"offset", m.Offset, "evento_id", broker.Header(m, events.HeaderEventID))
+		if IsPermanent(err) {
+			l.cfg.Metrics.observe(l.group, m.Topic, "poison", l.cfg.Now().Sub(start))
+			log.ErrorContext(ctx, "record cannot be processed; sending it to the DLT", "err", err)
+			return l.forward(ctx, m, err, "")
+		}
+		switch p := l.cfg.Policy.(type) {
+		case Blocking:
+			if retry >= p.Retries {
+				l.cfg.Metrics.observe(l.group, m.Topic, "dlt", l.cfg.Now().Sub(start))
+				log.ErrorContext(ctx, "retries exhausted; sending the record to the DLT", "retries", retry, "err", err)
+				return l.forward(ctx, m, err, "")
+			}
+			l.cfg.Metrics.observe(l.group, m.Topic, "retry", l.cfg.Now().Sub(start))
+			l.cfg.Metrics.Retries.WithLabelValues(l.group, strconv.Itoa(retry+1)).Inc()
+			log.WarnContext(ctx, "handler failed; retrying in place", "retry", retry+1, "err", err)
+			if !sleep(ctx, p.Backoff.Delay(retry+1)) {
+				return errStopping
+			}
+		case RetryTopics:
+			if l.level < len(p.Delays) {
+				l.cfg.Metrics.observe(l.group, m.Topic, "retry", l.cfg.Now().Sub(start))
+				l.cfg.Metrics.Retries.WithLabelValues(l.group, strconv.Itoa(l.level+1)).Inc()
+				log.WarnContext(ctx, "handler failed; sending the record to a retry topic", "attempt", l.level+1, "err", err)
+				return l.forward(ctx, m, err, broker.RetryTopic(l.mainTopic(m), p.Delays[l.level]))
+			}
+			l.cfg.Metrics.observe(l.group, m.Topic, "dlt", l.cfg.Now().Sub(start))
+			log.ErrorContext(ctx, "attempts exhausted; sending the record to the DLT", "attempts", l.level+1, "err", err)
+			return l.forward(ctx, m, err, "")
+		default:
+			return fmt.Errorf("consumer: unknown policy %T", l.cfg.Policy)
+		}
+	}
+}
+
+// mainTopic is the topic m first came from (its origin when m is on a retry
+// topic).
+func (l *loop) mainTopic(m kafka.Message) string {
+	return OriginOf(m, l.cfg.Group).Topic
+}
+
+// forward publishes m with its original headers plus origin and exception
+// headers to target (a retry topic), or to the DLT of its main topic when
+// target is empty. It keeps trying until the broker acknowledges or ctx
+// ends: committing a record that reached neither place would lose it.
+func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target string) error {
+	origin := OriginOf(m, l.cfg.Group)
+	out := kafka.Message{Key: m.Key, Value: m.Value}
+	out.Headers = append(out.Headers, m.Headers...)
+	set := func(k string, v []byte) {
+		out.Headers = broker.SetHeader(out.Headers, k, "")
+		out.Headers[len(out.Headers)-1].Value = v
+	}
+	set(HeaderDLTOriginalTopic, []byte(origin.Topic))
+	set(HeaderDLTOriginalPartition, encodeInt32(origin.Partition))
+	set(HeaderDLTOriginalOffset, encodeInt64(origin.Offset))
+	set(HeaderDLTOriginalTimestamp, encodeInt64(origin.Timestamp.UnixMilli()))
+	set(HeaderDLTOriginalGroup, []byte(origin.Group))
+	set(HeaderDLTExceptionFQCN, []byte(errorType(cause)))
+	set(HeaderDLTExceptionMessage, []byte(truncate(cause.Error(), 4000)))
+	if target == "" {
+		out.Topic = events.DLT(origin.Topic)
+		l.cfg.Metrics.DLT.WithLabelValues(origin.Topic).Inc()
+	} else {
+		out.Topic = target
+		rt := l.cfg.Policy.(RetryTopics)
+		set(HeaderRetryAttempts, encodeInt32(l.level+2))
+		set(HeaderRetryBackoffUntil, encodeBigInt(l.cfg.Now().Add(rt.Delays[l.level]).UnixMilli()))
+	}
+	for attempt := 1; ; attempt++ {
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := l.cfg.Publisher.WriteMessages(wctx, out)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		l.cfg.Logger.ErrorContext(ctx, "cannot publish to the DLT or retry topic; the partition waits",
+			"topic", out.Topic, "attempt", attempt, "err", err)
+		if !sleep(ctx, min(time.Duration(attempt)*time.Second, 15*time.Second)) {
+			return errStopping
+		}
+	}
+}
+
+// byPartition splits a batch into per-partition runs, keeping offset order.
+func byPartition(batch []kafka.Message) [][]kafka.Message {
+	type tp struct {
+		topic     string
+		partition int
+	}
+	index := map[tp]int{}
+	var out [][]kafka.Message
+	for _, m := range batch {
+		k := tp{m.Topic, m.Partition}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], m)
+	}
+	return out
+}
+
+// sleep waits d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func typeName(err error) string {
+	t := reflect.TypeOf(err)
+	if t == nil {
+		return "<nil>"
+	}
+	return t.String()
+}

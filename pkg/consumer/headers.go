@@ -1,0 +1,135 @@
+package consumer
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+)
+
+// Header names of dead-letter and retry records, as Spring Kafka writes them,
+// so that Spring tooling and consumers understand our DLTs.
+const (
+	HeaderDLTOriginalTopic     = "kafka_dlt-original-topic"
+	HeaderDLTOriginalPartition = "kafka_dlt-original-partition"
+	HeaderDLTOriginalOffset    = "kafka_dlt-original-offset"
+	HeaderDLTOriginalTimestamp = "kafka_dlt-original-timestamp"
+	HeaderDLTOriginalGroup     = "kafka_dlt-original-consumer-group"
+	HeaderDLTExceptionFQCN     = "kafka_dlt-exception-fqcn"
+	HeaderDLTExceptionMessage  = "kafka_dlt-exception-message"
+	HeaderRetryAttempts        = "retry_topic-attempts"
+	HeaderRetryBackoffUntil    = "retry_topic-backoff-timestamp"
+	// HeaderReplayed marks a record replayed from a DLT by an operator.
+	HeaderReplayed = "dlt-replayed-at"
+)
+
+// Origin is where a dead-lettered or retried record first came from.
+type Origin struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	Timestamp time.Time
+	Group     string
+}
+
+// OriginOf reads the origin headers of m; a record without them is its own
+// origin.
+func OriginOf(m kafka.Message, group string) Origin {
+	if t := broker.Header(m, HeaderDLTOriginalTopic); t != "" {
+		o := Origin{Topic: t, Group: broker.Header(m, HeaderDLTOriginalGroup)}
+		o.Partition = int(decodeInt(rawHeader(m, HeaderDLTOriginalPartition)))
+		o.Offset = decodeInt(rawHeader(m, HeaderDLTOriginalOffset))
+		o.Timestamp = time.UnixMilli(decodeInt(rawHeader(m, HeaderDLTOriginalTimestamp)))
+		return o
+	}
+	return Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Timestamp: m.Time, Group: group}
+}
+
+// Attempts returns the delivery attempt m represents: 1 on the main topic,
+// then the retry_topic-attempts header.
+func Attempts(m kafka.Message) int {
+	if v := rawHeader(m, HeaderRetryAttempts); v != nil {
+		if n := int(decodeInt(v)); n > 0 {
+			return n
+		}
+	}
+	return 1
+}
+
+// DueAt returns the time before which a retry record must not be processed,
+// or the zero time.
+func DueAt(m kafka.Message) time.Time {
+	v := rawHeader(m, HeaderRetryBackoffUntil)
+	if len(v) == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(new(big.Int).SetBytes(v).Int64())
+}
+
+// ExceptionMessage returns the failure recorded on a DLT record.
+func ExceptionMessage(m kafka.Message) string { return broker.Header(m, HeaderDLTExceptionMessage) }
+
+func rawHeader(m kafka.Message, key string) []byte {
+	for i := len(m.Headers) - 1; i >= 0; i-- {
+		if m.Headers[i].Key == key {
+			return m.Headers[i].Value
+		}
+	}
+	return nil
+}
+
+// Spring writes partitions and attempts as 4-byte big-endian ints, offsets
+// and timestamps as 8-byte longs; decimal text is accepted too.
+func encodeInt32(v int) []byte {
+	b := make([]byte, 4)
+	binary.BigEndian.PutUint32(b, uint32(int32(v))) //nolint:gosec // partitions and attempts fit in int32
+	return b
+}
+
+func encodeInt64(v int64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, uint64(v)) //nolint:gosec // two's complement, as Java writes a long
+	return b
+}
+
+// encodeBigInt writes v as Java's BigInteger.toByteArray does for positive
+// values, which is how Spring writes retry_topic-backoff-timestamp.
+func encodeBigInt(v int64) []byte {
+	b := big.NewInt(v).Bytes()
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		b = append([]byte{0}, b...)
+	}
+	return b
+}
+
+func decodeInt(b []byte) int64 {
+	switch len(b) {
+	case 4:
+		return int64(int32(binary.BigEndian.Uint32(b))) //nolint:gosec // Java int
+	case 8:
+		return int64(binary.BigEndian.Uint64(b)) //nolint:gosec // Java long
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// errorType names the innermost error's Go type, the analogue of Spring's
+// exception class name.
+func errorType(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			break
+		}
+		err = next
+	}
+	return typeName(err)
+}

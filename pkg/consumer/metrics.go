@@ -1,0 +1,51 @@
+package consumer
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the consumer loop's counters and histograms.
+type Metrics struct {
+	Records   *prometheus.CounterVec
+	Duration  *prometheus.HistogramVec
+	Retries   *prometheus.CounterVec
+	DLT       *prometheus.CounterVec
+	Lag       *prometheus.GaugeVec
+	BatchSize prometheus.Histogram
+}
+
+// NewMetrics creates the consumer metrics and registers them on reg (nil:
+// not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_records_total", Help: "Records handled, by group, topic and outcome (ok, retry, dlt, poison)."},
+			[]string{"group", "topic", "outcome"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "consumer_handler_duration_seconds", Help: "Handler duration per record.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"group", "topic"}),
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_retries_total", Help: "Retries scheduled, by group and attempt number."},
+			[]string{"group", "attempt"}),
+		DLT: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_dlt_records_total", Help: "Records sent to a DLT, by origin topic."},
+			[]string{"origin_topic"}),
+		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "consumer_lag", Help: "Consumer lag reported by the reader, by group, topic and partition."},
+			[]string{"group", "topic", "partition"}),
+		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "consumer_batch_size", Help: "Records per batch handed to a batch handler.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Records, m.Duration, m.Retries, m.DLT, m.Lag, m.BatchSize)
+	}
+	return m
+}
+
+func (m *Metrics) observe(group, topic, outcome string, d time.Duration) {
+	m.Records.WithLabelValues(group, topic, outcome).Inc()
+	m.Duration.WithLabelValues(group, topic).Observe(d.Seconds())
+}

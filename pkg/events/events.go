@@ -1,0 +1,196 @@
+// Package events holds the wire contracts of the suite: topic names, event
+// types, payloads, record headers and reasons, exactly as CONTRACTS.md fixes
+// them. Wire names are Portuguese; Go names are English.
+package events
+
+import (
+	"crypto/md5" //nolint:gosec // name-based UUID v3 is defined over MD5; an id, not security.
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Event types, carried in the evento-tipo header.
+const (
+	TypeRequested = "TransferenciaSolicitada"
+	TypeAnalysed  = "TransferenciaAnalisada"
+	TypeSettled   = "TransferenciaLiquidada"
+	TypeRejected  = "TransferenciaRejeitada"
+)
+
+// Record header names.
+const (
+	HeaderEventID       = "evento-id"
+	HeaderEventType     = "evento-tipo"
+	HeaderTraceparent   = "traceparent"
+	HeaderCorrelationID = "correlation-id"
+)
+
+// Rejection reasons (motivo).
+const (
+	ReasonBlockedByAntifraud = "BLOQUEADA_ANTIFRAUDE"
+	ReasonAccountNotFound    = "CONTA_INEXISTENTE"
+	ReasonCurrencyMismatch   = "MOEDA_INCOMPATIVEL"
+	ReasonInsufficientFunds  = "SALDO_INSUFICIENTE"
+)
+
+// Topics names the suite's topics. Production uses DefaultTopics; tests use
+// unique names so that parallel tests never share a topic.
+type Topics struct {
+	Requested string // pagamentos.transferencia.solicitada.v1
+	Analysed  string // pagamentos.transferencia.analisada.v1
+	Settled   string // pagamentos.transferencia.liquidada.v1
+	Rejected  string // pagamentos.transferencia.rejeitada.v1
+}
+
+// DefaultTopics are the topic names of CONTRACTS.md section 3.
+var DefaultTopics = Topics{
+	Requested: "pagamentos.transferencia.solicitada.v1",
+	Analysed:  "pagamentos.transferencia.analisada.v1",
+	Settled:   "pagamentos.transferencia.liquidada.v1",
+	Rejected:  "pagamentos.transferencia.rejeitada.v1",
+}
+
+// WithSuffix returns the topics with suffix appended to every name.
+func (t Topics) WithSuffix(suffix string) Topics {
+	return Topics{
+		Requested: t.Requested + suffix,
+		Analysed:  t.Analysed + suffix,
+		Settled:   t.Settled + suffix,
+		Rejected:  t.Rejected + suffix,
+	}
+}
+
+// All returns the four main topics.
+func (t Topics) All() []string {
+	return []string{t.Requested, t.Analysed, t.Settled, t.Rejected}
+}
+
+// DLT returns the dead-letter topic of topic.
+func DLT(topic string) string { return topic + "-dlt" }
+
+// Requested is the payload of TransferenciaSolicitada.
+type Requested struct {
+	EventID       uuid.UUID `json:"eventoId"`
+	TransferID    uuid.UUID `json:"transferenciaId"`
+	SourceAccount string    `json:"contaOrigem"`
+	DestAccount   string    `json:"contaDestino"`
+	AmountCents   int64     `json:"valorEmCentavos"`
+	Currency      string    `json:"moeda"`
+	OccurredAt    time.Time `json:"ocorridoEm"`
+}
+
+// Analysed is the payload of TransferenciaAnalisada.
+type Analysed struct {
+	EventID       uuid.UUID `json:"eventoId"`
+	TransferID    uuid.UUID `json:"transferenciaId"`
+	SourceAccount string    `json:"contaOrigem"`
+	DestAccount   string    `json:"contaDestino"`
+	AmountCents   int64     `json:"valorEmCentavos"`
+	Currency      string    `json:"moeda"`
+	RiskScore     int       `json:"scoreRisco"`
+	OccurredAt    time.Time `json:"ocorridoEm"`
+}
+
+// Settled is the payload of TransferenciaLiquidada.
+type Settled struct {
+	EventID    uuid.UUID `json:"eventoId"`
+	TransferID uuid.UUID `json:"transferenciaId"`
+	OccurredAt time.Time `json:"ocorridoEm"`
+}
+
+// Rejected is the payload of TransferenciaRejeitada.
+type Rejected struct {
+	EventID    uuid.UUID `json:"eventoId"`
+	TransferID uuid.UUID `json:"transferenciaId"`
+	Reason     string    `json:"motivo"`
+	OccurredAt time.Time `json:"ocorridoEm"`
+}
+
+// ErrMalformed marks a payload that cannot be decoded or misses a required
+// field: a poison message, never retried.
+var ErrMalformed = errors.New("malformed event")
+
+// Decode unmarshals a payload into v and checks its required fields. Unknown
+// fields are ignored (forward compatibility). Errors wrap ErrMalformed.
+func Decode(data []byte, v interface{ validate() error }) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := v.validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return nil
+}
+
+func (e *Requested) validate() error {
+	return firstErr(
+		need(e.EventID != uuid.Nil, "eventoId"),
+		need(e.TransferID != uuid.Nil, "transferenciaId"),
+		need(e.SourceAccount != "", "contaOrigem"),
+		need(e.DestAccount != "", "contaDestino"),
+		need(e.AmountCents > 0, "valorEmCentavos"),
+		need(e.Currency != "", "moeda"),
+		need(!e.OccurredAt.IsZero(), "ocorridoEm"),
+	)
+}
+
+func (e *Analysed) validate() error {
+	return firstErr(
+		need(e.EventID != uuid.Nil, "eventoId"),
+		need(e.TransferID != uuid.Nil, "transferenciaId"),
+		need(e.SourceAccount != "", "contaOrigem"),
+		need(e.DestAccount != "", "contaDestino"),
+		need(e.AmountCents > 0, "valorEmCentavos"),
+		need(e.Currency != "", "moeda"),
+		need(!e.OccurredAt.IsZero(), "ocorridoEm"),
+	)
+}
+
+func (e *Settled) validate() error {
+	return firstErr(
+		need(e.EventID != uuid.Nil, "eventoId"),
+		need(e.TransferID != uuid.Nil, "transferenciaId"),
+		need(!e.OccurredAt.IsZero(), "ocorridoEm"),
+	)
+}
+
+func (e *Rejected) validate() error {
+	return firstErr(
+		need(e.EventID != uuid.Nil, "eventoId"),
+		need(e.TransferID != uuid.Nil, "transferenciaId"),
+		need(e.Reason != "", "motivo"),
+		need(!e.OccurredAt.IsZero(), "ocorridoEm"),
+	)
+}
+
+func need(ok bool, field string) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("missing required field %q", field)
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DerivedID is the id of an event emitted in reaction to a transfer: the
+// same transfer and kind always give the same id (the seed's idDerivado), so
+// a redelivered input yields the same output id. Byte for byte it is Java's
+// UUID.nameUUIDFromBytes((kind + ":" + transferId).getBytes(UTF_8)): an MD5
+// name-based UUID, version 3, with no namespace.
+func DerivedID(kind string, transferID uuid.UUID) uuid.UUID {
+	sum := md5.Sum([]byte(kind + ":" + transferID.String())) //nolint:gosec // see import.
+	sum[6] = sum[6]&0x0f | 0x30
+	sum[8] = sum[8]&0x3f | 0x80
+	return uuid.UUID(sum)
+}

@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server timeouts: a slow or stalled client cannot hold a connection.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 15 * time.Second
+	WriteTimeout      = 30 * time.Second
+	IdleTimeout       = 120 * time.Second
+	ShutdownTimeout   = 20 * time.Second
+)
+
+// Serve listens on addr and serves h until ctx is cancelled, then stops
+// accepting requests and waits up to ShutdownTimeout for those in flight.
+// ready, if not nil, receives the bound address once listening (tests use
+// ":0").
+func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger, ready func(net.Addr)) error {
+	lc := net.ListenConfig{}
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", err)
+	}
+	return nil
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = 1
+
+// RequestIDFrom returns the request id of ctx, or "".
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// HTTPMetrics are the access metrics of a service.
+type HTTPMetrics struct {
+	Requests *prometheus.CounterVec
+	Duration *prometheus.HistogramVec
+}
+
+// NewHTTPMetrics creates and registers the access metrics (reg nil: not
+// registered).
+func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
+	m := &HTTPMetrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "http_requests_total", Help: "HTTP requests by method, route and status."},
+			[]string{"method", "route", "status"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "http_request_duration_seconds", Help: "HTTP request latency by method and route.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"method", "route"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Requests, m.Duration)
+	}
+	return m
+}
+
+// NewRouter returns a chi router with the suite's middleware (request id,
+// panic recovery as a 500 problem, access log and metrics), problem+json
+// answers for unknown routes and methods, and the operational routes:
+// /healthz (alive), /readyz (ready() == nil) and /metrics (gatherer).
+func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gatherer, ready func(context.Context) error) chi.Router {
+	r := chi.NewRouter()
+	r.Use(requestID, recoverer(log), access(log, metrics))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r, log, Errorf(KindNotFound, "no route for %s", r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r, log, Errorf(KindMethodNotAllowed, "method %s not allowed here", r.Method))
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if ready != nil {
+			if err := ready(ctx); err != nil {
+				log.WarnContext(r.Context(), "not ready", "err", err)
+				WriteError(w, r, log, Errorf(KindUnavailable, "not ready: %v", err))
+				return
+			}
+		}
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	if gatherer != nil {
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	}
+	return r
+}
+
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 64 {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler { //nolint:errorlint // sentinel compared as net/http does
+						panic(v)
+					}
+					log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(v),
+						"request_id", RequestIDFrom(r.Context()), "path", r.URL.Path)
+					WriteError(w, r, log, Errorf(KindInternal, "internal error"))
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func access(log *slog.Logger, m *HTTPMetrics) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			sw := &statusWriter{ResponseWriter: w}
+			next.ServeHTTP(sw, r)
+			route := chi.RouteContext(r.Context()).RoutePattern()
+			if route == "" {
+				route = "unmatched"
+			}
+			if sw.status == 0 {
+				sw.status = http.StatusOK
+			}
+			d := time.Since(start)
+			if m != nil {
+				m.Requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Inc()
+				m.Duration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+			}
+			if route != "/metrics" && route != "/healthz" && route != "/readyz" {
+				log.DebugContext(r.Context(), "http request", "method", r.Method, "route", route,
+					"status", sw.status, "duration_ms", d.Milliseconds(), "request_id", RequestIDFrom(r.Context()))
+			}
+		})
+	}
+}

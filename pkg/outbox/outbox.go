@@ -1,0 +1,139 @@
+// Package outbox is the suite's transactional outbox: business code enqueues
+// events in the same PostgreSQL transaction as the change that caused them,
+// and a relay publishes them to Kafka afterwards, outside any transaction.
+//
+// Guarantees: an event is enqueued if and only if its transaction commits;
+// every enqueued event reaches Kafka at least once (consumers deduplicate by
+// event id); two events with the same topic and key reach Kafka in the order
+// their transactions committed them, across relays, retries and lease
+// expiry; a key whose oldest event waits for a retry holds back only that
+// key.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/pkg/postgres"
+)
+
+// DefaultChannel is the PostgreSQL NOTIFY channel that wakes relays.
+const DefaultChannel = "outbox_event"
+
+// Message is one event to enqueue.
+type Message struct {
+	// ID is the event id (evento-id); uuid.Nil makes a random one.
+	ID uuid.UUID
+	// AggregateType and AggregateID name what the event is about, for
+	// operators ("transfer", its id).
+	AggregateType string
+	AggregateID   string
+	// Topic, Key and Type say where it goes: the Kafka topic, the record key
+	// and the evento-tipo header.
+	Topic string
+	Key   string
+	Type  string
+	// Payload is the JSON body.
+	Payload []byte
+	// Headers are extra record headers (traceparent, correlation-id).
+	Headers map[string]string
+	// OccurredAt is when the business fact happened; zero means now.
+	OccurredAt time.Time
+}
+
+// Outbox enqueues events and wakes the relays of this process, and, by a
+// NOTIFY sent after commit, those of other processes.
+type Outbox struct {
+	db      *postgres.DB
+	channel string
+	// local wakes relays in this process; notify asks the notifier to send
+	// one NOTIFY for other processes. Both are coalescing (capacity 1).
+	local  chan struct{}
+	notify chan struct{}
+}
+
+// New returns the outbox of db. The NOTIFY channel is DefaultChannel.
+func New(db *postgres.DB) *Outbox {
+	return &Outbox{
+		db:      db,
+		channel: DefaultChannel,
+		local:   make(chan struct{}, 1),
+		notify:  make(chan struct{}, 1),
+	}
+}
+
+// ErrInvalidMessage is returned by Enqueue for a message missing a topic,
+// key, type or a JSON payload.
+var ErrInvalidMessage = errors.New("invalid outbox message")
+
+const insertSQL = `
+INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, headers, occurred_at)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::jsonb[], $9::timestamptz[])`
+
+// Enqueue writes msgs in tx, the caller's transaction: they are published if
+// and only if tx commits. There is deliberately no way to enqueue outside a
+// transaction. When tx came from postgres.DB.InTx, the relays are woken right
+// after the commit. Returns ErrInvalidMessage for a malformed message.
+func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	n := len(msgs)
+	ids := make([]uuid.UUID, n)
+	aggTypes, aggIDs := make([]string, n), make([]string, n)
+	topics, keys, types := make([]string, n), make([]string, n), make([]string, n)
+	payloads, headers := make([]string, n), make([]string, n)
+	occurred := make([]time.Time, n)
+	now := time.Now().UTC()
+	for i, m := range msgs {
+		if m.Topic == "" || m.Key == "" || m.Type == "" || !json.Valid(m.Payload) {
+			return fmt.Errorf("%w: topic %q key %q type %q", ErrInvalidMessage, m.Topic, m.Key, m.Type)
+		}
+		ids[i] = m.ID
+		if ids[i] == uuid.Nil {
+			ids[i] = uuid.New()
+		}
+		aggTypes[i], aggIDs[i] = m.AggregateType, m.AggregateID
+		topics[i], keys[i], types[i] = m.Topic, m.Key, m.Type
+		payloads[i] = string(m.Payload)
+		h, err := json.Marshal(nonNil(m.Headers))
+		if err != nil {
+			return fmt.Errorf("encode outbox headers: %w", err)
+		}
+		headers[i] = string(h)
+		occurred[i] = m.OccurredAt
+		if occurred[i].IsZero() {
+			occurred[i] = now
+		}
+	}
+	if _, err := tx.Exec(ctx, insertSQL, ids, aggTypes, aggIDs, topics, keys, types, payloads, headers, occurred); err != nil {
+		return fmt.Errorf("enqueue %d outbox events: %w", n, err)
+	}
+	postgres.AfterCommit(tx, o.Wake)
+	return nil
+}
+
+// Wake tells the relays that events were committed. It never blocks.
+func (o *Outbox) Wake() {
+	select {
+	case o.local <- struct{}{}:
+	default:
+	}
+	select {
+	case o.notify <- struct{}{}:
+	default:
+	}
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
