@@ -22,7 +22,10 @@ CREATE TABLE outbox_event (
     locked_by       TEXT,
     locked_until    TIMESTAMPTZ,
     published_at    TIMESTAMPTZ,
-    last_error      TEXT
+    last_error      TEXT,
+    -- The broker refused this event itself on its last attempt: it is sent
+    -- alone from now on, so that it cannot fail the events beside it.
+    isolate         BOOLEAN     NOT NULL DEFAULT false
 );
 
 -- The rows still to publish, in enqueue order: what the relay scans.

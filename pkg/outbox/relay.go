@@ -253,24 +253,22 @@ func (r *Relay) listenLoop(ctx context.Context, fanout func()) {
 }
 
 func (r *Relay) listenOnce(ctx context.Context, fanout func()) error {
-	conn, err := r.ob.db.Acquire(ctx)
+	// A connection of its own, outside the pool: a listener holds its
+	// connection for as long as it runs.
+	conn, err := pgx.ConnectConfig(ctx, r.ob.db.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		conn.Close(cctx) //nolint:errcheck // closing a listener; nothing to do on error
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.ob.channel}.Sanitize()); err != nil {
 		return err
 	}
-	defer func() {
-		// The connection returns to the pool: stop listening on it first.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, "UNLISTEN *"); err != nil {
-			conn.Conn().Close(uctx) //nolint:errcheck // broken conn, dropping it anyway
-		}
-	}()
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
 		fanout()
@@ -287,6 +285,7 @@ type claimed struct {
 	payload    []byte
 	headers    map[string]string
 	attempts   int
+	isolate    bool
 	enqueuedAt time.Time
 }
 
@@ -305,7 +304,7 @@ WITH held AS (
     ) waiting
     GROUP BY topic, key
 )
-SELECT e.id, e.seq, e.topic, e.key, e.event_type, e.payload, e.headers, e.attempts, e.enqueued_at
+SELECT e.id, e.seq, e.topic, e.key, e.event_type, e.payload, e.headers, e.attempts, e.isolate, e.enqueued_at
   FROM outbox_event e
  WHERE e.status IN ('PENDING', 'PROCESSING')
    AND ((e.status = 'PENDING' AND e.next_attempt_at <= now())
@@ -335,7 +334,7 @@ UPDATE outbox_event
 
 const publishedSQL = `
 UPDATE outbox_event
-   SET status = 'PUBLISHED', published_at = now(), locked_by = NULL, locked_until = NULL, last_error = NULL
+   SET status = 'PUBLISHED', published_at = now(), locked_by = NULL, locked_until = NULL
  WHERE id = ANY($1::uuid[]) AND status = 'PROCESSING' AND locked_by = $2`
 
 const failedSQL = `
@@ -344,8 +343,9 @@ UPDATE outbox_event AS o
        attempts = o.attempts + 1,
        next_attempt_at = now() + f.delay_ms * interval '1 millisecond',
        last_error = f.err,
+       isolate = f.permanent,
        locked_by = NULL, locked_until = NULL
-  FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bool[]) AS f(id, delay_ms, err, dead)
+  FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bool[], $6::bool[]) AS f(id, delay_ms, err, dead, permanent)
  WHERE o.id = f.id AND o.status = 'PROCESSING' AND o.locked_by = $5`
 
 // PublishBatch claims one batch, publishes it and records the outcome. It
@@ -376,7 +376,7 @@ func (r *Relay) claim(ctx context.Context) ([]claimed, error) {
 		for rows.Next() {
 			var c claimed
 			var headers []byte
-			if err := rows.Scan(&c.id, &c.seq, &c.topic, &c.key, &c.eventType, &c.payload, &headers, &c.attempts, &c.enqueuedAt); err != nil {
+			if err := rows.Scan(&c.id, &c.seq, &c.topic, &c.key, &c.eventType, &c.payload, &headers, &c.attempts, &c.isolate, &c.enqueuedAt); err != nil {
 				rows.Close()
 				return fmt.Errorf("scan outbox event: %w", err)
 			}
@@ -452,8 +452,8 @@ func (r *Relay) orderCheck(ctx context.Context, tx pgx.Tx, cands []claimed) (map
 }
 
 // selectRuns keeps, for each key, the events older than its cutoff; and of a
-// key whose oldest event failed before, only that event, so that a retried
-// event travels alone and cannot fail its neighbours again.
+// key whose oldest event the broker refused, only that event, so that it
+// travels alone and cannot fail its neighbours again.
 func selectRuns(cands []claimed, cutoff map[topicKey]int64) []claimed {
 	out := cands[:0:0]
 	done := map[topicKey]bool{}
@@ -467,7 +467,7 @@ func selectRuns(cands []claimed, cutoff map[topicKey]int64) []claimed {
 			continue
 		}
 		out = append(out, c)
-		if c.attempts > 0 {
+		if c.isolate {
 			done[k] = true
 		}
 	}
@@ -475,22 +475,23 @@ func selectRuns(cands []claimed, cutoff map[topicKey]int64) []claimed {
 }
 
 // send publishes the batch and returns one error per event (nil: acked).
-// First-time events go in one call, in seq order, so that the events of a key
-// form one record batch of one partition and succeed or fail together;
-// retried events go one per call, so a poison event fails alone.
+// Events go in one call, in seq order, so that the events of a key form one
+// record batch of one partition and succeed or fail together. Events the
+// broker refused before go afterwards, one call each, one after the other:
+// the writer merges concurrent calls into one batch, and a poison event must
+// not fail its neighbours again.
 func (r *Relay) send(ctx context.Context, batch []claimed) []error {
 	results := make([]error, len(batch))
-	var fresh, retried []int
+	var together []int
+	var alone []int
 	for i, c := range batch {
-		if c.attempts > 0 {
-			retried = append(retried, i)
+		if c.isolate {
+			alone = append(alone, i)
 		} else {
-			fresh = append(fresh, i)
+			together = append(together, i)
 		}
 	}
-	var wg sync.WaitGroup
 	call := func(idx []int) {
-		defer wg.Done()
 		msgs := make([]kafka.Message, len(idx))
 		for j, i := range idx {
 			msgs[j] = toKafka(batch[i])
@@ -511,15 +512,12 @@ func (r *Relay) send(ctx context.Context, batch []claimed) []error {
 			}
 		}
 	}
-	if len(fresh) > 0 {
-		wg.Add(1)
-		go call(fresh)
+	if len(together) > 0 {
+		call(together)
 	}
-	for _, i := range retried {
-		wg.Add(1)
-		go call([]int{i})
+	for _, i := range alone {
+		call([]int{i})
 	}
-	wg.Wait()
 	return results
 }
 
@@ -550,7 +548,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error) er
 	var failIDs []uuid.UUID
 	var delays []int64
 	var errs []string
-	var dead []bool
+	var dead, perms []bool
 	now := time.Now()
 	for i, c := range batch {
 		err := results[i]
@@ -567,6 +565,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error) er
 		delays = append(delays, r.backoff(attempts).Milliseconds())
 		errs = append(errs, truncate(err.Error(), 2000))
 		dead = append(dead, isDead)
+		perms = append(perms, perm)
 		r.metrics.SendFailures.WithLabelValues(Cause(err)).Inc()
 		if isDead {
 			r.metrics.DeadTotal.Inc()
@@ -588,7 +587,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error) er
 		}
 	}
 	if len(failIDs) > 0 {
-		if _, err := r.ob.db.Exec(mctx, failedSQL, failIDs, delays, errs, dead, r.cfg.Name); err != nil {
+		if _, err := r.ob.db.Exec(mctx, failedSQL, failIDs, delays, errs, dead, r.cfg.Name, perms); err != nil {
 			return fmt.Errorf("schedule %d outbox retries: %w", len(failIDs), err)
 		}
 	}

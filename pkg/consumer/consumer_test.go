@@ -1,0 +1,343 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/test/kafkatest"
+)
+
+// The consumer error-handling contract: the same suite runs against every
+// policy, so the ledger's blocking retries and the notifications' retry
+// topics keep the same promises.
+type policyCase struct {
+	name   string
+	policy consumer.Policy
+	// attempts is how many times a record that always fails is handled.
+	attempts int
+	// blocksPartition says whether later records of the partition wait for
+	// a failing one.
+	blocksPartition bool
+	// minSpan is the least time between the first and the last attempt.
+	minSpan time.Duration
+}
+
+var policies = []policyCase{
+	{
+		name:     "blocking",
+		policy:   consumer.Blocking{Backoff: consumer.Backoff{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 300 * time.Millisecond}, Retries: 3},
+		attempts: 4, blocksPartition: true, minSpan: 100*time.Millisecond + 200*time.Millisecond + 300*time.Millisecond,
+	},
+	{
+		name:     "retry-topics",
+		policy:   consumer.RetryTopics{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}},
+		attempts: 4, blocksPartition: false, minSpan: 1400 * time.Millisecond,
+	},
+}
+
+type fixture struct {
+	kcfg   broker.Config
+	topic  string
+	group  string
+	writer *kafka.Writer
+}
+
+func newFixture(t *testing.T, pc policyCase) *fixture {
+	t.Helper()
+	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
+	topic := kafkatest.Topic(t, "consumer-"+pc.name, 1)
+	kafkatest.CreateTopic(t, events.DLT(topic), 1)
+	if rt, ok := pc.policy.(consumer.RetryTopics); ok {
+		for _, d := range rt.Delays {
+			kafkatest.CreateTopic(t, broker.RetryTopic(topic, d), 1)
+		}
+	}
+	w := broker.NewWriter(kcfg)
+	t.Cleanup(func() { w.Close() })
+	return &fixture{kcfg: kcfg, topic: topic, group: kafkatest.Group(t, pc.name), writer: w}
+}
+
+func (f *fixture) produce(t *testing.T, values ...string) {
+	t.Helper()
+	msgs := make([]kafka.Message, len(values))
+	for i, v := range values {
+		msgs[i] = kafka.Message{Topic: f.topic, Key: []byte("CC-001"), Value: []byte(v), Headers: []kafka.Header{
+			{Key: events.HeaderEventID, Value: []byte("id-" + v)},
+			{Key: events.HeaderEventType, Value: []byte("Test")},
+			{Key: events.HeaderCorrelationID, Value: []byte("corr-" + v)},
+		}}
+	}
+	if err := f.writer.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recorder records handler calls.
+type recorder struct {
+	mu    sync.Mutex
+	calls map[string][]time.Time
+	order []string
+}
+
+func (r *recorder) record(v string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.calls == nil {
+		r.calls = map[string][]time.Time{}
+	}
+	r.calls[v] = append(r.calls[v], time.Now())
+	r.order = append(r.order, v)
+}
+
+func (r *recorder) count(v string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls[v])
+}
+
+func (r *recorder) times(v string) []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.calls[v]...)
+}
+
+func (f *fixture) run(t *testing.T, pc policyCase, h consumer.Handler) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- consumer.Run(ctx, consumer.Config{
+			Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: h, Policy: pc.policy,
+			Publisher: f.writer, Logger: slog.New(slog.DiscardHandler),
+		})
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("consumer.Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("consumer did not stop within 30s of cancellation")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func readDLT(t *testing.T, f *fixture, want int) []kafka.Message {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: f.kcfg.Brokers, Topic: events.DLT(f.topic), Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []kafka.Message
+	for len(out) < want {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read DLT: got %d of %d: %v", len(out), want, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func dltEnd(t *testing.T, f *fixture) int64 {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", f.kcfg.Brokers[0], events.DLT(f.topic), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	last, err := conn.ReadLastOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+func TestConsumerContract(t *testing.T) {
+	t.Parallel()
+	for _, pc := range policies {
+		t.Run(pc.name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("commits handled records", func(t *testing.T) { t.Parallel(); testCommits(t, pc) })
+			t.Run("failing record is retried then dead-lettered", func(t *testing.T) { t.Parallel(); testRetryThenDLT(t, pc) })
+			t.Run("poison record goes to the DLT at once", func(t *testing.T) { t.Parallel(); testPoison(t, pc) })
+			t.Run("recovers after transient failures", func(t *testing.T) { t.Parallel(); testRecovers(t, pc) })
+		})
+	}
+}
+
+// Handled records are committed: a consumer started again in the same group
+// gets none of them again.
+func testCommits(t *testing.T, pc policyCase) {
+	f := newFixture(t, pc)
+	f.produce(t, "a", "b", "c")
+	rec := &recorder{}
+	stop := f.run(t, pc, func(_ context.Context, m kafka.Message) error { rec.record(string(m.Value)); return nil })
+	waitFor(t, 60*time.Second, "three records handled", func() bool { return rec.count("c") == 1 })
+	stop()
+	if diff := cmp.Diff([]string{"a", "b", "c"}, rec.order); diff != "" {
+		t.Fatalf("order (-want +got):\n%s", diff)
+	}
+	f.produce(t, "d")
+	rec2 := &recorder{}
+	f.run(t, pc, func(_ context.Context, m kafka.Message) error { rec2.record(string(m.Value)); return nil })
+	waitFor(t, 60*time.Second, "the new record handled", func() bool { return rec2.count("d") == 1 })
+	if diff := cmp.Diff([]string{"d"}, rec2.order); diff != "" {
+		t.Fatalf("after restart (-want +got):\n%s", diff)
+	}
+}
+
+// A record that always fails is handled the policy's number of times with
+// the policy's delays, then lands on the DLT with its original headers and
+// the DLT headers; the next record of its partition is then processed (for a
+// non-blocking policy, meanwhile).
+func testRetryThenDLT(t *testing.T, pc policyCase) {
+	f := newFixture(t, pc)
+	f.produce(t, "bad", "next")
+	rec := &recorder{}
+	var nextAt time.Time
+	var mu sync.Mutex
+	f.run(t, pc, func(_ context.Context, m kafka.Message) error {
+		v := string(m.Value)
+		rec.record(v)
+		if v == "bad" {
+			return fmt.Errorf("downstream unavailable: %w", errTransient)
+		}
+		mu.Lock()
+		nextAt = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	dlt := readDLT(t, f, 1)[0]
+	calls := rec.times("bad")
+	if len(calls) != pc.attempts {
+		t.Fatalf("bad handled %d times, want %d", len(calls), pc.attempts)
+	}
+	if span := calls[len(calls)-1].Sub(calls[0]); span < pc.minSpan {
+		t.Errorf("attempts spanned %v, want at least %v", span, pc.minSpan)
+	}
+	waitFor(t, 30*time.Second, "next handled", func() bool { return rec.count("next") == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if pc.blocksPartition && nextAt.Before(calls[len(calls)-1]) {
+		t.Errorf("blocking policy handled the next record before the failing one was disposed of")
+	}
+	if !pc.blocksPartition && !nextAt.Before(calls[1]) {
+		t.Errorf("non-blocking policy held the next record (at %v) behind the failing one's retry (at %v)", nextAt, calls[1])
+	}
+	got := map[string]string{}
+	for _, k := range []string{events.HeaderEventID, events.HeaderEventType, events.HeaderCorrelationID,
+		consumer.HeaderDLTOriginalTopic, consumer.HeaderDLTOriginalGroup, consumer.HeaderDLTExceptionFQCN} {
+		got[k] = broker.Header(dlt, k)
+	}
+	want := map[string]string{
+		events.HeaderEventID: "id-bad", events.HeaderEventType: "Test", events.HeaderCorrelationID: "corr-bad",
+		consumer.HeaderDLTOriginalTopic: f.topic, consumer.HeaderDLTOriginalGroup: f.group,
+		consumer.HeaderDLTExceptionFQCN: "*consumer_test.transientError",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DLT headers (-want +got):\n%s", diff)
+	}
+	origin := consumer.OriginOf(dlt, "")
+	if origin.Offset != 0 || origin.Partition != 0 || origin.Timestamp.IsZero() {
+		t.Errorf("origin = %+v, want offset 0 partition 0 and a timestamp", origin)
+	}
+	if msg := consumer.ExceptionMessage(dlt); msg != "downstream unavailable: transient" {
+		t.Errorf("exception message = %q", msg)
+	}
+	if string(dlt.Key) != "CC-001" || string(dlt.Value) != "bad" {
+		t.Errorf("DLT record key/value = %q/%q", dlt.Key, dlt.Value)
+	}
+}
+
+type transientError struct{}
+
+func (*transientError) Error() string { return "transient" }
+
+var errTransient error = &transientError{}
+
+// A poison record (decoding error) is handled once and dead-lettered at
+// once; the partition moves on.
+func testPoison(t *testing.T, pc policyCase) {
+	f := newFixture(t, pc)
+	f.produce(t, "poison", "after")
+	rec := &recorder{}
+	f.run(t, pc, func(_ context.Context, m kafka.Message) error {
+		rec.record(string(m.Value))
+		if string(m.Value) == "poison" {
+			var e events.Settled
+			return events.Decode(m.Value, &e)
+		}
+		return nil
+	})
+	dlt := readDLT(t, f, 1)[0]
+	waitFor(t, 30*time.Second, "after handled", func() bool { return rec.count("after") == 1 })
+	if n := rec.count("poison"); n != 1 {
+		t.Errorf("poison handled %d times, want 1", n)
+	}
+	if string(dlt.Value) != "poison" || consumer.Attempts(dlt) != 1 {
+		t.Errorf("DLT record = %q (attempts %d)", dlt.Value, consumer.Attempts(dlt))
+	}
+}
+
+// A record that fails twice and then succeeds is handled three times and
+// never reaches the DLT.
+func testRecovers(t *testing.T, pc policyCase) {
+	f := newFixture(t, pc)
+	f.produce(t, "flaky")
+	rec := &recorder{}
+	f.run(t, pc, func(_ context.Context, m kafka.Message) error {
+		rec.record(string(m.Value))
+		if rec.count("flaky") <= 2 {
+			return errors.New("flaky " + strconv.Itoa(rec.count("flaky")))
+		}
+		return nil
+	})
+	waitFor(t, 30*time.Second, "third attempt", func() bool { return rec.count("flaky") == 3 })
+	if end := dltEnd(t, f); end != 0 {
+		t.Errorf("DLT holds %d records, want 0", end)
+	}
+}
+
+func TestBackoffDelays(t *testing.T) {
+	t.Parallel()
+	b := consumer.LedgerPolicy.Backoff
+	var got []time.Duration
+	for n := 1; n <= 7; n++ {
+		got = append(got, b.Delay(n))
+	}
+	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 15 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ledger backoff (-want +got):\n%s", diff)
+	}
+}

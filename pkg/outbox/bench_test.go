@@ -1,0 +1,278 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/test/kafkatest"
+)
+
+// seedRelay is the relay of seeds/003 (OutboxRelay.publicarPendentes), kept
+// as the benchmark baseline: every 200 ms (fixed delay), one transaction
+// selects 100 unpublished rows FOR UPDATE SKIP LOCKED, sends them, waits for
+// the acks while holding the transaction, marks them published and commits.
+type seedRelay struct {
+	db  *postgres.DB
+	pub outbox.Publisher
+}
+
+func (s *seedRelay) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		_ = s.db.InTx(ctx, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `
+				SELECT id, topic, key, event_type, payload FROM outbox_event
+				 WHERE status = 'PENDING' ORDER BY enqueued_at LIMIT 100 FOR UPDATE SKIP LOCKED`)
+			if err != nil {
+				return err
+			}
+			var ids []uuid.UUID
+			var msgs []kafka.Message
+			for rows.Next() {
+				var id uuid.UUID
+				var topic, key, typ string
+				var payload []byte
+				if err := rows.Scan(&id, &topic, &key, &typ, &payload); err != nil {
+					rows.Close()
+					return err
+				}
+				ids = append(ids, id)
+				msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(key), Value: payload, Headers: []kafka.Header{
+					{Key: events.HeaderEventID, Value: []byte(id.String())}, {Key: events.HeaderEventType, Value: []byte(typ)}}})
+			}
+			if err := rows.Err(); err != nil || len(ids) == 0 {
+				return err
+			}
+			if err := s.pub.WriteMessages(ctx, msgs...); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE outbox_event SET status = 'PUBLISHED', published_at = now() WHERE id = ANY($1)`, ids)
+			return err
+		})
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// ackClock wraps a publisher and records when each event was acknowledged.
+type ackClock struct {
+	next outbox.Publisher
+	mu   sync.Mutex
+	at   map[string]time.Time
+}
+
+func (a *ackClock) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	err := a.next.WriteMessages(ctx, msgs...)
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range msgs {
+		if err == nil {
+			a.at[broker.Header(m, events.HeaderEventID)] = now
+		}
+	}
+	return err
+}
+
+func (a *ackClock) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.at)
+}
+
+type benchEnv struct {
+	db     *postgres.DB
+	ob     *outbox.Outbox
+	topic  string
+	writer *kafka.Writer
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	db := openDB(b)
+	kcfg := broker.Config{Brokers: kafkatest.Brokers(b)}
+	w := broker.NewWriter(kcfg)
+	b.Cleanup(func() { w.Close() })
+	return &benchEnv{db: db, ob: outbox.New(db), topic: kafkatest.Topic(b, "bench", 12), writer: w}
+}
+
+func (e *benchEnv) enqueueBulk(b *testing.B, n int) {
+	b.Helper()
+	for done := 0; done < n; {
+		k := min(1000, n-done)
+		msgs := make([]outbox.Message, k)
+		for i := range msgs {
+			msgs[i] = outbox.Message{Topic: e.topic, Key: "CC-" + strconv.Itoa((done+i)%1000), Type: "Bench",
+				Payload: []byte(`{"transferenciaId":"00000000-0000-0000-0000-000000000000","valorEmCentavos":30000}`)}
+		}
+		if err := e.db.InTx(context.Background(), func(tx pgx.Tx) error { return e.ob.Enqueue(context.Background(), tx, msgs...) }); err != nil {
+			b.Fatal(err)
+		}
+		done += k
+	}
+}
+
+// drain runs start until every one of n events was acknowledged and
+// returns the elapsed time.
+func drain(b *testing.B, clock *ackClock, n int, start func(ctx context.Context)) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Now()
+	go start(ctx)
+	deadline := t0.Add(10 * time.Minute)
+	for clock.count() < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d events acknowledged", clock.count(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(t0)
+}
+
+// BenchmarkRelayThroughput measures events/s from enqueued to acknowledged,
+// for this relay at batch sizes 100 and 1,000 and for the seed-003 relay,
+// on the same servers in the same run. Run with -benchtime=Nx: N events.
+func BenchmarkRelayThroughput(b *testing.B) {
+	log := slog.New(slog.DiscardHandler)
+	var seedRate float64
+	for _, tc := range []struct {
+		name  string
+		batch int
+		seed  bool
+	}{{"seed003", 100, true}, {"batch100", 100, false}, {"batch1000", 1000, false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			n := max(b.N, 1000)
+			if tc.seed {
+				n = min(n, 5000) // the seed relay moves ~450 events/s
+			}
+			e := newBenchEnv(b)
+			e.enqueueBulk(b, n)
+			clock := &ackClock{next: e.writer, at: map[string]time.Time{}}
+			b.ResetTimer()
+			elapsed := drain(b, clock, n, func(ctx context.Context) {
+				if tc.seed {
+					(&seedRelay{db: e.db, pub: clock}).run(ctx)
+					return
+				}
+				cfg := outbox.RelayConfig{BatchSize: tc.batch, Workers: 2, PollInterval: 50 * time.Millisecond}
+				_ = outbox.NewRelay(e.ob, clock, cfg, log, nil).Run(ctx)
+			})
+			b.StopTimer()
+			rate := float64(n) / elapsed.Seconds()
+			b.ReportMetric(rate, "events/s")
+			b.ReportMetric(0, "ns/op")
+			if tc.seed {
+				seedRate = rate
+			} else if seedRate > 0 {
+				b.ReportMetric(rate/seedRate, "x_seed")
+			}
+		})
+	}
+}
+
+// BenchmarkRelayLatency offers 2,000 events/s (one event per transaction,
+// from 8 producers) for the benchmark's duration and reports the p50 and p99
+// of enqueue-commit to broker acknowledgement, for this relay and for the
+// seed-003 relay.
+func BenchmarkRelayLatency(b *testing.B) {
+	log := slog.New(slog.DiscardHandler)
+	const rate = 2000
+	var seedP99 float64
+	for _, tc := range []struct {
+		name string
+		seed bool
+	}{{"seed003", true}, {"relay", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			e := newBenchEnv(b)
+			clock := &ackClock{next: e.writer, at: map[string]time.Time{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.seed {
+				go (&seedRelay{db: e.db, pub: clock}).run(ctx)
+			} else {
+				cfg := outbox.RelayConfig{BatchSize: 500, Workers: 2}
+				go func() { _ = outbox.NewRelay(e.ob, clock, cfg, log, nil).Run(ctx) }()
+			}
+			n := max(b.N, 2000)
+			duration := time.Duration(float64(n) / rate * float64(time.Second))
+			committed := make(map[string]time.Time, n)
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			const producers = 8
+			b.ResetTimer()
+			start := time.Now()
+			for p := range producers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					interval := time.Second * producers / rate
+					next := start.Add(time.Duration(p) * interval / producers)
+					for i := p; i < n; i += producers {
+						if d := time.Until(next); d > 0 {
+							time.Sleep(d)
+						}
+						next = next.Add(interval)
+						id := uuid.New()
+						err := e.db.InTx(ctx, func(tx pgx.Tx) error {
+							return e.ob.Enqueue(ctx, tx, outbox.Message{ID: id, Topic: e.topic, Key: "CC-" + strconv.Itoa(i%1000),
+								Type: "Bench", Payload: []byte(`{"n":1}`)})
+						})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						committed[id.String()] = time.Now()
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			offered := float64(n) / time.Since(start).Seconds()
+			deadline := time.Now().Add(duration + time.Minute)
+			for clock.count() < n && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			b.StopTimer()
+			clock.mu.Lock()
+			var lat []float64
+			for id, c := range committed {
+				if a, ok := clock.at[id]; ok {
+					lat = append(lat, float64(max(a.Sub(c), 0))/float64(time.Millisecond))
+				}
+			}
+			clock.mu.Unlock()
+			if len(lat) < n {
+				b.Fatalf("%d of %d events acknowledged", len(lat), n)
+			}
+			sort.Float64s(lat)
+			p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+			b.ReportMetric(offered, "offered/s")
+			b.ReportMetric(p50, "p50_ms")
+			b.ReportMetric(p99, "p99_ms")
+			b.ReportMetric(0, "ns/op")
+			if tc.seed {
+				seedP99 = p99
+			} else if seedP99 > 0 {
+				b.ReportMetric(seedP99/p99, "x_seed_p99")
+			}
+			_ = fmt.Sprint()
+		})
+	}
+}

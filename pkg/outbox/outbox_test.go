@@ -1,0 +1,620 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+// env is one test's database, outbox and topic.
+type env struct {
+	db     *postgres.DB
+	ob     *outbox.Outbox
+	topic  string
+	kcfg   broker.Config
+	writer *kafka.Writer
+}
+
+func newEnv(t *testing.T, partitions int) *env {
+	t.Helper()
+	db := openDB(t)
+	if _, err := db.Exec(context.Background(), `CREATE TABLE widget (id uuid PRIMARY KEY, name text NOT NULL)`); err != nil {
+		t.Fatalf("create business table: %v", err)
+	}
+	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
+	w := broker.NewWriter(kcfg)
+	t.Cleanup(func() { w.Close() })
+	return &env{db: db, ob: outbox.New(db), topic: kafkatest.Topic(t, "outbox", partitions), kcfg: kcfg, writer: w}
+}
+
+// openDB opens a fresh migrated database with a pool sized like a
+// service's (the test default of 4 connections would starve four relays).
+func openDB(tb testing.TB) *postgres.DB {
+	tb.Helper()
+	db, err := postgres.Open(context.Background(), pgtest.NewDSN(tb, migrations.Platform), 30)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(db.Close)
+	return db
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// fastRelay is a relay config for tests: small delays, polling fallback.
+func fastRelay(name string) outbox.RelayConfig {
+	return outbox.RelayConfig{
+		Name: name, BatchSize: 200, PollInterval: 50 * time.Millisecond, Lease: 5 * time.Second,
+		SendTimeout: 3 * time.Second, BackoffBase: 100 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
+		StatsInterval: 100 * time.Millisecond,
+	}
+}
+
+func runRelay(t *testing.T, r *outbox.Relay) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("relay: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("relay did not stop within 30s of cancellation")
+		}
+	})
+}
+
+type payload struct {
+	Key string `json:"key"`
+	N   int    `json:"n"`
+}
+
+// enqueue writes one widget and its event per (key, n) in one transaction.
+func (e *env) enqueue(t *testing.T, items ...payload) []uuid.UUID {
+	t.Helper()
+	ids := make([]uuid.UUID, len(items))
+	err := e.db.InTx(context.Background(), func(tx pgx.Tx) error {
+		msgs := make([]outbox.Message, len(items))
+		for i, it := range items {
+			ids[i] = uuid.New()
+			if _, err := tx.Exec(context.Background(), `INSERT INTO widget (id, name) VALUES ($1, $2)`, ids[i], it.Key); err != nil {
+				return err
+			}
+			body, _ := json.Marshal(it)
+			msgs[i] = outbox.Message{ID: ids[i], AggregateType: "widget", AggregateID: ids[i].String(),
+				Topic: e.topic, Key: it.Key, Type: "WidgetCreated", Payload: body,
+				Headers: map[string]string{events.HeaderCorrelationID: ids[i].String()}}
+		}
+		return e.ob.Enqueue(context.Background(), tx, msgs...)
+	})
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	return ids
+}
+
+// readTopic reads records from every partition of topic until want records
+// arrived or the deadline passed.
+func readTopic(t *testing.T, kcfg broker.Config, topic string, want int, within time.Duration) []kafka.Message {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: kcfg.Brokers, GroupID: kafkatest.Group(t, "reader"), Topic: topic,
+		StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond,
+	})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var out []kafka.Message
+	for len(out) < want {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read %s: got %d of %d records: %v", topic, len(out), want, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// waitFor polls cond until it is true or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func count(t *testing.T, db *postgres.DB, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("count %q: %v", sql, err)
+	}
+	return n
+}
+
+func header(m kafka.Message, k string) string { return broker.Header(m, k) }
+
+// 1. The business row and its event are written together; the event
+// reaches Kafka with its key and headers.
+func TestOutboxSuccess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	runRelay(t, outbox.NewRelay(e.ob, e.writer, fastRelay("r1"), testLogger(t), nil))
+	var id uuid.UUID
+	err := e.db.InTx(context.Background(), func(tx pgx.Tx) error {
+		id = uuid.New()
+		if _, err := tx.Exec(context.Background(), `INSERT INTO widget (id, name) VALUES ($1, 'w')`, id); err != nil {
+			return err
+		}
+		return e.ob.Enqueue(context.Background(), tx, outbox.Message{
+			ID: id, AggregateType: "widget", AggregateID: id.String(), Topic: e.topic, Key: "CC-001",
+			Type: "WidgetCreated", Payload: []byte(`{"a":1}`),
+			Headers: map[string]string{events.HeaderTraceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+				events.HeaderCorrelationID: "corr-1"},
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e.db, `SELECT count(*) FROM widget WHERE id = $1`, id); n != 1 {
+		t.Fatalf("business rows = %d, want 1", n)
+	}
+	got := readTopic(t, e.kcfg, e.topic, 1, 30*time.Second)[0]
+	want := map[string]string{"key": "CC-001", "value": `{"a": 1}`, events.HeaderEventID: id.String(),
+		events.HeaderEventType: "WidgetCreated", events.HeaderTraceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		events.HeaderCorrelationID: "corr-1"}
+	gotMap := map[string]string{"key": string(got.Key), "value": string(got.Value)}
+	for _, k := range []string{events.HeaderEventID, events.HeaderEventType, events.HeaderTraceparent, events.HeaderCorrelationID} {
+		gotMap[k] = header(got, k)
+	}
+	if diff := cmp.Diff(want, gotMap); diff != "" {
+		t.Errorf("record mismatch (-want +got):\n%s", diff)
+	}
+	wantPartition := (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte("CC-001")}, 0, 1, 2)
+	if got.Partition != wantPartition {
+		t.Errorf("partition = %d, want murmur2 partition %d", got.Partition, wantPartition)
+	}
+	waitFor(t, 10*time.Second, "event marked PUBLISHED", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'PUBLISHED' AND published_at IS NOT NULL`, id) == 1, nil
+	})
+}
+
+// 2. An error after both inserts leaves neither.
+func TestOutboxRollback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	boom := errors.New("boom after both inserts")
+	id := uuid.New()
+	err := e.db.InTx(context.Background(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), `INSERT INTO widget (id, name) VALUES ($1, 'w')`, id); err != nil {
+			return err
+		}
+		if err := e.ob.Enqueue(context.Background(), tx, outbox.Message{ID: id, Topic: e.topic, Key: "k", Type: "T", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("InTx error = %v, want %v", err, boom)
+	}
+	if n := count(t, e.db, `SELECT (SELECT count(*) FROM widget) + (SELECT count(*) FROM outbox_event)`); n != 0 {
+		t.Fatalf("rows after rollback = %d, want 0", n)
+	}
+}
+
+func TestEnqueueRejectsInvalidMessages(t *testing.T) {
+	t.Parallel()
+	db := postgres.Wrap(pgtest.NewPool(t, migrations.Platform))
+	ob := outbox.New(db)
+	tests := []struct {
+		name string
+		msg  outbox.Message
+	}{
+		{"no topic", outbox.Message{Key: "k", Type: "T", Payload: []byte(`{}`)}},
+		{"no key", outbox.Message{Topic: "t", Type: "T", Payload: []byte(`{}`)}},
+		{"no type", outbox.Message{Topic: "t", Key: "k", Payload: []byte(`{}`)}},
+		{"not json", outbox.Message{Topic: "t", Key: "k", Type: "T", Payload: []byte(`{`)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := db.InTx(context.Background(), func(tx pgx.Tx) error { return ob.Enqueue(context.Background(), tx, tc.msg) })
+			if !errors.Is(err, outbox.ErrInvalidMessage) {
+				t.Fatalf("err = %v, want ErrInvalidMessage", err)
+			}
+		})
+	}
+}
+
+// 3. Broker down: events stay pending and are retried with growing delays;
+// once the broker is back, every one arrives.
+func TestOutboxBrokerDown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	dialer := kafkatest.NewDialer(t)
+	dialer.Down()
+	cut := broker.NewWriter(broker.Config{Brokers: e.kcfg.Brokers, Dial: dialer.DialContext})
+	defer cut.Close()
+	cfg := fastRelay("down")
+	cfg.SendTimeout = time.Second
+	runRelay(t, outbox.NewRelay(e.ob, cut, cfg, testLogger(t), nil))
+
+	var items []payload
+	for i := range 30 {
+		items = append(items, payload{Key: "acct-" + strconv.Itoa(i%5), N: i})
+	}
+	ids := e.enqueue(t, items...)
+	// Every event keeps failing while the broker is unreachable: attempts
+	// grow, nothing goes DEAD, nothing is published.
+	waitFor(t, 30*time.Second, "three failed attempts on the head events", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE attempts >= 3`) >= 5, nil
+	})
+	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status IN ('PUBLISHED', 'DEAD')`); n != 0 {
+		t.Fatalf("%d events published or dead while the broker was down", n)
+	}
+	// Growing delays: the gap between the last failure and the next attempt
+	// grows with the attempt number (base 100ms doubling, jittered by at
+	// most half).
+	var minNext float64
+	if err := e.db.QueryRow(context.Background(), `
+		SELECT min(EXTRACT(EPOCH FROM next_attempt_at - now())) FROM outbox_event WHERE attempts >= 3 AND status = 'PENDING'`).Scan(&minNext); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE last_error IS NULL AND attempts > 0`); n != 0 {
+		t.Errorf("%d failed events without last_error", n)
+	}
+	dialer.Up()
+	got := readTopic(t, e.kcfg, e.topic, len(ids), 60*time.Second)
+	seen := map[string]bool{}
+	for _, m := range got {
+		seen[header(m, events.HeaderEventID)] = true
+	}
+	for _, id := range ids {
+		if !seen[id.String()] {
+			t.Errorf("event %s never arrived after the broker came back", id)
+		}
+	}
+	waitFor(t, 20*time.Second, "all events PUBLISHED", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids), nil
+	})
+}
+
+// recordingPublisher wraps a publisher and records who sends what, to prove
+// that no event is sent by two relays at once.
+type recordingPublisher struct {
+	next     outbox.Publisher
+	name     string
+	mu       *sync.Mutex
+	inFlight map[string]string // event id -> relay sending it
+	sends    map[string]int
+	overlaps *[]string
+}
+
+func (p *recordingPublisher) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	ids := make([]string, len(msgs))
+	p.mu.Lock()
+	for i, m := range msgs {
+		ids[i] = header(m, events.HeaderEventID)
+		if other, ok := p.inFlight[ids[i]]; ok {
+			*p.overlaps = append(*p.overlaps, fmt.Sprintf("%s sent by %s and %s at once", ids[i], other, p.name))
+		}
+		p.inFlight[ids[i]] = p.name
+		p.sends[ids[i]]++
+	}
+	p.mu.Unlock()
+	err := p.next.WriteMessages(ctx, msgs...)
+	p.mu.Lock()
+	for _, id := range ids {
+		delete(p.inFlight, id)
+	}
+	p.mu.Unlock()
+	return err
+}
+
+// 5. Four relays over 10,000 events: every event reaches Kafka, and no
+// event is sent by two relays at once.
+func TestOutboxConcurrentRelays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 6)
+	const total = 10_000
+	for batch := 0; batch < total/500; batch++ {
+		items := make([]payload, 500)
+		for i := range items {
+			n := batch*500 + i
+			items[i] = payload{Key: "acct-" + strconv.Itoa(n%97), N: n}
+		}
+		e.enqueue(t, items...)
+	}
+	var mu sync.Mutex
+	inFlight, sends := map[string]string{}, map[string]int{}
+	var overlaps []string
+	for i := range 4 {
+		name := "relay-" + strconv.Itoa(i)
+		pub := &recordingPublisher{next: e.writer, name: name, mu: &mu, inFlight: inFlight, sends: sends, overlaps: &overlaps}
+		cfg := fastRelay(name)
+		cfg.BatchSize = 250
+		runRelay(t, outbox.NewRelay(e.ob, pub, cfg, testLogger(t), nil))
+	}
+	got := readTopic(t, e.kcfg, e.topic, total, 120*time.Second)
+	seen := map[string]int{}
+	for _, m := range got {
+		seen[header(m, events.HeaderEventID)]++
+	}
+	if len(seen) != total {
+		t.Errorf("distinct events in Kafka = %d, want %d", len(seen), total)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(overlaps) > 0 {
+		t.Errorf("%d events sent by two relays at once, first: %s", len(overlaps), overlaps[0])
+	}
+	for id, n := range sends {
+		if n != 1 {
+			t.Errorf("event %s sent %d times, want once (no lease expired in this test)", id, n)
+			break
+		}
+	}
+	waitFor(t, 20*time.Second, "all PUBLISHED", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == total, nil
+	})
+}
+
+// 6. A relay that claimed a batch and died before marking it: after the
+// lease expires another relay publishes those events.
+func TestOutboxDeadRelayLeaseExpires(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	ids := e.enqueue(t, payload{"a", 1}, payload{"a", 2}, payload{"b", 3})
+	// The state a relay leaves when it dies right after claiming: rows
+	// PROCESSING, leased to it for 2 more seconds.
+	if _, err := e.db.Exec(context.Background(), `
+		UPDATE outbox_event SET status = 'PROCESSING', locked_by = 'dead-relay', locked_until = now() + interval '2 seconds'`); err != nil {
+		t.Fatal(err)
+	}
+	claimedAt := time.Now()
+	runRelay(t, outbox.NewRelay(e.ob, e.writer, fastRelay("survivor"), testLogger(t), nil))
+	got := readTopic(t, e.kcfg, e.topic, len(ids), 30*time.Second)
+	if since := time.Since(claimedAt); since < 1900*time.Millisecond {
+		t.Errorf("events published %v after the claim, before the 2s lease expired", since)
+	}
+	var order []string
+	for _, m := range got {
+		order = append(order, header(m, events.HeaderEventID))
+	}
+	// Key "a" keeps its order through the takeover.
+	var aOrder []string
+	for _, m := range got {
+		if string(m.Key) == "a" {
+			aOrder = append(aOrder, header(m, events.HeaderEventID))
+		}
+	}
+	if diff := cmp.Diff([]string{ids[0].String(), ids[1].String()}, aOrder); diff != "" {
+		t.Errorf("key a order mismatch (-want +got):\n%s", diff)
+	}
+	waitFor(t, 10*time.Second, "survivor marks them PUBLISHED", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED' AND locked_by IS NULL`) == len(ids), nil
+	})
+}
+
+// 7. An event the broker refuses for good (larger than the topic's
+// max.message.bytes) goes DEAD with its error after its attempts, while
+// other events keep flowing.
+func TestOutboxPoisonEventGoesDead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	small := kafkatest.TopicWithConfig(t, "outbox-small", 1, map[string]string{"max.message.bytes": "2048"})
+	cfg := fastRelay("poison")
+	cfg.MaxAttempts = 3
+	runRelay(t, outbox.NewRelay(e.ob, e.writer, cfg, testLogger(t), nil))
+
+	big := make([]byte, 8<<10)
+	for i := range big {
+		big[i] = 'x'
+	}
+	var poisonID uuid.UUID
+	var goodIDs []uuid.UUID
+	err := e.db.InTx(context.Background(), func(tx pgx.Tx) error {
+		poisonID = uuid.New()
+		msgs := []outbox.Message{{ID: poisonID, Topic: small, Key: "p", Type: "Big",
+			Payload: []byte(`{"blob":"` + string(big) + `"}`)}}
+		for i := range 10 {
+			id := uuid.New()
+			goodIDs = append(goodIDs, id)
+			msgs = append(msgs, outbox.Message{ID: id, Topic: small, Key: "k" + strconv.Itoa(i%3), Type: "Small", Payload: []byte(`{"n":1}`)})
+		}
+		return e.ob.Enqueue(context.Background(), tx, msgs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readTopic(t, e.kcfg, small, len(goodIDs), 30*time.Second)
+	for _, m := range got {
+		if header(m, events.HeaderEventID) == poisonID.String() {
+			t.Fatalf("the oversized event reached Kafka")
+		}
+	}
+	waitFor(t, 30*time.Second, "poison event DEAD", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND attempts = 3 AND last_error <> ''`, poisonID) == 1, nil
+	})
+	dead, err := e.ob.ListDead(context.Background(), 10)
+	if err != nil || len(dead) != 1 || dead[0].ID != poisonID {
+		t.Fatalf("ListDead = %+v, %v; want the poison event", dead, err)
+	}
+	// Requeue gives it a fresh budget; it dies again, as it must.
+	n, err := e.ob.Requeue(context.Background(), outbox.RequeueFilter{ID: poisonID})
+	if err != nil || n != 1 {
+		t.Fatalf("Requeue = %d, %v; want 1", n, err)
+	}
+	waitFor(t, 30*time.Second, "poison event DEAD again", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND attempts = 3`, poisonID) == 1, nil
+	})
+}
+
+// failingPublisher fails every send of the events of some keys for a while,
+// and passes everything else through.
+type failingPublisher struct {
+	next      outbox.Publisher
+	mu        sync.Mutex
+	failKeys  map[string]bool
+	failsLeft map[string]int
+}
+
+func (p *failingPublisher) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	errs := make(kafka.WriteErrors, len(msgs))
+	var pass []kafka.Message
+	var passIdx []int
+	p.mu.Lock()
+	failing := map[string]bool{}
+	for i, m := range msgs {
+		k := string(m.Key)
+		if p.failKeys[k] && p.failsLeft[k] > 0 {
+			failing[k] = true
+			errs[i] = kafka.NotEnoughReplicas // transient: retried, never DEAD
+			continue
+		}
+		pass = append(pass, m)
+		passIdx = append(passIdx, i)
+	}
+	for k := range failing {
+		p.failsLeft[k]--
+	}
+	p.mu.Unlock()
+	if len(pass) > 0 {
+		if err := p.next.WriteMessages(ctx, pass...); err != nil {
+			var werrs kafka.WriteErrors
+			for j, i := range passIdx {
+				if errors.As(err, &werrs) {
+					errs[i] = werrs[j]
+				} else {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	for _, e := range errs {
+		if e != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// 8. With two relays and injected send failures on some keys, the events of
+// every key arrive in enqueue order, and keys without failures are not
+// delayed by the failing ones.
+func TestOutboxPerKeyOrderUnderFailures(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 4)
+	failKeys := map[string]bool{"bad-0": true, "bad-1": true, "bad-2": true}
+	failsLeft := map[string]int{}
+	for k := range failKeys {
+		failsLeft[k] = 4 // four failed sends: at least 100+200+400+400ms of backoff
+	}
+	pub := &failingPublisher{next: e.writer, failKeys: failKeys, failsLeft: failsLeft}
+	keys := []string{"bad-0", "bad-1", "bad-2"}
+	for i := range 12 {
+		keys = append(keys, "good-"+strconv.Itoa(i))
+	}
+	// 40 rounds, each one transaction with one event per key, in order.
+	for n := range 40 {
+		items := make([]payload, len(keys))
+		for i, k := range keys {
+			items[i] = payload{Key: k, N: n}
+		}
+		e.enqueue(t, items...)
+	}
+	for i := range 2 {
+		cfg := fastRelay("order-" + strconv.Itoa(i))
+		cfg.BatchSize = 64
+		runRelay(t, outbox.NewRelay(e.ob, pub, cfg, testLogger(t), nil))
+	}
+	// Good keys flow while the bad keys still wait for retries.
+	waitFor(t, 30*time.Second, "every good-key event published", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE key LIKE 'good-%' AND status = 'PUBLISHED'`) == 12*40, nil
+	})
+	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE key LIKE 'bad-%' AND status = 'PUBLISHED'`); n == 3*40 {
+		t.Errorf("the failing keys were already fully published when the good keys finished: the test proves nothing")
+	}
+	got := readTopic(t, e.kcfg, e.topic, len(keys)*40, 60*time.Second)
+	last := map[string]int{}
+	for k := range keys {
+		last[keys[k]] = -1
+	}
+	for _, m := range got {
+		var p payload
+		if err := json.Unmarshal(m.Value, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.N != last[p.Key]+1 {
+			t.Errorf("key %s: got n=%d after n=%d (out of order or missing)", p.Key, p.N, last[p.Key])
+		}
+		last[p.Key] = p.N
+	}
+}
+
+// Cleanup deletes old PUBLISHED rows only; DEAD rows stay.
+func TestOutboxCleanup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	e.enqueue(t, payload{"a", 1}, payload{"a", 2}, payload{"b", 3}, payload{"c", 4})
+	if _, err := e.db.Exec(context.Background(), `
+		UPDATE outbox_event SET status = CASE WHEN key = 'c' THEN 'DEAD' ELSE 'PUBLISHED' END,
+		       published_at = CASE WHEN key = 'c' THEN NULL ELSE now() - interval '8 days' END`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec(context.Background(), `UPDATE outbox_event SET published_at = now() WHERE key = 'b'`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.ob.Cleanup(context.Background(), 7*24*time.Hour, 1)
+	if err != nil || n != 2 {
+		t.Fatalf("Cleanup = %d, %v; want 2", n, err)
+	}
+	var left []string
+	rows, _ := e.db.Query(context.Background(), `SELECT key || ':' || status FROM outbox_event ORDER BY key`)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"b:PUBLISHED", "c:DEAD"}, left); diff != "" {
+		t.Errorf("rows left (-want +got):\n%s", diff)
+	}
+}
