@@ -1,0 +1,75 @@
+// Command antifraud runs the antifraud service.
+//
+//	antifraud           run the service until SIGINT or SIGTERM
+//	antifraud migrate   apply the database migrations and exit
+//
+// Configuration comes from environment variables (see
+// antifraud.ConfigFromEnv), plus LOG_LEVEL (debug, info, warn, error;
+// default info) and LOG_FORMAT (json or text; default json, text on a
+// terminal).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/antifraud"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "antifraud:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cmd := ""
+	if len(args) > 1 {
+		cmd = args[1]
+	}
+	if (cmd != "" && cmd != "migrate") || len(args) > 2 {
+		return fmt.Errorf("usage: %s [migrate]", args[0])
+	}
+
+	cfg, err := antifraud.ConfigFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	format := getenv("LOG_FORMAT")
+	if f, ok := stdout.(*os.File); ok && format == "" && platform.IsTerminal(f) {
+		format = "text"
+	}
+	level := getenv("LOG_LEVEL")
+	if level == "" {
+		level = "info"
+	}
+	log, err := platform.NewLogger(stdout, format, level)
+	if err != nil {
+		return err
+	}
+
+	if cmd == "migrate" {
+		db, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if err := db.Migrate(ctx, migrations.ForService(antifraud.Service)...); err != nil {
+			return err
+		}
+		log.InfoContext(ctx, "migrations applied", "service", antifraud.Service)
+		return nil
+	}
+	return antifraud.Run(ctx, cfg, log, nil)
+}

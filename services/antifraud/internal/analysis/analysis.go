@@ -1,0 +1,276 @@
+// Package analysis decides, once per transfer, whether antifraud lets it
+// through: it scores a requested transfer with the risk engine, stores the
+// decision and enqueues the resulting event (TransferenciaAnalisada or
+// TransferenciaRejeitada) in one database transaction.
+//
+// The decision table is the service's idempotency record: a transfer that
+// already has a decision gets nothing new, whatever the rules would say
+// now, so a redelivered request never yields a second, different decision
+// or a second event. Every decision runs under a per-source-account lock,
+// which serialises the velocity check (two concurrent transfers of one
+// account cannot both slip under a limit) and the duplicate check (two
+// instances handed the same request decide it once).
+package analysis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/services/antifraud/internal/risk"
+)
+
+// Outcome is what antifraud decided.
+type Outcome string
+
+// Outcomes, as stored in the decision table and used as the outcome label
+// of antifraud_decisions_total.
+const (
+	// Approved: TransferenciaAnalisada goes to the ledger.
+	Approved Outcome = "APPROVED"
+	// Blocked: TransferenciaRejeitada with BLOQUEADA_ANTIFRAUDE.
+	Blocked Outcome = "BLOCKED"
+)
+
+// Kinds of derived event ids (the seed's idDerivado).
+const (
+	kindAnalysed = "analisada"
+	kindRejected = "rejeitada-antifraude"
+)
+
+// Decision is antifraud's verdict on one transfer, as stored.
+type Decision struct {
+	TransferID     uuid.UUID
+	RequestEventID uuid.UUID
+	SourceAccount  string
+	DestAccount    string
+	AmountCents    int64
+	Currency       string
+	// OccurredAt is when the transfer was requested (the request's
+	// ocorridoEm); the velocity window is measured from it.
+	OccurredAt time.Time
+	Score      int
+	// Threshold is the blocking threshold the score was compared with.
+	Threshold int
+	Outcome   Outcome
+	// Rules names the rules that fired, in rule order.
+	Rules []string
+	// EventID is the id of the event the decision emitted.
+	EventID   uuid.UUID
+	DecidedAt time.Time
+}
+
+// ErrNotFound is returned by Tx.Decision when the transfer has no decision.
+var ErrNotFound = errors.New("decision not found")
+
+// ErrDuplicate is returned by Tx.Insert when the transfer already has a
+// decision.
+var ErrDuplicate = errors.New("decision already exists")
+
+// Tx is the work of one decision, all in one database transaction.
+type Tx interface {
+	// LockAccount holds a lock on the source account until the transaction
+	// ends; the decisions of one account are taken one at a time.
+	LockAccount(ctx context.Context, account string) error
+	// Decision returns the stored decision of a transfer, or ErrNotFound.
+	Decision(ctx context.Context, transferID uuid.UUID) (Decision, error)
+	// History summarises the approved transfers of account that occurred
+	// after since.
+	History(ctx context.Context, account string, since time.Time) (risk.History, error)
+	// Insert stores d; it returns ErrDuplicate if the transfer already has
+	// a decision.
+	Insert(ctx context.Context, d Decision) error
+	// Enqueue writes an event to the outbox.
+	Enqueue(ctx context.Context, m outbox.Message) error
+}
+
+// Store runs transactions. InTx commits when fn returns nil and rolls back
+// otherwise; it may run fn again after a serialization failure.
+type Store interface {
+	InTx(ctx context.Context, fn func(tx Tx) error) error
+}
+
+// Result is what Analyse did.
+type Result struct {
+	Decision Decision
+	// Duplicate reports that the decision already existed: nothing new was
+	// stored or enqueued.
+	Duplicate bool
+	// Explanation tells how a new decision's score came about; empty for a
+	// duplicate.
+	Explanation string
+}
+
+// Service takes antifraud decisions.
+type Service struct {
+	store   Store
+	engine  *risk.Engine
+	topics  events.Topics
+	metrics *Metrics
+	now     func() time.Time
+}
+
+// NewService returns a service deciding with engine, storing with store and
+// emitting to topics. metrics may be nil.
+func NewService(store Store, engine *risk.Engine, topics events.Topics, metrics *Metrics) *Service {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	metrics.init(engine)
+	return &Service{store: store, engine: engine, topics: topics, metrics: metrics, now: time.Now}
+}
+
+// Analyse decides req once. If the transfer already has a decision, it
+// returns it with Duplicate set and changes nothing. Otherwise, in one
+// transaction holding the source account's lock, it scores the transfer
+// against the account's approved history within the velocity window,
+// stores the decision and enqueues TransferenciaAnalisada (score below the
+// threshold) or TransferenciaRejeitada with BLOQUEADA_ANTIFRAUDE. The
+// outgoing event carries correlation-id = transfer id and traceparent when
+// given. req must have passed events.Decode.
+func (s *Service) Analyse(ctx context.Context, req events.Requested, traceparent string) (Result, error) {
+	var res Result
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		res = Result{} // the closure may run again
+		if err := tx.LockAccount(ctx, req.SourceAccount); err != nil {
+			return err
+		}
+		stored, err := tx.Decision(ctx, req.TransferID)
+		switch {
+		case err == nil:
+			res = Result{Decision: stored, Duplicate: true}
+			return nil
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+
+		in := risk.Input{Transfer: risk.Transfer{
+			SourceAccount: req.SourceAccount,
+			DestAccount:   req.DestAccount,
+			AmountCents:   req.AmountCents,
+			Currency:      req.Currency,
+		}}
+		if w := s.engine.Window(); w > 0 {
+			// The window ends at the request's time, so that a backlog
+			// processed late is judged as it happened; a time in the future
+			// (clock skew) counts as now, so it cannot shrink the history.
+			ref := req.OccurredAt
+			if now := s.now(); ref.After(now) {
+				ref = now
+			}
+			if in.History, err = tx.History(ctx, req.SourceAccount, ref.Add(-w)); err != nil {
+				return err
+			}
+		}
+		a := s.engine.Assess(in)
+		d := s.decision(req, a)
+		msg, err := s.event(d, traceparent)
+		if err != nil {
+			return err
+		}
+		if err := tx.Insert(ctx, d); err != nil {
+			if errors.Is(err, ErrDuplicate) {
+				// Only when the same transfer id arrives at the same time
+				// with another contaOrigem (hence another lock): the
+				// winner's decision stands and the loser emits nothing.
+				stored, err := tx.Decision(ctx, req.TransferID)
+				if err != nil {
+					return err
+				}
+				res = Result{Decision: stored, Duplicate: true}
+				return nil
+			}
+			return err
+		}
+		if err := tx.Enqueue(ctx, msg); err != nil {
+			return err
+		}
+		res = Result{Decision: d, Explanation: a.Explain(s.engine.Base())}
+		return nil
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("analyse transfer %s: %w", req.TransferID, err)
+	}
+	if res.Duplicate {
+		s.metrics.Duplicates.Inc()
+	} else {
+		s.metrics.observe(res.Decision)
+	}
+	return res, nil
+}
+
+func (s *Service) decision(req events.Requested, a risk.Assessment) Decision {
+	d := Decision{
+		TransferID:     req.TransferID,
+		RequestEventID: req.EventID,
+		SourceAccount:  req.SourceAccount,
+		DestAccount:    req.DestAccount,
+		AmountCents:    req.AmountCents,
+		Currency:       req.Currency,
+		OccurredAt:     req.OccurredAt.UTC().Truncate(time.Microsecond),
+		Score:          a.Score,
+		Threshold:      s.engine.Threshold(),
+		Outcome:        Approved,
+		Rules:          a.RuleNames(),
+		EventID:        events.DerivedID(kindAnalysed, req.TransferID),
+		// PostgreSQL keeps microseconds: the returned decision equals the
+		// stored one.
+		DecidedAt: s.now().UTC().Truncate(time.Microsecond),
+	}
+	if a.Block {
+		d.Outcome = Blocked
+		d.EventID = events.DerivedID(kindRejected, req.TransferID)
+	}
+	return d
+}
+
+// event builds the outbox message announcing d.
+func (s *Service) event(d Decision, traceparent string) (outbox.Message, error) {
+	m := outbox.Message{
+		ID:            d.EventID,
+		AggregateType: "transfer",
+		AggregateID:   d.TransferID.String(),
+		Key:           d.SourceAccount,
+		Headers:       map[string]string{events.HeaderCorrelationID: d.TransferID.String()},
+		OccurredAt:    d.DecidedAt,
+	}
+	if traceparent != "" {
+		m.Headers[events.HeaderTraceparent] = traceparent
+	}
+	var payload any
+	switch d.Outcome {
+	case Approved:
+		m.Topic, m.Type = s.topics.Analysed, events.TypeAnalysed
+		payload = events.Analysed{
+			EventID:       d.EventID,
+			TransferID:    d.TransferID,
+			SourceAccount: d.SourceAccount,
+			DestAccount:   d.DestAccount,
+			AmountCents:   d.AmountCents,
+			Currency:      d.Currency,
+			RiskScore:     d.Score,
+			OccurredAt:    d.DecidedAt,
+		}
+	case Blocked:
+		m.Topic, m.Type = s.topics.Rejected, events.TypeRejected
+		payload = events.Rejected{
+			EventID:    d.EventID,
+			TransferID: d.TransferID,
+			Reason:     events.ReasonBlockedByAntifraud,
+			OccurredAt: d.DecidedAt,
+		}
+	default:
+		return outbox.Message{}, fmt.Errorf("unknown outcome %q", d.Outcome)
+	}
+	var err error
+	if m.Payload, err = json.Marshal(payload); err != nil {
+		return outbox.Message{}, fmt.Errorf("encode %s: %w", m.Type, err)
+	}
+	return m, nil
+}
