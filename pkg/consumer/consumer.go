@@ -26,7 +26,11 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/tracing"
 )
 
 // Handler processes one record. It must be idempotent: a record may be
@@ -297,7 +301,14 @@ func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 			}
 		}
 	}
-	hctx := context.WithoutCancel(ctx) // the record in hand is finished
+	// The record in hand is finished even when ctx ends; its work continues
+	// the producer's trace.
+	hctx := tracing.WithTraceparent(context.WithoutCancel(ctx), broker.Header(m, events.HeaderTraceparent))
+	hctx, span := tracing.Tracer().Start(hctx, "consume "+m.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.destination.name", m.Topic),
+			attribute.String("messaging.consumer.group.name", l.group),
+			attribute.String("messaging.message.id", broker.Header(m, events.HeaderEventID))))
+	defer span.End()
 	for retry := 0; ; retry++ {
 		start := l.cfg.Now()
 		err := l.cfg.Handler(hctx, m)
@@ -305,6 +316,7 @@ func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 			l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
 			return nil
 		}
+		span.RecordError(err)
 		log := l.cfg.Logger.With("group", l.group, "topic", m.Topic, "partition", m.Partition,
 			"offset", m.Offset, "evento_id", broker.Header(m, events.HeaderEventID))
 		if IsPermanent(err) {

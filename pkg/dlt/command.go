@@ -104,7 +104,7 @@ func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintf(stdout, "%s\n\nFlags:\n", synopsis)
+		_, _ = fmt.Fprintf(stdout, "%s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -224,13 +224,14 @@ func replayCommand(ctx context.Context, args []string, stdout io.Writer, getenv 
 // WriteTable prints records as an aligned table.
 func WriteTable(w io.Writer, recs []Record) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tOFFSET\tDEAD-LETTERED\tKEY\tEVENT-ID\tEVENT-TYPE\tORIGIN\tATTEMPTS\tEXCEPTION\tMESSAGE")
+	// tabwriter buffers; Flush reports any write error.
+	_, _ = fmt.Fprintln(tw, "PARTITION\tOFFSET\tDEAD-LETTERED\tKEY\tEVENT-ID\tEVENT-TYPE\tORIGIN\tATTEMPTS\tEXCEPTION\tMESSAGE")
 	for _, r := range recs {
 		origin := "-"
 		if r.Origin.Topic != "" {
 			origin = r.Origin.Topic + "/" + strconv.Itoa(r.Origin.Partition) + "@" + strconv.FormatInt(r.Origin.Offset, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+		_, _ = fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
 			r.Partition, r.Offset, r.Time.UTC().Format(time.RFC3339), cell(string(r.Key), 32),
 			cell(r.EventID, 36), cell(r.EventType, 32), origin, r.Attempts, cell(r.ExceptionType, 40),
 			cell(r.ExceptionMessage, 80))

@@ -207,7 +207,7 @@ func bounds(ctx context.Context, d *kafka.Dialer, brokers []string, topic string
 			errs = append(errs, err)
 			continue
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		if dl, ok := ctx.Deadline(); ok {
 			_ = conn.SetDeadline(dl)
 		}
@@ -260,7 +260,7 @@ func listPartition(ctx context.Context, cfg broker.Config, d *kafka.Dialer, f Fi
 		MaxWait:     250 * time.Millisecond,
 		MaxAttempts: 3,
 	})
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	if err := r.SetOffset(start); err != nil {
 		return nil, fmt.Errorf("dlt: seek %s/%d to %d: %w", f.Topic, partition, start, err)
 	}
@@ -339,7 +339,7 @@ func Replay(ctx context.Context, cfg broker.Config, pub consumer.Publisher, reco
 	}
 	if pub == nil {
 		w := broker.NewWriter(cfg)
-		defer w.Close()
+		defer func() { _ = w.Close() }() // every write was acknowledged
 		pub = w
 	}
 	var tick <-chan time.Time

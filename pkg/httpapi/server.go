@@ -15,6 +15,11 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/paysuite/payments/pkg/tracing"
 )
 
 // Server timeouts: a slow or stalled client cannot hold a connection.
@@ -105,7 +110,7 @@ func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
 // /healthz (alive), /readyz (ready() == nil) and /metrics (gatherer).
 func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gatherer, ready func(context.Context) error) chi.Router {
 	r := chi.NewRouter()
-	r.Use(requestID, recoverer(log), access(log, metrics))
+	r.Use(requestID, traced, recoverer(log), access(log, metrics))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, log, Errorf(KindNotFound, "no route for %s", r.URL.Path))
 	})
@@ -143,6 +148,25 @@ func requestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// traced continues the caller's trace (W3C traceparent) with a server span
+// per request, named after the matched route.
+func traced(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := tracing.WithTraceparent(r.Context(), r.Header.Get("traceparent"))
+		ctx, span := tracing.Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			span.SetName(r.Method + " " + rc.RoutePattern())
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+		if sw.status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(sw.status))
+		}
 	})
 }
 

@@ -15,12 +15,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/tracing"
 )
 
 // DefaultChannel is the PostgreSQL NOTIFY channel that wakes relays.
@@ -84,6 +87,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 	if len(msgs) == 0 {
 		return nil
 	}
+	ctx, span := tracing.Tracer().Start(ctx, "outbox enqueue")
+	defer span.End()
+	traceparent := tracing.Traceparent(ctx)
 	n := len(msgs)
 	ids := make([]uuid.UUID, n)
 	aggTypes, aggIDs := make([]string, n), make([]string, n)
@@ -102,7 +108,12 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 		aggTypes[i], aggIDs[i] = m.AggregateType, m.AggregateID
 		topics[i], keys[i], types[i] = m.Topic, m.Key, m.Type
 		payloads[i] = string(m.Payload)
-		h, err := json.Marshal(nonNil(m.Headers))
+		hs := nonNil(m.Headers)
+		if _, ok := hs[events.HeaderTraceparent]; !ok && traceparent != "" {
+			hs = maps.Clone(hs)
+			hs[events.HeaderTraceparent] = traceparent
+		}
+		h, err := json.Marshal(hs)
 		if err != nil {
 			return fmt.Errorf("encode outbox headers: %w", err)
 		}

@@ -489,13 +489,20 @@ func TestOutboxPoisonEventGoesDead(t *testing.T) {
 	})
 }
 
-// failingPublisher fails every send of the events of some keys for a while,
-// and passes everything else through.
+// failingPublisher fails every send of the events of some keys until the
+// test heals it, and passes everything else through.
 type failingPublisher struct {
-	next      outbox.Publisher
-	mu        sync.Mutex
-	failKeys  map[string]bool
-	failsLeft map[string]int
+	next     outbox.Publisher
+	mu       sync.Mutex
+	failKeys map[string]bool
+	healed   bool
+	failures int
+}
+
+func (p *failingPublisher) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.healed = true
 }
 
 func (p *failingPublisher) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
@@ -503,19 +510,14 @@ func (p *failingPublisher) WriteMessages(ctx context.Context, msgs ...kafka.Mess
 	var pass []kafka.Message
 	var passIdx []int
 	p.mu.Lock()
-	failing := map[string]bool{}
 	for i, m := range msgs {
-		k := string(m.Key)
-		if p.failKeys[k] && p.failsLeft[k] > 0 {
-			failing[k] = true
+		if p.failKeys[string(m.Key)] && !p.healed {
+			p.failures++
 			errs[i] = kafka.NotEnoughReplicas // transient: retried, never DEAD
 			continue
 		}
 		pass = append(pass, m)
 		passIdx = append(passIdx, i)
-	}
-	for k := range failing {
-		p.failsLeft[k]--
 	}
 	p.mu.Unlock()
 	if len(pass) > 0 {
@@ -544,12 +546,7 @@ func (p *failingPublisher) WriteMessages(ctx context.Context, msgs ...kafka.Mess
 func TestOutboxPerKeyOrderUnderFailures(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 4)
-	failKeys := map[string]bool{"bad-0": true, "bad-1": true, "bad-2": true}
-	failsLeft := map[string]int{}
-	for k := range failKeys {
-		failsLeft[k] = 4 // four failed sends: at least 100+200+400+400ms of backoff
-	}
-	pub := &failingPublisher{next: e.writer, failKeys: failKeys, failsLeft: failsLeft}
+	pub := &failingPublisher{next: e.writer, failKeys: map[string]bool{"bad-0": true, "bad-1": true, "bad-2": true}}
 	keys := []string{"bad-0", "bad-1", "bad-2"}
 	for i := range 12 {
 		keys = append(keys, "good-"+strconv.Itoa(i))
@@ -567,17 +564,22 @@ func TestOutboxPerKeyOrderUnderFailures(t *testing.T) {
 		cfg.BatchSize = 64
 		runRelay(t, outbox.NewRelay(e.ob, pub, cfg, testLogger(t), nil))
 	}
-	// Good keys flow while the bad keys still wait for retries.
-	waitFor(t, 30*time.Second, "every good-key event published", func() (bool, error) {
+	// Every good-key event is published while the bad keys keep failing.
+	waitFor(t, 60*time.Second, "every good-key event published", func() (bool, error) {
 		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE key LIKE 'good-%' AND status = 'PUBLISHED'`) == 12*40, nil
 	})
-	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE key LIKE 'bad-%' AND status = 'PUBLISHED'`); n == 3*40 {
-		t.Errorf("the failing keys were already fully published when the good keys finished: the test proves nothing")
+	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE key LIKE 'bad-%' AND status = 'PUBLISHED'`); n != 0 {
+		t.Fatalf("%d events of failing keys published while their sends failed", n)
 	}
+	// The failing keys were retried meanwhile, with backoff.
+	if n := count(t, e.db, `SELECT count(DISTINCT key) FROM outbox_event WHERE key LIKE 'bad-%' AND attempts >= 2`); n != 3 {
+		t.Errorf("%d failing keys retried at least twice, want 3", n)
+	}
+	pub.heal()
 	got := readTopic(t, e.kcfg, e.topic, len(keys)*40, 60*time.Second)
 	last := map[string]int{}
-	for k := range keys {
-		last[keys[k]] = -1
+	for _, k := range keys {
+		last[k] = -1
 	}
 	for _, m := range got {
 		var p payload

@@ -18,7 +18,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/tracing"
 )
 
 // Publisher sends records to Kafka; *kafka.Writer from broker.NewWriter is
@@ -297,7 +303,7 @@ const claimSQL = `
 WITH held AS (
     SELECT topic, key, min(seq) AS seq FROM (
         SELECT topic, key, seq FROM outbox_event
-         WHERE status = 'PENDING' AND next_attempt_at > now()
+         WHERE status = 'PENDING' AND attempts > 0 AND next_attempt_at > now()
         UNION ALL
         SELECT topic, key, seq FROM outbox_event
          WHERE status = 'PROCESSING' AND locked_until > now()
@@ -324,7 +330,7 @@ SELECT o.topic, o.key, min(o.seq)
     ON o.topic = k.topic AND o.key = k.key
  WHERE o.status IN ('PENDING', 'PROCESSING')
    AND o.seq < k.maxseq
-   AND o.id <> ALL($4::uuid[])
+   AND o.id NOT IN (SELECT unnest($4::uuid[]))
  GROUP BY o.topic, o.key`
 
 const leaseSQL = `
@@ -493,9 +499,18 @@ func (r *Relay) send(ctx context.Context, batch []claimed) []error {
 	}
 	call := func(idx []int) {
 		msgs := make([]kafka.Message, len(idx))
+		spans := make([]trace.Span, len(idx))
 		for j, i := range idx {
-			msgs[j] = toKafka(batch[i])
+			msgs[j], spans[j] = publishSpan(ctx, batch[i])
 		}
+		defer func() {
+			for j, i := range idx {
+				if results[i] != nil {
+					spans[j].SetStatus(codes.Error, results[i].Error())
+				}
+				spans[j].End()
+			}
+		}()
 		sctx, cancel := context.WithTimeout(ctx, r.cfg.SendTimeout)
 		defer cancel()
 		err := r.pub.WriteMessages(sctx, msgs...)
@@ -519,6 +534,21 @@ func (r *Relay) send(ctx context.Context, batch []claimed) []error {
 		call([]int{i})
 	}
 	return results
+}
+
+// publishSpan starts the producer span of one event, a child of the trace
+// the event was enqueued in, and returns the record carrying that span's
+// traceparent.
+func publishSpan(ctx context.Context, c claimed) (kafka.Message, trace.Span) {
+	parent := tracing.WithTraceparent(context.WithoutCancel(ctx), c.headers[events.HeaderTraceparent])
+	sctx, span := tracing.Tracer().Start(parent, "outbox publish "+c.topic, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.destination.name", c.topic),
+			attribute.String("messaging.message.id", c.id.String())))
+	m := toKafka(c)
+	if tp := tracing.Traceparent(sctx); tp != "" {
+		m.Headers = broker.SetHeader(m.Headers, events.HeaderTraceparent, tp)
+	}
+	return m, span
 }
 
 func toKafka(c claimed) kafka.Message {

@@ -115,7 +115,8 @@ func (e *Env) Err() error {
 }
 
 // NewLogger returns a slog logger writing to w: JSON by default (containers),
-// text when format is "text". level is debug, info, warn or error.
+// text when format is "text". level is debug, info, warn or error. Records
+// logged with a context carry its request id and trace id.
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
@@ -124,9 +125,9 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "", "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(contextHandler{slog.NewJSONHandler(w, opts)}), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(contextHandler{slog.NewTextHandler(w, opts)}), nil
 	default:
 		return nil, fmt.Errorf("LOG_FORMAT: %q is neither json nor text", format)
 	}

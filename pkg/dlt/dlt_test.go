@@ -1,0 +1,373 @@
+package dlt_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/test/kafkatest"
+)
+
+// fixture is a main topic whose consumer dead-letters every record at
+// once, the way the suite's consumer loop does it, and the records it
+// dead-lettered, in two phases separated by boundary.
+type fixture struct {
+	cfg      broker.Config
+	main     string
+	dlt      string
+	group    string
+	boundary time.Time
+	// sent are the records published to the main topic, by event id.
+	sent map[string]kafka.Message
+	// phase1 and phase2 are the event ids published before and after
+	// boundary.
+	phase1, phase2 []string
+	writer         *kafka.Writer
+}
+
+// newFixture builds the fixture; the consumer loop keeps running until the
+// test ends.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	cfg := broker.Config{Brokers: kafkatest.Brokers(t)}
+	f := &fixture{cfg: cfg, sent: map[string]kafka.Message{}}
+	f.main = kafkatest.Topic(t, "dlt.test.main", 2)
+	f.dlt = events.DLT(f.main)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := broker.CreateTopics(ctx, cfg, []broker.TopicSpec{{Name: f.dlt, Partitions: 2, ReplicationFactor: 1}}); err != nil {
+		t.Fatalf("create DLT: %v", err)
+	}
+	t.Cleanup(func() {
+		c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
+		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{f.dlt}})
+	})
+	f.writer = broker.NewWriter(cfg)
+	t.Cleanup(func() { _ = f.writer.Close() })
+
+	f.group = kafkatest.Group(t, "dlt-test")
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- consumer.Run(runCtx, consumer.Config{
+			Broker: cfg, Group: f.group, Topics: []string{f.main}, Policy: consumer.LedgerPolicy, Publisher: f.writer,
+			Logger: slog.New(slog.DiscardHandler),
+			Handler: func(context.Context, kafka.Message) error {
+				return consumer.Permanent(errors.New("boom: cannot handle"))
+			},
+		})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+	})
+
+	f.phase1 = f.publish(t, "K1", "K1", "K2")
+	waitFor(t, func() (bool, string) {
+		n := len(list(t, cfg, dlt.Filter{Topic: f.dlt}))
+		return n == 3, fmt.Sprintf("%d records on the DLT", n)
+	})
+	// A millisecond-aligned instant after every phase-1 record was written
+	// (record times are in milliseconds) and before any phase-2 one.
+	f.boundary = time.Now().Truncate(time.Millisecond).Add(time.Millisecond)
+	waitFor(t, func() (bool, string) { return time.Now().After(f.boundary), "clock before boundary" })
+	f.phase2 = f.publish(t, "K1", "K3")
+	waitFor(t, func() (bool, string) {
+		n := len(list(t, cfg, dlt.Filter{Topic: f.dlt}))
+		return n == 5, fmt.Sprintf("%d records on the DLT", n)
+	})
+	return f
+}
+
+// publish writes one record per key and returns their event ids.
+func (f *fixture) publish(t *testing.T, keys ...string) []string {
+	t.Helper()
+	var ids []string
+	for _, k := range keys {
+		id := fmt.Sprintf("ev-%s-%d", k, len(f.sent))
+		m := kafka.Message{Topic: f.main, Key: []byte(k), Value: []byte(`{"n":` + strconv.Itoa(len(f.sent)) + `}`),
+			Headers: []kafka.Header{
+				{Key: events.HeaderEventID, Value: []byte(id)},
+				{Key: events.HeaderEventType, Value: []byte(events.TypeAnalysed)},
+				{Key: events.HeaderCorrelationID, Value: []byte("corr-" + id)},
+			}}
+		if err := f.writer.WriteMessages(context.Background(), m); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		f.sent[id] = m
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func list(t *testing.T, cfg broker.Config, f dlt.Filter) []dlt.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := dlt.List(ctx, cfg, f)
+	if err != nil {
+		t.Fatalf("List(%+v): %v", f, err)
+	}
+	return recs
+}
+
+func ids(recs []dlt.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.EventID
+	}
+	return out
+}
+
+func waitFor(t *testing.T, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDLT(t *testing.T) {
+	f := newFixture(t)
+	t.Run("List filters", func(t *testing.T) { testListFilters(t, f) })
+	t.Run("header decoding", func(t *testing.T) { testHeaders(t, f) })
+	t.Run("Replay", func(t *testing.T) { testReplay(t, f) })
+	t.Run("Command", func(t *testing.T) { testCommand(t, f) })
+}
+
+func testListFilters(t *testing.T, f *fixture) {
+	all := list(t, f.cfg, dlt.Filter{Topic: f.dlt})
+	byID := map[string]dlt.Record{}
+	for _, r := range all {
+		byID[r.EventID] = r
+	}
+	somePartition := byID[f.phase2[0]].Partition
+	var onPartition []string
+	for _, r := range all {
+		if r.Partition == somePartition {
+			onPartition = append(onPartition, r.EventID)
+		}
+	}
+	k1 := []string{f.phase1[0], f.phase1[1], f.phase2[0]}
+	tests := []struct {
+		name   string
+		filter dlt.Filter
+		want   []string
+		sorted bool // want is in time order
+	}{
+		{name: "everything, oldest first", filter: dlt.Filter{}, want: append(slices.Clone(f.phase1), f.phase2...)},
+		{name: "key", filter: dlt.Filter{Key: "K1"}, want: k1},
+		{name: "key without records", filter: dlt.Filter{Key: "nobody"}, want: nil},
+		{name: "from", filter: dlt.Filter{From: f.boundary}, want: f.phase2},
+		{name: "to", filter: dlt.Filter{To: f.boundary}, want: f.phase1},
+		{name: "from and key", filter: dlt.Filter{From: f.boundary, Key: "K1"}, want: f.phase2[:1]},
+		{name: "range with nothing", filter: dlt.Filter{From: f.boundary.Add(-time.Hour), To: f.boundary.Add(-59 * time.Minute)}, want: nil},
+		{name: "from in the future", filter: dlt.Filter{From: time.Now().Add(time.Hour)}, want: nil},
+		{name: "limit keeps the oldest", filter: dlt.Filter{Limit: 2}, want: f.phase1[:2], sorted: true},
+		{name: "partition", filter: dlt.Filter{Partitions: []int{somePartition}}, want: onPartition},
+		{name: "partition and offset", filter: dlt.Filter{Partitions: []int{somePartition}, Offsets: []int64{byID[f.phase2[0]].Offset}},
+			want: f.phase2[:1]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.filter.Topic = f.dlt
+			got := ids(list(t, f.cfg, tt.filter))
+			opts := []cmp.Option{cmpopts.EquateEmpty()}
+			if !tt.sorted {
+				// Records of phase 1 on different partitions may share a
+				// millisecond; compare as sets.
+				opts = append(opts, cmpopts.SortSlices(func(a, b string) bool { return a < b }))
+			}
+			if diff := cmp.Diff(tt.want, got, opts...); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("time order", func(t *testing.T) {
+		for i := 1; i < len(all); i++ {
+			if all[i].Time.Before(all[i-1].Time) {
+				t.Errorf("record %d at %s listed after one at %s", i, all[i].Time, all[i-1].Time)
+			}
+		}
+	})
+	t.Run("unknown topic", func(t *testing.T) {
+		_, err := dlt.List(context.Background(), f.cfg, dlt.Filter{Topic: f.dlt + "-nope"})
+		if err == nil || !strings.Contains(err.Error(), "does not exist") {
+			t.Errorf("List(unknown topic) = %v, want a does-not-exist error", err)
+		}
+	})
+}
+
+func testHeaders(t *testing.T, f *fixture) {
+	mains := list(t, f.cfg, dlt.Filter{Topic: f.main})
+	for _, r := range list(t, f.cfg, dlt.Filter{Topic: f.dlt}) {
+		var orig dlt.Record
+		for _, m := range mains {
+			if m.EventID == r.EventID {
+				orig = m
+			}
+		}
+		sent := f.sent[r.EventID]
+		want := dlt.Record{
+			Topic: f.dlt, Key: sent.Key, Value: sent.Value,
+			Origin:        consumer.Origin{Topic: f.main, Partition: orig.Partition, Offset: orig.Offset, Timestamp: orig.Time, Group: f.group},
+			ExceptionType: "*errors.errorString", ExceptionMessage: "boom: cannot handle", Attempts: 1,
+			EventID: r.EventID, EventType: events.TypeAnalysed, CorrelationID: "corr-" + r.EventID,
+		}
+		if diff := cmp.Diff(want, r, cmpopts.IgnoreFields(dlt.Record{}, "Partition", "Offset", "Time", "Headers"),
+			cmpopts.EquateApproxTime(time.Millisecond)); diff != "" {
+			t.Errorf("record %s mismatch (-want +got):\n%s", r.EventID, diff)
+		}
+	}
+}
+
+func testReplay(t *testing.T, f *fixture) {
+	recs := list(t, f.cfg, dlt.Filter{Topic: f.dlt, Key: "K1"})
+	start := time.Now()
+	n, err := dlt.Replay(context.Background(), f.cfg, nil, recs, 20)
+	if err != nil || n != 3 {
+		t.Fatalf("Replay = %d, %v; want 3, nil", n, err)
+	}
+	// Three records at 20 per second: two intervals of 50 ms at least.
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("3 records replayed in %s at 20/s, want >= 100ms", d)
+	}
+	var replayed []dlt.Record
+	waitFor(t, func() (bool, string) {
+		replayed = nil
+		for _, r := range list(t, f.cfg, dlt.Filter{Topic: f.main, Key: "K1"}) {
+			if r.ReplayedAt != "" {
+				replayed = append(replayed, r)
+			}
+		}
+		return len(replayed) == 3, fmt.Sprintf("%d replayed records on the main topic", len(replayed))
+	})
+	for _, r := range replayed {
+		sent := f.sent[r.EventID]
+		want := append(slices.Clone(sent.Headers), kafka.Header{Key: consumer.HeaderReplayed, Value: []byte(r.ReplayedAt)})
+		if diff := cmp.Diff(want, r.Headers); diff != "" {
+			t.Errorf("replayed %s headers mismatch (-want +got):\n%s", r.EventID, diff)
+		}
+		if !bytes.Equal(r.Value, sent.Value) || string(r.Key) != "K1" {
+			t.Errorf("replayed %s: key %q value %q, want K1 %q", r.EventID, r.Key, r.Value, sent.Value)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, r.ReplayedAt); err != nil {
+			t.Errorf("replay marker %q: %v", r.ReplayedAt, err)
+		}
+	}
+	// The consumer fails them again: back on the DLT, marked as replays,
+	// with the main-topic records of the replay as their origin.
+	waitFor(t, func() (bool, string) {
+		var again int
+		for _, r := range list(t, f.cfg, dlt.Filter{Topic: f.dlt, Key: "K1"}) {
+			if r.ReplayedAt != "" && r.Origin.Topic == f.main {
+				again++
+			}
+		}
+		return again == 3, fmt.Sprintf("%d replays dead-lettered again", again)
+	})
+
+	t.Run("record without origin", func(t *testing.T) {
+		bad := recs[0]
+		bad.Origin = consumer.Origin{}
+		if n, err := dlt.Replay(context.Background(), f.cfg, nil, []dlt.Record{recs[1], bad}, 0); err == nil || n != 0 {
+			t.Errorf("Replay(no origin) = %d, %v; want 0 and an error before sending anything", n, err)
+		}
+	})
+}
+
+func testCommand(t *testing.T, f *fixture) {
+	getenv := func(k string) string {
+		if k == "KAFKA_BROKERS" {
+			return strings.Join(f.cfg.Brokers, ",")
+		}
+		return ""
+	}
+	k3 := list(t, f.cfg, dlt.Filter{Topic: f.dlt, Key: "K3"})
+	if len(k3) != 1 {
+		t.Fatalf("K3 has %d records on the DLT, want 1", len(k3))
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		wantOut []string
+		wantErr string
+	}{
+		{name: "list by key", args: []string{"list", "--topic", f.dlt, "--key", "K3"},
+			wantOut: []string{"PARTITION", "EVENT-ID", f.phase2[1], f.main + "/", "boom: cannot handle", "1 record(s)"}},
+		{name: "list to", args: []string{"list", "--topic", f.dlt, "--to", f.boundary.Format(time.RFC3339Nano)},
+			wantOut: []string{f.phase1[0], f.phase1[2], "3 record(s)"}},
+		{name: "list json", args: []string{"list", "--topic", f.dlt, "--key", "K3", "--output", "json"},
+			wantOut: []string{`"originTopic":"` + f.main + `"`, `"evento-id":"` + f.phase2[1] + `"`}},
+		{name: "list help", args: []string{"list", "--help"}, wantOut: []string{"Usage: dlt list", "-topic", "-from"}},
+		{name: "replay help", args: []string{"replay", "-h"}, wantOut: []string{"Usage: dlt replay", "-rate", "-offset"}},
+		{name: "help", args: []string{"--help"}, wantOut: []string{"dlt list", "dlt replay"}},
+		{name: "replay dry run", args: []string{"replay", "--topic", f.dlt, "--partition", strconv.Itoa(k3[0].Partition),
+			"--offset", strconv.FormatInt(k3[0].Offset, 10), "--dry-run"}, wantOut: []string{f.phase2[1], "dry run: 1 record(s)"}},
+		{name: "replay one", args: []string{"replay", "--topic", f.dlt, "--partition", strconv.Itoa(k3[0].Partition),
+			"--offset", strconv.FormatInt(k3[0].Offset, 10), "--rate", "5"}, wantOut: []string{"replayed 1 of 1 record(s)"}},
+		{name: "no command", args: nil, wantErr: "a command is required"},
+		{name: "unknown command", args: []string{"purge"}, wantErr: "unknown command"},
+		{name: "list without topic", args: []string{"list"}, wantErr: "--topic is required"},
+		{name: "bad time", args: []string{"list", "--topic", f.dlt, "--from", "yesterday"}, wantErr: "RFC 3339"},
+		{name: "from after to", args: []string{"list", "--topic", f.dlt, "--from", "1h", "--to", "2h"}, wantErr: "--from must be before --to"},
+		{name: "replay without selection", args: []string{"replay", "--topic", f.dlt}, wantErr: "--all"},
+		{name: "replay offset without partition", args: []string{"replay", "--topic", f.dlt, "--offset", "0"}, wantErr: "--partition"},
+		{name: "replay nothing matches", args: []string{"replay", "--topic", f.dlt, "--key", "nobody"}, wantErr: "no record matches"},
+		{name: "unknown topic", args: []string{"list", "--topic", f.dlt + "-nope"}, wantErr: "does not exist"},
+		{name: "stray argument", args: []string{"list", "--topic", f.dlt, "extra"}, wantErr: "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := dlt.Command(context.Background(), tt.args, &out, getenv)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Command(%q) = %v, want an error mentioning %q\n%s", tt.args, err, tt.wantErr, out.String())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Command(%q) = %v\n%s", tt.args, err, out.String())
+			}
+			for _, s := range tt.wantOut {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("output lacks %q:\n%s", s, out.String())
+				}
+			}
+		})
+	}
+	// "replay one" put K3's record back on the main topic.
+	waitFor(t, func() (bool, string) {
+		for _, r := range list(t, f.cfg, dlt.Filter{Topic: f.main, Key: "K3"}) {
+			if r.ReplayedAt != "" && r.EventID == f.phase2[1] {
+				return true, ""
+			}
+		}
+		return false, "K3 not replayed"
+	})
+}
