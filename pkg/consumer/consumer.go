@@ -365,7 +365,9 @@ func (l *loop) mainTopic(m kafka.Message) string {
 // ends: committing a record that reached neither place would lose it.
 func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target string) error {
 	origin := OriginOf(m, l.cfg.Group)
-	out := kafka.Message{Key: m.Key, Value: m.Value}
+	now := l.cfg.Now()
+	// The record's timestamp and its due time come from one clock reading.
+	out := kafka.Message{Key: m.Key, Value: m.Value, Time: now}
 	out.Headers = append(out.Headers, m.Headers...)
 	set := func(k string, v []byte) {
 		out.Headers = broker.SetHeader(out.Headers, k, "")
@@ -385,7 +387,7 @@ func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target
 		out.Topic = target
 		rt := l.cfg.Policy.(RetryTopics)
 		set(HeaderRetryAttempts, encodeInt32(l.level+2))
-		set(HeaderRetryBackoffUntil, encodeBigInt(l.cfg.Now().Add(rt.Delays[l.level]).UnixMilli()))
+		set(HeaderRetryBackoffUntil, encodeBigInt(now.Add(rt.Delays[l.level]).UnixMilli()))
 	}
 	for attempt := 1; ; attempt++ {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)

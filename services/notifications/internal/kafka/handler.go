@@ -1,0 +1,69 @@
+// Package kafka turns the transfer result records (liquidada, rejeitada,
+// and their retry topics) into notifications.
+package kafka
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/services/notifications/internal/notify"
+	"github.com/paysuite/payments/services/notifications/webhook"
+)
+
+// Notifier is what the handler needs of the domain.
+type Notifier interface {
+	Notify(ctx context.Context, n notify.Notification) error
+}
+
+// Handler decodes result records and notifies.
+type Handler struct {
+	notifier Notifier
+	topics   events.Topics
+}
+
+// NewHandler returns the handler of the Settled and Rejected topics of
+// topics.
+func NewHandler(n Notifier, topics events.Topics) *Handler {
+	return &Handler{notifier: n, topics: topics}
+}
+
+// Handle is a consumer.Handler. The record's main topic (its origin when it
+// comes from a retry topic or a replay) says which event it is; the record
+// key is the transfer's source account. An undecodable record returns an
+// error wrapping events.ErrMalformed, which the consumer loop sends to the
+// DLT at once.
+func (h *Handler) Handle(ctx context.Context, m kafka.Message) error {
+	n, err := h.decode(m)
+	if err != nil {
+		return err
+	}
+	return h.notifier.Notify(ctx, n)
+}
+
+func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {
+	topic := consumer.OriginOf(m, "").Topic
+	n := notify.Notification{Account: string(m.Key)}
+	switch topic {
+	case h.topics.Settled:
+		var e events.Settled
+		if err := events.Decode(m.Value, &e); err != nil {
+			return n, fmt.Errorf("decode %s: %w", events.TypeSettled, err)
+		}
+		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeSettled, e.TransferID, e.OccurredAt
+		n.Status = webhook.StatusSettled
+	case h.topics.Rejected:
+		var e events.Rejected
+		if err := events.Decode(m.Value, &e); err != nil {
+			return n, fmt.Errorf("decode %s: %w", events.TypeRejected, err)
+		}
+		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeRejected, e.TransferID, e.OccurredAt
+		n.Status, n.Reason = webhook.StatusRejected, e.Reason
+	default:
+		return n, consumer.Permanent(fmt.Errorf("record from unexpected topic %q", topic))
+	}
+	return n, nil
+}

@@ -1,0 +1,74 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	nkafka "github.com/paysuite/payments/services/notifications/internal/kafka"
+	"github.com/paysuite/payments/services/notifications/internal/notify"
+)
+
+type recorder struct{ got []notify.Notification }
+
+func (r *recorder) Notify(_ context.Context, n notify.Notification) error {
+	r.got = append(r.got, n)
+	return nil
+}
+
+func TestHandle(t *testing.T) {
+	topics := events.DefaultTopics
+	id, transfer := uuid.MustParse("0b9c6c1e-52d9-4c63-a0ab-5f7d0e4f8a10"), uuid.MustParse("4c1f5f0e-8f3e-4bde-a5ad-0d2f4b1f9a21")
+	at := time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
+	settled := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","ocorridoEm":"2026-11-29T22:00:00Z","extra":1}`
+	rejected := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CONTA_INEXISTENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	fromRetry := kafka.Message{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected),
+		Headers: []kafka.Header{{Key: consumer.HeaderDLTOriginalTopic, Value: []byte(topics.Rejected)}}}
+
+	tests := []struct {
+		name    string
+		msg     kafka.Message
+		want    []notify.Notification
+		wantErr func(error) bool
+	}{
+		{name: "settled", msg: kafka.Message{Topic: topics.Settled, Key: []byte("CC-1"), Value: []byte(settled)},
+			want: []notify.Notification{{EventID: id, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA", OccurredAt: at, Account: "CC-1"}}},
+		{name: "rejected from a retry topic", msg: fromRetry,
+			want: []notify.Notification{{EventID: id, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
+				Reason: "CONTA_INEXISTENTE", OccurredAt: at, Account: "CC-9"}}},
+		{name: "malformed", msg: kafka.Message{Topic: topics.Settled, Value: []byte(`nope`)},
+			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) && consumer.IsPermanent(err) }},
+		{name: "rejected without motivo", msg: kafka.Message{Topic: topics.Rejected, Value: []byte(settled)},
+			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) }},
+		{name: "unexpected topic", msg: kafka.Message{Topic: "other", Value: []byte(settled)},
+			wantErr: consumer.IsPermanent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &recorder{}
+			err := nkafka.NewHandler(r, topics).Handle(context.Background(), tt.msg)
+			if tt.wantErr != nil {
+				if err == nil || !tt.wantErr(err) {
+					t.Fatalf("Handle() = %v, want a matching error", err)
+				}
+				if len(r.got) != 0 {
+					t.Fatalf("notified %d times on error", len(r.got))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, r.got); diff != "" {
+				t.Errorf("notifications mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
