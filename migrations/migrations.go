@@ -16,6 +16,7 @@ import (
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
 )
 
 //go:embed */*.sql
@@ -78,7 +79,14 @@ func provider(db *sql.DB, s Set) (*goose.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("goose store %s: %w", s.Name, err)
 	}
-	p, err := goose.NewProvider("", db, sub, goose.WithStore(store), goose.WithDisableGlobalRegistry(true))
+	// A session advisory lock: several instances starting at once (pods,
+	// init containers) migrate one after the other.
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, fmt.Errorf("goose locker: %w", err)
+	}
+	p, err := goose.NewProvider("", db, sub, goose.WithStore(store), goose.WithDisableGlobalRegistry(true),
+		goose.WithSessionLocker(locker))
 	if err != nil {
 		return nil, fmt.Errorf("goose provider %s: %w", s.Name, err)
 	}

@@ -41,6 +41,10 @@ type Config struct {
 	// MigrateOnStart applies migrations at start (MIGRATE_ON_START, default
 	// true).
 	MigrateOnStart bool
+	// RelayDisabled turns the outbox relay off (OUTBOX_RELAY_ENABLED=false)
+	// when Debezium's outbox router publishes instead. The zero value runs
+	// the relay.
+	RelayDisabled bool
 }
 
 // ConfigFromEnv reads the common configuration of service, listening on
@@ -66,6 +70,7 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 			Retention:    env.Duration("OUTBOX_RETENTION", 7*24*time.Hour),
 		},
 		MigrateOnStart: env.Bool("MIGRATE_ON_START", true),
+		RelayDisabled:  !env.Bool("OUTBOX_RELAY_ENABLED", true),
 	}
 }
 
@@ -168,10 +173,13 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), tasks ...Task)
 	defer b.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	all := append([]Task{
-		func(ctx context.Context) error { return httpapi.Serve(ctx, b.Cfg.HTTPAddr, b.Router, b.Log, listening) },
-		b.Relay.Run,
-	}, tasks...)
+	all := []Task{func(ctx context.Context) error { return httpapi.Serve(ctx, b.Cfg.HTTPAddr, b.Router, b.Log, listening) }}
+	if !b.Cfg.RelayDisabled {
+		all = append(all, b.Relay.Run)
+	} else {
+		b.Log.InfoContext(ctx, "outbox relay disabled (OUTBOX_RELAY_ENABLED=false): another publisher reads the outbox")
+	}
+	all = append(all, tasks...)
 	errc := make(chan error, len(all))
 	for _, t := range all {
 		go func() {

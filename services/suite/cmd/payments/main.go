@@ -1,0 +1,123 @@
+// Command payments is the suite's all-in-one binary and operator CLI:
+//
+//	payments run               the four services in one process
+//	payments demo              run, plus a scripted flow with its results
+//	payments topics create     create the Kafka topics of CONTRACTS.md
+//	payments migrate           apply a service's database migrations
+//	payments outbox list-dead  list DEAD outbox events of a service
+//	payments outbox requeue    move DEAD outbox events back to PENDING
+//	payments dlt list|replay   inspect and replay dead-letter topics
+//	payments probe URL         exit 0 when URL answers 200 (container health checks)
+//
+// Every subcommand takes --help.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "payments:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+func exitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}
+
+// usageError is a mistake in the command line.
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+const usage = `usage: payments <command> [flags]
+
+commands:
+  run                    run the four services in one process
+  demo                   run them, then a scripted flow, printing results
+  topics create          create the Kafka topics (idempotent)
+  migrate                apply a service's database migrations
+  outbox list-dead       list DEAD outbox events of a service's database
+  outbox requeue         requeue DEAD outbox events (by id, topic or type)
+  dlt list               list records of a dead-letter topic
+  dlt replay             replay dead-letter records to their original topic
+  probe URL              exit 0 when URL answers 200
+
+Run "payments <command> --help" for the flags of a command.
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return usageError{"no command given"}
+		}
+		return nil
+	}
+	cmd, rest := args[0], args[1:]
+	sub := func() (string, []string, error) {
+		if len(rest) == 0 || rest[0] == "-h" || rest[0] == "--help" {
+			fmt.Fprint(stdout, usage)
+			if len(rest) == 0 {
+				return "", nil, usageError{cmd + ": which subcommand?"}
+			}
+			return "", nil, flag.ErrHelp
+		}
+		return rest[0], rest[1:], nil
+	}
+	switch cmd {
+	case "run":
+		return runSuite(ctx, rest, getenv, stdout, stderr, false)
+	case "demo":
+		return runSuite(ctx, rest, getenv, stdout, stderr, true)
+	case "probe":
+		return probe(ctx, rest, stdout)
+	case "migrate":
+		return migrate(ctx, rest, getenv, stdout)
+	case "topics":
+		s, r, err := sub()
+		if err != nil {
+			return err
+		}
+		if s != "create" {
+			return usageError{"topics: unknown subcommand " + s}
+		}
+		return topicsCreate(ctx, r, getenv, stdout)
+	case "outbox":
+		s, r, err := sub()
+		if err != nil {
+			return err
+		}
+		switch s {
+		case "list-dead":
+			return outboxListDead(ctx, r, getenv, stdout)
+		case "requeue":
+			return outboxRequeue(ctx, r, getenv, stdout)
+		}
+		return usageError{"outbox: unknown subcommand " + s}
+	case "dlt":
+		return dltCommand(ctx, rest, getenv, stdout)
+	}
+	return usageError{"unknown command " + cmd}
+}

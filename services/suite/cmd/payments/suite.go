@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/suite"
+)
+
+// runSuite is "payments run" and "payments demo".
+func runSuite(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, demo bool) error {
+	name, synopsis := "run", "run [--database-url URL] [--brokers host:port,...]"
+	if demo {
+		name, synopsis = "demo", "demo [--database-url URL] [--brokers host:port,...] [--exit] | demo --against URL --ledger URL"
+	}
+	fs := newFlags(name, synopsis, stdout)
+	dbURL := fs.String("database-url", "", "a PostgreSQL server; each service gets its own database on it (default $DATABASE_URL)")
+	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS; empty: franz-go kfake, an in-process fake Kafka)")
+	var against, ledgerURL *string
+	var exit *bool
+	if demo {
+		against = fs.String("against", "", "run only the script, against the transfers service at this URL (docker compose)")
+		ledgerURL = fs.String("ledger", "", "with --against: the ledger service's URL")
+		exit = fs.Bool("exit", false, "stop the services after the script instead of serving until interrupted")
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if demo && *against != "" {
+		if *ledgerURL == "" {
+			return usageError{"demo --against needs --ledger"}
+		}
+		d := &suite.Demo{Transfers: strings.TrimRight(*against, "/"), Ledger: strings.TrimRight(*ledgerURL, "/"), Out: stdout}
+		return d.Run(ctx)
+	}
+	url := orEnv(*dbURL, "DATABASE_URL", getenv)
+	if url == "" {
+		return usageError{name + ": --database-url or $DATABASE_URL (a PostgreSQL server) is required; `make " + name + "` finds or starts one"}
+	}
+	level := getenv("LOG_LEVEL")
+	if level == "" {
+		level = "warn" // the demo's own lines are the output; raise for service logs
+	}
+	format := getenv("LOG_FORMAT")
+	if format == "" && platform.IsTerminal(os.Stderr) {
+		format = "text"
+	}
+	log, err := platform.NewLogger(stderr, format, level)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	opts := suite.Options{
+		DatabaseURL: url,
+		Brokers:     broker.ParseBrokers(orEnv(*brokers, "KAFKA_BROKERS", getenv)),
+		Getenv:      getenv,
+		Log:         log,
+		Out:         stdout,
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	demoErr := make(chan error, 1)
+	ready := func(ep suite.Endpoints) {
+		fmt.Fprintf(stdout, "\nReady:\n  transfers      %s  (POST /transferencias, GET /transferencias/{id}, GET /openapi.yaml)\n"+
+			"  ledger         %s  (POST /contas, POST /contas/{id}/depositos, GET /contas/{id}, GET /contas/{id}/lancamentos)\n"+
+			"  antifraud      %s\n  notifications  %s\n  every service: /healthz /readyz /metrics\n",
+			ep.Transfers, ep.Ledger, ep.Antifraud, ep.Notifications)
+		if !demo {
+			fmt.Fprintln(stdout, "Press Ctrl+C to stop.")
+			return
+		}
+		go func() {
+			d := &suite.Demo{Transfers: ep.Transfers, Ledger: ep.Ledger, Out: stdout, Timeout: 2 * time.Minute}
+			err := d.Run(ctx)
+			if err == nil && !*exit {
+				fmt.Fprintf(stdout, "\nThe suite keeps serving. Try:\n"+
+					"  curl -si -X POST %s/transferencias -H 'Content-Type: application/json' -H \"Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)\" \\\n"+
+					"    -d '{\"contaOrigem\":\"CC-001\",\"contaDestino\":\"CC-002\",\"valorEmCentavos\":30000,\"moeda\":\"BRL\"}'\n"+
+					"Press Ctrl+C to stop.\n", ep.Transfers)
+			}
+			demoErr <- err
+			if err != nil || *exit {
+				cancel()
+			}
+		}()
+	}
+	runErr := suite.Run(ctx, opts, ready)
+	select {
+	case err := <-demoErr:
+		if err != nil {
+			return err
+		}
+	default:
+		if demo && runErr == nil && ctx.Err() == nil {
+			return errors.New("the suite stopped before the demo finished")
+		}
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+

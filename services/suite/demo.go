@@ -1,0 +1,240 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/events"
+)
+
+// DemoTransfer is one scripted transfer and what must become of it.
+type DemoTransfer struct {
+	Name        string
+	From, To    string
+	AmountCents int64
+	Currency    string
+	WantStatus  string
+	WantReason  string
+}
+
+// Demo is the scripted flow: accounts opened and funded through the ledger
+// API, transfers through the transfers API, then the final statuses and
+// balances, checked against what the contracts promise.
+type Demo struct {
+	Transfers string // base URL of the transfers service
+	Ledger    string // base URL of the ledger service
+	Out       io.Writer
+	// Timeout bounds the wait for every transfer to reach a final status.
+	Timeout time.Duration
+	client  *http.Client
+}
+
+// RunDemo runs the script once and returns an error when an expectation
+// did not hold.
+func (d *Demo) Run(ctx context.Context) error {
+	if d.client == nil {
+		d.client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if d.Timeout <= 0 {
+		d.Timeout = 2 * time.Minute
+	}
+	run := shortID()
+	acct := func(n string) string { return "DEMO-" + run + "-" + n }
+	a, b, c, usd := acct("A"), acct("B"), acct("C"), acct("USD")
+
+	fmt.Fprintf(d.Out, "\n== Demo run %s\n", run)
+	fmt.Fprintln(d.Out, "-- opening and funding accounts (ledger API)")
+	for _, o := range []struct{ id, cur string }{{a, "BRL"}, {b, "BRL"}, {c, "BRL"}, {usd, "USD"}} {
+		if _, err := d.call(ctx, http.MethodPost, d.Ledger+"/contas", "", map[string]any{"id": o.id, "moeda": o.cur}, http.StatusCreated); err != nil {
+			return err
+		}
+		fmt.Fprintf(d.Out, "   opened %s (%s)\n", o.id, o.cur)
+	}
+	if _, err := d.call(ctx, http.MethodPost, d.Ledger+"/contas/"+a+"/depositos", uuid.NewString(),
+		map[string]any{"valorEmCentavos": 100_000}, http.StatusCreated); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.Out, "   deposited R$ 1.000,00 into %s\n", a)
+
+	script := []DemoTransfer{
+		{"settled", a, b, 30_000, "BRL", "LIQUIDADA", ""},
+		{"blocked by antifraud (R$ 100.000,00)", a, b, 10_000_000, "BRL", "REJEITADA", events.ReasonBlockedByAntifraud},
+		{"insufficient funds", c, a, 5_000, "BRL", "REJEITADA", events.ReasonInsufficientFunds},
+		{"unknown destination account", a, acct("NOPE"), 1_000, "BRL", "REJEITADA", events.ReasonAccountNotFound},
+		{"currency mismatch", a, usd, 1_000, "BRL", "REJEITADA", events.ReasonCurrencyMismatch},
+	}
+	fmt.Fprintln(d.Out, "-- submitting transfers (POST /transferencias)")
+	ids := make([]string, len(script))
+	var first map[string]any
+	var firstKey string
+	for i, t := range script {
+		key := uuid.NewString()
+		body := map[string]any{"contaOrigem": t.From, "contaDestino": t.To, "valorEmCentavos": t.AmountCents, "moeda": t.Currency}
+		resp, err := d.call(ctx, http.MethodPost, d.Transfers+"/transferencias", key, body, http.StatusAccepted)
+		if err != nil {
+			return err
+		}
+		ids[i] = key
+		if i == 0 {
+			first, firstKey = resp.body, key
+		}
+		fmt.Fprintf(d.Out, "   %-38s %s -> 202 %v\n", t.Name, key, resp.body["status"])
+	}
+	// The idempotent replay: the same key and body again.
+	s := script[0]
+	replay, err := d.call(ctx, http.MethodPost, d.Transfers+"/transferencias", firstKey,
+		map[string]any{"contaOrigem": s.From, "contaDestino": s.To, "valorEmCentavos": s.AmountCents, "moeda": s.Currency}, http.StatusAccepted)
+	if err != nil {
+		return err
+	}
+	var failures []string
+	if replay.header.Get("Idempotent-Replayed") != "true" || fmt.Sprint(replay.body) != fmt.Sprint(first) {
+		failures = append(failures, "the replay of the first transfer did not return the stored response with Idempotent-Replayed: true")
+	}
+	fmt.Fprintf(d.Out, "   %-38s %s -> 202, Idempotent-Replayed: %s\n", "idempotent replay of the first", firstKey, replay.header.Get("Idempotent-Replayed"))
+
+	fmt.Fprintln(d.Out, "-- waiting for the results (GET /transferencias/{id})")
+	final := make([]map[string]any, len(script))
+	deadline := time.Now().Add(d.Timeout)
+	for {
+		done := 0
+		for i, id := range ids {
+			if final[i] != nil {
+				done++
+				continue
+			}
+			r, err := d.call(ctx, http.MethodGet, d.Transfers+"/transferencias/"+id, "", nil, http.StatusOK)
+			if err != nil {
+				return err
+			}
+			if st, _ := r.body["status"].(string); st != "PENDENTE" {
+				final[i] = r.body
+				done++
+			}
+		}
+		fmt.Fprintf(d.Out, "\r   %d of %d transfers final", done, len(ids))
+		if done == len(ids) {
+			fmt.Fprintln(d.Out)
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintln(d.Out)
+			return fmt.Errorf("only %d of %d transfers reached a final status within %v", done, len(ids), d.Timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+
+	fmt.Fprintln(d.Out, "-- results")
+	tw := tabwriter.NewWriter(d.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "   TRANSFER\tSTATUS\tMOTIVO\tEXPECTED\t")
+	for i, t := range script {
+		st, _ := final[i]["status"].(string)
+		reason, _ := final[i]["motivo"].(string)
+		want := strings.TrimSpace(t.WantStatus + " " + t.WantReason)
+		mark := "ok"
+		if st != t.WantStatus || reason != t.WantReason {
+			mark = "MISMATCH"
+			failures = append(failures, fmt.Sprintf("%s: got %s %s, want %s", t.Name, st, reason, want))
+		}
+		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\n", t.Name, st, reason, want, mark)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(d.Out, "-- balances (GET /contas/{id})")
+	for _, want := range []struct {
+		id    string
+		cents float64
+	}{{a, 70_000}, {b, 30_000}, {c, 0}, {usd, 0}} {
+		r, err := d.call(ctx, http.MethodGet, d.Ledger+"/contas/"+want.id, "", nil, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		got, _ := r.body["saldoEmCentavos"].(float64)
+		mark := "ok"
+		if got != want.cents {
+			mark = "MISMATCH"
+			failures = append(failures, fmt.Sprintf("balance of %s: got %.0f, want %.0f", want.id, got, want.cents))
+		}
+		fmt.Fprintf(d.Out, "   %-20s %12.0f cents (%v)  %s\n", want.id, got, r.body["moeda"], mark)
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("demo expectations failed:\n  %s", strings.Join(failures, "\n  "))
+	}
+	fmt.Fprintln(d.Out, "== every expectation held")
+	return nil
+}
+
+type response struct {
+	body   map[string]any
+	header http.Header
+}
+
+// call sends a JSON request and checks the status.
+func (d *Demo) call(ctx context.Context, method, url, idemKey string, body any, want int) (response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return response{}, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return response{}, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: read body: %w", method, url, err)
+	}
+	okStatus := resp.StatusCode == want || (want == http.StatusCreated && method == http.MethodPost && resp.StatusCode == http.StatusOK && strings.HasSuffix(url, "/contas"))
+	if !okStatus {
+		return response{}, fmt.Errorf("%s %s: status %d, want %d: %s", method, url, resp.StatusCode, want, strings.TrimSpace(string(raw)))
+	}
+	var m map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return response{}, fmt.Errorf("%s %s: %w", method, url, err)
+		}
+	}
+	return response{body: m, header: resp.Header}, nil
+}
+
+func shortID() string {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "000000"
+	}
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// ErrDemoFailed is returned when the demo's expectations did not hold.
+var ErrDemoFailed = errors.New("demo failed")

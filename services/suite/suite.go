@@ -1,0 +1,270 @@
+// Package suite runs the four services in one process (the embedded
+// "make run" and "make demo"), each with its own database on one
+// PostgreSQL server and its own HTTP port, and drives the scripted demo
+// flow over HTTP, against those services or against any running suite.
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/services/antifraud"
+	"github.com/paysuite/payments/services/ledger"
+	"github.com/paysuite/payments/services/notifications"
+	"github.com/paysuite/payments/services/transfers"
+)
+
+// Default ports of CONTRACTS.md section 0.
+const (
+	TransfersAddr     = ":8080"
+	LedgerAddr        = ":8081"
+	AntifraudAddr     = ":8082"
+	NotificationsAddr = ":8083"
+)
+
+// Options configure the embedded suite.
+type Options struct {
+	// DatabaseURL names a PostgreSQL server (any database on it); each
+	// service gets its own database "payments_<service>" there, created
+	// when missing.
+	DatabaseURL string
+	// Brokers are the Kafka brokers; empty starts franz-go's kfake, an
+	// in-process fake Kafka, in this process.
+	Brokers []string
+	// Getenv supplies every other setting of the services (HTTP_ADDR is
+	// replaced by <SERVICE>_HTTP_ADDR or the default port).
+	Getenv func(string) string
+	// Log receives the services' logs; Out receives the suite's own lines.
+	Log *slog.Logger
+	Out io.Writer
+}
+
+// Endpoints are the base URLs of the running services.
+type Endpoints struct {
+	Transfers, Ledger, Antifraud, Notifications string
+}
+
+// Run starts the suite and blocks until ctx is cancelled or a service
+// fails. ready, if not nil, is called once every service answers /readyz.
+func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if len(opts.Brokers) == 0 {
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(12))
+		if err != nil {
+			return fmt.Errorf("start kfake: %w", err)
+		}
+		defer cluster.Close()
+		opts.Brokers = cluster.ListenAddrs()
+		fmt.Fprintf(opts.Out, "Kafka:      franz-go kfake at %s (an in-process FAKE Kafka for the demo, not Apache Kafka; set KAFKA_BROKERS for a real broker)\n",
+			strings.Join(opts.Brokers, ","))
+	} else {
+		fmt.Fprintf(opts.Out, "Kafka:      %s\n", strings.Join(opts.Brokers, ","))
+	}
+	kcfg := broker.Config{Brokers: opts.Brokers}
+	tctx, tcancel := context.WithTimeout(ctx, time.Minute)
+	_, err := broker.CreateTopics(tctx, kcfg, broker.SuiteTopics(events.DefaultTopics, 1))
+	tcancel()
+	if err != nil {
+		return fmt.Errorf("create topics: %w", err)
+	}
+	dsns := map[string]string{}
+	for _, s := range []string{"transfers", "ledger", "antifraud", "notifications"} {
+		dsn, err := ensureDatabase(ctx, opts.DatabaseURL, "payments_"+s)
+		if err != nil {
+			return err
+		}
+		dsns[s] = dsn
+	}
+	fmt.Fprintf(opts.Out, "PostgreSQL: %s (databases payments_transfers, payments_ledger, payments_antifraud, payments_notifications)\n", redact(opts.DatabaseURL))
+
+	env := func(service, defaultAddr string) func(string) string {
+		prefix := strings.ToUpper(service) + "_"
+		return func(name string) string {
+			switch name {
+			case "DATABASE_URL":
+				return dsns[service]
+			case "KAFKA_BROKERS":
+				return strings.Join(opts.Brokers, ",")
+			case "HTTP_ADDR":
+				if v := opts.Getenv(prefix + "HTTP_ADDR"); v != "" {
+					return v
+				}
+				return defaultAddr
+			}
+			if v := opts.Getenv(prefix + name); v != "" {
+				return v
+			}
+			return opts.Getenv(name)
+		}
+	}
+	tcfg, err := transfers.ConfigFromEnv(env("transfers", TransfersAddr))
+	if err != nil {
+		return fmt.Errorf("transfers: %w", err)
+	}
+	lcfg, err := ledger.ConfigFromEnv(env("ledger", LedgerAddr))
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	acfg, err := antifraud.ConfigFromEnv(env("antifraud", AntifraudAddr))
+	if err != nil {
+		return fmt.Errorf("antifraud: %w", err)
+	}
+	ncfg, err := notifications.ConfigFromEnv(env("notifications", NotificationsAddr))
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
+
+	var mu sync.Mutex
+	addrs := map[string]string{}
+	listening := func(name string) func(net.Addr) {
+		return func(a net.Addr) {
+			mu.Lock()
+			defer mu.Unlock()
+			addrs[name] = baseURL(a)
+		}
+	}
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, 4)
+	start := func(name string, run func() error) {
+		go func() { results <- result{name, run()} }()
+	}
+	start("transfers", func() error { return transfers.Run(ctx, tcfg, opts.Log.With("service", "transfers"), listening("transfers")) })
+	start("ledger", func() error { return ledger.Run(ctx, lcfg, opts.Log.With("service", "ledger"), listening("ledger")) })
+	start("antifraud", func() error { return antifraud.Run(ctx, acfg, opts.Log.With("service", "antifraud"), listening("antifraud")) })
+	start("notifications", func() error {
+		return notifications.Run(ctx, ncfg, opts.Log.With("service", "notifications"), listening("notifications"))
+	})
+
+	readyErr := make(chan error, 1)
+	go func() {
+		ep, err := waitReady(ctx, &mu, addrs)
+		if err == nil && ready != nil {
+			ready(ep)
+		}
+		readyErr <- err
+	}()
+
+	var errs []error
+	pending := 4
+	for pending > 0 {
+		select {
+		case r := <-results:
+			pending--
+			if r.err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", r.name, r.err))
+			}
+			cancel() // one service stopping stops the suite
+		case err := <-readyErr:
+			if err != nil && ctx.Err() == nil {
+				errs = append(errs, err)
+				cancel()
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// waitReady polls each service's /readyz until all answer 200.
+func waitReady(ctx context.Context, mu *sync.Mutex, addrs map[string]string) (Endpoints, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		mu.Lock()
+		ep := Endpoints{Transfers: addrs["transfers"], Ledger: addrs["ledger"], Antifraud: addrs["antifraud"], Notifications: addrs["notifications"]}
+		mu.Unlock()
+		ok := ep.Transfers != "" && ep.Ledger != "" && ep.Antifraud != "" && ep.Notifications != ""
+		for _, u := range []string{ep.Transfers, ep.Ledger, ep.Antifraud, ep.Notifications} {
+			if !ok {
+				break
+			}
+			ok = get200(ctx, client, u+"/readyz")
+		}
+		if ok {
+			return ep, nil
+		}
+		if time.Now().After(deadline) {
+			return ep, errors.New("services not ready within 2 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ep, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func get200(ctx context.Context, c *http.Client, u string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func baseURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String()
+	}
+	if host == "" || host == "::" || host == "0.0.0.0" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// ensureDatabase creates database name on the server of serverURL when
+// missing and returns its URL.
+func ensureDatabase(ctx context.Context, serverURL, name string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL")
+	}
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to PostgreSQL at %s: %w", redact(serverURL), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return "", fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// redact hides the password of a database URL.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
