@@ -5,7 +5,7 @@ CREATE TABLE outbox_event (
     id              UUID PRIMARY KEY,
     -- seq orders events of one key: the relay never publishes an event while
     -- an older event of the same key is unpublished.
-    seq             BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    seq             BIGINT GENERATED ALWAYS AS IDENTITY,
     aggregate_type  TEXT        NOT NULL,
     aggregate_id    TEXT        NOT NULL,
     topic           TEXT        NOT NULL,
@@ -36,7 +36,7 @@ CREATE INDEX outbox_event_unpublished_key ON outbox_event (topic, key, seq)
     WHERE status IN ('PENDING', 'PROCESSING');
 -- Rows that hold their key back: waiting for a retry, or leased to a relay.
 CREATE INDEX outbox_event_retry_wait ON outbox_event (next_attempt_at)
-    WHERE status = 'PENDING';
+    WHERE status = 'PENDING' AND attempts > 0;
 CREATE INDEX outbox_event_leased ON outbox_event (locked_until)
     WHERE status = 'PROCESSING';
 -- Operators list dead events.

@@ -146,9 +146,13 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	start := func(name string, run func() error) {
 		go func() { results <- result{name, run()} }()
 	}
-	start("transfers", func() error { return transfers.Run(ctx, tcfg, opts.Log.With("service", "transfers"), listening("transfers")) })
+	start("transfers", func() error {
+		return transfers.Run(ctx, tcfg, opts.Log.With("service", "transfers"), listening("transfers"))
+	})
 	start("ledger", func() error { return ledger.Run(ctx, lcfg, opts.Log.With("service", "ledger"), listening("ledger")) })
-	start("antifraud", func() error { return antifraud.Run(ctx, acfg, opts.Log.With("service", "antifraud"), listening("antifraud")) })
+	start("antifraud", func() error {
+		return antifraud.Run(ctx, acfg, opts.Log.With("service", "antifraud"), listening("antifraud"))
+	})
 	start("notifications", func() error {
 		return notifications.Run(ctx, ncfg, opts.Log.With("service", "notifications"), listening("notifications"))
 	})

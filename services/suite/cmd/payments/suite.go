@@ -106,4 +106,3 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	return nil
 }
-
