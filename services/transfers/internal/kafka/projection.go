@@ -1,0 +1,77 @@
+// Package kafka is the transfers service's Kafka adapter: the projection
+// that reads settlement results (TransferenciaLiquidada,
+// TransferenciaRejeitada) and moves transfers out of PENDENTE.
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+)
+
+// Group is the projection's consumer group (CONTRACTS.md section 3).
+const Group = "transferencias-projecao"
+
+// reasonRE bounds a motivo to the shape of the contract's reasons, so that
+// an unknown future reason is kept but garbage is refused.
+var reasonRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+
+// Projection handles records of the settled and rejected topics.
+type Projection struct {
+	svc      *transfer.Service
+	settled  string
+	rejected string
+	log      *slog.Logger
+}
+
+// NewProjection returns the projection of the given topics onto svc.
+func NewProjection(svc *transfer.Service, topics events.Topics, log *slog.Logger) *Projection {
+	return &Projection{svc: svc, settled: topics.Settled, rejected: topics.Rejected, log: log}
+}
+
+// Topics returns the topics the projection reads.
+func (p *Projection) Topics() []string { return []string{p.settled, p.rejected} }
+
+// Handle is a consumer.Handler. A record that cannot be decoded, or whose
+// content the contract forbids, is a poison message (straight to the DLT);
+// a database failure is returned for the consumer loop to retry.
+func (p *Projection) Handle(ctx context.Context, m kafka.Message) error {
+	var r transfer.Result
+	switch m.Topic {
+	case p.settled:
+		var ev events.Settled
+		if err := events.Decode(m.Value, &ev); err != nil {
+			return fmt.Errorf("decode %s: %w", events.TypeSettled, err)
+		}
+		r = transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusSettled}
+	case p.rejected:
+		var ev events.Rejected
+		if err := events.Decode(m.Value, &ev); err != nil {
+			return fmt.Errorf("decode %s: %w", events.TypeRejected, err)
+		}
+		if !reasonRE.MatchString(ev.Reason) {
+			return consumer.Permanent(fmt.Errorf("%w: motivo is not a reason code", events.ErrMalformed))
+		}
+		r = transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusRejected, Reason: ev.Reason}
+	default:
+		return consumer.Permanent(fmt.Errorf("projection: unexpected topic %q", m.Topic))
+	}
+	changed, err := p.svc.ApplyResult(ctx, r)
+	if err != nil {
+		return err
+	}
+	if changed {
+		p.log.InfoContext(ctx, "transfer result projected", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
+	} else {
+		// A duplicate, a late result or a transfer this service does not know.
+		p.log.DebugContext(ctx, "transfer result changed nothing", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
+	}
+	return nil
+}

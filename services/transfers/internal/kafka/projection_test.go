@@ -1,0 +1,189 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/inbox"
+	"github.com/paysuite/payments/pkg/outbox"
+	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/kafka"
+	"github.com/paysuite/payments/services/transfers/internal/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+var topics = events.DefaultTopics.WithSuffix(".test")
+
+type fixture struct {
+	svc  *transfer.Service
+	proj *kafka.Projection
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService("transfers")...))
+	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, kafka.Group, nil), 0)
+	svc := transfer.NewService(store, topics.Requested)
+	return fixture{svc: svc, proj: kafka.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
+}
+
+func (f fixture) pending(t *testing.T) uuid.UUID {
+	t.Helper()
+	id := uuid.New()
+	_, _, err := f.svc.Submit(context.Background(), transfer.Submission{
+		ID:       id,
+		Request:  transfer.Request{Source: "CC-001", Destination: "CC-002", AmountCents: 100, Currency: "BRL"},
+		Response: transfer.Response{StatusCode: 202, Body: []byte("{}")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func record(t *testing.T, topic string, v any) kafkago.Message {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kafkago.Message{Topic: topic, Value: b}
+}
+
+func settled(id, eventID uuid.UUID) events.Settled {
+	return events.Settled{EventID: eventID, TransferID: id, OccurredAt: time.Now().UTC()}
+}
+
+func rejected(id, eventID uuid.UUID, reason string) events.Rejected {
+	return events.Rejected{EventID: eventID, TransferID: id, Reason: reason, OccurredAt: time.Now().UTC()}
+}
+
+type state struct {
+	Status transfer.Status
+	Reason string
+}
+
+// TestProjection applies sequences of results to a PENDENTE transfer; only
+// the first result of a PENDENTE transfer counts.
+func TestProjection(t *testing.T) {
+	t.Parallel()
+	e1, e2 := uuid.New(), uuid.New()
+	tests := []struct {
+		name    string
+		records func(id uuid.UUID) []any // events.Settled or events.Rejected
+		want    state
+	}{
+		{"settled", func(id uuid.UUID) []any { return []any{settled(id, e1)} }, state{transfer.StatusSettled, ""}},
+		{"rejected", func(id uuid.UUID) []any { return []any{rejected(id, e1, events.ReasonInsufficientFunds)} },
+			state{transfer.StatusRejected, events.ReasonInsufficientFunds}},
+		{"settled twice (same event)", func(id uuid.UUID) []any { return []any{settled(id, e1), settled(id, e1)} },
+			state{transfer.StatusSettled, ""}},
+		{"rejected after settled", func(id uuid.UUID) []any {
+			return []any{settled(id, e1), rejected(id, e2, events.ReasonBlockedByAntifraud)}
+		}, state{transfer.StatusSettled, ""}},
+		{"settled after rejected", func(id uuid.UUID) []any {
+			return []any{rejected(id, e1, events.ReasonAccountNotFound), settled(id, e2)}
+		}, state{transfer.StatusRejected, events.ReasonAccountNotFound}},
+		{"rejected twice with other reasons", func(id uuid.UUID) []any {
+			return []any{rejected(id, e1, events.ReasonCurrencyMismatch), rejected(id, e2, events.ReasonInsufficientFunds)}
+		}, state{transfer.StatusRejected, events.ReasonCurrencyMismatch}},
+		{"unknown future reason is kept", func(id uuid.UUID) []any { return []any{rejected(id, e1, "LIMITE_DIARIO")} },
+			state{transfer.StatusRejected, "LIMITE_DIARIO"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := context.Background()
+			id := f.pending(t)
+			var afterFirst time.Time
+			for i, ev := range tt.records(id) {
+				topic := topics.Settled
+				if _, ok := ev.(events.Rejected); ok {
+					topic = topics.Rejected
+				}
+				if err := f.proj.Handle(ctx, record(t, topic, ev)); err != nil {
+					t.Fatalf("record %d: %v", i, err)
+				}
+				got, err := f.svc.Get(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					afterFirst = got.UpdatedAt
+				} else if !got.UpdatedAt.Equal(afterFirst) {
+					t.Errorf("record %d changed atualizadaEm from %v to %v", i, afterFirst, got.UpdatedAt)
+				}
+			}
+			got, err := f.svc.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, state{got.Status, got.Reason}); diff != "" {
+				t.Errorf("state mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestProjectionPoison: records that cannot be decoded or that the contract
+// forbids are permanent errors (DLT at once) and change nothing.
+func TestProjectionPoison(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	id := f.pending(t)
+	tests := []struct {
+		name string
+		msg  kafkago.Message
+	}{
+		{"not JSON", kafkago.Message{Topic: topics.Settled, Value: []byte("{not json")}},
+		{"missing transfer id", kafkago.Message{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
+		{"missing event id", kafkago.Message{Topic: topics.Rejected, Value: []byte(`{"transferenciaId":"` + id.String() + `","motivo":"SALDO_INSUFICIENTE","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
+		{"missing motivo", kafkago.Message{Topic: topics.Rejected, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` + id.String() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
+		{"garbage motivo", record(t, topics.Rejected, rejected(id, uuid.New(), "'; DROP TABLE x; --"))},
+		{"event id not a UUID", kafkago.Message{Topic: topics.Settled, Value: []byte(`{"eventoId":"x","transferenciaId":"` + id.String() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
+		{"unexpected topic", record(t, "other", settled(id, uuid.New()))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := f.proj.Handle(ctx, tt.msg)
+			if err == nil || !consumer.IsPermanent(err) {
+				t.Fatalf("Handle = %v, want a permanent error", err)
+			}
+		})
+	}
+	got, err := f.svc.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != transfer.StatusPending {
+		t.Errorf("status = %s after poison records, want PENDENTE", got.Status)
+	}
+}
+
+// TestProjectionUnknownTransfer: a result for a transfer this service does
+// not have changes nothing and is not an error (no endless retries).
+func TestProjectionUnknownTransfer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if err := f.proj.Handle(context.Background(), record(t, topics.Settled, settled(uuid.New(), uuid.New()))); err != nil {
+		t.Fatalf("Handle = %v, want nil", err)
+	}
+	_, err := f.svc.Get(context.Background(), uuid.New())
+	if !errors.Is(err, transfer.ErrNotFound) {
+		t.Fatalf("Get unknown = %v, want ErrNotFound", err)
+	}
+}

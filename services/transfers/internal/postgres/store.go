@@ -1,0 +1,207 @@
+// Package postgres is the transfers service's PostgreSQL adapter: it stores
+// transfers with their idempotency records, writes their events to the
+// outbox in the same transaction, and projects settlement results through
+// the inbox.
+package postgres
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/pkg/inbox"
+	"github.com/paysuite/payments/pkg/outbox"
+	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+)
+
+var _ transfer.Store = (*Store)(nil)
+
+// DefaultClaimTimeout bounds how long a stalled process can hold a key in
+// flight (see Store).
+const DefaultClaimTimeout = 30 * time.Second
+
+// Store is the PostgreSQL transfer.Store.
+//
+// In-flight detection: Create first takes pg_try_advisory_xact_lock on the
+// key inside its transaction. The lock is the claim: only one transaction
+// per key can be past that line, a second one gets false at once (409, never
+// a wait), and PostgreSQL releases the lock when the transaction ends in any
+// way, including a crash of this process (the connection closes). A process
+// that stalls with the transaction open (stopped, partitioned) is cut off by
+// idle_in_transaction_session_timeout, set locally to the claim timeout, so
+// a key is never stuck for longer. Two transfers for one key are impossible
+// whatever happens: the key is the transfer's primary key.
+type Store struct {
+	db           *pg.DB
+	outbox       *outbox.Outbox
+	inbox        *inbox.Inbox
+	claimTimeout string
+
+	// BeforeCommit, when set, runs inside Create's transaction after every
+	// write and before the commit. Tests use it to hold a request in flight.
+	BeforeCommit func(ctx context.Context, id uuid.UUID)
+}
+
+// NewStore returns a Store on db that enqueues events in ob and records
+// projected events in ib. claimTimeout <= 0 means DefaultClaimTimeout.
+func NewStore(db *pg.DB, ob *outbox.Outbox, ib *inbox.Inbox, claimTimeout time.Duration) *Store {
+	if claimTimeout <= 0 {
+		claimTimeout = DefaultClaimTimeout
+	}
+	return &Store{
+		db:           db,
+		outbox:       ob,
+		inbox:        ib,
+		claimTimeout: strconv.FormatInt(max(claimTimeout.Milliseconds(), 1), 10),
+	}
+}
+
+// claimSQL bounds the idle time of this transaction (SET LOCAL) and tries to
+// take the key's transaction-scoped advisory lock, without waiting.
+const claimSQL = `SELECT pg_try_advisory_xact_lock($1), set_config('idle_in_transaction_session_timeout', $2, true)`
+
+// createSQL inserts the transfer unless it exists and, when it exists,
+// returns its idempotency record. One row in either case; none only if a
+// row appeared that this statement's snapshot cannot see, which the claim
+// rules out.
+const createSQL = `
+WITH ins AS (
+    INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status,
+                               criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+)
+SELECT true, NULL::bytea, NULL::smallint, NULL::bytea FROM ins
+UNION ALL
+SELECT false, hash_requisicao, resposta_status, resposta_corpo
+FROM transferencia WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+// Create implements transfer.Store.
+func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Record, error) {
+	t := c.Transfer
+	var rec *transfer.Record
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+		rec = nil
+		var claimed bool
+		var timeout string
+		if err := tx.QueryRow(ctx, claimSQL, lockKey(t.ID), s.claimTimeout).Scan(&claimed, &timeout); err != nil {
+			return fmt.Errorf("claim key %s: %w", t.ID, err)
+		}
+		if !claimed {
+			return transfer.ErrInProgress
+		}
+		rows, err := tx.Query(ctx, createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
+			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body) //nolint:gosec // HTTP status codes fit
+		if err != nil {
+			return fmt.Errorf("insert transfer %s: %w", t.ID, err)
+		}
+		var (
+			created bool
+			found   bool
+			fp      []byte
+			status  *int16
+			body    []byte
+		)
+		for rows.Next() {
+			found = true
+			if err := rows.Scan(&created, &fp, &status, &body); err != nil {
+				rows.Close()
+				return fmt.Errorf("insert transfer %s: %w", t.ID, err)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("insert transfer %s: %w", t.ID, err)
+		}
+		switch {
+		case !found:
+			// Not ours and not visible: another creation committed between
+			// the claim and this statement, which the claim forbids. Report
+			// it as in flight; a retry sees the row.
+			return transfer.ErrInProgress
+		case !created:
+			if len(fp) != len(transfer.Record{}.Fingerprint) || status == nil {
+				return fmt.Errorf("transfer %s: corrupt idempotency record", t.ID)
+			}
+			rec = &transfer.Record{Response: transfer.Response{StatusCode: int(*status), Body: body}}
+			copy(rec.Fingerprint[:], fp)
+			return nil // nothing written: the commit only releases the claim
+		}
+		if err := s.outbox.Enqueue(ctx, tx, c.Event); err != nil {
+			return err
+		}
+		if s.BeforeCommit != nil {
+			s.BeforeCommit(ctx, t.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+const getSQL = `
+SELECT id, conta_origem, conta_destino, valor_centavos, moeda, status, coalesce(motivo_rejeicao, ''),
+       criada_em, atualizada_em
+FROM transferencia WHERE id = $1`
+
+// Get implements transfer.Store.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) {
+	var t transfer.Transfer
+	var status string
+	err := s.db.QueryRow(ctx, getSQL, id).Scan(&t.ID, &t.Source, &t.Destination, &t.AmountCents, &t.Currency,
+		&status, &t.Reason, &t.CreatedAt, &t.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, transfer.ErrNotFound)
+	}
+	if err != nil {
+		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, err)
+	}
+	t.Status = transfer.Status(status)
+	t.CreatedAt, t.UpdatedAt = t.CreatedAt.UTC(), t.UpdatedAt.UTC()
+	return t, nil
+}
+
+// applySQL is the seed's projection: a result lands only on a PENDENTE
+// transfer. atualizada_em never goes below criada_em, whatever the clocks.
+const applySQL = `
+UPDATE transferencia
+SET status = $2, motivo_rejeicao = $3, atualizada_em = greatest(now(), criada_em)
+WHERE id = $1 AND status = 'PENDENTE'`
+
+// ApplyResult implements transfer.Store. The event id is recorded in the
+// inbox in the same transaction as the update.
+func (s *Store) ApplyResult(ctx context.Context, r transfer.Result) (bool, error) {
+	var changed bool
+	var reason *string
+	if r.Status == transfer.StatusRejected {
+		reason = &r.Reason
+	}
+	_, err := s.inbox.Process(ctx, r.EventID, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, applySQL, r.TransferID, string(r.Status), reason)
+		if err != nil {
+			return fmt.Errorf("apply %s to transfer %s: %w", r.Status, r.TransferID, err)
+		}
+		changed = tag.RowsAffected() == 1
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return changed, nil
+}
+
+// lockKey folds a key into the 64-bit advisory lock space. Two keys that
+// fold alike only make one of them wait for a retry (409), never merge.
+func lockKey(id uuid.UUID) int64 {
+	return int64(binary.BigEndian.Uint64(id[:8]) ^ binary.BigEndian.Uint64(id[8:])) //nolint:gosec // a bit pattern
+}

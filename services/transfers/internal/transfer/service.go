@@ -1,0 +1,128 @@
+package transfer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+)
+
+// AggregateType names transfers in the outbox.
+const AggregateType = "transferencia"
+
+// Service creates transfers and projects their results.
+type Service struct {
+	store          Store
+	requestedTopic string
+	now            func() time.Time
+}
+
+// NewService returns a Service that keeps transfers in store and announces
+// them on requestedTopic.
+func NewService(store Store, requestedTopic string) *Service {
+	return &Service{store: store, requestedTopic: requestedTopic, now: time.Now}
+}
+
+// Submission is one POST of a transfer.
+type Submission struct {
+	// ID is the Idempotency-Key, which becomes the transfer id.
+	ID      uuid.UUID
+	Request Request
+	// Response is what the client gets if this submission creates the
+	// transfer; it is stored for replays.
+	Response Response
+}
+
+// Submit creates the transfer s.ID with its TransferenciaSolicitada event,
+// idempotently. The event carries correlation-id (the transfer id) and, when
+// ctx carries a trace (the HTTP middleware continues the caller's
+// traceparent), traceparent: the outbox takes it from ctx. It returns the response to give and whether it is the replay
+// of an earlier one. Errors: a *ValidationError when s.Request breaks a rule
+// (nothing is stored); ErrKeyReused when s.ID already belongs to another
+// request body; ErrInProgress while another request with s.ID is being
+// processed.
+func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, replayed bool, err error) {
+	if sub.ID == uuid.Nil {
+		return Response{}, false, errors.New("submit transfer: nil id")
+	}
+	if err := sub.Request.Validate(); err != nil {
+		return Response{}, false, err
+	}
+	now := s.now().UTC().Truncate(time.Microsecond) // PostgreSQL keeps microseconds
+	t := Transfer{
+		ID:          sub.ID,
+		Source:      sub.Request.Source,
+		Destination: sub.Request.Destination,
+		AmountCents: sub.Request.AmountCents,
+		Currency:    sub.Request.Currency,
+		Status:      StatusPending,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+	}
+	ev := events.Requested{
+		EventID:       uuid.New(), // random, as in the seed; the outbox row keeps it
+		TransferID:    t.ID,
+		SourceAccount: t.Source,
+		DestAccount:   t.Destination,
+		AmountCents:   t.AmountCents,
+		Currency:      t.Currency,
+		OccurredAt:    now,
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return Response{}, false, fmt.Errorf("encode %s: %w", events.TypeRequested, err)
+	}
+	headers := map[string]string{events.HeaderCorrelationID: t.ID.String()}
+	fp := sub.Request.Fingerprint()
+	rec, err := s.store.Create(ctx, Creation{
+		Transfer:    t,
+		Fingerprint: fp,
+		Response:    sub.Response,
+		Event: outbox.Message{
+			ID:            ev.EventID,
+			AggregateType: AggregateType,
+			AggregateID:   t.ID.String(),
+			Topic:         s.requestedTopic,
+			Key:           t.Source,
+			Type:          events.TypeRequested,
+			Payload:       payload,
+			Headers:       headers,
+			OccurredAt:    now,
+		},
+	})
+	switch {
+	case err != nil:
+		return Response{}, false, err
+	case rec == nil:
+		return sub.Response, false, nil
+	case rec.Fingerprint != fp:
+		return Response{}, false, ErrKeyReused
+	default:
+		return rec.Response, true, nil
+	}
+}
+
+// Get returns the transfer id, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (Transfer, error) {
+	return s.store.Get(ctx, id)
+}
+
+// ApplyResult projects a settlement result: a PENDENTE transfer becomes
+// LIQUIDADA or REJEITADA; anything else (a duplicate, a late or
+// out-of-order result, an unknown transfer) changes nothing. It reports
+// whether the transfer changed.
+func (s *Service) ApplyResult(ctx context.Context, r Result) (bool, error) {
+	if r.Status != StatusSettled && r.Status != StatusRejected {
+		return false, fmt.Errorf("apply result: status %q is not final", r.Status)
+	}
+	if r.Status == StatusRejected && r.Reason == "" {
+		return false, errors.New("apply result: rejection without a reason")
+	}
+	return s.store.ApplyResult(ctx, r)
+}

@@ -1,0 +1,194 @@
+// Package transfer is the transfers service's domain: a transfer request,
+// its validation and fingerprint, the status machine
+// PENDENTE -> LIQUIDADA | REJEITADA, and the Service that creates transfers
+// idempotently and applies settlement results. It declares the Store it
+// needs; the postgres package implements it.
+package transfer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/outbox"
+)
+
+// Status is the state of a transfer (wire names of CONTRACTS.md).
+type Status string
+
+// The statuses. PENDENTE moves to LIQUIDADA or REJEITADA, both terminal.
+const (
+	StatusPending  Status = "PENDENTE"
+	StatusSettled  Status = "LIQUIDADA"
+	StatusRejected Status = "REJEITADA"
+)
+
+// Limits of a request (CONTRACTS.md section 1).
+const (
+	MaxAccountLen   = 32
+	MaxAmountCents  = 1_000_000_000_000_000 // 10^15
+	MinAmountCents  = 1
+	currencyPattern = `^[A-Z]{3}$`
+	accountPattern  = `^[A-Za-z0-9._-]{1,32}$`
+)
+
+var (
+	accountRE  = regexp.MustCompile(accountPattern)
+	currencyRE = regexp.MustCompile(currencyPattern)
+)
+
+// Transfer is a transfer as stored and shown.
+type Transfer struct {
+	ID          uuid.UUID
+	Source      string
+	Destination string
+	AmountCents int64
+	Currency    string
+	Status      Status
+	// Reason is the rejection reason (motivo); empty unless REJEITADA.
+	Reason    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Request is what a client asks for: move AmountCents of Currency from
+// Source to Destination.
+type Request struct {
+	Source      string
+	Destination string
+	AmountCents int64
+	Currency    string
+}
+
+// FieldError is one rule a request breaks.
+type FieldError struct {
+	Field   string // the JSON name of the field
+	Message string
+}
+
+// ValidationError lists every rule a request breaks.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid transfer request: %d field(s)", len(e.Fields))
+}
+
+// Validate returns a *ValidationError listing every broken rule, or nil:
+// accounts of 1..32 characters of [A-Za-z0-9._-] and different from each
+// other, an amount of 1..10^15 cents, a currency of three upper-case letters.
+func (r Request) Validate() error {
+	var fs []FieldError
+	account := func(field, v string) {
+		switch {
+		case v == "":
+			fs = append(fs, FieldError{field, "is required"})
+		case !accountRE.MatchString(v):
+			fs = append(fs, FieldError{field, "must be 1 to 32 characters of A-Z, a-z, 0-9, '.', '_' or '-'"})
+		}
+	}
+	account("contaOrigem", r.Source)
+	account("contaDestino", r.Destination)
+	if r.Source != "" && r.Source == r.Destination {
+		fs = append(fs, FieldError{"contaDestino", "must differ from contaOrigem"})
+	}
+	if r.AmountCents < MinAmountCents || r.AmountCents > MaxAmountCents {
+		fs = append(fs, FieldError{"valorEmCentavos", "must be an integer from 1 to 1000000000000000"})
+	}
+	switch {
+	case r.Currency == "":
+		fs = append(fs, FieldError{"moeda", "is required"})
+	case !currencyRE.MatchString(r.Currency):
+		fs = append(fs, FieldError{"moeda", "must be three upper-case letters (ISO 4217)"})
+	}
+	if len(fs) > 0 {
+		return &ValidationError{Fields: fs}
+	}
+	return nil
+}
+
+// Fingerprint is the SHA-256 of the canonical form of r: each field
+// length-prefixed in a fixed order, so that two bodies differing only in
+// whitespace, key order or escaping have the same fingerprint and two
+// different requests never do.
+func (r Request) Fingerprint() [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, s := range []string{r.Source, r.Destination, r.Currency} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	binary.BigEndian.PutUint64(n[:], uint64(r.AmountCents)) //nolint:gosec // a bit pattern, not arithmetic
+	h.Write(n[:])
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// Response is the answer given to the request that created a transfer. It is
+// stored with the transfer so that a replay gets exactly the same answer.
+type Response struct {
+	StatusCode int
+	Body       []byte
+}
+
+// Record is what a key is bound to: the fingerprint of the request that
+// created the transfer and the response it got.
+type Record struct {
+	Fingerprint [32]byte
+	Response    Response
+}
+
+// Creation is everything the creation of a transfer writes in its one
+// transaction.
+type Creation struct {
+	Transfer    Transfer
+	Fingerprint [32]byte
+	Response    Response
+	// Event is the TransferenciaSolicitada outbox message.
+	Event outbox.Message
+}
+
+// Result is a settlement outcome to project onto a transfer.
+type Result struct {
+	EventID    uuid.UUID
+	TransferID uuid.UUID
+	// Status is StatusSettled or StatusRejected.
+	Status Status
+	// Reason is the motivo of a rejection.
+	Reason string
+}
+
+// Domain errors.
+var (
+	// ErrNotFound: no transfer has that id.
+	ErrNotFound = errors.New("transfer not found")
+	// ErrInProgress: another request with the same key is being processed.
+	ErrInProgress = errors.New("a request with this idempotency key is in progress")
+	// ErrKeyReused: the key was already used with another request body.
+	ErrKeyReused = errors.New("idempotency key reused with a different request")
+)
+
+// Store keeps transfers. Implementations: postgres.Store.
+type Store interface {
+	// Create writes c.Transfer, its idempotency record and c.Event in one
+	// transaction, unless a transfer with that id exists: then it writes
+	// nothing and returns that transfer's record. It returns (nil, nil) when
+	// it created the transfer, and ErrInProgress when another transaction
+	// for the same id has not finished yet. It never blocks on one.
+	Create(ctx context.Context, c Creation) (*Record, error)
+	// Get returns the transfer, or ErrNotFound.
+	Get(ctx context.Context, id uuid.UUID) (Transfer, error)
+	// ApplyResult moves a PENDENTE transfer to r.Status, at most once per
+	// r.EventID. It reports whether the transfer changed: a duplicate event,
+	// a transfer already final, or an unknown transfer change nothing.
+	ApplyResult(ctx context.Context, r Result) (changed bool, err error)
+}

@@ -1,0 +1,90 @@
+package transfer_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+)
+
+func valid() transfer.Request {
+	return transfer.Request{Source: "CC-001", Destination: "CC-002", AmountCents: 30000, Currency: "BRL"}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(r *transfer.Request)
+		want   []string // fields in error, in order; nil means valid
+	}{
+		{"valid", func(*transfer.Request) {}, nil},
+		{"smallest amount", func(r *transfer.Request) { r.AmountCents = 1 }, nil},
+		{"largest amount", func(r *transfer.Request) { r.AmountCents = 1_000_000_000_000_000 }, nil},
+		{"all allowed characters", func(r *transfer.Request) { r.Source = "aZ09._-" }, nil},
+		{"32-character account", func(r *transfer.Request) { r.Source = strings.Repeat("a", 32) }, nil},
+		{"zero amount", func(r *transfer.Request) { r.AmountCents = 0 }, []string{"valorEmCentavos"}},
+		{"negative amount", func(r *transfer.Request) { r.AmountCents = -1 }, []string{"valorEmCentavos"}},
+		{"amount over 10^15", func(r *transfer.Request) { r.AmountCents = 1_000_000_000_000_001 }, []string{"valorEmCentavos"}},
+		{"same accounts", func(r *transfer.Request) { r.Destination = r.Source }, []string{"contaDestino"}},
+		{"missing source", func(r *transfer.Request) { r.Source = "" }, []string{"contaOrigem"}},
+		{"missing destination", func(r *transfer.Request) { r.Destination = "" }, []string{"contaDestino"}},
+		{"33-character account", func(r *transfer.Request) { r.Source = strings.Repeat("a", 33) }, []string{"contaOrigem"}},
+		{"space in account", func(r *transfer.Request) { r.Destination = "CC 002" }, []string{"contaDestino"}},
+		{"non-ASCII account", func(r *transfer.Request) { r.Destination = "CÇ-002" }, []string{"contaDestino"}},
+		{"lower-case currency", func(r *transfer.Request) { r.Currency = "brl" }, []string{"moeda"}},
+		{"two-letter currency", func(r *transfer.Request) { r.Currency = "BR" }, []string{"moeda"}},
+		{"four-letter currency", func(r *transfer.Request) { r.Currency = "BRLL" }, []string{"moeda"}},
+		{"missing currency", func(r *transfer.Request) { r.Currency = "" }, []string{"moeda"}},
+		{"currency with newline", func(r *transfer.Request) { r.Currency = "BRL\n" }, []string{"moeda"}},
+		{"everything wrong", func(r *transfer.Request) { *r = transfer.Request{} },
+			[]string{"contaOrigem", "contaDestino", "valorEmCentavos", "moeda"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := valid()
+			tt.change(&r)
+			err := r.Validate()
+			var got []string
+			if err != nil {
+				ve, ok := err.(*transfer.ValidationError)
+				if !ok {
+					t.Fatalf("Validate() = %T %v, want *ValidationError", err, err)
+				}
+				for _, f := range ve.Fields {
+					if f.Message == "" {
+						t.Errorf("field %s has no message", f.Field)
+					}
+					got = append(got, f.Field)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("invalid fields mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	base := valid()
+	if base.Fingerprint() != valid().Fingerprint() {
+		t.Fatal("equal requests have different fingerprints")
+	}
+	others := map[string]transfer.Request{
+		"source":      {Source: "CC-009", Destination: "CC-002", AmountCents: 30000, Currency: "BRL"},
+		"destination": {Source: "CC-001", Destination: "CC-009", AmountCents: 30000, Currency: "BRL"},
+		"amount":      {Source: "CC-001", Destination: "CC-002", AmountCents: 30001, Currency: "BRL"},
+		"currency":    {Source: "CC-001", Destination: "CC-002", AmountCents: 30000, Currency: "USD"},
+		// Field boundaries matter: "CC-0"+"01CC-002" is not "CC-001"+"CC-002".
+		"shifted boundary": {Source: "CC-0", Destination: "01CC-002", AmountCents: 30000, Currency: "BRL"},
+	}
+	seen := map[[32]byte]string{base.Fingerprint(): "base"}
+	for name, r := range others {
+		fp := r.Fingerprint()
+		if prev, ok := seen[fp]; ok {
+			t.Errorf("%s has the fingerprint of %s", name, prev)
+		}
+		seen[fp] = name
+	}
+}

@@ -1,0 +1,87 @@
+package web_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+	"github.com/paysuite/payments/services/transfers/internal/web"
+)
+
+var plainPositiveInteger = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
+
+// FuzzDecodeTransferRequest: decoding and validating a POST body never
+// panics, fails only with a 400 or 422 problem, and never accepts a body
+// whose amount is not a plain integer literal of 1..10^15 or whose fields
+// break a rule. What it accepts is checked against an independent reading
+// of the JSON.
+func FuzzDecodeTransferRequest(f *testing.F) {
+	for _, seed := range []string{
+		validBody,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1000000000000000,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1000000000000001,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":0,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":-5,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1.5,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":10.0,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1e3,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":"100","moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":9223372036854775808,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":null,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":[1],"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":5,"valorEmCentavos":7,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorCentavos":5,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"A","valorEmCentavos":5,"moeda":"USD"}`,
+		`{"contaOrigem":"\u0041","contaDestino":"B","valorEmCentavos":5,"moeda":"usd"}`,
+		`{"CONTAORIGEM":"A","contaDestino":"B","valorEmCentavos":5,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":5,"moeda":"USD"} {}`,
+		"\xef\xbb\xbf{}",
+		`[]`, `null`, `""`, `{`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := web.DecodeRequest(body)
+		if err != nil {
+			var pe *httpapi.Error
+			if !errors.As(err, &pe) || (pe.Kind != httpapi.KindMalformed && pe.Kind != httpapi.KindValidation) {
+				t.Fatalf("DecodeRequest(%q) error %v, want a malformed or validation problem", body, err)
+			}
+			return
+		}
+		if req.AmountCents < 1 || req.AmountCents > transfer.MaxAmountCents {
+			t.Fatalf("DecodeRequest(%q) accepted amount %d", body, req.AmountCents)
+		}
+		if err := req.Validate(); err != nil {
+			t.Fatalf("DecodeRequest(%q) accepted %+v that breaks a rule: %v", body, req, err)
+		}
+		// An independent reading: one JSON object with exactly the four
+		// fields, the amount a plain integer literal equal to the one
+		// accepted.
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var raw map[string]any
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatalf("DecodeRequest(%q) accepted a body that is not a JSON object: %v", body, err)
+		}
+		if len(raw) != 4 {
+			t.Fatalf("DecodeRequest(%q) accepted %d fields, want 4", body, len(raw))
+		}
+		n, ok := raw["valorEmCentavos"].(json.Number)
+		if !ok || !plainPositiveInteger.MatchString(n.String()) {
+			t.Fatalf("DecodeRequest(%q) accepted amount literal %v", body, raw["valorEmCentavos"])
+		}
+		if v, err := strconv.ParseInt(n.String(), 10, 64); err != nil || v != req.AmountCents {
+			t.Fatalf("DecodeRequest(%q) amount %d, literal says %s", body, req.AmountCents, n)
+		}
+		if raw["contaOrigem"] != req.Source || raw["contaDestino"] != req.Destination || raw["moeda"] != req.Currency {
+			t.Fatalf("DecodeRequest(%q) = %+v, the JSON says %v", body, req, raw)
+		}
+	})
+}

@@ -1,0 +1,170 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/inbox"
+	"github.com/paysuite/payments/pkg/outbox"
+	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+	"github.com/paysuite/payments/services/transfers/internal/web"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+const requestedTopic = "test.transferencia.solicitada"
+
+var testSpec = []byte("openapi: 3.1.0\n")
+
+// harness is the HTTP API on a real PostgreSQL database of its own.
+type harness struct {
+	url   string
+	pool  *pgxpool.Pool
+	store *postgres.Store
+	holds *holder
+}
+
+type harnessOptions struct {
+	claimTimeout time.Duration
+}
+
+func newHarness(tb testing.TB, opts harnessOptions) *harness {
+	tb.Helper()
+	pool := pgtest.NewPool(tb, migrations.ForService("transfers")...)
+	db := pg.Wrap(pool)
+	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "test", nil), opts.claimTimeout)
+	holds := &holder{keys: map[uuid.UUID]*hold{}}
+	store.BeforeCommit = holds.hook
+	log := slog.New(slog.DiscardHandler)
+	r := httpapi.NewRouter(log, nil, nil, nil)
+	web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount(r)
+	srv := httptest.NewServer(r)
+	tb.Cleanup(srv.Close)
+	return &harness{url: srv.URL, pool: pool, store: store, holds: holds}
+}
+
+// holder holds chosen requests inside their transaction, just before the
+// commit.
+type holder struct {
+	mu   sync.Mutex
+	keys map[uuid.UUID]*hold
+}
+
+type hold struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+// hold makes the next creation of id stop before its commit until release
+// is closed; entered is closed once it got there.
+func (h *holder) hold(id uuid.UUID) *hold {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd := &hold{entered: make(chan struct{}), release: make(chan struct{})}
+	h.keys[id] = hd
+	return hd
+}
+
+func (h *holder) hook(ctx context.Context, id uuid.UUID) {
+	h.mu.Lock()
+	hd := h.keys[id]
+	delete(h.keys, id)
+	h.mu.Unlock()
+	if hd == nil {
+		return
+	}
+	close(hd.entered)
+	select {
+	case <-hd.release:
+	case <-ctx.Done():
+	}
+}
+
+func waitClosed(tb testing.TB, c <-chan struct{}, what string) {
+	tb.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		tb.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// response is what a request got.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) problem(tb testing.TB) httpapi.Problem {
+	tb.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		tb.Fatalf("Content-Type = %q, want application/problem+json (body %s)", ct, r.body)
+	}
+	var p httpapi.Problem
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		tb.Fatalf("problem body %q: %v", r.body, err)
+	}
+	return p
+}
+
+func do(tb testing.TB, method, url string, header map[string]string, body []byte) response {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		tb.Fatalf("%s %s: read body: %v", method, url, err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (h *harness) post(tb testing.TB, key string, body string) response {
+	tb.Helper()
+	hdr := map[string]string{"Content-Type": "application/json"}
+	if key != "" {
+		hdr["Idempotency-Key"] = key
+	}
+	return do(tb, http.MethodPost, h.url+"/transferencias", hdr, []byte(body))
+}
+
+func (h *harness) count(tb testing.TB, table string) int {
+	tb.Helper()
+	var n int
+	q := map[string]string{
+		"transferencia": "SELECT count(*) FROM transferencia",
+		"outbox_event":  "SELECT count(*) FROM outbox_event",
+	}[table]
+	if err := h.pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
+		tb.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+const validBody = `{"contaOrigem":"CC-001","contaDestino":"CC-002","valorEmCentavos":30000,"moeda":"BRL"}`
+
+func acceptedBody(id string) string { return `{"id":"` + id + `","status":"PENDENTE"}` + "\n" }

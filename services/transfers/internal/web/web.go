@@ -1,0 +1,210 @@
+// Package web is the transfers service's HTTP adapter: POST and GET
+// /transferencias as CONTRACTS.md section 1 fixes them, and the OpenAPI
+// document. Errors are written by pkg/httpapi, the suite's one problem
+// writer.
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+)
+
+// Header names of the idempotency protocol.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderReplayed       = "Idempotent-Replayed"
+)
+
+// Handler serves the transfers API.
+type Handler struct {
+	svc     *transfer.Service
+	log     *slog.Logger
+	openapi []byte
+}
+
+// New returns the handler of svc; openapi is the document served at
+// GET /openapi.yaml.
+func New(svc *transfer.Service, log *slog.Logger, openapi []byte) *Handler {
+	return &Handler{svc: svc, log: log, openapi: openapi}
+}
+
+// Mount adds the service's routes to r, the router of httpapi.NewRouter,
+// whose middleware turns panics into 500 problems.
+func (h *Handler) Mount(r chi.Router) {
+	r.Post("/transferencias", h.create)
+	r.Get("/transferencias/{id}", h.get)
+	r.Get("/openapi.yaml", h.spec)
+}
+
+// createRequest is the body of POST /transferencias.
+type createRequest struct {
+	ContaOrigem     string `json:"contaOrigem"`
+	ContaDestino    string `json:"contaDestino"`
+	ValorEmCentavos int64  `json:"valorEmCentavos"`
+	Moeda           string `json:"moeda"`
+}
+
+// createResponse is the body of the 202.
+type createResponse struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// transferResponse is the body of GET /transferencias/{id}.
+type transferResponse struct {
+	ID              string `json:"id"`
+	ContaOrigem     string `json:"contaOrigem"`
+	ContaDestino    string `json:"contaDestino"`
+	ValorEmCentavos int64  `json:"valorEmCentavos"`
+	Moeda           string `json:"moeda"`
+	Status          string `json:"status"`
+	Motivo          string `json:"motivo,omitempty"`
+	CriadaEm        string `json:"criadaEm"`
+	AtualizadaEm    string `json:"atualizadaEm"`
+}
+
+// DecodeRequest decodes and validates a POST /transferencias body: strict
+// JSON (one object, no unknown fields, no nulls, integers only) and the
+// transfer rules. Errors are *httpapi.Error: KindMalformed (400) or
+// KindValidation (422), both with field errors.
+func DecodeRequest(body []byte) (transfer.Request, error) {
+	var in createRequest
+	if err := httpapi.DecodeStrict(body, &in); err != nil {
+		return transfer.Request{}, err
+	}
+	req := transfer.Request{
+		Source:      in.ContaOrigem,
+		Destination: in.ContaDestino,
+		AmountCents: in.ValorEmCentavos,
+		Currency:    in.Moeda,
+	}
+	if err := req.Validate(); err != nil {
+		return transfer.Request{}, problemOf(err)
+	}
+	return req, nil
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseUUID(r.Header.Get(HeaderIdempotencyKey))
+	if !ok {
+		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidKey, "the %s header must be a UUID (it becomes the transfer id)", HeaderIdempotencyKey))
+		return
+	}
+	body, err := httpapi.ReadJSONBody(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	req, err := DecodeRequest(body)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	first, err := json.Marshal(createResponse{ID: id.String(), Status: string(transfer.StatusPending)})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	resp, replayed, err := h.svc.Submit(r.Context(), transfer.Submission{
+		ID:       id,
+		Request:  req,
+		Response: transfer.Response{StatusCode: http.StatusAccepted, Body: append(first, '\n')},
+	})
+	if err != nil {
+		if errors.Is(err, transfer.ErrInProgress) {
+			w.Header().Set("Retry-After", "1")
+		}
+		h.fail(w, r, err)
+		return
+	}
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
+		h.log.DebugContext(r.Context(), "idempotent replay", "transfer_id", id)
+	} else {
+		h.log.InfoContext(r.Context(), "transfer requested", "transfer_id", id)
+	}
+	w.Header().Set("Location", "/transferencias/"+id.String())
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(resp.Body)
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseUUID(chi.URLParam(r, "id"))
+	if !ok {
+		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
+		return
+	}
+	t, err := h.svc.Get(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := transferResponse{
+		ID:              t.ID.String(),
+		ContaOrigem:     t.Source,
+		ContaDestino:    t.Destination,
+		ValorEmCentavos: t.AmountCents,
+		Moeda:           t.Currency,
+		Status:          string(t.Status),
+		CriadaEm:        t.CreatedAt.UTC().Format(time.RFC3339Nano),
+		AtualizadaEm:    t.UpdatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	if t.Status == transfer.StatusRejected {
+		out.Motivo = t.Reason
+	}
+	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) spec(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(h.openapi)
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	httpapi.WriteError(w, r, h.log, problemOf(err))
+}
+
+// problemOf maps domain errors to the suite's error kinds; anything
+// unknown stays as it is and becomes a logged 500.
+func problemOf(err error) error {
+	var ve *transfer.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		fields := make([]httpapi.FieldError, len(ve.Fields))
+		for i, f := range ve.Fields {
+			fields[i] = httpapi.FieldError{Field: f.Field, Message: f.Message}
+		}
+		return &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the transfer breaks the rules of its fields", Fields: fields}
+	case errors.Is(err, transfer.ErrKeyReused):
+		return httpapi.Errorf(httpapi.KindKeyReused, "this Idempotency-Key was already used with a different request body")
+	case errors.Is(err, transfer.ErrInProgress):
+		return httpapi.Errorf(httpapi.KindInProgress, "a request with this Idempotency-Key is still in progress; retry later")
+	case errors.Is(err, transfer.ErrNotFound):
+		return httpapi.Errorf(httpapi.KindNotFound, "no transfer with this id")
+	}
+	return err
+}
+
+// parseUUID accepts only the canonical 36-character form of a non-nil UUID
+// (the form Java's UUID.toString writes), in either case.
+func parseUUID(s string) (uuid.UUID, bool) {
+	if len(s) != 36 {
+		return uuid.Nil, false
+	}
+	id, err := uuid.Parse(s)
+	if err != nil || id == uuid.Nil {
+		return uuid.Nil, false
+	}
+	return id, true
+}

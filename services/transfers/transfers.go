@@ -1,0 +1,112 @@
+// Package transfers is the transfers service: it accepts transfer requests
+// over HTTP (POST /transferencias, idempotent by Idempotency-Key), stores
+// each with its TransferenciaSolicitada event in one transaction (the outbox
+// relay publishes it), and projects the settlement results read from Kafka
+// onto the transfer's status (consumer group transferencias-projecao).
+//
+// Run starts it; the transfers binary and the all-in-one binary call it.
+package transfers
+
+import (
+	"context"
+	_ "embed" // the OpenAPI document
+	"errors"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/inbox"
+	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/transfers/internal/kafka"
+	"github.com/paysuite/payments/services/transfers/internal/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+	"github.com/paysuite/payments/services/transfers/internal/web"
+)
+
+// Service is the service's name: its logs and its migration set
+// (migrations/transfers).
+const Service = "transfers"
+
+// DefaultHTTPAddr is the service's port (CONTRACTS.md section 0).
+const DefaultHTTPAddr = ":8080"
+
+// OpenAPI is the OpenAPI 3.1 document of the HTTP API, served at
+// GET /openapi.yaml.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Config is the transfers service's configuration.
+type Config struct {
+	platform.Config
+	// Topics are the Kafka topics; events.DefaultTopics in production.
+	Topics events.Topics
+	// ProjectionGroup is the consumer group of the status projection;
+	// transferencias-projecao in production.
+	ProjectionGroup string
+	// ClaimTimeout bounds how long a request stalled inside its transaction
+	// keeps its Idempotency-Key in flight (IDEMPOTENCY_CLAIM_TIMEOUT).
+	ClaimTimeout time.Duration
+}
+
+// ConfigFromEnv reads the configuration. Variables, with their defaults:
+//
+//	HTTP_ADDR                  :8080           where the HTTP API listens
+//	DATABASE_URL               (required)      the service's PostgreSQL database
+//	DATABASE_MAX_CONNS         20              pool size
+//	KAFKA_BROKERS              localhost:9092  comma-separated bootstrap brokers
+//	KAFKA_MAX_MESSAGE_BYTES    1048576         largest record the writer sends
+//	MIGRATE_ON_START           true            apply migrations at start
+//	OUTBOX_BATCH_SIZE          500             events per relay claim
+//	OUTBOX_WORKERS             2               relay claim-send-mark loops
+//	OUTBOX_POLL_INTERVAL       1s              relay fallback scan period
+//	OUTBOX_LEASE               30s             relay claim lease
+//	OUTBOX_MAX_ATTEMPTS        12              refused sends before an event is DEAD
+//	OUTBOX_BACKOFF_BASE        500ms           relay retry delay base
+//	OUTBOX_BACKOFF_MAX         1m              relay retry delay cap
+//	OUTBOX_RETENTION           168h            how long published events are kept
+//	IDEMPOTENCY_CLAIM_TIMEOUT  30s             longest a stalled request keeps its key in flight
+//
+// Every problem is reported at once.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	env := platform.NewEnv(getenv)
+	cfg := Config{
+		Config:          platform.ConfigFromEnv(env, Service, DefaultHTTPAddr),
+		Topics:          events.DefaultTopics,
+		ProjectionGroup: kafka.Group,
+		ClaimTimeout:    env.Duration("IDEMPOTENCY_CLAIM_TIMEOUT", postgres.DefaultClaimTimeout),
+	}
+	if cfg.ClaimTimeout < time.Second {
+		env.Check(errors.New("IDEMPOTENCY_CLAIM_TIMEOUT must be at least 1s"))
+	}
+	return cfg, env.Err()
+}
+
+// Run runs the service until ctx is cancelled: it opens the database
+// (applying migrations), serves the HTTP API, relays the outbox and runs
+// the projection, then shuts down in order. listening, if not nil, gets the
+// HTTP address once bound.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
+	if cfg.Topics.Requested == "" || cfg.Topics.Settled == "" || cfg.Topics.Rejected == "" || cfg.ProjectionGroup == "" {
+		return errors.New("transfers: topics and projection group are required")
+	}
+	base, err := platform.Open(ctx, cfg.Config, log)
+	if err != nil {
+		return err
+	}
+	store := postgres.NewStore(base.DB, base.Outbox, inbox.New(base.DB, cfg.ProjectionGroup, base.InboxDuplicates), cfg.ClaimTimeout)
+	svc := transfer.NewService(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), cfg.Topics.Requested)
+	mount(base.Router, svc, base.Log)
+	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
+	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.LedgerPolicy)
+	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, pcfg) })
+}
+
+// mount adds the service's routes to r, a router from httpapi.NewRouter.
+func mount(r chi.Router, svc *transfer.Service, log *slog.Logger) {
+	web.New(svc, log, OpenAPI).Mount(r)
+}

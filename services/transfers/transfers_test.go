@@ -1,0 +1,415 @@
+package transfers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/transfers"
+	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+// service is a running transfers service on its own database and topics.
+type service struct {
+	url     string
+	brokers []string
+	topics  events.Topics
+	group   string
+	dsn     string
+}
+
+// start runs the service with Run until the test ends, then checks it
+// shut down cleanly.
+func start(t *testing.T) *service {
+	t.Helper()
+	brokers := kafkatest.Brokers(t)
+	topics := events.Topics{
+		Requested: kafkatest.Topic(t, "solicitada", 1),
+		Analysed:  "unused-analisada-" + uuid.NewString(),
+		Settled:   kafkatest.Topic(t, "liquidada", 1),
+		Rejected:  kafkatest.Topic(t, "rejeitada", 1),
+	}
+	dlts(t, brokers, topics.Settled, topics.Rejected)
+	cfg := transfers.Config{
+		Config: platform.Config{
+			Service:        transfers.Service,
+			HTTPAddr:       "127.0.0.1:0",
+			DatabaseURL:    pgtest.NewDSN(t, migrations.ForService(transfers.Service)...),
+			DBMaxConns:     8,
+			Kafka:          broker.Config{Brokers: brokers},
+			Relay:          outbox.RelayConfig{PollInterval: 100 * time.Millisecond},
+			MigrateOnStart: true,
+		},
+		Topics:          topics,
+		ProjectionGroup: kafkatest.Group(t, "transferencias-projecao"),
+		ClaimTimeout:    10 * time.Second,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- transfers.Run(ctx, cfg, slog.New(slog.DiscardHandler), func(a net.Addr) { addr <- a }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v after shutdown, want nil", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return within 30s of cancellation")
+		}
+	})
+	select {
+	case a := <-addr:
+		return &service{url: "http://" + a.String(), brokers: brokers, topics: topics, group: cfg.ProjectionGroup, dsn: cfg.DatabaseURL}
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("service did not start listening")
+	}
+	return nil
+}
+
+// dlts creates the dead-letter topics of the given topics (their names are
+// fixed by the topic names, so kafkatest.Topic cannot make them).
+func dlts(t *testing.T, brokers []string, topics ...string) {
+	t.Helper()
+	var specs []broker.TopicSpec
+	var names []string
+	for _, tp := range topics {
+		specs = append(specs, broker.TopicSpec{Name: events.DLT(tp), Partitions: 1, ReplicationFactor: 1})
+		names = append(names, events.DLT(tp))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := broker.CreateTopics(ctx, broker.Config{Brokers: brokers}, specs); err != nil {
+		t.Fatalf("create DLTs: %v", err)
+	}
+	t.Cleanup(func() {
+		c := &kafkago.Client{Addr: kafkago.TCP(brokers...), Timeout: 30 * time.Second}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.DeleteTopics(ctx, &kafkago.DeleteTopicsRequest{Topics: names}); err != nil {
+			t.Logf("delete DLTs: %v", err)
+		}
+	})
+}
+
+func (s *service) do(t *testing.T, method, path string, hdr map[string]string, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, s.url+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, b
+}
+
+func (s *service) post(t *testing.T, key, body string, extra map[string]string) (int, http.Header) {
+	t.Helper()
+	hdr := map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}
+	for k, v := range extra {
+		hdr[k] = v
+	}
+	status, h, b := s.do(t, http.MethodPost, "/transferencias", hdr, body)
+	if status != http.StatusAccepted {
+		t.Fatalf("POST = %d %s", status, b)
+	}
+	return status, h
+}
+
+func (s *service) status(t *testing.T, id string) map[string]any {
+	t.Helper()
+	code, _, b := s.do(t, http.MethodGet, "/transferencias/"+id, nil, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET %s = %d %s", id, code, b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// eventually polls f until it returns true, for at most 30 seconds.
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func body(origem, destino string, valor int64) string {
+	b, _ := json.Marshal(map[string]any{"contaOrigem": origem, "contaDestino": destino, "valorEmCentavos": valor, "moeda": "BRL"})
+	return string(b)
+}
+
+// TestPostPublishesOneRequestedEvent: each POST (and its replays) puts
+// exactly one TransferenciaSolicitada on the topic, keyed by contaOrigem,
+// with the contract's headers (traceparent only when the request had one)
+// and payload.
+func TestPostPublishesOneRequestedEvent(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traced, untraced := uuid.NewString(), uuid.NewString()
+	bodies := map[string]string{traced: body("CC-104", "CC-220", 30000), untraced: body("CC-555", "CC-042", 5000)}
+	s.post(t, traced, bodies[traced], map[string]string{"traceparent": traceparent})
+	s.post(t, untraced, bodies[untraced], nil)
+	for key, b := range bodies {
+		if _, h := s.post(t, key, b, nil); h.Get("Idempotent-Replayed") != "true" {
+			t.Fatal("second POST is not a replay")
+		}
+	}
+
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: s.brokers, Topic: s.topics.Requested, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want := []struct {
+		id, source, dest string
+		amount           float64
+		traceparent      string
+	}{
+		{traced, "CC-104", "CC-220", 30000, traceparent},
+		{untraced, "CC-555", "CC-042", 5000, ""},
+	}
+	for _, w := range want {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read %s: %v", s.topics.Requested, err)
+		}
+		if string(m.Key) != w.source {
+			t.Errorf("key = %q, want the source account %s", m.Key, w.source)
+		}
+		var payload map[string]any
+		if err := json.Unmarshal(m.Value, &payload); err != nil {
+			t.Fatal(err)
+		}
+		eventID, _ := payload["eventoId"].(string)
+		if _, err := uuid.Parse(eventID); err != nil {
+			t.Errorf("eventoId %q is not a UUID", eventID)
+		}
+		occurred, _ := payload["ocorridoEm"].(string)
+		if ts, err := time.Parse(time.RFC3339Nano, occurred); err != nil || ts.Location() != time.UTC {
+			t.Errorf("ocorridoEm %q is not RFC 3339 UTC", occurred)
+		}
+		delete(payload, "eventoId")
+		delete(payload, "ocorridoEm")
+		wantPayload := map[string]any{"transferenciaId": w.id, "contaOrigem": w.source, "contaDestino": w.dest,
+			"valorEmCentavos": w.amount, "moeda": "BRL"}
+		if diff := cmp.Diff(wantPayload, payload); diff != "" {
+			t.Errorf("payload mismatch (-want +got):\n%s", diff)
+		}
+		headers := map[string]string{}
+		for _, h := range m.Headers {
+			headers[h.Key] = string(h.Value)
+		}
+		wantHeaders := map[string]string{
+			events.HeaderEventID:       eventID,
+			events.HeaderEventType:     events.TypeRequested,
+			events.HeaderCorrelationID: w.id,
+		}
+		if w.traceparent != "" {
+			wantHeaders[events.HeaderTraceparent] = w.traceparent
+		}
+		if diff := cmp.Diff(wantHeaders, headers); diff != "" {
+			t.Errorf("headers mismatch (-want +got):\n%s", diff)
+		}
+	}
+
+	// Exactly one per transfer: the outbox holds two events, both
+	// published, and the partition holds two records.
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	eventually(t, "the outbox to drain", func() bool {
+		var total, unpublished int
+		err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'PUBLISHED') FROM outbox_event`).Scan(&total, &unpublished)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != 2 {
+			t.Fatalf("%d outbox events, want 2", total)
+		}
+		return unpublished == 0
+	})
+	client := &kafkago.Client{Addr: kafkago.TCP(s.brokers...), Timeout: 10 * time.Second}
+	if n := published(t, client, s.topics.Requested); n != 2 {
+		t.Errorf("%d records on %s, want exactly 2", n, s.topics.Requested)
+	}
+}
+
+// published returns the end offset of partition 0 of topic: how many
+// records were ever written to it.
+func published(t *testing.T, c *kafkago.Client, topic string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{topic: {kafkago.LastOffsetOf(0)}}})
+	if err != nil {
+		t.Fatalf("list offsets: %v", err)
+	}
+	parts := res.Topics[topic]
+	if len(parts) != 1 || parts[0].Error != nil {
+		t.Fatalf("list offsets of %s: %+v", topic, parts)
+	}
+	return parts[0].LastOffset
+}
+
+func produce(t *testing.T, w *kafkago.Writer, topic, eventType string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = w.WriteMessages(ctx, kafkago.Message{Topic: topic, Key: []byte("CC-001"), Value: b, Headers: []kafkago.Header{
+		{Key: events.HeaderEventType, Value: []byte(eventType)},
+	}})
+	if err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
+// TestProjectionThroughKafka: a TransferenciaLiquidada read from Kafka
+// settles a transfer; the same event again and a later
+// TransferenciaRejeitada change nothing; a rejection rejects another one;
+// a poison record goes to the DLT without holding the partition.
+func TestProjectionThroughKafka(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	a, b, c := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	for i, id := range []string{a, b, c} {
+		s.post(t, id, body("CC-001", "CC-002", int64(100+i)), nil)
+	}
+	w := broker.NewWriter(broker.Config{Brokers: s.brokers})
+	defer w.Close()
+	settledA := events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(a), OccurredAt: time.Now().UTC()}
+
+	produce(t, w, s.topics.Settled, events.TypeSettled, settledA)
+	eventually(t, "transfer A to be LIQUIDADA", func() bool { return s.status(t, a)["status"] == "LIQUIDADA" })
+	before := s.status(t, a)
+
+	// The same event again, a poison record, a late rejection of A; then B
+	// and C as fences: once they changed, everything before them on their
+	// partitions was handled.
+	produce(t, w, s.topics.Settled, events.TypeSettled, settledA)
+	poison := map[string]any{"eventoId": uuid.NewString(), "ocorridoEm": "2026-01-01T00:00:00Z"} // no transferenciaId
+	produce(t, w, s.topics.Settled, events.TypeSettled, poison)
+	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: uuid.New(), TransferID: uuid.MustParse(a),
+		Reason: events.ReasonInsufficientFunds, OccurredAt: time.Now().UTC()})
+	produce(t, w, s.topics.Settled, events.TypeSettled, events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(b), OccurredAt: time.Now().UTC()})
+	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: uuid.New(), TransferID: uuid.MustParse(c),
+		Reason: events.ReasonBlockedByAntifraud, OccurredAt: time.Now().UTC()})
+
+	eventually(t, "transfer B to be LIQUIDADA", func() bool { return s.status(t, b)["status"] == "LIQUIDADA" })
+	eventually(t, "transfer C to be REJEITADA", func() bool { return s.status(t, c)["status"] == "REJEITADA" })
+	if diff := cmp.Diff(before, s.status(t, a)); diff != "" {
+		t.Errorf("transfer A changed after its settlement (-before +after):\n%s", diff)
+	}
+	if got := s.status(t, c)["motivo"]; got != events.ReasonBlockedByAntifraud {
+		t.Errorf("C motivo = %v, want %s", got, events.ReasonBlockedByAntifraud)
+	}
+
+	// The poison record is on the DLT, with Spring's origin headers.
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: s.brokers, Topic: events.DLT(s.topics.Settled), Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := r.ReadMessage(ctx)
+	if err != nil {
+		t.Fatalf("read DLT: %v", err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(m.Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(poison, got); diff != "" {
+		t.Errorf("DLT record mismatch (-want +got):\n%s", diff)
+	}
+	if g := broker.Header(m, consumer.HeaderDLTOriginalGroup); g != s.group {
+		t.Errorf("DLT original group = %q, want %q", g, s.group)
+	}
+	if g := broker.Header(m, consumer.HeaderDLTOriginalTopic); g != s.topics.Settled {
+		t.Errorf("DLT original topic = %q, want %q", g, s.topics.Settled)
+	}
+}
+
+// TestHealth: the service reports itself alive and ready.
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, _, b := s.do(t, http.MethodGet, path, nil, ""); code != http.StatusOK {
+			t.Errorf("GET %s = %d %s", path, code, b)
+		}
+	}
+	code, _, b := s.do(t, http.MethodGet, "/openapi.yaml", nil, "")
+	if code != http.StatusOK || !bytes.Equal(b, transfers.OpenAPI) {
+		t.Errorf("GET /openapi.yaml = %d, want the embedded document", code)
+	}
+}
+
+// TestConfigFromEnv: defaults, and every problem reported at once.
+func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cfg, err := transfers.ConfigFromEnv(env(map[string]string{"DATABASE_URL": "postgres://x/y"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":8080" || cfg.Topics != events.DefaultTopics || cfg.ProjectionGroup != "transferencias-projecao" ||
+		cfg.ClaimTimeout != 30*time.Second || !cfg.MigrateOnStart || cfg.Service != "transfers" {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	_, err = transfers.ConfigFromEnv(env(map[string]string{"IDEMPOTENCY_CLAIM_TIMEOUT": "10ms", "DATABASE_MAX_CONNS": "x"}))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{"DATABASE_URL", "IDEMPOTENCY_CLAIM_TIMEOUT", "DATABASE_MAX_CONNS"} {
+		if !bytes.Contains([]byte(err.Error()), []byte(want)) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+	if errors.Unwrap(err) == nil {
+		t.Errorf("error %v wraps nothing", err)
+	}
+}
