@@ -1,0 +1,280 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+)
+
+func (s *Suite) kafkaClient() *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(s.Brokers...), Timeout: 15 * time.Second}
+}
+
+// partitions returns the partition ids of topic.
+func (s *Suite) partitions(ctx context.Context, topic string) ([]int, error) {
+	meta, err := s.kafkaClient().Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range meta.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("topic %s: %w", topic, t.Error)
+		}
+		ps := make([]int, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			ps = append(ps, p.ID)
+		}
+		sort.Ints(ps)
+		return ps, nil
+	}
+	return nil, fmt.Errorf("topic %s: not in metadata", topic)
+}
+
+// EndOffsets returns, per topic and partition, the offset the next record
+// will get (the high watermark).
+func (s *Suite) EndOffsets(ctx context.Context, topics ...string) (map[string]map[int]int64, error) {
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, t := range topics {
+		ps, err := s.partitions(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			req.Topics[t] = append(req.Topics[t], kafka.LastOffsetOf(p))
+		}
+	}
+	resp, err := s.kafkaClient().ListOffsets(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[int]int64{}
+	for t, ps := range resp.Topics {
+		out[t] = map[int]int64{}
+		for _, p := range ps {
+			if p.Error != nil {
+				return nil, fmt.Errorf("offsets of %s/%d: %w", t, p.Partition, p.Error)
+			}
+			out[t][p.Partition] = p.LastOffset
+		}
+	}
+	return out, nil
+}
+
+// committed returns group's committed offsets of topics (-1: none).
+func (s *Suite) committed(ctx context.Context, group string, ends map[string]map[int]int64) (map[string]map[int]int64, error) {
+	req := &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{}}
+	for t, ps := range ends {
+		for p := range ps {
+			req.Topics[t] = append(req.Topics[t], p)
+		}
+	}
+	resp, err := s.kafkaClient().OffsetFetch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	out := map[string]map[int]int64{}
+	for t, ps := range resp.Topics {
+		out[t] = map[int]int64{}
+		for _, p := range ps {
+			if p.Error != nil {
+				return nil, fmt.Errorf("committed offset of %s/%d: %w", t, p.Partition, p.Error)
+			}
+			out[t][p.Partition] = p.CommittedOffset
+		}
+	}
+	return out, nil
+}
+
+// WaitCaughtUp takes the end offsets of topics now and waits until group
+// has committed up to them: every record written so far has been handled.
+// It fails if the group's offsets do not move for stall.
+func (s *Suite) WaitCaughtUp(tb testing.TB, stall time.Duration, group string, topics ...string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ends, err := s.EndOffsets(ctx, topics...)
+	cancel()
+	if err != nil {
+		tb.Fatalf("end offsets of %v: %v", topics, err)
+	}
+	WhileProgressing(tb, stall, "group "+group+" caught up", func() (bool, int64, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := s.committed(ctx, group, ends)
+		if err != nil {
+			return false, 0, err.Error()
+		}
+		var behind []string
+		var sum int64
+		for t, ps := range ends {
+			for p, end := range ps {
+				c := got[t][p]
+				sum += c
+				if c < end && end > 0 {
+					behind = append(behind, fmt.Sprintf("%s/%d at %d of %d", t, p, c, end))
+				}
+			}
+		}
+		sort.Strings(behind)
+		return len(behind) == 0, sum, "behind: " + strings.Join(behind, ", ")
+	})
+}
+
+// WaitOutboxDrained waits until svc's outbox has nothing left to publish
+// (failing if nothing was published for stall), and fails the test if an
+// event died there.
+func (s *Suite) WaitOutboxDrained(tb testing.TB, stall time.Duration, svc *Service) {
+	tb.Helper()
+	WhileProgressing(tb, stall, svc.Name+" outbox drained", func() (bool, int64, string) {
+		var pending, dead int
+		err := svc.DB.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status IN ('PENDING', 'PROCESSING')),
+			count(*) FILTER (WHERE status = 'DEAD') FROM outbox_event`).Scan(&pending, &dead)
+		if err != nil {
+			return false, 0, err.Error()
+		}
+		if dead > 0 {
+			tb.Fatalf("%s outbox: %d DEAD events", svc.Name, dead)
+		}
+		return pending == 0, int64(-pending), fmt.Sprintf("%d unpublished", pending)
+	})
+}
+
+// WaitQuiet waits, stage by stage along the flow, until everything
+// produced so far has gone all the way through: the transfers outbox is
+// published, antifraud has consumed it and published its outbox, the ledger
+// likewise, and the projection and the notifications (with their retry
+// topics) have consumed every result. After it, a record that was already
+// in a topic or an outbox cannot still cause an effect. Each stage fails
+// when it makes no progress for stall.
+func (s *Suite) WaitQuiet(tb testing.TB, stall time.Duration) {
+	tb.Helper()
+	t := s.Topics
+	s.WaitOutboxDrained(tb, stall, s.Transfers)
+	s.WaitCaughtUp(tb, stall, s.Groups.Antifraud, t.Requested)
+	s.WaitOutboxDrained(tb, stall, s.Antifraud)
+	s.WaitCaughtUp(tb, stall, s.Groups.Ledger, t.Analysed)
+	s.WaitOutboxDrained(tb, stall, s.Ledger)
+	s.WaitCaughtUp(tb, stall, s.Groups.Projection, t.Settled, t.Rejected)
+	s.WaitCaughtUp(tb, stall, s.Groups.Notifications, t.Settled, t.Rejected)
+	for _, d := range broker.RetryDelays {
+		ms := strconv.FormatInt(d.Milliseconds(), 10)
+		s.WaitCaughtUp(tb, stall, s.Groups.Notifications+"-retry-"+ms,
+			broker.RetryTopic(t.Settled, d), broker.RetryTopic(t.Rejected, d))
+	}
+}
+
+// DLTRecords returns how many records each dead-letter topic holds (only
+// the non-empty ones).
+func (s *Suite) DLTRecords(tb testing.TB) map[string]int64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var dlts []string
+	for _, t := range s.Topics.All() {
+		dlts = append(dlts, events.DLT(t))
+	}
+	ends, err := s.EndOffsets(ctx, dlts...)
+	if err != nil {
+		tb.Fatalf("DLT offsets: %v", err)
+	}
+	out := map[string]int64{}
+	for t, ps := range ends {
+		for _, end := range ps {
+			if end > 0 {
+				out[t] += end
+			}
+		}
+	}
+	return out
+}
+
+// ReadTopic returns every record topic holds now, from every partition.
+func (s *Suite) ReadTopic(ctx context.Context, topic string) ([]kafka.Message, error) {
+	ends, err := s.EndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", topic, err)
+	}
+	var out []kafka.Message
+	for p, end := range ends[topic] {
+		if end <= 0 {
+			continue
+		}
+		ms, err := s.readPartition(ctx, topic, p, end)
+		if err != nil {
+			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
+		}
+		out = append(out, ms...)
+	}
+	return out, nil
+}
+
+func (s *Suite) readPartition(ctx context.Context, topic string, partition int, end int64) ([]kafka.Message, error) {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: s.Brokers, Topic: topic, Partition: partition,
+		MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond,
+	})
+	defer func() { _ = r.Close() }()
+	if err := r.SetOffset(kafka.FirstOffset); err != nil {
+		return nil, err
+	}
+	var out []kafka.Message
+	for {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+		if m.Offset >= end-1 {
+			return out, nil
+		}
+	}
+}
+
+// Reproduce writes copies of msgs (key, value and headers) to their topic
+// again, as a producer retry or a replay would: Kafka delivering the same
+// event twice.
+func (s *Suite) Reproduce(ctx context.Context, msgs []kafka.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	w := broker.NewWriter(broker.Config{Brokers: s.Brokers})
+	defer func() { _ = w.Close() }()
+	out := make([]kafka.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: append([]kafka.Header(nil), m.Headers...)}
+	}
+	var err error
+	for range 5 {
+		if err = w.WriteMessages(ctx, out...); err == nil {
+			return nil
+		}
+		var werrs kafka.WriteErrors
+		if !errors.As(err, &werrs) {
+			break
+		}
+		// Only the failed ones again.
+		var again []kafka.Message
+		for i, e := range werrs {
+			if e != nil {
+				again = append(again, out[i])
+			}
+		}
+		out = again
+	}
+	return fmt.Errorf("re-produce %d records: %w", len(msgs), err)
+}
