@@ -198,11 +198,14 @@ func (l *loop) run(ctx context.Context) error {
 	r := broker.NewReader(l.cfg.Broker, broker.ReaderConfig{Group: l.group, Topics: l.topics})
 	defer r.Close()
 	log := l.cfg.Logger.With("group", l.group)
+	// Records already buffered are fetched together and committed once;
+	// a retry topic takes one record at a time, as each waits for its due
+	// time.
 	maxBatch := l.cfg.MaxBatch
-	if l.level > 0 || l.cfg.Batch == nil {
+	if l.level > 0 {
 		maxBatch = 1
 	}
-	go l.reportLag(ctx, r)
+	go l.reportLag(ctx)
 	for {
 		first, err := r.FetchMessage(ctx)
 		if err != nil {
@@ -245,20 +248,6 @@ func (l *loop) run(ctx context.Context) error {
 	}
 }
 
-func (l *loop) reportLag(ctx context.Context, r *kafka.Reader) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s := r.Stats()
-			l.cfg.Metrics.Lag.WithLabelValues(l.group, s.Topic, s.Partition).Set(float64(s.Lag))
-		}
-	}
-}
-
 // process handles a fetched batch and returns the records that may be
 // committed: for each partition, the prefix that was handled.
 func (l *loop) process(ctx context.Context, batch []kafka.Message) ([]kafka.Message, error) {
@@ -266,7 +255,17 @@ func (l *loop) process(ctx context.Context, batch []kafka.Message) ([]kafka.Mess
 	for _, part := range byPartition(batch) {
 		if l.cfg.Batch != nil && l.level == 0 && len(part) > 1 {
 			start := l.cfg.Now()
+			spans := make([]trace.Span, len(part))
+			for i, m := range part {
+				_, spans[i] = l.startSpan(ctx, m)
+			}
 			err := l.cfg.Batch(context.WithoutCancel(ctx), part)
+			for _, sp := range spans {
+				if err != nil {
+					sp.RecordError(err)
+				}
+				sp.End()
+			}
 			l.cfg.Metrics.BatchSize.Observe(float64(len(part)))
 			if err == nil {
 				for _, m := range part {
@@ -279,6 +278,11 @@ func (l *loop) process(ctx context.Context, batch []kafka.Message) ([]kafka.Mess
 				"group", l.group, "topic", part[0].Topic, "partition", part[0].Partition, "records", len(part), "err", err)
 		}
 		for _, m := range part {
+			if ctx.Err() != nil {
+				// Stopping: the record in hand was finished; the rest of
+				// the fetch is delivered again to whoever consumes next.
+				return done, errStopping
+			}
 			if err := l.handle(ctx, m); err != nil {
 				return done, err
 			}
@@ -303,11 +307,7 @@ func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 	}
 	// The record in hand is finished even when ctx ends; its work continues
 	// the producer's trace.
-	hctx := tracing.WithTraceparent(context.WithoutCancel(ctx), broker.Header(m, events.HeaderTraceparent))
-	hctx, span := tracing.Tracer().Start(hctx, "consume "+m.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attribute.String("messaging.destination.name", m.Topic),
-			attribute.String("messaging.consumer.group.name", l.group),
-			attribute.String("messaging.message.id", broker.Header(m, events.HeaderEventID))))
+	hctx, span := l.startSpan(ctx, m)
 	defer span.End()
 	for retry := 0; ; retry++ {
 		start := l.cfg.Now()
@@ -351,6 +351,16 @@ func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 			return fmt.Errorf("consumer: unknown policy %T", l.cfg.Policy)
 		}
 	}
+}
+
+// startSpan opens the consumer span of m, continuing the producer's trace,
+// on a context that outlives ctx: the record in hand is finished.
+func (l *loop) startSpan(ctx context.Context, m kafka.Message) (context.Context, trace.Span) {
+	hctx := tracing.WithTraceparent(context.WithoutCancel(ctx), broker.Header(m, events.HeaderTraceparent))
+	return tracing.Tracer().Start(hctx, "consume "+m.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.destination.name", m.Topic),
+			attribute.String("messaging.consumer.group.name", l.group),
+			attribute.String("messaging.message.id", broker.Header(m, events.HeaderEventID))))
 }
 
 // mainTopic is the topic m first came from (its origin when m is on a retry

@@ -109,7 +109,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 		topics[i], keys[i], types[i] = m.Topic, m.Key, m.Type
 		payloads[i] = string(m.Payload)
 		hs := nonNil(m.Headers)
-		if _, ok := hs[events.HeaderTraceparent]; !ok && traceparent != "" {
+		if given, ok := hs[events.HeaderTraceparent]; traceparent != "" && (!ok || sameTrace(given, traceparent)) {
+			// This enqueue's span is the closest parent of the publish;
+			// a traceparent of another trace, given on purpose, stays.
 			hs = maps.Clone(hs)
 			hs[events.HeaderTraceparent] = traceparent
 		}
@@ -140,6 +142,12 @@ func (o *Outbox) Wake() {
 	case o.notify <- struct{}{}:
 	default:
 	}
+}
+
+// sameTrace reports whether two W3C traceparents belong to one trace
+// ("00-<trace id>-<span id>-<flags>").
+func sameTrace(a, b string) bool {
+	return len(a) >= 35 && len(b) >= 35 && a[3:35] == b[3:35]
 }
 
 func nonNil(m map[string]string) map[string]string {

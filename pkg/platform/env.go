@@ -138,3 +138,17 @@ func IsTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
+
+// LoggerFromEnv is NewLogger configured by LOG_FORMAT (default json, text
+// when w is a terminal) and LOG_LEVEL (default info).
+func LoggerFromEnv(getenv func(string) string, w io.Writer) (*slog.Logger, error) {
+	format := getenv("LOG_FORMAT")
+	if f, ok := w.(*os.File); ok && format == "" && IsTerminal(f) {
+		format = "text"
+	}
+	level := getenv("LOG_LEVEL")
+	if level == "" {
+		level = "info"
+	}
+	return NewLogger(w, format, level)
+}

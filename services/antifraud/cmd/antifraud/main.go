@@ -46,15 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	format := getenv("LOG_FORMAT")
-	if f, ok := stdout.(*os.File); ok && format == "" && platform.IsTerminal(f) {
-		format = "text"
-	}
-	level := getenv("LOG_LEVEL")
-	if level == "" {
-		level = "info"
-	}
-	log, err := platform.NewLogger(stdout, format, level)
+	log, err := platform.LoggerFromEnv(getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -71,5 +63,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.InfoContext(ctx, "migrations applied", "service", antifraud.Service)
 		return nil
 	}
+	defer platform.StartTracing(ctx, antifraud.Service, getenv, log)()
 	return antifraud.Run(ctx, cfg, log, nil)
 }

@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		_, _ = io.WriteString(stdout, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
-	log, err := newLogger(getenv, stdout)
+	log, err := platform.LoggerFromEnv(getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -69,24 +69,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	defer platform.StartTracing(ctx, notifications.Service, getenv, log)()
 	return notifications.Run(ctx, cfg, log, func(addr net.Addr) {
 		log.InfoContext(ctx, "listening", "addr", addr.String())
 	})
-}
-
-func newLogger(getenv func(string) string, w io.Writer) (*slog.Logger, error) {
-	format := getenv("LOG_FORMAT")
-	if format == "" {
-		format = "json"
-		if f, ok := w.(*os.File); ok && platform.IsTerminal(f) {
-			format = "text"
-		}
-	}
-	level := getenv("LOG_LEVEL")
-	if level == "" {
-		level = "info"
-	}
-	return platform.NewLogger(w, format, level)
 }
 
 func migrate(ctx context.Context, getenv func(string) string, log *slog.Logger) error {

@@ -176,11 +176,11 @@ func outboxRequeue(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d event(s) requeued; the service's relay publishes them\n", n)
 	if n == 0 {
 		return errors.New("no DEAD event matched")
 	}
-	return nil
+	_, err = fmt.Fprintf(stdout, "%d event(s) requeued; the service's relay publishes them\n", n)
+	return err
 }
 
 func probe(ctx context.Context, args []string, stdout io.Writer) error {

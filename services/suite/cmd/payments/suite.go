@@ -56,6 +56,7 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	defer platform.StartTracing(ctx, "payments", getenv, log)()
 	opts := suite.Options{
 		DatabaseURL: url,
 		Brokers:     broker.ParseBrokers(orEnv(*brokers, "KAFKA_BROKERS", getenv)),

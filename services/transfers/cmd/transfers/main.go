@@ -47,15 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	format := getenv("LOG_FORMAT")
-	if f, ok := stdout.(*os.File); ok && format == "" && platform.IsTerminal(f) {
-		format = "text"
-	}
-	level := getenv("LOG_LEVEL")
-	if level == "" {
-		level = "info"
-	}
-	log, err := platform.NewLogger(stdout, format, level)
+	log, err := platform.LoggerFromEnv(getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -72,5 +64,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return nil
 	}
 	log.InfoContext(ctx, "starting", "service", transfers.Service, "http_addr", cfg.HTTPAddr)
+	defer platform.StartTracing(ctx, transfers.Service, getenv, log)()
 	return transfers.Run(ctx, cfg, log, nil)
 }

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+// cli runs the command line as main does and returns its exit code and
+// output.
+func cli(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err = run(ctx, args, func(k string) string { return env[k] }, &out, &errOut)
+	if err == nil {
+		return 0, out.String(), errOut.String(), nil
+	}
+	return exitCode(err), out.String(), errOut.String(), err
+}
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	t.Parallel()
+	tests := [][]string{
+		{"--help"},
+		{"-h"},
+		{"help"},
+		{"run", "--help"},
+		{"demo", "--help"},
+		{"probe", "--help"},
+		{"migrate", "--help"},
+		{"topics", "--help"},
+		{"topics", "create", "--help"},
+		{"outbox", "--help"},
+		{"outbox", "list-dead", "--help"},
+		{"outbox", "requeue", "--help"},
+		{"dlt", "--help"},
+		{"dlt", "list", "--help"},
+		{"dlt", "replay", "--help"},
+	}
+	for _, args := range tests {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, stdout, _, err := cli(t, nil, args...)
+			if code != 0 {
+				t.Errorf("exit code %d (err %v), want 0", code, err)
+			}
+			if !strings.Contains(strings.ToLower(stdout), "usage") {
+				t.Errorf("stdout has no usage:\n%s", stdout)
+			}
+		})
+	}
+}
+
+func TestCommandLineMistakes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{nil, 2, "no command given"},
+		{[]string{"frobnicate"}, 2, "unknown command frobnicate"},
+		{[]string{"topics"}, 2, "which subcommand"},
+		{[]string{"topics", "delete"}, 2, "unknown subcommand delete"},
+		{[]string{"outbox", "purge"}, 2, "unknown subcommand purge"},
+		{[]string{"outbox", "requeue", "--database-url", "postgres://x"}, 2, "give --id, --topic or --type"},
+		{[]string{"outbox", "requeue", "--id", "not-a-uuid"}, 2, "not a UUID"},
+		{[]string{"outbox", "list-dead"}, 2, "--database-url or $DATABASE_URL is required"},
+		{[]string{"outbox", "list-dead", "--limit", "many"}, 2, "invalid value"},
+		{[]string{"outbox", "list-dead", "extra"}, 2, "unexpected argument"},
+		{[]string{"migrate", "--service", "bank"}, 2, "--service must be one of"},
+		{[]string{"topics", "create", "--partitions", "0"}, 2, "must be at least 1"},
+		{[]string{"probe"}, 2, "exactly one URL"},
+		{[]string{"dlt", "purge"}, 1, "unknown command"},
+		{[]string{"dlt"}, 1, "a command is required"},
+	}
+	for _, tc := range tests {
+		name := strings.Join(tc.args, " ")
+		if name == "" {
+			name = "no arguments"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			code, _, _, err := cli(t, nil, tc.args...)
+			if code != tc.wantCode || err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("exit %d, err %v; want exit %d and an error containing %q", code, err, tc.wantCode, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{flag.ErrHelp, 0},
+		{usageError{"bad flag"}, 2},
+		{errors.New("broker down"), 1},
+	}
+	for _, tc := range tests {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestOutboxListDeadAndRequeue makes a DEAD event in a database with the
+// platform migrations, finds it with list-dead, requeues it, and sees an
+// outbox relay publish it to Kafka.
+func TestOutboxListDeadAndRequeue(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDSN(t, migrations.Platform)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := postgres.Wrap(pool)
+	ob := outbox.New(db)
+	topic := kafkatest.Topic(t, "payments-cli.requeue", 1)
+	env := map[string]string{"DATABASE_URL": dsn}
+
+	id := uuid.New()
+	payload := `{"eventoId":"` + id.String() + `","transferenciaId":"` + uuid.NewString() + `","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	err = db.InTx(context.Background(), func(tx pgx.Tx) error {
+		return ob.Enqueue(context.Background(), tx, outbox.Message{
+			ID: id, AggregateType: "transferencia", AggregateID: id.String(), Topic: topic, Key: "CC-001",
+			Type: events.TypeSettled, Payload: []byte(payload), Headers: map[string]string{events.HeaderCorrelationID: "c-1"},
+		})
+	})
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	// The state the relay leaves after the broker refused it for good.
+	if _, err := pool.Exec(context.Background(),
+		`UPDATE outbox_event SET status = 'DEAD', attempts = 12, last_error = 'kafka: Message Size Too Large' WHERE id = $1`, id); err != nil {
+		t.Fatalf("make the event DEAD: %v", err)
+	}
+
+	t.Run("list-dead shows it", func(t *testing.T) {
+		code, stdout, _, err := cli(t, env, "outbox", "list-dead")
+		if code != 0 {
+			t.Fatalf("list-dead: exit %d: %v", code, err)
+		}
+		row := regexp.MustCompile(`(?m)^` + id.String() + `\s+` + regexp.QuoteMeta(topic) + `\s+CC-001\s+TransferenciaLiquidada\s+12\s+\S+\s+kafka: Message Size Too Large$`)
+		if !row.MatchString(stdout) || !strings.Contains(stdout, "1 dead event(s)") {
+			t.Errorf("list-dead output does not show the event as a row:\n%s", stdout)
+		}
+	})
+
+	t.Run("requeue by id", func(t *testing.T) {
+		code, stdout, _, err := cli(t, nil, "outbox", "requeue", "--id", id.String(), "--database-url", dsn)
+		if code != 0 {
+			t.Fatalf("requeue: exit %d: %v", code, err)
+		}
+		if !strings.Contains(stdout, "1 event(s) requeued") {
+			t.Errorf("requeue output: %q", stdout)
+		}
+		var status string
+		var attempts int
+		if err := pool.QueryRow(context.Background(), `SELECT status, attempts FROM outbox_event WHERE id = $1`, id).Scan(&status, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		if status != "PENDING" || attempts != 0 {
+			t.Errorf("after requeue: status %s, attempts %d; want PENDING, 0", status, attempts)
+		}
+		_, stdout, _, _ = cli(t, env, "outbox", "list-dead")
+		if !strings.Contains(stdout, "0 dead event(s)") {
+			t.Errorf("list-dead after requeue:\n%s", stdout)
+		}
+	})
+
+	t.Run("a relay publishes it", func(t *testing.T) {
+		brokers := kafkatest.Brokers(t)
+		w := broker.NewWriter(broker.Config{Brokers: brokers})
+		defer w.Close()
+		relay := outbox.NewRelay(ob, w, outbox.RelayConfig{PollInterval: 100 * time.Millisecond}, slog.New(slog.DiscardHandler), nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- relay.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("relay: %v", err)
+			}
+		}()
+
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: 0, MaxWait: 250 * time.Millisecond})
+		defer r.Close()
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer rcancel()
+		m, err := r.ReadMessage(rctx)
+		if err != nil {
+			t.Fatalf("no record on %s after requeue: %v", topic, err)
+		}
+		got := map[string]string{"key": string(m.Key)}
+		for _, h := range m.Headers {
+			got[h.Key] = string(h.Value)
+		}
+		want := map[string]string{
+			"key": "CC-001", events.HeaderEventID: id.String(), events.HeaderEventType: events.TypeSettled,
+			events.HeaderCorrelationID: "c-1",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("record key and headers mismatch (-want +got):\n%s", diff)
+		}
+		var gotPayload, wantPayload any
+		if err := json.Unmarshal(m.Value, &gotPayload); err != nil {
+			t.Fatalf("record value %s: %v", m.Value, err)
+		}
+		_ = json.Unmarshal([]byte(payload), &wantPayload)
+		if diff := cmp.Diff(wantPayload, gotPayload); diff != "" {
+			t.Errorf("payload mismatch (-want +got):\n%s", diff)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var status string
+			if err := pool.QueryRow(context.Background(), `SELECT status FROM outbox_event WHERE id = $1`, id).Scan(&status); err != nil {
+				t.Fatal(err)
+			}
+			if status == "PUBLISHED" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("event status %s 30s after it reached Kafka, want PUBLISHED", status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("requeue with nothing DEAD fails", func(t *testing.T) {
+		code, stdout, _, err := cli(t, env, "outbox", "requeue", "--id", id.String())
+		if code != 1 || err == nil || !strings.Contains(err.Error(), "no DEAD event matched") {
+			t.Errorf("exit %d, err %v; want exit 1, no DEAD event matched (stdout %q)", code, err, stdout)
+		}
+	})
+}
+
+// TestTopicsCreateTwice creates the contract topics on the real test broker,
+// then again: the second run reports every topic as existing. The names are
+// the real contract names, so another test (or an earlier run) may have
+// created some already; the first run only has to account for all of them.
+func TestTopicsCreateTwice(t *testing.T) {
+	t.Parallel()
+	brokers := strings.Join(kafkatest.Brokers(t), ",")
+	specs := broker.SuiteTopics(events.DefaultTopics, 1)
+	line := regexp.MustCompile(`^(created|exists)\s+(\S+) \(partitions (\d+), replication factor 1, min.insync.replicas 1\)$`)
+
+	states := func(stdout string) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+			m := line.FindStringSubmatch(l)
+			if m == nil {
+				t.Errorf("unexpected output line %q", l)
+				continue
+			}
+			out[m[2]] = m[1]
+		}
+		return out
+	}
+	code, stdout, _, err := cli(t, nil, "topics", "create", "--brokers", brokers)
+	if code != 0 {
+		t.Fatalf("first run: exit %d: %v\n%s", code, err, stdout)
+	}
+	first := states(stdout)
+	code, stdout, _, err = cli(t, map[string]string{"KAFKA_BROKERS": brokers}, "topics", "create")
+	if code != 0 {
+		t.Fatalf("second run: exit %d: %v\n%s", code, err, stdout)
+	}
+	second := states(stdout)
+
+	want := map[string]string{}
+	for _, s := range specs {
+		want[s.Name] = "exists"
+		if st, ok := first[s.Name]; !ok || (st != "created" && st != "exists") {
+			t.Errorf("first run: topic %s reported %q", s.Name, st)
+		}
+	}
+	if diff := cmp.Diff(want, second); diff != "" {
+		t.Errorf("second run mismatch (-want +got):\n%s", diff)
+	}
+	// CONTRACTS.md section 3: 4 main topics, the DLTs of solicitada and
+	// analisada, and for liquidada and rejeitada 3 retry topics and a DLT.
+	if len(want) != 4+2+2*4 {
+		t.Errorf("%d contract topics, want 14 (CONTRACTS.md section 3)", len(want))
+	}
+
+	// The topics are really there.
+	c := &kafka.Client{Addr: kafka.TCP(kafkatest.Brokers(t)...), Timeout: 30 * time.Second}
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	md, err := c.Metadata(context.Background(), &kafka.MetadataRequest{Topics: names})
+	if err != nil {
+		t.Fatalf("metadata: %v", err)
+	}
+	for _, tp := range md.Topics {
+		if tp.Error != nil || len(tp.Partitions) == 0 {
+			t.Errorf("topic %s: %v, %d partitions", tp.Name, tp.Error, len(tp.Partitions))
+		}
+	}
+}
+
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer ok.Close()
+	unready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer unready.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close()
+
+	tests := []struct {
+		name     string
+		url      string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{"200 is healthy", ok.URL + "/readyz", 0, "ok\n", ""},
+		{"503 is not", unready.URL + "/readyz", 1, "", "answered 503"},
+		{"nothing listening", goneURL + "/readyz", 1, "", "connect"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, _, err := cli(t, nil, "probe", tc.url)
+			if code != tc.wantCode || stdout != tc.wantOut {
+				t.Errorf("exit %d, stdout %q (err %v); want exit %d, stdout %q", code, stdout, err, tc.wantCode, tc.wantOut)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestMigrate applies a service's migrations to an empty database; a second
+// run finds nothing to do.
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDSN(t)
+	for range 2 {
+		code, stdout, _, err := cli(t, nil, "migrate", "--service", "ledger", "--database-url", dsn)
+		if code != 0 || stdout != "migrations of ledger applied\n" {
+			t.Fatalf("migrate: exit %d, stdout %q, err %v", code, stdout, err)
+		}
+	}
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var n int
+	if err := pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM information_schema.tables WHERE table_name IN ('outbox_event', 'inbox_event')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("%d of the platform tables exist after migrate, want 2", n)
+	}
+}

@@ -1,0 +1,160 @@
+package observability
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tcpProxy forwards TCP connections from its own address to a target, and
+// can be cut (listener and every open connection closed, as when the
+// database host goes away) and restored on the same address.
+type tcpProxy struct {
+	tb     testing.TB
+	target string
+	addr   string
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// newTCPProxy listens on a free loopback port and forwards to target until
+// the test ends.
+func newTCPProxy(tb testing.TB, target string) *tcpProxy {
+	tb.Helper()
+	p := &tcpProxy{tb: tb, target: target, conns: map[net.Conn]struct{}{}}
+	if err := p.listen("127.0.0.1:0"); err != nil {
+		tb.Fatalf("proxy: listen: %v", err)
+	}
+	p.addr = p.ln.Addr().String()
+	tb.Cleanup(p.close)
+	return p
+}
+
+// Addr is the address clients dial instead of the target.
+func (p *tcpProxy) Addr() string { return p.addr }
+
+func (p *tcpProxy) listen(addr string) error {
+	lc := net.ListenConfig{}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.accept(ln)
+	return nil
+}
+
+func (p *tcpProxy) accept(ln net.Listener) {
+	defer p.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return // closed by Cut or close
+		}
+		p.wg.Add(1)
+		go p.forward(c)
+	}
+}
+
+func (p *tcpProxy) forward(client net.Conn) {
+	defer p.wg.Done()
+	d := net.Dialer{Timeout: 5 * time.Second}
+	server, err := d.DialContext(context.Background(), "tcp", p.target)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	if !p.track(client, server) {
+		return
+	}
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go pipe(server, client)
+	go pipe(client, server)
+	<-done // either side ended: end both
+	p.untrack(client, server)
+	<-done
+}
+
+// track registers a connection pair, or closes it if the proxy was cut
+// meanwhile.
+func (p *tcpProxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil || p.closed {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *tcpProxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// Cut closes the listener, so new connections are refused, and every open
+// connection, so requests in flight fail.
+func (p *tcpProxy) Cut() {
+	p.tb.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// Restore listens again on the same address.
+func (p *tcpProxy) Restore() {
+	p.tb.Helper()
+	var err error
+	for range 50 { // the port may linger for a moment after close
+		if err = p.listen(p.addr); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.tb.Fatalf("proxy: listen again on %s: %v", p.addr, err)
+}
+
+func (p *tcpProxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.Cut()
+	waited := make(chan struct{})
+	go func() { p.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		p.tb.Error(errors.New("proxy: connections still open 10s after close"))
+	}
+}
