@@ -17,10 +17,14 @@ import (
 // delivery guarantees, rebalancing, ordering under failure, or broker
 // behaviour must be tested against the real broker ([Brokers], [Topic]).
 //
-// segmentio/kafka-go v0.4.51 works against it: a Writer producing and a
-// Reader with a GroupID consuming and committing (see TestFakeWithKafkaGo).
-// Topics not listed here are created on first use with partitions partitions
-// (kfake allows auto-creation, unlike the real test broker).
+// segmentio/kafka-go v0.4.51 works against it (verified by this package's
+// tests): a Writer producing, a Reader with a GroupID consuming and
+// committing, a second Reader of the group resuming after the commits, and
+// two Readers of one group sharing the partitions after a rebalance.
+//
+// Like the real test broker, it does not create topics on first use: topics
+// not listed here answer "Unknown Topic Or Partition" until created (with
+// kafka.Client.CreateTopics, for example).
 func Fake(tb testing.TB, partitions int, topics ...string) []string {
 	tb.Helper()
 	if partitions < 1 {
@@ -29,7 +33,6 @@ func Fake(tb testing.TB, partitions int, topics ...string) []string {
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.DefaultNumPartitions(partitions),
-		kfake.AllowAutoTopicCreation(),
 	}
 	if len(topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(int32(partitions), topics...)) //nolint:gosec // partition counts are small

@@ -322,3 +322,72 @@ func TestFakeWithKafkaGo(t *testing.T) {
 		t.Errorf("second reader of the group did not resume after the commits (-want +got):\n%s", diff)
 	}
 }
+
+// Two kafka-go Readers in one group on kfake share the partitions between
+// them (JoinGroup/SyncGroup with kafka-go's own assignor, rebalancing when the
+// second joins) and together read every message.
+func TestFakeGroupWithTwoMembers(t *testing.T) {
+	t.Parallel()
+	const topic = "fake.shared"
+	addrs := kafkatest.Fake(t, 4, topic)
+	cfg := kafka.ReaderConfig{
+		Brokers: addrs, Topic: topic, GroupID: kafkatest.Group(t, "fake-two"),
+		StartOffset: kafka.FirstOffset, MaxWait: 50 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 6 * time.Second,
+		RebalanceTimeout: 2 * time.Second,
+	}
+	readers := []*kafka.Reader{kafka.NewReader(cfg), kafka.NewReader(cfg)}
+	defer func() {
+		for _, r := range readers {
+			_ = r.Close()
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	type read struct {
+		reader int
+		value  string
+	}
+	got := make(chan read, 1024)
+	for i, r := range readers {
+		go func() {
+			for {
+				m, err := r.FetchMessage(ctx)
+				if err != nil {
+					return
+				}
+				if err := r.CommitMessages(ctx, m); err != nil {
+					continue // a rebalance: the message comes again
+				}
+				got <- read{i, string(m.Value)}
+			}
+		}()
+	}
+
+	// Whichever reader joins first owns every partition until the other
+	// joins, so keep producing until both have read something.
+	w := newWriter(addrs, topic, nil)
+	defer func() { _ = w.Close() }()
+	written := map[string]bool{}
+	seen := map[string]bool{}
+	perReader := map[int]int{}
+	for n := 0; len(perReader) < 2 || len(seen) < len(written); n++ {
+		if len(perReader) < 2 {
+			v := fmt.Sprint("v", n)
+			if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(v), Value: []byte(v)}); err != nil {
+				t.Fatalf("write to kfake: %v", err)
+			}
+			written[v] = true
+		}
+		select {
+		case r := <-got:
+			seen[r.value] = true
+			perReader[r.reader]++
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("read %d of %d messages before the deadline (per reader %v)", len(seen), len(written), perReader)
+		}
+	}
+	t.Logf("%d messages, read per reader: %v", len(written), perReader)
+}

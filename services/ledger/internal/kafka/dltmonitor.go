@@ -1,0 +1,57 @@
+package kafka
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+)
+
+// UnknownOrigin labels a DLT record that lacks the origin headers.
+const UnknownOrigin = "unknown"
+
+// DLTMonitor logs every record that reaches the analisada DLT with its key,
+// origin and cause, and counts them by origin topic (the seed's
+// MonitorDeDeadLetter). It never fails: a DLT is for people to read.
+type DLTMonitor struct {
+	log     *slog.Logger
+	records *prometheus.CounterVec
+}
+
+// NewDLTMonitor returns the monitor with its counter
+// ledger_dlt_messages_total{origin_topic} registered on reg (nil: not
+// registered).
+func NewDLTMonitor(log *slog.Logger, reg prometheus.Registerer) *DLTMonitor {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ledger_dlt_messages_total",
+		Help: "Records found on the ledger's dead-letter topic, by origin topic.",
+	}, []string{"origin_topic"})
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return &DLTMonitor{log: log, records: c}
+}
+
+// Handle logs and counts one DLT record (consumer.Handler).
+func (d *DLTMonitor) Handle(ctx context.Context, m kafkago.Message) error {
+	origin := UnknownOrigin
+	o := consumer.OriginOf(m, "")
+	if broker.Header(m, consumer.HeaderDLTOriginalTopic) != "" {
+		origin = o.Topic
+	}
+	cause := consumer.ExceptionMessage(m)
+	if cause == "" {
+		cause = UnknownOrigin
+	}
+	d.records.WithLabelValues(origin).Inc()
+	d.log.ErrorContext(ctx, "record sent to the DLT",
+		"key", string(m.Key), "origin", origin, "origin_partition", o.Partition, "origin_offset", o.Offset,
+		"cause", cause, "evento_id", broker.Header(m, events.HeaderEventID),
+		"dlt_partition", m.Partition, "dlt_offset", m.Offset)
+	return nil
+}

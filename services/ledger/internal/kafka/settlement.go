@@ -1,0 +1,144 @@
+// Package kafka is the ledger's Kafka side: the settlement handlers run by
+// the suite's consumer loop on the analisada topic (one record, or a batch
+// of one partition's records in one transaction), and the monitor of its
+// dead-letter topic.
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+)
+
+// Settler settles transfers; *ledger.Service is one.
+type Settler interface {
+	Settle(ctx context.Context, t ledger.Transfer) (ledger.Result, error)
+	SettleBatch(ctx context.Context, ts []ledger.Transfer) ([]ledger.Result, error)
+}
+
+// Metrics are the settlement counters.
+type Metrics struct {
+	// Settlements counts decided and duplicate transfers by result
+	// (LIQUIDADA, REJEITADA, DUPLICADA) and reason.
+	Settlements *prometheus.CounterVec
+	// BatchSize observes the transfers settled per database transaction.
+	BatchSize prometheus.Histogram
+}
+
+// NewMetrics creates the settlement metrics and registers them on reg (nil:
+// not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledger_settlements_total",
+			Help: "Transfers handled by the ledger, by result (LIQUIDADA, REJEITADA, DUPLICADA) and rejection reason.",
+		}, []string{"result", "reason"}),
+		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ledger_settlement_batch_size",
+			Help:    "Transfers settled per database transaction.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Settlements, m.BatchSize)
+	}
+	return m
+}
+
+// Settlement turns TransferenciaAnalisada records into settlements.
+type Settlement struct {
+	settler Settler
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+// NewSettlement returns the handlers over settler. metrics may be nil.
+func NewSettlement(settler Settler, log *slog.Logger, metrics *Metrics) *Settlement {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Settlement{settler: settler, log: log, metrics: metrics}
+}
+
+// Decode reads a TransferenciaAnalisada record. Errors wrap
+// events.ErrMalformed: the record is poison and goes to the DLT at once.
+func Decode(m kafkago.Message) (ledger.Transfer, error) {
+	var e events.Analysed
+	if err := events.Decode(m.Value, &e); err != nil {
+		return ledger.Transfer{}, fmt.Errorf("decode %s at %s/%d/%d: %w", events.TypeAnalysed, m.Topic, m.Partition, m.Offset, err)
+	}
+	return ledger.Transfer{
+		ID:          e.TransferID,
+		EventID:     e.EventID,
+		Source:      e.SourceAccount,
+		Dest:        e.DestAccount,
+		AmountCents: e.AmountCents,
+		Currency:    e.Currency,
+		Traceparent: broker.Header(m, events.HeaderTraceparent),
+	}, nil
+}
+
+// Handle settles one record in its own transaction (consumer.Handler).
+func (s *Settlement) Handle(ctx context.Context, m kafkago.Message) error {
+	t, err := Decode(m)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	r, err := s.settler.Settle(ctx, t)
+	if err != nil {
+		return err
+	}
+	s.metrics.BatchSize.Observe(1)
+	s.observe(ctx, r, m, time.Since(start))
+	return nil
+}
+
+// HandleBatch settles records of one partition, in offset order, in one
+// transaction (consumer.BatchHandler): all or nothing. Any error, a poison
+// record included, makes the consumer loop handle each record again with
+// Handle, where a poison record goes to the DLT and a failing transfer is
+// retried alone.
+func (s *Settlement) HandleBatch(ctx context.Context, ms []kafkago.Message) error {
+	ts := make([]ledger.Transfer, len(ms))
+	for i, m := range ms {
+		t, err := Decode(m)
+		if err != nil {
+			return err
+		}
+		ts[i] = t
+	}
+	start := time.Now()
+	rs, err := s.settler.SettleBatch(ctx, ts)
+	if err != nil {
+		return err
+	}
+	s.metrics.BatchSize.Observe(float64(len(ts)))
+	took := time.Since(start)
+	for i, r := range rs {
+		s.observe(ctx, r, ms[i], took)
+	}
+	return nil
+}
+
+func (s *Settlement) observe(ctx context.Context, r ledger.Result, m kafkago.Message, took time.Duration) {
+	s.metrics.Settlements.WithLabelValues(string(r.Outcome), r.Reason).Inc()
+	attrs := []any{"transferencia_id", r.TransferID, "evento_id", broker.Header(m, events.HeaderEventID),
+		"partition", m.Partition, "offset", m.Offset, "duration_ms", took.Milliseconds()}
+	switch r.Outcome {
+	case ledger.Settled:
+		s.log.InfoContext(ctx, "transfer settled", attrs...)
+	case ledger.Rejected:
+		s.log.InfoContext(ctx, "transfer rejected", append(attrs, "motivo", r.Reason)...)
+	default:
+		s.log.InfoContext(ctx, "transfer already processed; duplicate delivery ignored", attrs...)
+	}
+}

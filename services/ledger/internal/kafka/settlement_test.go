@@ -1,0 +1,462 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	pgplatform "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/ledger/internal/kafka"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/postgres"
+	"github.com/paysuite/payments/test/kafkatest"
+)
+
+// failingStore fails every settlement that includes the transfer failID, as
+// a database that is down for it would, and records every call.
+type failingStore struct {
+	ledger.Store
+	failID uuid.UUID
+
+	mu    sync.Mutex
+	calls []call
+}
+
+type call struct {
+	at  time.Time
+	ids []uuid.UUID
+}
+
+var errInjected = errors.New("injected failure: database unavailable")
+
+func (f *failingStore) Settle(ctx context.Context, ts []ledger.Transfer, now time.Time) ([]ledger.Result, error) {
+	c := call{at: time.Now()}
+	for _, t := range ts {
+		c.ids = append(c.ids, t.ID)
+	}
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
+	if slices.Contains(c.ids, f.failID) {
+		return nil, errInjected
+	}
+	return f.Store.Settle(ctx, ts, now)
+}
+
+// callsWith returns the calls that included id.
+func (f *failingStore) callsWith(id uuid.UUID) []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []call
+	for _, c := range f.calls {
+		if slices.Contains(c.ids, id) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+type env struct {
+	db      *pgplatform.DB
+	store   *postgres.Store
+	failing *failingStore
+	brokers []string
+	topic   string
+	writer  *kafkago.Writer
+	reg     *prometheus.Registry
+	logs    *syncBuffer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	db := ledgertest.NewDB(t)
+	e := &env{db: db, store: postgres.New(db, outbox.New(db), ledgertest.Topics), brokers: kafkatest.Brokers(t),
+		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	e.failing = &failingStore{Store: e.store, failID: uuid.New()}
+	e.topic = kafkatest.Topic(t, "ledger-analisada", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := broker.CreateTopics(ctx, broker.Config{Brokers: e.brokers},
+		[]broker.TopicSpec{{Name: events.DLT(e.topic), Partitions: 1, ReplicationFactor: 1}}); err != nil {
+		t.Fatalf("create DLT topic: %v", err)
+	}
+	e.writer = broker.NewWriter(broker.Config{Brokers: e.brokers})
+	t.Cleanup(func() { _ = e.writer.Close() })
+	return e
+}
+
+func (e *env) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// run starts the settlement consumer until the test ends.
+func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
+	t.Helper()
+	svc := ledger.NewService(e.failing, nil)
+	h := kafka.NewSettlement(svc, e.logger(), kafka.NewMetrics(e.reg))
+	cfg := consumer.Config{
+		Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger"), Topics: []string{e.topic},
+		Handler: h.Handle, Policy: policy, Publisher: e.writer, Logger: e.logger(),
+	}
+	if batch {
+		cfg.Batch, cfg.MaxBatch = h.HandleBatch, 50
+	}
+	e.start(t, cfg)
+}
+
+func (e *env) start(t *testing.T, cfg consumer.Config) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+	})
+}
+
+func (e *env) open(t *testing.T, id string, balance int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := e.store.CreateAccount(ctx, id, "BRL"); err != nil {
+		t.Fatal(err)
+	}
+	if balance > 0 {
+		if _, _, err := e.store.Deposit(ctx, uuid.New(), id, balance); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// analysed returns a TransferenciaAnalisada record.
+func analysed(t testing.TB, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
+	t.Helper()
+	ev := events.Analysed{EventID: uuid.New(), TransferID: id, SourceAccount: src, DestAccount: dst,
+		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC()}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kafkago.Message{Key: []byte(src), Value: b, Headers: []kafkago.Header{
+		{Key: events.HeaderEventID, Value: []byte(ev.EventID.String())},
+		{Key: events.HeaderEventType, Value: []byte(events.TypeAnalysed)},
+		{Key: events.HeaderTraceparent, Value: []byte(traceparent)},
+		{Key: events.HeaderCorrelationID, Value: []byte(id.String())},
+	}}
+}
+
+func (e *env) produce(t *testing.T, ms ...kafkago.Message) {
+	t.Helper()
+	for i := range ms {
+		ms[i].Topic = e.topic
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.writer.WriteMessages(ctx, ms...); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// readDLT reads n records from the DLT.
+func (e *env) readDLT(t *testing.T, n int) []kafkago.Message {
+	t.Helper()
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: e.brokers, Topic: events.DLT(e.topic), Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []kafkago.Message
+	for len(out) < n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read DLT (%d of %d records): %v", len(out), n, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (e *env) result(t *testing.T, id uuid.UUID) string {
+	t.Helper()
+	var res string
+	err := e.db.QueryRow(context.Background(), `SELECT result FROM processed_transfer WHERE transfer_id = $1`, id).Scan(&res)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (e *env) waitResult(t *testing.T, id uuid.UUID, want string) {
+	t.Helper()
+	ledgertest.Eventually(t, 60*time.Second, "transfer "+id.String()+" "+want, func() bool { return e.result(t, id) == want })
+}
+
+func header(m kafkago.Message, key string) string { return broker.Header(m, key) }
+
+func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.open(t, "A", 1_000)
+	e.open(t, "B", 0)
+	failing := analysed(t, e.failing.failID, "A", "B", 100)
+	nextID := uuid.New()
+	e.produce(t, failing, analysed(t, nextID, "A", "B", 200))
+	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 500 * time.Millisecond}, Retries: 3}
+	e.run(t, policy, false)
+
+	dlt := e.readDLT(t, 1)[0]
+	e.waitResult(t, nextID, "LIQUIDADA")
+
+	// 1 attempt and 3 retries, 200, 400 and 500 (capped) ms apart.
+	attempts := e.failing.callsWith(e.failing.failID)
+	if len(attempts) != 4 {
+		t.Fatalf("%d attempts, want 4", len(attempts))
+	}
+	for i, want := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond} {
+		gap := attempts[i+1].at.Sub(attempts[i].at)
+		if gap < want-5*time.Millisecond || gap > want+400*time.Millisecond {
+			t.Errorf("retry %d came %s after the previous attempt, want %s", i+1, gap, want)
+		}
+	}
+	// The partition waited: the next record was handled after the last retry.
+	next := e.failing.callsWith(nextID)
+	if len(next) == 0 || next[0].at.Before(attempts[3].at) {
+		t.Errorf("the next record was handled before the failing one was given up")
+	}
+
+	if got := string(dlt.Value); got != string(failing.Value) {
+		t.Errorf("DLT value = %s, want the original", got)
+	}
+	if string(dlt.Key) != "A" {
+		t.Errorf("DLT key = %q, want A", dlt.Key)
+	}
+	origin := consumer.OriginOf(dlt, "")
+	if origin.Topic != e.topic || origin.Partition != 0 || origin.Offset != 0 || origin.Group == "" {
+		t.Errorf("DLT origin = %+v, want %s partition 0 offset 0 with the group", origin, e.topic)
+	}
+	for _, h := range []struct{ key, want string }{
+		{events.HeaderEventID, header(failing, events.HeaderEventID)},
+		{events.HeaderEventType, events.TypeAnalysed},
+		{events.HeaderTraceparent, traceparent},
+		{events.HeaderCorrelationID, e.failing.failID.String()},
+	} {
+		if got := header(dlt, h.key); got != h.want {
+			t.Errorf("DLT header %s = %q, want %q", h.key, got, h.want)
+		}
+	}
+	if msg := consumer.ExceptionMessage(dlt); !strings.Contains(msg, errInjected.Error()) {
+		t.Errorf("DLT exception message = %q, want it to carry the cause", msg)
+	}
+	if header(dlt, consumer.HeaderDLTExceptionFQCN) == "" {
+		t.Error("DLT record has no exception type header")
+	}
+	if got := e.result(t, e.failing.failID); got != "" {
+		t.Errorf("the dead-lettered transfer has result %q, want none", got)
+	}
+	ledgertest.CheckInvariants(t, e.db)
+}
+
+func TestPoisonRecordsAreDeadLetteredAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.open(t, "A", 1_000)
+	e.open(t, "B", 0)
+	okID := uuid.New()
+	missing, _ := json.Marshal(map[string]any{"eventoId": uuid.New(), "transferenciaId": uuid.New(), "contaOrigem": "A"})
+	start := time.Now()
+	e.produce(t,
+		kafkago.Message{Key: []byte("A"), Value: []byte(`{"transferenciaId": "not json`)},
+		kafkago.Message{Key: []byte("A"), Value: missing},
+		analysed(t, okID, "A", "B", 100))
+	// A retry would wait 10 s: the test would notice.
+	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
+	e.run(t, policy, true)
+
+	dlt := e.readDLT(t, 2)
+	e.waitResult(t, okID, "LIQUIDADA")
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("poison records took %s to clear: were they retried?", took)
+	}
+	for i, m := range dlt {
+		if o := consumer.OriginOf(m, ""); o.Offset != int64(i) {
+			t.Errorf("DLT record %d comes from offset %d", i, o.Offset)
+		}
+		if msg := consumer.ExceptionMessage(m); !strings.Contains(msg, "malformed event") {
+			t.Errorf("DLT record %d cause = %q, want a decoding error", i, msg)
+		}
+	}
+	if n := len(e.failing.callsWith(okID)); n < 1 {
+		t.Errorf("the valid record was settled %d times", n)
+	}
+	ledgertest.CheckInvariants(t, e.db)
+}
+
+// TestBatchWithAFailingTransferSettlesTheOthersOnce: the batch fails as a
+// whole, the loop settles its records one by one, the failing one goes to
+// the DLT, and every other transfer, duplicates and dependencies included,
+// ends exactly as if settled alone in order.
+func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.open(t, "A", 1_000)
+	e.open(t, "B", 0)
+	e.open(t, "C", 0)
+	ab, bc, ca := uuid.New(), uuid.New(), uuid.New()
+	recs := []kafkago.Message{
+		analysed(t, ab, "A", "B", 300),
+		analysed(t, e.failing.failID, "A", "C", 100),
+		analysed(t, ab, "A", "B", 300),  // duplicate delivery inside the batch
+		analysed(t, bc, "B", "C", 300),  // only possible after A->B
+		analysed(t, ca, "C", "A", 1000), // more than C will hold
+	}
+	e.produce(t, recs...)
+	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 100 * time.Millisecond}, Retries: 2}
+	e.run(t, policy, true)
+
+	if dlt := e.readDLT(t, 1)[0]; consumer.OriginOf(dlt, "").Offset != 1 {
+		t.Errorf("DLT record from offset %d, want 1", consumer.OriginOf(dlt, "").Offset)
+	}
+	e.waitResult(t, ca, "REJEITADA")
+
+	batchTried := false
+	for _, c := range e.failing.callsWith(e.failing.failID) {
+		batchTried = batchTried || len(c.ids) > 1
+	}
+	if !batchTried {
+		t.Error("the records were never settled as a batch")
+	}
+	got := map[uuid.UUID]string{}
+	for _, id := range []uuid.UUID{ab, bc, ca, e.failing.failID} {
+		got[id] = e.result(t, id)
+	}
+	want := map[uuid.UUID]string{ab: "LIQUIDADA", bc: "LIQUIDADA", ca: "REJEITADA", e.failing.failID: ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("results mismatch (-want +got):\n%s", diff)
+	}
+	bal := map[string]int64{}
+	for _, a := range ledgertest.ReadState(t, e.db).Accounts {
+		bal[a.ID] = a.Balance
+	}
+	if diff := cmp.Diff(map[string]int64{"A": 700, "B": 0, "C": 300, "__FUNDING__BRL": -1000}, bal); diff != "" {
+		t.Errorf("balances mismatch (-want +got):\n%s", diff)
+	}
+	ledgertest.CheckInvariants(t, e.db)
+	if n := counter(t, e.reg, "ledger_settlements_total", map[string]string{"result": "LIQUIDADA", "reason": ""}); n != 2 {
+		t.Errorf("ledger_settlements_total{LIQUIDADA} = %v, want 2", n)
+	}
+}
+
+func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.produce(t, kafkago.Message{Key: []byte("CC-9"), Value: []byte(`garbage`)})
+	// The settlement consumer dead-letters the record; the monitor reads it.
+	e.run(t, consumer.LedgerPolicy, false)
+	monitor := kafka.NewDLTMonitor(e.logger(), e.reg)
+	e.start(t, consumer.Config{Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger-dlt-monitor"),
+		Topics: []string{events.DLT(e.topic)}, Handler: monitor.Handle, Publisher: e.writer, Logger: e.logger()})
+
+	ledgertest.Eventually(t, 60*time.Second, "the monitor counts the DLT record", func() bool {
+		return counter(t, e.reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": e.topic}) == 1
+	})
+	line := e.logs.find(t, "record sent to the DLT")
+	for k, want := range map[string]any{"key": "CC-9", "origin": e.topic, "origin_offset": 0.0} {
+		if line[k] != want {
+			t.Errorf("log %s = %v, want %v", k, line[k], want)
+		}
+	}
+	if cause, _ := line["cause"].(string); !strings.Contains(cause, "malformed event") {
+		t.Errorf("log cause = %q", cause)
+	}
+}
+
+func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	logs := &syncBuffer{}
+	m := kafka.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), reg)
+	if err := m.Handle(context.Background(), kafkago.Message{Topic: "x-dlt", Key: []byte("K")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter(t, reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": kafka.UnknownOrigin}); n != 1 {
+		t.Errorf("count of unknown origin = %v, want 1", n)
+	}
+	if line := logs.find(t, "record sent to the DLT"); line["origin"] != kafka.UnknownOrigin || line["cause"] != kafka.UnknownOrigin {
+		t.Errorf("log = %v", line)
+	}
+}
+
+// counter returns the value of the counter name with exactly labels.
+func counter(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// find returns the first JSON log line whose msg is msg.
+func (s *syncBuffer) find(t testing.TB, msg string) map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range strings.Split(s.b.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
+			return m
+		}
+	}
+	t.Fatalf("no log line %q", msg)
+	return nil
+}

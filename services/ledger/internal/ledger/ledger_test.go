@@ -1,0 +1,148 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	brl := func(id string, bal int64) *ledger.Account {
+		return &ledger.Account{ID: id, Currency: "BRL", BalanceCents: bal}
+	}
+	tests := []struct {
+		name               string
+		src, dst           *ledger.Account
+		amount             int64
+		currency           string
+		outcome            ledger.Outcome
+		reason             string
+		srcAfter, dstAfter int64
+	}{
+		{"settles", brl("A", 100), brl("B", 5), 60, "BRL", ledger.Settled, "", 40, 65},
+		{"settles the whole balance", brl("A", 100), brl("B", 0), 100, "BRL", ledger.Settled, "", 0, 100},
+		{"source missing", nil, brl("B", 0), 1, "BRL", ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
+		{"destination missing", brl("A", 100), nil, 1, "BRL", ledger.Rejected, ledger.ReasonAccountNotFound, 100, 0},
+		{"funding source", &ledger.Account{ID: "__FUNDING__BRL", Currency: "BRL", Funding: true, BalanceCents: -5}, brl("B", 0), 1, "BRL",
+			ledger.Rejected, ledger.ReasonAccountNotFound, -5, 0},
+		{"missing wins over currency", &ledger.Account{ID: "A", Currency: "USD"}, nil, 1, "BRL", ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
+		{"source currency", &ledger.Account{ID: "A", Currency: "USD", BalanceCents: 100}, brl("B", 0), 1, "BRL",
+			ledger.Rejected, ledger.ReasonCurrencyMismatch, 100, 0},
+		{"destination currency", brl("A", 100), &ledger.Account{ID: "B", Currency: "USD"}, 1, "BRL",
+			ledger.Rejected, ledger.ReasonCurrencyMismatch, 100, 0},
+		{"currency wins over balance", brl("A", 0), brl("B", 0), 1, "USD", ledger.Rejected, ledger.ReasonCurrencyMismatch, 0, 0},
+		{"insufficient", brl("A", 99), brl("B", 0), 100, "BRL", ledger.Rejected, ledger.ReasonInsufficientFunds, 99, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			outcome, reason := ledger.Decide(tc.src, tc.dst, ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B",
+				AmountCents: tc.amount, Currency: tc.currency})
+			if outcome != tc.outcome || reason != tc.reason {
+				t.Errorf("Decide = %s %s, want %s %s", outcome, reason, tc.outcome, tc.reason)
+			}
+			var srcBal, dstBal int64
+			if tc.src != nil {
+				srcBal = tc.src.BalanceCents
+			}
+			if tc.dst != nil {
+				dstBal = tc.dst.BalanceCents
+			}
+			if srcBal != tc.srcAfter || dstBal != tc.dstAfter {
+				t.Errorf("balances after = %d, %d; want %d, %d", srcBal, dstBal, tc.srcAfter, tc.dstAfter)
+			}
+		})
+	}
+}
+
+func TestDecideSameAccountLeavesBalance(t *testing.T) {
+	t.Parallel()
+	a := &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 10}
+	if o, _ := ledger.Decide(a, a, ledger.Transfer{Source: "A", Dest: "A", AmountCents: 10, Currency: "BRL"}); o != ledger.Settled || a.BalanceCents != 10 {
+		t.Errorf("outcome %s balance %d, want settled and 10", o, a.BalanceCents)
+	}
+}
+
+// stubStore is a Store whose methods record their arguments; only what the
+// validation tests need.
+type stubStore struct {
+	ledger.Store
+	called bool
+}
+
+func (s *stubStore) CreateAccount(context.Context, string, string) (ledger.Account, bool, error) {
+	s.called = true
+	return ledger.Account{}, true, nil
+}
+
+func (s *stubStore) Deposit(context.Context, uuid.UUID, string, int64) (ledger.Deposit, bool, error) {
+	s.called = true
+	return ledger.Deposit{}, false, nil
+}
+
+func (s *stubStore) Postings(context.Context, string, int64, int) ([]ledger.Posting, error) {
+	s.called = true
+	return nil, nil
+}
+
+func TestServiceValidatesBeforeTheStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		call   func(s *ledger.Service) error
+		fields []string // invalid fields; nil: valid
+		err    error
+	}{
+		{"valid account", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "CC-1.a_b", "BRL"); return err }, nil, nil},
+		{"32-character id", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz012345", "BRL")
+			return err
+		}, nil, nil},
+		{"33-character id", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz0123456", "BRL")
+			return err
+		}, []string{"id"}, nil},
+		{"empty id", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "", "BRL"); return err }, []string{"id"}, nil},
+		{"reserved prefix", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "__FUNDING__X", "BRL"); return err }, []string{"id"}, nil},
+		{"currency", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRLL"); return err }, []string{"moeda"}, nil},
+		{"both", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A B", "br"); return err }, []string{"id", "moeda"}, nil},
+		{"deposit of 1", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 1); return err }, nil, nil},
+		{"deposit of 10^15", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 1e15); return err }, nil, nil},
+		{"deposit of 0", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 0); return err }, []string{"valorEmCentavos"}, nil},
+		{"deposit above 10^15", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 1e15+1); return err },
+			[]string{"valorEmCentavos"}, nil},
+		{"deposit to a malformed id", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "a b", 1); return err },
+			nil, ledger.ErrAccountNotFound},
+		{"page of 200", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 200); return err }, nil, nil},
+		{"page of 201", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 201); return err }, []string{"limite"}, nil},
+		{"page of 0", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 0); return err }, []string{"limite"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &stubStore{}
+			err := tc.call(ledger.NewService(store, time.Now))
+			var ve *ledger.ValidationError
+			var fields []string
+			if errors.As(err, &ve) {
+				for _, f := range ve.Fields {
+					fields = append(fields, f.Field)
+				}
+			} else if !errors.Is(err, tc.err) {
+				t.Fatalf("err = %v, want %v", err, tc.err)
+			}
+			if diff := cmp.Diff(tc.fields, fields); diff != "" {
+				t.Errorf("invalid fields mismatch (-want +got):\n%s", diff)
+			}
+			if wantCall := tc.fields == nil && tc.err == nil; store.called != wantCall {
+				t.Errorf("store called = %v, want %v", store.called, wantCall)
+			}
+		})
+	}
+}

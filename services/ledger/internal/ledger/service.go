@@ -1,0 +1,153 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// MaxAmountCents is the largest amount a deposit may carry (10^15 cents).
+const MaxAmountCents int64 = 1_000_000_000_000_000
+
+// Page sizes of Postings.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+)
+
+var (
+	accountIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)
+	currencyPattern  = regexp.MustCompile(`^[A-Z]{3}$`)
+)
+
+// FieldError is one invalid input field.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+// ValidationError lists the invalid fields of a request.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return "invalid request: " + strings.Join(parts, "; ")
+}
+
+// ValidAccountID reports whether id has the shape of an account id: 1 to 32
+// characters of [A-Za-z0-9._-].
+func ValidAccountID(id string) bool { return accountIDPattern.MatchString(id) }
+
+// Service is the ledger's application service: settlement of analysed
+// transfers and the operations of the accounts API.
+type Service struct {
+	store Store
+	now   func() time.Time
+}
+
+// NewService returns the service over store. now is the clock (nil:
+// time.Now).
+func NewService(store Store, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: store, now: now}
+}
+
+// Settle settles one transfer in its own transaction. A rejection is a
+// result, not an error; an error is a failure (database) worth retrying.
+func (s *Service) Settle(ctx context.Context, t Transfer) (Result, error) {
+	rs, err := s.store.Settle(ctx, []Transfer{t}, s.now().UTC())
+	if err != nil {
+		return Result{}, fmt.Errorf("settle transfer %s: %w", t.ID, err)
+	}
+	return rs[0], nil
+}
+
+// SettleBatch settles ts, in order, in one transaction: all or nothing,
+// with the results of settling them one by one.
+func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	rs, err := s.store.Settle(ctx, ts, s.now().UTC())
+	if err != nil {
+		return nil, fmt.Errorf("settle batch of %d transfers (first %s): %w", len(ts), ts[0].ID, err)
+	}
+	return rs, nil
+}
+
+// OpenAccount creates a customer account, or finds it when it exists with
+// the same currency (created false). Returns *ValidationError for a bad id
+// (shape, or the reserved funding prefix) or currency, and
+// ErrCurrencyConflict.
+func (s *Service) OpenAccount(ctx context.Context, id, currency string) (Account, bool, error) {
+	var fields []FieldError
+	switch {
+	case !ValidAccountID(id):
+		fields = append(fields, FieldError{"id", "must be 1 to 32 characters of A-Z, a-z, 0-9, '.', '_' or '-'"})
+	case strings.HasPrefix(id, FundingPrefix):
+		fields = append(fields, FieldError{"id", "the prefix " + FundingPrefix + " is reserved"})
+	}
+	if !currencyPattern.MatchString(currency) {
+		fields = append(fields, FieldError{"moeda", "must be three upper-case letters (ISO 4217)"})
+	}
+	if len(fields) > 0 {
+		return Account{}, false, &ValidationError{Fields: fields}
+	}
+	return s.store.CreateAccount(ctx, id, currency)
+}
+
+// Deposit credits amountCents to accountID from the funding account, once
+// per key. Returns *ValidationError for an amount outside 1..10^15, and the
+// errors of Store.Deposit.
+func (s *Service) Deposit(ctx context.Context, key uuid.UUID, accountID string, amountCents int64) (Deposit, bool, error) {
+	if amountCents < 1 || amountCents > MaxAmountCents {
+		return Deposit{}, false, &ValidationError{Fields: []FieldError{{"valorEmCentavos", "must be an integer from 1 to 1000000000000000"}}}
+	}
+	if !ValidAccountID(accountID) {
+		return Deposit{}, false, ErrAccountNotFound
+	}
+	return s.store.Deposit(ctx, key, accountID, amountCents)
+}
+
+// Account returns the account. Returns ErrAccountNotFound.
+func (s *Service) Account(ctx context.Context, id string) (Account, error) {
+	if !ValidAccountID(id) {
+		return Account{}, ErrAccountNotFound
+	}
+	return s.store.Account(ctx, id)
+}
+
+// Postings returns up to limit postings of the account older than the
+// posting id before (0: from the newest), newest first, and whether older
+// ones remain. Returns *ValidationError for a limit outside 1..MaxPageSize,
+// and ErrAccountNotFound.
+func (s *Service) Postings(ctx context.Context, accountID string, before int64, limit int) ([]Posting, bool, error) {
+	if limit < 1 || limit > MaxPageSize {
+		return nil, false, &ValidationError{Fields: []FieldError{{"limite", fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
+	}
+	if !ValidAccountID(accountID) {
+		return nil, false, ErrAccountNotFound
+	}
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	ps, err := s.store.Postings(ctx, accountID, before, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(ps) > limit {
+		return ps[:limit], true, nil
+	}
+	return ps, false, nil
+}

@@ -1,0 +1,142 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/postgres"
+)
+
+// BenchmarkSettlement measures settlements per second against one database,
+// one transaction per transfer versus batches of 50, with transfers spread
+// over 1,000 accounts and with one hot source account.
+//
+// The workers model the consumer: the analisada topic is keyed by source
+// account, so a partition's records are settled in order by one worker.
+// Spread: 8 workers (partitions in flight), each with the sources of its
+// partition, destinations anywhere. Hot: every transfer leaves one account,
+// so they all sit in one partition and its one worker settles them in
+// order; its row lock is what one-per-transaction serialises on.
+func BenchmarkSettlement(b *testing.B) {
+	const (
+		accounts = 1000
+		spreadW  = 8
+	)
+	db := ledgertest.NewDB(b)
+	s := postgres.New(db, outbox.New(db), ledgertest.Topics)
+	ctx := context.Background()
+	ids := make([]string, accounts)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ACC-%04d", i)
+		if _, _, err := s.CreateAccount(ctx, ids[i], "BRL"); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := s.Deposit(ctx, uuid.New(), ids[i], 1_000_000_000_000); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, _, err := s.CreateAccount(ctx, "HOT", "BRL"); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := s.Deposit(ctx, uuid.New(), "HOT", ledger.MaxAmountCents); err != nil {
+		b.Fatal(err)
+	}
+
+	cases := []struct {
+		name    string
+		hot     bool
+		batch   int
+		workers int
+	}{
+		{"spread/one-per-tx", false, 1, spreadW},
+		{"spread/batch-50", false, 50, spreadW},
+		{"hot/one-per-tx", true, 1, 1},
+		{"hot/batch-50", true, 50, 1},
+	}
+	rates := map[string]float64{}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			rnd := rand.New(rand.NewPCG(uint64(b.N), 1))
+			streams := make([][]ledger.Transfer, c.workers)
+			for i := range b.N {
+				w := i % c.workers
+				src := "HOT"
+				if !c.hot {
+					// a source of worker w's partition
+					src = ids[(rnd.IntN(accounts/c.workers))*c.workers+w]
+				}
+				dst := ids[rnd.IntN(accounts)]
+				if dst == src {
+					dst = ids[(rnd.IntN(accounts-1)+1+indexOf(src))%accounts]
+				}
+				streams[w] = append(streams[w], ledger.Transfer{ID: uuid.New(), EventID: uuid.New(),
+					Source: src, Dest: dst, AmountCents: 1 + rnd.Int64N(1000), Currency: "BRL"})
+			}
+			// Every measured run starts from the same state: the previous
+			// runs' dead rows vacuumed and statistics fresh, so that no
+			// autovacuum competes with the measurement.
+			if _, err := db.Exec(ctx, "VACUUM (ANALYZE) account, processed_transfer, posting, outbox_event"); err != nil {
+				b.Fatal(err)
+			}
+			var (
+				wg   sync.WaitGroup
+				mu   sync.Mutex
+				errs []error
+			)
+			b.ResetTimer()
+			start := time.Now()
+			for _, stream := range streams {
+				wg.Go(func() {
+					for len(stream) > 0 {
+						n := min(c.batch, len(stream))
+						rs, err := s.Settle(ctx, stream[:n], time.Now())
+						if err == nil {
+							for _, r := range rs {
+								if r.Outcome != ledger.Settled {
+									err = fmt.Errorf("transfer %s: %v", r.TransferID, r)
+								}
+							}
+						}
+						if err != nil {
+							mu.Lock()
+							errs = append(errs, err)
+							mu.Unlock()
+							return
+						}
+						stream = stream[n:]
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			for _, err := range errs {
+				b.Fatal(err)
+			}
+			rate := float64(b.N) / elapsed.Seconds()
+			rates[c.name] = rate
+			b.ReportMetric(rate, "settlements/s")
+			if c.name == "hot/batch-50" && rates["hot/one-per-tx"] > 0 {
+				b.ReportMetric(rate/rates["hot/one-per-tx"], "x-one-per-tx")
+			}
+			if c.name == "spread/batch-50" && rates["spread/one-per-tx"] > 0 {
+				b.ReportMetric(rate/rates["spread/one-per-tx"], "x-one-per-tx")
+			}
+		})
+	}
+}
+
+func indexOf(id string) int {
+	var n int
+	_, _ = fmt.Sscanf(id, "ACC-%04d", &n)
+	return n
+}

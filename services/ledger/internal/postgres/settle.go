@@ -1,0 +1,273 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+)
+
+// Derived event id kinds (events.DerivedID) of the ledger's result events.
+const (
+	KindSettled  = "liquidada"
+	KindRejected = "rejeitada-ledger"
+)
+
+// The settlement statements take arrays, so that one transfer and a batch of
+// fifty cost the same number of round trips. UUIDs go as [16]byte, which pgx
+// encodes natively (uuid.UUID would go through driver.Valuer and text).
+const (
+	// claimSQL inserts the processed markers in transfer-id order: two
+	// batches sharing transfers wait for each other's markers in one order
+	// and cannot deadlock on them. A marker that exists (a redelivery, or
+	// one committed by a concurrent delivery we waited for) is not
+	// returned.
+	claimSQL = `
+INSERT INTO processed_transfer (transfer_id, result, source_account, dest_account, amount_cents, currency, event_id)
+SELECT u.id, 'EM_PROCESSAMENTO', u.src, u.dst, u.amount, u.currency, u.event_id
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::uuid[])
+     AS u(id, src, dst, amount, currency, event_id)
+ORDER BY u.id
+ON CONFLICT (transfer_id) DO NOTHING
+RETURNING transfer_id`
+
+	// writeSQL writes the postings, the balance changes (one per account)
+	// and the results in one statement: they do not read each other's
+	// rows, so data-modifying CTEs apply them together, and a batch costs
+	// one statement whatever its size.
+	writeSQL = `
+WITH postings AS (
+    INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
+    SELECT 'TRANSFER', p.entry_id, p.account_id, p.direction, p.amount
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY
+         AS p(entry_id, account_id, direction, amount, n)
+    ORDER BY p.n
+), balances AS (
+    UPDATE account AS a SET balance_cents = a.balance_cents + d.delta
+    FROM unnest($5::text[], $6::bigint[]) AS d(id, delta)
+    WHERE a.id = d.id
+)
+UPDATE processed_transfer AS m
+SET result = r.result, reason = NULLIF(r.reason, ''), result_event_id = r.event_id
+FROM unnest($7::uuid[], $8::text[], $9::text[], $10::uuid[]) AS r(id, result, reason, event_id)
+WHERE m.transfer_id = r.id`
+)
+
+// Settle implements ledger.Store: one transaction for all of ts.
+//
+// Round trips: begin; claim markers and lock accounts (pipelined, the
+// claim runs first); enqueue the result events; postings, balances and
+// results (one statement); commit. Transfers whose marker was already
+// there are Duplicates; their accounts are locked anyway (the claim and the
+// lock share a round trip), which costs nothing but a brief wait.
+func (s *Store) Settle(ctx context.Context, ts []ledger.Transfer, now time.Time) ([]ledger.Result, error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	var results []ledger.Result
+	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		results, err = s.settle(ctx, tx, ts, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// settle is the body of the settlement transaction. It builds all of its
+// state afresh, since InTx may run it again.
+func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, now time.Time) ([]ledger.Result, error) {
+	// The first occurrence of a transfer in ts claims it; a later one is a
+	// duplicate, as its redelivery after a commit would be.
+	first := make(map[uuid.UUID]int, len(ts))
+	var (
+		ids, eventIDs    [][16]byte
+		srcs, dsts, curs []string
+		amounts          []int64
+		accountIDs       []string
+		seenAccount      = map[string]bool{}
+		addAccount       = func(id string) {
+			if !seenAccount[id] {
+				seenAccount[id] = true
+				accountIDs = append(accountIDs, id)
+			}
+		}
+	)
+	for i, t := range ts {
+		if _, dup := first[t.ID]; dup {
+			continue
+		}
+		first[t.ID] = i
+		ids = append(ids, [16]byte(t.ID))
+		eventIDs = append(eventIDs, [16]byte(t.EventID))
+		srcs, dsts, curs = append(srcs, t.Source), append(dsts, t.Dest), append(curs, t.Currency)
+		amounts = append(amounts, t.AmountCents)
+		addAccount(t.Source)
+		addAccount(t.Dest)
+	}
+
+	b := &pgx.Batch{}
+	b.Queue(claimSQL, ids, srcs, dsts, amounts, curs, eventIDs)
+	b.Queue(lockAccountsSQL, accountIDs)
+	br := tx.SendBatch(ctx, b)
+	claimed, err := readClaimed(br)
+	var accounts map[string]*ledger.Account
+	if err == nil {
+		accounts, err = readLocked(br)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("claim and lock: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	results := make([]ledger.Result, len(ts))
+	var (
+		msgs                   []outbox.Message
+		pEntries               [][16]byte
+		pAccounts, pDirections []string
+		pAmounts               []int64
+		rIDs, rEventIDs        [][16]byte
+		rResults, rReasons     []string
+		deltas                 = map[string]int64{}
+	)
+	for i, t := range ts {
+		if first[t.ID] != i || !claimed[t.ID] {
+			results[i] = ledger.Result{TransferID: t.ID, Outcome: ledger.Duplicate}
+			continue
+		}
+		outcome, reason := ledger.Decide(accounts[t.Source], accounts[t.Dest], t)
+		results[i] = ledger.Result{TransferID: t.ID, Outcome: outcome, Reason: reason}
+		if outcome == ledger.Settled {
+			pEntries = append(pEntries, [16]byte(t.ID), [16]byte(t.ID))
+			pAccounts = append(pAccounts, t.Source, t.Dest)
+			pDirections = append(pDirections, string(ledger.Debit), string(ledger.Credit))
+			pAmounts = append(pAmounts, t.AmountCents, t.AmountCents)
+			deltas[t.Source] -= t.AmountCents
+			deltas[t.Dest] += t.AmountCents
+		}
+		msg, err := s.resultMessage(t, outcome, reason, now)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, msg)
+		rIDs, rEventIDs = append(rIDs, [16]byte(t.ID)), append(rEventIDs, [16]byte(msg.ID))
+		rResults, rReasons = append(rResults, string(outcome)), append(rReasons, reason)
+	}
+	if len(msgs) == 0 {
+		return results, nil // every transfer was a duplicate
+	}
+
+	if err := s.outbox.Enqueue(ctx, tx, msgs...); err != nil {
+		return nil, err
+	}
+	dIDs, dAmounts := sortedDeltas(deltas)
+	if _, err := tx.Exec(ctx, writeSQL, pEntries, pAccounts, pDirections, pAmounts, dIDs, dAmounts,
+		rIDs, rResults, rReasons, rEventIDs); err != nil {
+		return nil, fmt.Errorf("write postings and results: %w", err)
+	}
+	return results, nil
+}
+
+func readClaimed(br pgx.BatchResults) (map[uuid.UUID]bool, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("claim transfers: %w", err)
+	}
+	defer rows.Close()
+	claimed := map[uuid.UUID]bool{}
+	for rows.Next() {
+		var id [16]byte
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("scan claimed transfer: %w", err)
+		}
+		claimed[uuid.UUID(id)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim transfers: %w", err)
+	}
+	return claimed, nil
+}
+
+func readLocked(br pgx.BatchResults) (map[string]*ledger.Account, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("lock accounts: %w", err)
+	}
+	defer rows.Close()
+	accounts := map[string]*ledger.Account{}
+	for rows.Next() {
+		a := &ledger.Account{}
+		if err := rows.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.Funding); err != nil {
+			return nil, fmt.Errorf("scan account: %w", err)
+		}
+		accounts[a.ID] = a
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock accounts: %w", err)
+	}
+	return accounts, nil
+}
+
+// sortedDeltas returns the non-zero balance changes in account order.
+func sortedDeltas(deltas map[string]int64) ([]string, []int64) {
+	ids := make([]string, 0, len(deltas))
+	for id, d := range deltas {
+		if d != 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	amounts := make([]int64, len(ids))
+	for i, id := range ids {
+		amounts[i] = deltas[id]
+	}
+	return ids, amounts
+}
+
+// resultMessage is the outbox message of a decided transfer:
+// TransferenciaLiquidada or TransferenciaRejeitada, keyed by the source
+// account, with an id derived from the transfer id so that a second
+// decision (which the marker prevents anyway) could not make a second
+// event.
+func (s *Store) resultMessage(t ledger.Transfer, outcome ledger.Outcome, reason string, now time.Time) (outbox.Message, error) {
+	m := outbox.Message{
+		AggregateType: "transfer",
+		AggregateID:   t.ID.String(),
+		Key:           t.Source,
+		Headers:       map[string]string{events.HeaderCorrelationID: t.ID.String()},
+		OccurredAt:    now,
+	}
+	if t.Traceparent != "" {
+		m.Headers[events.HeaderTraceparent] = t.Traceparent
+	}
+	var payload any
+	switch outcome {
+	case ledger.Settled:
+		m.ID = events.DerivedID(KindSettled, t.ID)
+		m.Topic, m.Type = s.topics.Settled, events.TypeSettled
+		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now}
+	case ledger.Rejected:
+		m.ID = events.DerivedID(KindRejected, t.ID)
+		m.Topic, m.Type = s.topics.Rejected, events.TypeRejected
+		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now}
+	default:
+		return outbox.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
+	}
+	var err error
+	if m.Payload, err = json.Marshal(payload); err != nil {
+		return outbox.Message{}, fmt.Errorf("encode result event of %s: %w", t.ID, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,270 @@
+// Package postgres is the ledger's PostgreSQL store: accounts, postings,
+// processed-transfer markers and deposits, and the settlement transaction
+// that writes them with the result events in the outbox.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+)
+
+var _ ledger.Store = (*Store)(nil)
+
+// TxRunner runs fn in one transaction, committing when fn returns nil.
+// *postgres.DB is one (it reruns fn on serialization failures and
+// deadlocks).
+type TxRunner interface {
+	InTx(ctx context.Context, fn func(tx pgx.Tx) error) error
+}
+
+// Store is the ledger's store on PostgreSQL.
+type Store struct {
+	db     *postgres.DB
+	tx     TxRunner
+	outbox *outbox.Outbox
+	topics events.Topics
+}
+
+// Option changes a Store.
+type Option func(*Store)
+
+// WithTxRunner makes the store run its transactions with r instead of the
+// DB's InTx (tests use a runner that never retries, so that a deadlock
+// would surface).
+func WithTxRunner(r TxRunner) Option { return func(s *Store) { s.tx = r } }
+
+// New returns the store on db, enqueuing result events in ob for the topics
+// t.Settled and t.Rejected.
+func New(db *postgres.DB, ob *outbox.Outbox, t events.Topics, opts ...Option) *Store {
+	s := &Store{db: db, tx: db, outbox: ob, topics: t}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+const (
+	ensureFundingSQL = `
+INSERT INTO account (id, currency, funding) VALUES ('__FUNDING__' || $1, $1, true)
+ON CONFLICT (id) DO NOTHING`
+
+	createAccountSQL = `
+INSERT INTO account (id, currency) VALUES ($1, $2)
+ON CONFLICT (id) DO NOTHING
+RETURNING id, currency, balance_cents, funding, created_at`
+
+	accountSQL = `
+SELECT id, currency, balance_cents, funding, created_at FROM account WHERE id = $1`
+
+	insertDepositSQL = `
+INSERT INTO deposit (id, account_id, amount_cents, balance_after_cents) VALUES ($1, $2, $3, 0)
+ON CONFLICT (id) DO NOTHING`
+
+	depositSQL = `
+SELECT id, account_id, amount_cents, balance_after_cents, created_at FROM deposit WHERE id = $1`
+
+	lockAccountsSQL = `
+SELECT id, currency, balance_cents, funding FROM account
+WHERE id = ANY($1::text[])
+ORDER BY id
+FOR UPDATE`
+
+	depositPostingsSQL = `
+INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
+VALUES ('DEPOSIT', $1, $2, 'D', $4), ('DEPOSIT', $1, $3, 'C', $4)`
+
+	creditSQL = `UPDATE account SET balance_cents = balance_cents + $2 WHERE id = $1 RETURNING balance_cents`
+
+	finishDepositSQL = `
+UPDATE deposit SET balance_after_cents = $2 WHERE id = $1 RETURNING created_at`
+
+	postingsSQL = `
+SELECT id, entry_id, direction, amount_cents, created_at FROM posting
+WHERE account_id = $1 AND id < $2
+ORDER BY id DESC
+LIMIT $3`
+
+	accountExistsSQL = `SELECT EXISTS (SELECT 1 FROM account WHERE id = $1)`
+)
+
+// CreateAccount implements ledger.Store.
+func (s *Store) CreateAccount(ctx context.Context, id, currency string) (ledger.Account, bool, error) {
+	var (
+		a       ledger.Account
+		created bool
+	)
+	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, ensureFundingSQL, currency); err != nil {
+			return fmt.Errorf("ensure funding account %s: %w", currency, err)
+		}
+		var err error
+		a, err = scanAccount(tx.QueryRow(ctx, createAccountSQL, id, currency))
+		if err == nil {
+			created = true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("insert account %s: %w", id, err)
+		}
+		created = false
+		if a, err = scanAccount(tx.QueryRow(ctx, accountSQL, id)); err != nil {
+			return fmt.Errorf("read account %s: %w", id, err)
+		}
+		if a.Currency != currency {
+			return ledger.ErrCurrencyConflict
+		}
+		return nil
+	})
+	if err != nil {
+		return ledger.Account{}, false, err
+	}
+	return a, created, nil
+}
+
+// Account implements ledger.Store.
+func (s *Store) Account(ctx context.Context, id string) (ledger.Account, error) {
+	a, err := scanAccount(s.db.QueryRow(ctx, accountSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Account{}, ledger.ErrAccountNotFound
+	}
+	if err != nil {
+		return ledger.Account{}, fmt.Errorf("read account %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// Deposit implements ledger.Store. In one transaction: it reads the
+// account, claims the deposit id (a concurrent request with the same key
+// waits here and then replays), locks the account and the funding account
+// ORDER BY id, writes the two postings and both balances, and stores the
+// balance after, which a replay returns.
+func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amount int64) (ledger.Deposit, bool, error) {
+	var (
+		d        ledger.Deposit
+		replayed bool
+	)
+	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+		replayed = false
+		a, err := scanAccount(tx.QueryRow(ctx, accountSQL, accountID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ledger.ErrAccountNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("read account %s: %w", accountID, err)
+		}
+		if a.Funding {
+			return ledger.ErrFundingAccount
+		}
+		tag, err := tx.Exec(ctx, insertDepositSQL, id, accountID, amount)
+		if err != nil {
+			return fmt.Errorf("claim deposit %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			if d, err = scanDeposit(tx.QueryRow(ctx, depositSQL, id)); err != nil {
+				return fmt.Errorf("read deposit %s: %w", id, err)
+			}
+			if d.AccountID != accountID || d.AmountCents != amount {
+				return ledger.ErrKeyReused
+			}
+			replayed = true
+			return nil
+		}
+		funding := ledger.FundingAccountID(a.Currency)
+		if _, err := tx.Exec(ctx, ensureFundingSQL, a.Currency); err != nil {
+			return fmt.Errorf("ensure funding account %s: %w", a.Currency, err)
+		}
+		rows, err := tx.Query(ctx, lockAccountsSQL, []string{accountID, funding})
+		if err != nil {
+			return fmt.Errorf("lock accounts: %w", err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lock accounts: %w", err)
+		}
+		if _, err := tx.Exec(ctx, depositPostingsSQL, id, funding, accountID, amount); err != nil {
+			return fmt.Errorf("write deposit postings: %w", err)
+		}
+		var after, ignored int64
+		if err := tx.QueryRow(ctx, creditSQL, funding, -amount).Scan(&ignored); err != nil {
+			return mapOverflow(fmt.Errorf("debit funding account: %w", err))
+		}
+		if err := tx.QueryRow(ctx, creditSQL, accountID, amount).Scan(&after); err != nil {
+			return mapOverflow(fmt.Errorf("credit account %s: %w", accountID, err))
+		}
+		d = ledger.Deposit{ID: id, AccountID: accountID, AmountCents: amount, BalanceAfterCents: after}
+		if err := tx.QueryRow(ctx, finishDepositSQL, id, after).Scan(&d.CreatedAt); err != nil {
+			return fmt.Errorf("record deposit %s: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return ledger.Deposit{}, false, err
+	}
+	return d, replayed, nil
+}
+
+// mapOverflow turns a numeric overflow of a balance into
+// ledger.ErrBalanceOverflow.
+func mapOverflow(err error) error {
+	if postgres.Code(err) == codeNumericOutOfRange {
+		return ledger.ErrBalanceOverflow
+	}
+	return err
+}
+
+// codeNumericOutOfRange is SQLSTATE numeric_value_out_of_range (bigint
+// overflow).
+const codeNumericOutOfRange = "22003"
+
+// Postings implements ledger.Store.
+func (s *Store) Postings(ctx context.Context, accountID string, before int64, limit int) ([]ledger.Posting, error) {
+	var exists bool
+	if err := s.db.QueryRow(ctx, accountExistsSQL, accountID).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("find account %s: %w", accountID, err)
+	}
+	if !exists {
+		return nil, ledger.ErrAccountNotFound
+	}
+	rows, err := s.db.Query(ctx, postingsSQL, accountID, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list postings of %s: %w", accountID, err)
+	}
+	defer rows.Close()
+	var out []ledger.Posting
+	for rows.Next() {
+		var (
+			p   ledger.Posting
+			dir string
+		)
+		if err := rows.Scan(&p.ID, &p.EntryID, &dir, &p.AmountCents, &p.CreatedAt); err != nil {
+			return nil, fmt.Errorf("scan posting: %w", err)
+		}
+		p.Direction = ledger.Direction(dir)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list postings of %s: %w", accountID, err)
+	}
+	return out, nil
+}
+
+func scanAccount(row pgx.Row) (ledger.Account, error) {
+	var a ledger.Account
+	err := row.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.Funding, &a.CreatedAt)
+	return a, err
+}
+
+func scanDeposit(row pgx.Row) (ledger.Deposit, error) {
+	var d ledger.Deposit
+	err := row.Scan(&d.ID, &d.AccountID, &d.AmountCents, &d.BalanceAfterCents, &d.CreatedAt)
+	return d, err
+}

@@ -1,0 +1,249 @@
+// Package web is the ledger's HTTP API (CONTRACTS.md section 2): open
+// accounts, deposit from the funding account, read balances and postings.
+// Errors are problem+json through pkg/httpapi.
+package web
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+)
+
+// HeaderIdempotencyKey is the deposit's idempotency key (a UUID, also the
+// deposit id).
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// HeaderReplayed marks a response replayed from an earlier request with the
+// same key.
+const HeaderReplayed = "Idempotent-Replayed"
+
+// Handler serves the accounts API.
+type Handler struct {
+	svc *ledger.Service
+	log *slog.Logger
+}
+
+// New returns the handler of svc.
+func New(svc *ledger.Service, log *slog.Logger) *Handler {
+	return &Handler{svc: svc, log: log}
+}
+
+// Routes mounts the API on r.
+func (h *Handler) Routes(r chi.Router) {
+	r.Post("/contas", h.openAccount)
+	r.Get("/contas/{id}", h.account)
+	r.Post("/contas/{id}/depositos", h.deposit)
+	r.Get("/contas/{id}/lancamentos", h.postings)
+}
+
+// AccountResponse is an account on the wire.
+type AccountResponse struct {
+	ID           string `json:"id"`
+	Currency     string `json:"moeda"`
+	BalanceCents int64  `json:"saldoEmCentavos"`
+}
+
+// DepositResponse is a deposit on the wire.
+type DepositResponse struct {
+	ID                uuid.UUID `json:"id"`
+	AccountID         string    `json:"contaId"`
+	AmountCents       int64     `json:"valorEmCentavos"`
+	BalanceAfterCents int64     `json:"saldoEmCentavos"`
+	CreatedAt         time.Time `json:"criadoEm"`
+}
+
+// PostingResponse is a posting on the wire. TransferID holds the deposit
+// id for a deposit's posting.
+type PostingResponse struct {
+	ID          int64     `json:"id"`
+	TransferID  uuid.UUID `json:"transferenciaId"`
+	Direction   string    `json:"tipo"`
+	AmountCents int64     `json:"valorEmCentavos"`
+	CreatedAt   time.Time `json:"criadoEm"`
+}
+
+// PostingsPage is one page of postings, newest first; NextCursor is null on
+// the last page.
+type PostingsPage struct {
+	Items      []PostingResponse `json:"itens"`
+	NextCursor *string           `json:"proximoCursor"`
+}
+
+type openAccountRequest struct {
+	ID       string `json:"id"`
+	Currency string `json:"moeda"`
+}
+
+type depositRequest struct {
+	AmountCents int64 `json:"valorEmCentavos"`
+}
+
+func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
+	body, err := httpapi.ReadJSONBody(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req openAccountRequest
+	if err := httpapi.DecodeStrict(body, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	a, created, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		h.log.InfoContext(r.Context(), "account opened", "account_id", a.ID, "moeda", a.Currency)
+	}
+	w.Header().Set("Location", "/contas/"+url.PathEscape(a.ID))
+	httpapi.WriteJSON(w, status, accountResponse(a))
+}
+
+func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
+	a, err := h.svc.Account(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, accountResponse(a))
+}
+
+func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
+	key, err := uuid.Parse(r.Header.Get(HeaderIdempotencyKey))
+	if err != nil || key == uuid.Nil {
+		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidKey, "the %s header must be a UUID", HeaderIdempotencyKey))
+		return
+	}
+	body, err := httpapi.ReadJSONBody(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req depositRequest
+	if err := httpapi.DecodeStrict(body, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d, replayed, err := h.svc.Deposit(r.Context(), key, chi.URLParam(r, "id"), req.AmountCents)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	} else {
+		h.log.InfoContext(r.Context(), "deposit made", "deposit_id", d.ID, "account_id", d.AccountID)
+	}
+	httpapi.WriteJSON(w, http.StatusCreated, DepositResponse{
+		ID: d.ID, AccountID: d.AccountID, AmountCents: d.AmountCents,
+		BalanceAfterCents: d.BalanceAfterCents, CreatedAt: d.CreatedAt.UTC(),
+	})
+}
+
+func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := ledger.DefaultPageSize
+	if v := q.Get("limite"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			h.fail(w, r, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
+				Fields: []httpapi.FieldError{{Field: "limite", Message: "must be an integer"}}})
+			return
+		}
+		limit = n
+	}
+	var before int64
+	if v := q.Get("cursor"); v != "" {
+		var err error
+		if before, err = decodeCursor(v); err != nil {
+			h.fail(w, r, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
+				Fields: []httpapi.FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}})
+			return
+		}
+	}
+	ps, more, err := h.svc.Postings(r.Context(), chi.URLParam(r, "id"), before, limit)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	page := PostingsPage{Items: make([]PostingResponse, len(ps))}
+	for i, p := range ps {
+		page.Items[i] = PostingResponse{ID: p.ID, TransferID: p.EntryID, Direction: string(p.Direction),
+			AmountCents: p.AmountCents, CreatedAt: p.CreatedAt.UTC()}
+	}
+	if more {
+		c := encodeCursor(ps[len(ps)-1].ID)
+		page.NextCursor = &c
+	}
+	httpapi.WriteJSON(w, http.StatusOK, page)
+}
+
+// The cursor is opaque to clients: the id of the last posting of a page,
+// versioned so that its form can change.
+const cursorPrefix = "v1:"
+
+func encodeCursor(lastID int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatInt(lastID, 10)))
+}
+
+func decodeCursor(s string) (int64, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, fmt.Errorf("decode cursor: %w", err)
+	}
+	v, ok := strings.CutPrefix(string(raw), cursorPrefix)
+	if !ok {
+		return 0, errors.New("cursor version")
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errors.New("cursor position")
+	}
+	return id, nil
+}
+
+func accountResponse(a ledger.Account) AccountResponse {
+	return AccountResponse{ID: a.ID, Currency: a.Currency, BalanceCents: a.BalanceCents}
+}
+
+// fail maps domain errors to the suite's error kinds; anything else is a
+// 500 whose cause is logged, not shown.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ve *ledger.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		fields := make([]httpapi.FieldError, len(ve.Fields))
+		for i, f := range ve.Fields {
+			fields[i] = httpapi.FieldError{Field: f.Field, Message: f.Message}
+		}
+		err = &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the request breaks a rule", Fields: fields}
+	case errors.Is(err, ledger.ErrAccountNotFound):
+		err = httpapi.Errorf(httpapi.KindNotFound, "account %q not found", chi.URLParam(r, "id"))
+	case errors.Is(err, ledger.ErrCurrencyConflict):
+		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another currency")
+	case errors.Is(err, ledger.ErrKeyReused):
+		err = httpapi.Errorf(httpapi.KindKeyReused, "this %s was used for another deposit", HeaderIdempotencyKey)
+	case errors.Is(err, ledger.ErrFundingAccount):
+		err = httpapi.Errorf(httpapi.KindValidation, "funding accounts do not take deposits")
+	case errors.Is(err, ledger.ErrBalanceOverflow):
+		err = &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the deposit would overflow a balance",
+			Fields: []httpapi.FieldError{{Field: "valorEmCentavos", Message: "too large for this account"}}}
+	}
+	httpapi.WriteError(w, r, h.log, err)
+}

@@ -1,0 +1,466 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/postgres"
+	"github.com/paysuite/payments/services/ledger/internal/web"
+)
+
+type api struct {
+	srv   *httptest.Server
+	store *postgres.Store
+}
+
+func newAPI(tb testing.TB) *api {
+	tb.Helper()
+	db := ledgertest.NewDB(tb)
+	store := postgres.New(db, outbox.New(db), ledgertest.Topics)
+	log := slog.New(slog.DiscardHandler)
+	r := httpapi.NewRouter(log, nil, nil, nil)
+	web.New(ledger.NewService(store, nil), log).Routes(r)
+	srv := httptest.NewServer(r)
+	tb.Cleanup(srv.Close)
+	return &api{srv: srv, store: store}
+}
+
+type response struct {
+	status  int
+	header  http.Header
+	body    map[string]any
+	rawBody string
+}
+
+// do sends a request; body is sent as application/json unless headers say
+// otherwise.
+func (a *api) do(tb testing.TB, method, path, body string, headers ...string) response {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, a.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := a.srv.Client().Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := response{status: res.StatusCode, header: res.Header, rawBody: string(raw)}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &r.body); err != nil {
+			tb.Fatalf("%s %s: body is not a JSON object: %q", method, path, raw)
+		}
+	}
+	return r
+}
+
+// problemType returns the problem type of an error response, checking it
+// is problem+json.
+func problemType(tb testing.TB, r response) string {
+	tb.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		tb.Errorf("error Content-Type = %q, want application/problem+json (body %s)", ct, r.rawBody)
+	}
+	s, _ := r.body["type"].(string)
+	return strings.TrimPrefix(s, httpapi.ProblemTypeBase)
+}
+
+func TestOpenAccount(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	if r := a.do(t, "POST", "/contas", `{"id":"CC-001","moeda":"BRL"}`); r.status != http.StatusCreated {
+		t.Fatalf("first open: %d %s", r.status, r.rawBody)
+	}
+	tests := []struct {
+		name        string
+		body        string
+		contentType string
+		status      int
+		problem     string   // problem type, for errors
+		fields      []string // invalid fields, for validation errors
+		want        map[string]any
+	}{
+		{name: "new account", body: `{"id":"CC-002","moeda":"USD"}`, status: 201,
+			want: map[string]any{"id": "CC-002", "moeda": "USD", "saldoEmCentavos": 0.0}},
+		{name: "same id and currency again", body: `{"id":"CC-001","moeda":"BRL"}`, status: 200,
+			want: map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 0.0}},
+		{name: "same id, other currency", body: `{"id":"CC-001","moeda":"USD"}`, status: 409, problem: "conflict"},
+		{name: "id too long", body: `{"id":"` + strings.Repeat("a", 33) + `","moeda":"BRL"}`, status: 422,
+			problem: "validation-failed", fields: []string{"id"}},
+		{name: "id with a space", body: `{"id":"CC 1","moeda":"BRL"}`, status: 422, problem: "validation-failed", fields: []string{"id"}},
+		{name: "empty id and currency", body: `{}`, status: 422, problem: "validation-failed", fields: []string{"id", "moeda"}},
+		{name: "funding prefix", body: `{"id":"__FUNDING__BRL","moeda":"BRL"}`, status: 422, problem: "validation-failed", fields: []string{"id"}},
+		{name: "lower-case currency", body: `{"id":"CC-003","moeda":"brl"}`, status: 422, problem: "validation-failed", fields: []string{"moeda"}},
+		{name: "two-letter currency", body: `{"id":"CC-003","moeda":"BR"}`, status: 422, problem: "validation-failed", fields: []string{"moeda"}},
+		{name: "unknown field", body: `{"id":"CC-003","moeda":"BRL","saldo":5}`, status: 400, problem: "malformed-request", fields: []string{"saldo"}},
+		{name: "wrong type", body: `{"id":3,"moeda":"BRL"}`, status: 400, problem: "malformed-request", fields: []string{"id"}},
+		{name: "null", body: `{"id":null,"moeda":"BRL"}`, status: 400, problem: "malformed-request", fields: []string{"id"}},
+		{name: "not JSON", body: `{"id":`, status: 400, problem: "malformed-request"},
+		{name: "not JSON content type", body: `{"id":"CC-003","moeda":"BRL"}`, contentType: "text/plain", status: 415, problem: "unsupported-media-type"},
+		{name: "too large", body: `{"id":"CC-003","moeda":"BRL","x":"` + strings.Repeat("x", 70<<10) + `"}`, status: 413, problem: "payload-too-large"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var headers []string
+			if tc.contentType != "" {
+				headers = []string{"Content-Type", tc.contentType}
+			}
+			r := a.do(t, "POST", "/contas", tc.body, headers...)
+			if r.status != tc.status {
+				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.status, r.rawBody)
+			}
+			if tc.problem != "" {
+				if got := problemType(t, r); got != tc.problem {
+					t.Errorf("problem type = %q, want %q", got, tc.problem)
+				}
+				if diff := cmp.Diff(tc.fields, fieldNames(r)); diff != "" {
+					t.Errorf("invalid fields mismatch (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if diff := cmp.Diff(tc.want, r.body); diff != "" {
+				t.Errorf("body mismatch (-want +got):\n%s", diff)
+			}
+			if loc := r.header.Get("Location"); loc != "/contas/"+tc.want["id"].(string) {
+				t.Errorf("Location = %q", loc)
+			}
+		})
+	}
+}
+
+func fieldNames(r response) []string {
+	errs, _ := r.body["errors"].([]any)
+	var out []string
+	for _, e := range errs {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m["field"].(string))
+		}
+	}
+	return out
+}
+
+func TestDeposit(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	for _, body := range []string{`{"id":"CC-001","moeda":"BRL"}`, `{"id":"CC-002","moeda":"BRL"}`} {
+		if r := a.do(t, "POST", "/contas", body); r.status != http.StatusCreated {
+			t.Fatalf("open: %d %s", r.status, r.rawBody)
+		}
+	}
+	key := uuid.NewString()
+	first := a.do(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":100000}`, "Idempotency-Key", key)
+	if first.status != http.StatusCreated {
+		t.Fatalf("deposit: %d %s", first.status, first.rawBody)
+	}
+	if got := first.body["saldoEmCentavos"]; got != 100000.0 {
+		t.Errorf("saldoEmCentavos = %v, want 100000", got)
+	}
+	if first.header.Get(web.HeaderReplayed) != "" {
+		t.Error("a first deposit is marked replayed")
+	}
+	// A later deposit, so that a replay of the first cannot just echo the
+	// current balance.
+	if r := a.do(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":5}`, "Idempotency-Key", uuid.NewString()); r.status != 201 {
+		t.Fatalf("second deposit: %d %s", r.status, r.rawBody)
+	}
+
+	tests := []struct {
+		name        string
+		path        string
+		key         string
+		body        string
+		contentType string
+		status      int
+		problem     string
+		replayed    bool
+	}{
+		{name: "replay", path: "/contas/CC-001/depositos", key: key, body: `{"valorEmCentavos":100000}`, status: 201, replayed: true},
+		{name: "same key, other amount", path: "/contas/CC-001/depositos", key: key, body: `{"valorEmCentavos":100001}`,
+			status: 422, problem: "idempotency-key-reused"},
+		{name: "same key, other account", path: "/contas/CC-002/depositos", key: key, body: `{"valorEmCentavos":100000}`,
+			status: 422, problem: "idempotency-key-reused"},
+		{name: "no key", path: "/contas/CC-001/depositos", body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "key not a UUID", path: "/contas/CC-001/depositos", key: "abc", body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "unknown account", path: "/contas/CC-404/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 404, problem: "not-found"},
+		{name: "funding account", path: "/contas/__FUNDING__BRL/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 422, problem: "validation-failed"},
+		{name: "zero", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":0}`, status: 422, problem: "validation-failed"},
+		{name: "negative", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":-1}`, status: 422, problem: "validation-failed"},
+		{name: "missing amount", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{}`, status: 422, problem: "validation-failed"},
+		{name: "above 10^15", path: "/contas/CC-002/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1000000000000001}`, status: 422, problem: "validation-failed"},
+		{name: "exactly 10^15", path: "/contas/CC-002/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1000000000000000}`, status: 201},
+		{name: "float", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1.5}`, status: 400, problem: "malformed-request"},
+		{name: "string", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":"1"}`, status: 400, problem: "malformed-request"},
+		{name: "overflowing int64", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":9223372036854775808}`, status: 400, problem: "malformed-request"},
+		{name: "unknown field", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valor":1}`, status: 400, problem: "malformed-request"},
+		{name: "not JSON content type", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`,
+			contentType: "text/plain", status: 415, problem: "unsupported-media-type"},
+		{name: "too large", path: "/contas/CC-001/depositos", key: uuid.NewString(),
+			body: `{"valorEmCentavos":1,"x":"` + strings.Repeat("x", 70<<10) + `"}`, status: 413, problem: "payload-too-large"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var headers []string
+			if tc.key != "" {
+				headers = []string{"Idempotency-Key", tc.key}
+			}
+			if tc.contentType != "" {
+				headers = append(headers, "Content-Type", tc.contentType)
+			}
+			r := a.do(t, "POST", tc.path, tc.body, headers...)
+			if r.status != tc.status {
+				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.status, r.rawBody)
+			}
+			if tc.problem != "" {
+				if got := problemType(t, r); got != tc.problem {
+					t.Errorf("problem type = %q, want %q", got, tc.problem)
+				}
+				return
+			}
+			if got := r.header.Get(web.HeaderReplayed) == "true"; got != tc.replayed {
+				t.Errorf("replayed header = %v, want %v", got, tc.replayed)
+			}
+			if tc.replayed {
+				if diff := cmp.Diff(first.body, r.body); diff != "" {
+					t.Errorf("replay body mismatch (-first +replay):\n%s", diff)
+				}
+			}
+		})
+	}
+
+	// Only the two real deposits to CC-001 and the 10^15 one moved money.
+	got := map[string]any{}
+	for _, id := range []string{"CC-001", "CC-002", "__FUNDING__BRL"} {
+		r := a.do(t, "GET", "/contas/"+id, "")
+		got[id] = r.body["saldoEmCentavos"]
+	}
+	want := map[string]any{"CC-001": 100005.0, "CC-002": 1e15, "__FUNDING__BRL": -(1e15 + 100005)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("balances mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestConcurrentDepositsWithOneKeyCreditOnce(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	if r := a.do(t, "POST", "/contas", `{"id":"CC-001","moeda":"BRL"}`); r.status != 201 {
+		t.Fatalf("open: %d", r.status)
+	}
+	key := uuid.NewString()
+	const n = 8
+	rs := make([]response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			rs[i] = a.do(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":700}`, "Idempotency-Key", key)
+		})
+	}
+	wg.Wait()
+	fresh := 0
+	for _, r := range rs {
+		if r.status != 201 {
+			t.Fatalf("status %d: %s", r.status, r.rawBody)
+		}
+		if r.header.Get(web.HeaderReplayed) == "" {
+			fresh++
+		}
+		if diff := cmp.Diff(rs[0].body, r.body); diff != "" {
+			t.Errorf("responses differ (-first +this):\n%s", diff)
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d responses not marked replayed, want 1", fresh)
+	}
+	if r := a.do(t, "GET", "/contas/CC-001", ""); r.body["saldoEmCentavos"] != 700.0 {
+		t.Errorf("balance = %v, want 700", r.body["saldoEmCentavos"])
+	}
+}
+
+func TestGetAccount(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	a.do(t, "POST", "/contas", `{"id":"CC-001","moeda":"BRL"}`)
+	a.do(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":42}`, "Idempotency-Key", uuid.NewString())
+	tests := []struct {
+		path   string
+		status int
+		want   map[string]any
+	}{
+		{"/contas/CC-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
+		{"/contas/__FUNDING__BRL", 200, map[string]any{"id": "__FUNDING__BRL", "moeda": "BRL", "saldoEmCentavos": -42.0}},
+		{"/contas/CC-404", 404, nil},
+		{"/contas/" + strings.Repeat("x", 40), 404, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			r := a.do(t, "GET", tc.path, "")
+			if r.status != tc.status {
+				t.Fatalf("status = %d, want %d (%s)", r.status, tc.status, r.rawBody)
+			}
+			if tc.status == 404 {
+				if got := problemType(t, r); got != "not-found" {
+					t.Errorf("problem type = %q", got)
+				}
+				return
+			}
+			if diff := cmp.Diff(tc.want, r.body); diff != "" {
+				t.Errorf("body mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPostingsPagination(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	ctx := context.Background()
+	for _, id := range []string{"CC-001", "CC-002"} {
+		a.do(t, "POST", "/contas", `{"id":"`+id+`","moeda":"BRL"}`)
+	}
+	// 7 deposits and 10 transfers in and out: 17 postings on CC-001.
+	type entry struct {
+		id        string
+		direction string
+		amount    float64
+	}
+	var want []entry // oldest first
+	for i := range 7 {
+		key := uuid.New()
+		amount := int64(1000 + i)
+		if r := a.do(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":`+itoa(amount)+`}`, "Idempotency-Key", key.String()); r.status != 201 {
+			t.Fatalf("deposit: %d %s", r.status, r.rawBody)
+		}
+		want = append(want, entry{key.String(), "C", float64(amount)})
+	}
+	for i := range 10 {
+		src, dst, dir := "CC-001", "CC-002", "D"
+		if i%3 == 2 {
+			src, dst, dir = dst, src, "C"
+		}
+		tr := ledger.Transfer{ID: uuid.New(), EventID: uuid.New(), Source: src, Dest: dst, AmountCents: int64(10 + i), Currency: "BRL"}
+		rs, err := a.store.Settle(ctx, []ledger.Transfer{tr}, time.Now())
+		if err != nil || rs[0].Outcome != ledger.Settled {
+			t.Fatalf("settle: %v %v", rs, err)
+		}
+		want = append(want, entry{tr.ID.String(), dir, float64(10 + i)})
+	}
+
+	for _, limit := range []int{1, 3, 5, 17, 50, 200} {
+		t.Run("limite="+itoa(int64(limit)), func(t *testing.T) {
+			var got []entry
+			var ids []float64
+			path := "/contas/CC-001/lancamentos?limite=" + itoa(int64(limit))
+			for pages := 0; ; pages++ {
+				if pages > 20 {
+					t.Fatal("pagination does not end")
+				}
+				r := a.do(t, "GET", path, "")
+				if r.status != 200 {
+					t.Fatalf("status %d: %s", r.status, r.rawBody)
+				}
+				items := r.body["itens"].([]any)
+				if len(items) > limit {
+					t.Fatalf("page of %d items, limite %d", len(items), limit)
+				}
+				for _, it := range items {
+					m := it.(map[string]any)
+					got = append(got, entry{m["transferenciaId"].(string), m["tipo"].(string), m["valorEmCentavos"].(float64)})
+					ids = append(ids, m["id"].(float64))
+					if _, err := time.Parse(time.RFC3339Nano, m["criadoEm"].(string)); err != nil {
+						t.Errorf("criadoEm: %v", err)
+					}
+				}
+				next, isString := r.body["proximoCursor"].(string)
+				if !isString {
+					if v, present := r.body["proximoCursor"]; !present || v != nil {
+						t.Fatalf("proximoCursor = %v, want a string or null", v)
+					}
+					break
+				}
+				if len(items) != limit {
+					t.Errorf("a page before the last has %d items, want %d", len(items), limit)
+				}
+				path = "/contas/CC-001/lancamentos?limite=" + itoa(int64(limit)) + "&cursor=" + next
+			}
+			// Newest first, every posting once.
+			reversed := make([]entry, len(want))
+			for i, e := range want {
+				reversed[len(want)-1-i] = e
+			}
+			if diff := cmp.Diff(reversed, got, cmp.AllowUnexported(entry{})); diff != "" {
+				t.Errorf("postings mismatch (-want +got):\n%s", diff)
+			}
+			for i := 1; i < len(ids); i++ {
+				if ids[i] >= ids[i-1] {
+					t.Errorf("posting ids not strictly decreasing at %d: %v", i, ids)
+				}
+			}
+		})
+	}
+}
+
+func TestPostingsErrors(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	a.do(t, "POST", "/contas", `{"id":"CC-001","moeda":"BRL"}`)
+	tests := []struct {
+		path    string
+		status  int
+		problem string
+	}{
+		{"/contas/CC-001/lancamentos", 200, ""},
+		{"/contas/CC-001/lancamentos?limite=200", 200, ""},
+		{"/contas/CC-001/lancamentos?limite=0", 422, "validation-failed"},
+		{"/contas/CC-001/lancamentos?limite=201", 422, "validation-failed"},
+		{"/contas/CC-001/lancamentos?limite=ten", 400, "malformed-request"},
+		{"/contas/CC-001/lancamentos?cursor=not-a-cursor", 400, "malformed-request"},
+		{"/contas/CC-001/lancamentos?cursor=djE6LTE", 400, "malformed-request"}, // "v1:-1"
+		{"/contas/CC-404/lancamentos", 404, "not-found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			r := a.do(t, "GET", tc.path, "")
+			if r.status != tc.status {
+				t.Fatalf("status = %d, want %d (%s)", r.status, tc.status, r.rawBody)
+			}
+			if tc.problem != "" {
+				if got := problemType(t, r); got != tc.problem {
+					t.Errorf("problem type = %q, want %q", got, tc.problem)
+				}
+				return
+			}
+			if diff := cmp.Diff(map[string]any{"itens": []any{}, "proximoCursor": nil}, r.body); diff != "" {
+				t.Errorf("empty page mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

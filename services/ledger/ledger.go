@@ -1,0 +1,137 @@
+// Package ledger is the ledger service: it settles analysed transfers from
+// Kafka into double-entry postings on PostgreSQL (the seed's
+// LiquidacaoService and LiquidacaoListener), publishes the result through
+// its outbox, watches its dead-letter topic, and serves the accounts API.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/ledger/internal/kafka"
+	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/postgres"
+	"github.com/paysuite/payments/services/ledger/internal/web"
+)
+
+// Service is the service name: logs, and the migration set.
+const Service = "ledger"
+
+// Default consumer groups (CONTRACTS.md section 3).
+const (
+	DefaultGroup           = "ledger"
+	DefaultDLTMonitorGroup = "ledger-dlt-monitor"
+)
+
+// DefaultBatchMax is how many records of one partition are settled in one
+// transaction at most.
+const DefaultBatchMax = 50
+
+// Config is the ledger's configuration.
+type Config struct {
+	platform.Config
+	// Topics are the suite's topic names; the ledger reads Analysed and
+	// writes Settled and Rejected.
+	Topics events.Topics
+	// Group and DLTMonitorGroup are the consumer groups of the settlement
+	// consumer and of the DLT monitor.
+	Group           string
+	DLTMonitorGroup string
+	// BatchMax is the most records of one partition settled in one database
+	// transaction; 1 settles each in its own.
+	BatchMax int
+	// Policy handles records whose settlement failed for a reason that is
+	// not a business rejection; default consumer.LedgerPolicy. Tests set
+	// shorter delays.
+	Policy consumer.Policy
+	// Now is the clock stamped on result events; default time.Now.
+	Now func() time.Time
+}
+
+// ConfigFromEnv reads the configuration from environment variables:
+//
+//	HTTP_ADDR                 listen address (default ":8081")
+//	DATABASE_URL              the ledger's PostgreSQL database (required)
+//	DATABASE_MAX_CONNS        pool size (default 20)
+//	KAFKA_BROKERS             comma-separated brokers (default "localhost:9092")
+//	KAFKA_MAX_MESSAGE_BYTES   largest record written (default 1048576)
+//	OUTBOX_BATCH_SIZE, OUTBOX_WORKERS, OUTBOX_POLL_INTERVAL, OUTBOX_LEASE,
+//	OUTBOX_MAX_ATTEMPTS, OUTBOX_BACKOFF_BASE, OUTBOX_BACKOFF_MAX,
+//	OUTBOX_RETENTION          outbox relay tuning (see pkg/platform)
+//	MIGRATE_ON_START          apply migrations at start (default true)
+//	LEDGER_BATCH_MAX          records of one partition settled per transaction,
+//	                          1..1000 (default 50; 1 = one transaction each)
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	env := platform.NewEnv(getenv)
+	cfg := Config{
+		Config:          platform.ConfigFromEnv(env, Service, ":8081"),
+		Topics:          events.DefaultTopics,
+		Group:           DefaultGroup,
+		DLTMonitorGroup: DefaultDLTMonitorGroup,
+		BatchMax:        env.Int("LEDGER_BATCH_MAX", DefaultBatchMax),
+		Policy:          consumer.LedgerPolicy,
+	}
+	if cfg.BatchMax < 1 || cfg.BatchMax > 1000 {
+		env.Check(fmt.Errorf("LEDGER_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
+	}
+	if err := env.Err(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Run runs the ledger until ctx is cancelled: the accounts API, the
+// settlement consumer, the DLT monitor and the outbox relay. listening, if
+// not nil, receives the HTTP address once bound.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
+	if cfg.Topics.Analysed == "" || cfg.Topics.Settled == "" || cfg.Topics.Rejected == "" {
+		return errors.New("ledger: topics are required")
+	}
+	if cfg.Group == "" {
+		cfg.Group = DefaultGroup
+	}
+	if cfg.DLTMonitorGroup == "" {
+		cfg.DLTMonitorGroup = DefaultDLTMonitorGroup
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = consumer.LedgerPolicy
+	}
+	if cfg.BatchMax < 1 {
+		cfg.BatchMax = DefaultBatchMax
+	}
+	cfg.Service = Service
+
+	base, err := platform.Open(ctx, cfg.Config, log)
+	if err != nil {
+		return err
+	}
+	log = base.Log
+
+	store := postgres.New(base.DB, base.Outbox, cfg.Topics)
+	svc := domain.NewService(store, cfg.Now)
+
+	web.New(svc, log).Routes(base.Router)
+
+	settlement := kafka.NewSettlement(svc, log, kafka.NewMetrics(base.Registry))
+	settle := base.Consumer(cfg.Group, []string{cfg.Topics.Analysed}, settlement.Handle, cfg.Policy)
+	if cfg.BatchMax > 1 {
+		settle.Batch = settlement.HandleBatch
+		settle.MaxBatch = cfg.BatchMax
+	}
+	monitor := kafka.NewDLTMonitor(log, base.Registry)
+	dlt := base.Consumer(cfg.DLTMonitorGroup, []string{events.DLT(cfg.Topics.Analysed)}, monitor.Handle, cfg.Policy)
+
+	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,
+		"group", cfg.Group, "batch_max", cfg.BatchMax)
+	return base.Run(ctx, listening,
+		func(ctx context.Context) error { return consumer.Run(ctx, settle) },
+		func(ctx context.Context) error { return consumer.Run(ctx, dlt) },
+	)
+}

@@ -1,0 +1,375 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	pgplatform "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/test/kafkatest"
+)
+
+const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+type service struct {
+	url     string
+	db      *pgplatform.DB
+	topics  events.Topics
+	brokers []string
+	writer  *kafkago.Writer
+}
+
+// start runs the ledger with its own database and topics until the test
+// ends, and checks that it then stops cleanly.
+func start(t *testing.T) *service {
+	t.Helper()
+	brokers := kafkatest.Brokers(t)
+	topics := events.Topics{
+		Requested: "unused",
+		Analysed:  kafkatest.Topic(t, "ledger-analisada", 2),
+		Settled:   kafkatest.Topic(t, "ledger-liquidada", 1),
+		Rejected:  kafkatest.Topic(t, "ledger-rejeitada", 1),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := broker.CreateTopics(ctx, broker.Config{Brokers: brokers},
+		[]broker.TopicSpec{{Name: events.DLT(topics.Analysed), Partitions: 2, ReplicationFactor: 1}}); err != nil {
+		t.Fatalf("create DLT topic: %v", err)
+	}
+	dsn := ledgertest.NewDSN(t)
+	cfg, err := ledger.ConfigFromEnv(func(k string) string {
+		return map[string]string{"DATABASE_URL": dsn, "HTTP_ADDR": "127.0.0.1:0", "KAFKA_BROKERS": strings.Join(brokers, ","),
+			"OUTBOX_POLL_INTERVAL": "100ms"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Topics = topics
+	cfg.Group = kafkatest.Group(t, "ledger")
+	cfg.DLTMonitorGroup = kafkatest.Group(t, "ledger-dlt-monitor")
+	cfg.Policy = consumer.Blocking{Backoff: consumer.Backoff{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2}
+
+	runCtx, stop := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	go func() { done <- ledger.Run(runCtx, cfg, log, func(a net.Addr) { addr <- a }) }()
+	var s *service
+	select {
+	case a := <-addr:
+		s = &service{url: "http://" + a.String(), topics: topics, brokers: brokers}
+	case err := <-done:
+		stop()
+		t.Fatalf("ledger stopped at start: %v", err)
+	case <-time.After(time.Minute):
+		stop()
+		t.Fatal("ledger did not start listening")
+	}
+	t.Cleanup(func() {
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("ledger stopped with %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("ledger did not stop within 30s of cancellation")
+		}
+	})
+	s.db = ledgertest.OpenDB(t, dsn)
+	s.writer = broker.NewWriter(broker.Config{Brokers: brokers})
+	t.Cleanup(func() { _ = s.writer.Close() })
+	return s
+}
+
+func (s *service) call(t *testing.T, method, path, body string, headers ...string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	if m == nil {
+		m = map[string]any{"raw": string(raw)}
+	}
+	return res.StatusCode, m
+}
+
+func (s *service) openAccount(t *testing.T, id string, deposit int64) {
+	t.Helper()
+	if st, body := s.call(t, "POST", "/contas", fmt.Sprintf(`{"id":%q,"moeda":"BRL"}`, id)); st != http.StatusCreated {
+		t.Fatalf("open %s: %d %v", id, st, body)
+	}
+	if deposit > 0 {
+		if st, body := s.call(t, "POST", "/contas/"+id+"/depositos", fmt.Sprintf(`{"valorEmCentavos":%d}`, deposit),
+			"Idempotency-Key", uuid.NewString()); st != http.StatusCreated {
+			t.Fatalf("deposit into %s: %d %v", id, st, body)
+		}
+	}
+}
+
+func (s *service) balance(t *testing.T, id string) int64 {
+	t.Helper()
+	st, body := s.call(t, "GET", "/contas/"+id, "")
+	if st != http.StatusOK {
+		t.Fatalf("GET /contas/%s: %d %v", id, st, body)
+	}
+	return int64(body["saldoEmCentavos"].(float64))
+}
+
+func (s *service) produce(t *testing.T, ms ...kafkago.Message) {
+	t.Helper()
+	for i := range ms {
+		ms[i].Topic = s.topics.Analysed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.writer.WriteMessages(ctx, ms...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *service) metrics(t *testing.T) string {
+	t.Helper()
+	st, body := s.call(t, "GET", "/metrics", "")
+	if st != http.StatusOK {
+		t.Fatalf("/metrics: %d", st)
+	}
+	return body["raw"].(string)
+}
+
+// read returns the first n records of topic, reading each of its
+// partitions directly (no consumer group to join).
+func (s *service) read(t *testing.T, topic string, n int) []kafkago.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	conn, err := kafkago.DialContext(ctx, "tcp", s.brokers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := conn.ReadPartitions(topic)
+	_ = conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan kafkago.Message)
+	for _, p := range parts {
+		r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: s.brokers, Topic: topic, Partition: p.ID, MaxWait: 100 * time.Millisecond})
+		defer r.Close()
+		go func() {
+			for {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					return
+				}
+				select {
+				case got <- m:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	var out []kafkago.Message
+	for len(out) < n {
+		select {
+		case m := <-got:
+			out = append(out, m)
+		case <-ctx.Done():
+			t.Fatalf("read %s: %d of %d records: %v", topic, len(out), n, ctx.Err())
+		}
+	}
+	return out
+}
+
+func analysed(t *testing.T, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
+	t.Helper()
+	ev := events.Analysed{EventID: events.DerivedID("analisada", id), TransferID: id, SourceAccount: src, DestAccount: dst,
+		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC()}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kafkago.Message{Key: []byte(src), Value: b, Headers: []kafkago.Header{
+		{Key: events.HeaderEventID, Value: []byte(ev.EventID.String())},
+		{Key: events.HeaderEventType, Value: []byte(events.TypeAnalysed)},
+		{Key: events.HeaderTraceparent, Value: []byte(traceparent)},
+		{Key: events.HeaderCorrelationID, Value: []byte(id.String())},
+	}}
+}
+
+// TestSameTransferDeliveredTwiceDebitsOnce is the seed's
+// LiquidacaoIdempotenciaIT: the same TransferenciaAnalisada sent twice
+// through Kafka debits once.
+func TestSameTransferDeliveredTwiceDebitsOnce(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	s.openAccount(t, "CC-001", 100_000)
+	s.openAccount(t, "CC-002", 0)
+
+	id := uuid.New()
+	record := analysed(t, id, "CC-001", "CC-002", 30_000)
+	s.produce(t, record)
+	s.produce(t, record) // the at-least-once duplicate
+
+	ledgertest.Eventually(t, 60*time.Second, "both deliveries handled", func() bool {
+		return strings.Contains(s.metrics(t), `ledger_settlements_total{reason="",result="DUPLICADA"} 1`)
+	})
+	if got := []int64{s.balance(t, "CC-001"), s.balance(t, "CC-002")}; !cmp.Equal(got, []int64{70_000, 30_000}) {
+		t.Errorf("balances = %v, want [70000 30000]", got)
+	}
+	var postings int
+	if err := s.db.QueryRow(context.Background(), `SELECT count(*) FROM posting WHERE entry_type = 'TRANSFER'`).Scan(&postings); err != nil {
+		t.Fatal(err)
+	}
+	if postings != 2 {
+		t.Errorf("%d transfer postings, want 2", postings)
+	}
+
+	// The result reaches the liquidada topic through the outbox.
+	m := s.read(t, s.topics.Settled, 1)[0]
+	var ev events.Settled
+	if err := events.Decode(m.Value, &ev); err != nil {
+		t.Fatal(err)
+	}
+	wantID := events.DerivedID("liquidada", id)
+	if ev.EventID != wantID || ev.TransferID != id || string(m.Key) != "CC-001" {
+		t.Errorf("settled event %+v key %q, want id %s for transfer %s keyed CC-001", ev, m.Key, wantID, id)
+	}
+	for k, want := range map[string]string{events.HeaderEventID: wantID.String(), events.HeaderEventType: events.TypeSettled,
+		events.HeaderCorrelationID: id.String(), events.HeaderTraceparent: traceparent} {
+		if got := broker.Header(m, k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	ledgertest.CheckInvariants(t, s.db)
+}
+
+// TestRejectionIsPublishedAndRemembered: an insufficient balance rejects,
+// the rejection is published, and a redelivery after funding the account
+// still does not settle.
+func TestRejectionIsPublishedAndRemembered(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	s.openAccount(t, "CC-001", 100)
+	s.openAccount(t, "CC-002", 0)
+	id := uuid.New()
+	record := analysed(t, id, "CC-001", "CC-002", 500)
+	s.produce(t, record)
+
+	m := s.read(t, s.topics.Rejected, 1)[0]
+	var ev events.Rejected
+	if err := events.Decode(m.Value, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(events.Rejected{EventID: events.DerivedID("rejeitada-ledger", id), TransferID: id,
+		Reason: events.ReasonInsufficientFunds, OccurredAt: ev.OccurredAt}, ev); diff != "" {
+		t.Errorf("rejected event mismatch (-want +got):\n%s", diff)
+	}
+
+	if st, _ := s.call(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":1000}`, "Idempotency-Key", uuid.NewString()); st != 201 {
+		t.Fatalf("deposit: %d", st)
+	}
+	s.produce(t, record)
+	ledgertest.Eventually(t, 60*time.Second, "the redelivery handled", func() bool {
+		return strings.Contains(s.metrics(t), `ledger_settlements_total{reason="",result="DUPLICADA"} 1`)
+	})
+	if got := []int64{s.balance(t, "CC-001"), s.balance(t, "CC-002")}; !cmp.Equal(got, []int64{1_100, 0}) {
+		t.Errorf("balances = %v, want [1100 0]", got)
+	}
+	ledgertest.CheckInvariants(t, s.db)
+}
+
+// TestPoisonRecordReachesTheDLTMonitor: an undecodable record goes to the
+// DLT at once and the monitor counts it by origin topic.
+func TestPoisonRecordReachesTheDLTMonitor(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	s.produce(t, kafkago.Message{Key: []byte("CC-001"), Value: []byte("{not json")})
+	dlt := s.read(t, events.DLT(s.topics.Analysed), 1)[0]
+	if o := consumer.OriginOf(dlt, ""); o.Topic != s.topics.Analysed {
+		t.Errorf("DLT origin %q, want %q", o.Topic, s.topics.Analysed)
+	}
+	want := fmt.Sprintf(`ledger_dlt_messages_total{origin_topic=%q} 1`, s.topics.Analysed)
+	ledgertest.Eventually(t, 60*time.Second, want, func() bool { return strings.Contains(s.metrics(t), want) })
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if st, body := s.call(t, "GET", path, ""); st != http.StatusOK {
+			t.Errorf("%s: %d %v", path, st, body)
+		}
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"DATABASE_URL": "postgres://db/ledger"}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+		check   func(t *testing.T, c ledger.Config)
+	}{
+		{name: "defaults", env: base, check: func(t *testing.T, c ledger.Config) {
+			want := []any{":8081", 50, "ledger", "ledger-dlt-monitor", events.DefaultTopics, consumer.Policy(consumer.LedgerPolicy), "ledger"}
+			got := []any{c.HTTPAddr, c.BatchMax, c.Group, c.DLTMonitorGroup, c.Topics, c.Policy, c.Service}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("defaults mismatch (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "one transaction per transfer", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "1", "HTTP_ADDR": ":9000"},
+			check: func(t *testing.T, c ledger.Config) {
+				if c.BatchMax != 1 || c.HTTPAddr != ":9000" {
+					t.Errorf("BatchMax %d HTTPAddr %q", c.BatchMax, c.HTTPAddr)
+				}
+			}},
+		{name: "batch of zero", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "0"}, wantErr: "LEDGER_BATCH_MAX"},
+		{name: "batch too large", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "1001"}, wantErr: "LEDGER_BATCH_MAX"},
+		{name: "batch not a number", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "many"}, wantErr: "LEDGER_BATCH_MAX"},
+		{name: "no database", env: map[string]string{}, wantErr: "DATABASE_URL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ledger.ConfigFromEnv(func(k string) string { return tc.env[k] })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
