@@ -19,9 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/platform"
-	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger"
 )
 
@@ -36,33 +34,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cmd := ""
-	if len(args) > 1 {
-		cmd = args[1]
-	}
-	if (cmd != "" && cmd != "migrate") || len(args) > 2 {
-		return fmt.Errorf("usage: %s [migrate]", args[0])
-	}
-	cfg, err := ledger.ConfigFromEnv(getenv)
-	if err != nil {
-		return err
-	}
-	log, err := platform.LoggerFromEnv(getenv, stdout)
-	if err != nil {
-		return err
-	}
-	if cmd == "migrate" {
-		db, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		if err := db.Migrate(ctx, migrations.ForService(ledger.Service)...); err != nil {
-			return err
-		}
-		log.InfoContext(ctx, "migrations applied", "service", ledger.Service)
-		return nil
-	}
-	defer platform.StartTracing(ctx, ledger.Service, getenv, log)()
-	return ledger.Run(ctx, cfg, log, nil)
+	return platform.Main(ctx, args, getenv, stdout, platform.Binary[ledger.Config]{
+		Service:     ledger.Service,
+		Config:      ledger.ConfigFromEnv,
+		DatabaseURL: func(c ledger.Config) string { return c.DatabaseURL },
+		Run:         ledger.Run,
+	})
 }

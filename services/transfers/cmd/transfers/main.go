@@ -19,9 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/platform"
-	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers"
 )
 
@@ -36,34 +34,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cmd := ""
-	if len(args) > 1 {
-		cmd = args[1]
-	}
-	if cmd != "" && cmd != "migrate" {
-		return fmt.Errorf("unknown command %q (want no command, or migrate)", cmd)
-	}
-	cfg, err := transfers.ConfigFromEnv(getenv)
-	if err != nil {
-		return err
-	}
-	log, err := platform.LoggerFromEnv(getenv, stdout)
-	if err != nil {
-		return err
-	}
-	if cmd == "migrate" {
-		db, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		if err := db.Migrate(ctx, migrations.ForService(transfers.Service)...); err != nil {
-			return err
-		}
-		log.InfoContext(ctx, "migrations applied", "service", transfers.Service)
-		return nil
-	}
-	log.InfoContext(ctx, "starting", "service", transfers.Service, "http_addr", cfg.HTTPAddr)
-	defer platform.StartTracing(ctx, transfers.Service, getenv, log)()
-	return transfers.Run(ctx, cfg, log, nil)
+	return platform.Main(ctx, args, getenv, stdout, platform.Binary[transfers.Config]{
+		Service:     transfers.Service,
+		Config:      transfers.ConfigFromEnv,
+		DatabaseURL: func(c transfers.Config) string { return c.DatabaseURL },
+		Run:         transfers.Run,
+	})
 }

@@ -1,0 +1,62 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/postgres"
+)
+
+// Binary describes a service binary for Main.
+type Binary[C any] struct {
+	// Service names the service and its migration set.
+	Service string
+	// Config reads the service's configuration.
+	Config func(getenv func(string) string) (C, error)
+	// DatabaseURL picks the database of a configuration.
+	DatabaseURL func(C) string
+	// Run runs the service until ctx ends.
+	Run func(ctx context.Context, cfg C, log *slog.Logger, listening func(net.Addr)) error
+}
+
+// Main is the body of every service binary: with no argument it runs the
+// service until ctx ends (tracing on when the OTEL_* variables ask);
+// "migrate" applies the service's migrations and exits.
+func Main[C any](ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, b Binary[C]) error {
+	cmd := ""
+	if len(args) > 1 {
+		cmd = args[1]
+	}
+	if (cmd != "" && cmd != "migrate") || len(args) > 2 {
+		return fmt.Errorf("unknown command %q; usage: %s [migrate]", args[1:], args[0])
+	}
+	cfg, err := b.Config(getenv)
+	if err != nil {
+		return err
+	}
+	log, err := LoggerFromEnv(getenv, stdout)
+	if err != nil {
+		return err
+	}
+	if cmd == "migrate" {
+		db, err := postgres.Open(ctx, b.DatabaseURL(cfg), 2)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if err := db.Migrate(ctx, migrations.ForService(b.Service)...); err != nil {
+			return err
+		}
+		log.InfoContext(ctx, "migrations applied", "service", b.Service)
+		return nil
+	}
+	defer StartTracing(ctx, b.Service, getenv, log)()
+	log.InfoContext(ctx, "starting", "service", b.Service)
+	return b.Run(ctx, cfg, log, func(a net.Addr) {
+		log.InfoContext(ctx, "listening", "service", b.Service, "addr", a.String())
+	})
+}
