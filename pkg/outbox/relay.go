@@ -298,7 +298,10 @@ type claimed struct {
 // The claim query: ready events (pending and due, or leased by a relay whose
 // lease expired) whose key is not held back by an older event that waits for
 // a retry or is leased to a relay. Rows other relays are claiming right now
-// are skipped (SKIP LOCKED); the order check below covers them.
+// are skipped (SKIP LOCKED); the order check below covers them. held has at
+// most one row per key, so the outer join (which the planner hashes) adds no
+// rows; a NOT EXISTS here was planned as a nested loop over every held key
+// and took seconds once another relay leased a thousand keys.
 const claimSQL = `
 WITH held AS (
     SELECT topic, key, min(seq) AS seq FROM (
@@ -312,10 +315,11 @@ WITH held AS (
 )
 SELECT e.id, e.seq, e.topic, e.key, e.event_type, e.payload, e.headers, e.attempts, e.isolate, e.enqueued_at
   FROM outbox_event e
- WHERE e.status IN ('PENDING', 'PROCESSING')
+  LEFT JOIN held h ON h.topic = e.topic AND h.key = e.key
+ WHERE (h.seq IS NULL OR e.seq < h.seq)
+   AND e.status IN ('PENDING', 'PROCESSING')
    AND ((e.status = 'PENDING' AND e.next_attempt_at <= now())
      OR (e.status = 'PROCESSING' AND e.locked_until <= now()))
-   AND NOT EXISTS (SELECT 1 FROM held h WHERE h.topic = e.topic AND h.key = e.key AND h.seq < e.seq)
  ORDER BY e.seq
  LIMIT $1
  FOR UPDATE OF e SKIP LOCKED`
