@@ -23,7 +23,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -114,39 +113,8 @@ func adminClient(tb testing.TB) *kafka.Client {
 // its MetadataTTL: create topics first, clients second.
 func Topic(tb testing.TB, base string, partitions int) string {
 	tb.Helper()
-	if partitions < 1 {
-		tb.Fatalf("kafkatest: topic %q with %d partitions: want at least 1", base, partitions)
-	}
-	c := adminClient(tb)
 	name := uniqueName(base, 200)
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: name, NumPartitions: partitions, ReplicationFactor: 1},
-	}})
-	if err == nil {
-		err = res.Errors[name]
-	}
-	if err != nil {
-		tb.Fatalf("kafkatest: create topic %s: %v", name, err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		res, err := c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{name}})
-		if err == nil {
-			err = res.Errors[name]
-		}
-		if err != nil && !errors.Is(err, kafka.UnknownTopicOrPartition) {
-			// The broker is per run and throwaway: a leftover topic harms no one.
-			tb.Logf("kafkatest: delete topic %s: %v", name, err)
-		}
-	})
-
-	if err := waitForLeaders(ctx, c, name, partitions); err != nil {
-		tb.Fatalf("kafkatest: topic %s: %v", name, err)
-	}
+	createExact(tb, name, partitions, nil)
 	return name
 }
 

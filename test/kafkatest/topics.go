@@ -41,8 +41,14 @@ func SuiteTopics(tb testing.TB, partitions int) events.Topics {
 	return t
 }
 
+// createExact creates topic name (replication factor 1, with config),
+// waits until every partition has a leader, and deletes it when the test
+// ends: the broker is per run and throwaway, so a leftover harms no one.
 func createExact(tb testing.TB, name string, partitions int, config map[string]string) {
 	tb.Helper()
+	if partitions < 1 {
+		tb.Fatalf("kafkatest: topic %q with %d partitions: want at least 1", name, partitions)
+	}
 	c := adminClient(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
