@@ -583,6 +583,9 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error) er
 	var delays []int64
 	var errs []string
 	var dead, perms []bool
+	var firstErr error
+	var firstID uuid.UUID
+	var firstAttempts int
 	now := time.Now()
 	for i, c := range batch {
 		err := results[i]
@@ -605,10 +608,14 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error) er
 			r.metrics.DeadTotal.Inc()
 			r.log.ErrorContext(ctx, "outbox event is DEAD: the broker refused it for good",
 				"evento_id", c.id, "topic", c.topic, "evento_tipo", c.eventType, "attempts", attempts, "err", err)
-		} else {
-			r.log.WarnContext(ctx, "outbox send failed, will retry",
-				"evento_id", c.id, "topic", c.topic, "attempts", attempts, "err", err)
+		} else if firstErr == nil {
+			firstErr, firstID, firstAttempts = err, c.id, attempts
 		}
+	}
+	if firstErr != nil {
+		// One line per batch: an outage fails every event of every batch.
+		r.log.WarnContext(ctx, "outbox sends failed, will retry", "failed", len(failIDs), "of", len(batch),
+			"cause", Cause(firstErr), "first_evento_id", firstID, "attempts", firstAttempts, "err", firstErr)
 	}
 	// Fresh context: the marks must land even if the send used up ctx.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
