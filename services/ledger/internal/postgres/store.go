@@ -143,10 +143,10 @@ func (s *Store) Account(ctx context.Context, id string) (ledger.Account, error) 
 }
 
 // Deposit implements ledger.Store. In one transaction: it reads the
-// account, claims the deposit id (a concurrent request with the same key
-// waits here and then replays), locks the account and the funding account
-// ORDER BY id, writes the two postings and both balances, and stores the
-// balance after, which a replay returns.
+// account, locks the account and the funding account ORDER BY id, claims
+// the deposit id (a concurrent request with the same key waited on the
+// locks and now replays), writes the two postings and both balances, and
+// stores the balance after, which a replay returns.
 func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amount int64) (ledger.Deposit, bool, error) {
 	var (
 		d        ledger.Deposit
@@ -164,6 +164,24 @@ func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amo
 		if a.Funding {
 			return ledger.ErrFundingAccount
 		}
+		// Both accounts are locked, in id order, before anything else:
+		// the deposit row's foreign key would otherwise take a key-share
+		// lock on the account first, and two deposits to one account (or
+		// a deposit and a settlement) would deadlock upgrading it.
+		funding := ledger.FundingAccountID(a.Currency)
+		if _, err := tx.Exec(ctx, ensureFundingSQL, a.Currency); err != nil {
+			return fmt.Errorf("ensure funding account %s: %w", a.Currency, err)
+		}
+		rows, err := tx.Query(ctx, lockAccountsSQL, []string{accountID, funding})
+		if err != nil {
+			return fmt.Errorf("lock accounts: %w", err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lock accounts: %w", err)
+		}
+		// Claim the deposit id: a request with the same key that got the
+		// locks first has committed by now, and this one replays it.
 		tag, err := tx.Exec(ctx, insertDepositSQL, id, accountID, amount)
 		if err != nil {
 			return fmt.Errorf("claim deposit %s: %w", id, err)
@@ -177,18 +195,6 @@ func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amo
 			}
 			replayed = true
 			return nil
-		}
-		funding := ledger.FundingAccountID(a.Currency)
-		if _, err := tx.Exec(ctx, ensureFundingSQL, a.Currency); err != nil {
-			return fmt.Errorf("ensure funding account %s: %w", a.Currency, err)
-		}
-		rows, err := tx.Query(ctx, lockAccountsSQL, []string{accountID, funding})
-		if err != nil {
-			return fmt.Errorf("lock accounts: %w", err)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lock accounts: %w", err)
 		}
 		if _, err := tx.Exec(ctx, depositPostingsSQL, id, funding, accountID, amount); err != nil {
 			return fmt.Errorf("write deposit postings: %w", err)
