@@ -17,6 +17,7 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // The consumer error-handling contract: the same suite runs against every
@@ -143,13 +144,7 @@ func (f *fixture) run(t *testing.T, pc policyCase, h consumer.Handler) (stop fun
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.True(t, within, what, cond)
 }
 
 func readDLT(t *testing.T, f *fixture, want int) []kafka.Message {

@@ -21,6 +21,7 @@ import (
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // fixture is a main topic whose consumer dead-letters every record at
@@ -138,17 +139,7 @@ func ids(recs []dlt.Record) []string {
 
 func waitFor(t *testing.T, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the DLT condition", cond)
 }
 
 func TestDLT(t *testing.T) {

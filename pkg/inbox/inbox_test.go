@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 func newDB(t *testing.T) *postgres.DB {
@@ -145,19 +147,11 @@ func TestDuplicateDeliveryThroughKafka(t *testing.T) {
 			},
 		})
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Until(t, 60*time.Second, "three deliveries", func() (bool, string) {
 		mu.Lock()
-		d := deliveries
-		mu.Unlock()
-		if d >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of 3 deliveries within 60s", d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return deliveries >= 3, fmt.Sprintf("%d deliveries", deliveries)
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

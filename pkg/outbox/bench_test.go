@@ -19,6 +19,7 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // seedRelay is the relay of seeds/003 (OutboxRelay.publicarPendentes), kept
@@ -135,13 +136,9 @@ func drain(b *testing.B, clock *ackClock, n int, start func(ctx context.Context)
 	defer cancel()
 	t0 := time.Now()
 	go start(ctx)
-	deadline := t0.Add(10 * time.Minute)
-	for clock.count() < n {
-		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d events acknowledged", clock.count(), n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(b, 10*time.Minute, fmt.Sprintf("%d events acknowledged", n), func() (bool, string) {
+		return clock.count() >= n, fmt.Sprintf("%d acknowledged", clock.count())
+	})
 	return time.Since(t0)
 }
 
@@ -225,6 +222,7 @@ func BenchmarkRelayLatency(b *testing.B) {
 					next := start.Add(time.Duration(p) * interval / producers)
 					for i := p; i < n; i += producers {
 						if d := time.Until(next); d > 0 {
+							// Pacing the offered load, not waiting for a result.
 							time.Sleep(d)
 						}
 						next = next.Add(interval)
@@ -245,10 +243,9 @@ func BenchmarkRelayLatency(b *testing.B) {
 			}
 			wg.Wait()
 			offered := float64(n) / time.Since(start).Seconds()
-			deadline := time.Now().Add(duration + time.Minute)
-			for clock.count() < n && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
+			poll.Until(b, duration+time.Minute, fmt.Sprintf("%d events acknowledged", n), func() (bool, string) {
+				return clock.count() >= n, fmt.Sprintf("%d acknowledged", clock.count())
+			})
 			b.StopTimer()
 			clock.mu.Lock()
 			var lat []float64
@@ -272,7 +269,6 @@ func BenchmarkRelayLatency(b *testing.B) {
 			} else if seedP99 > 0 {
 				b.ReportMetric(seedP99/p99, "x_seed_p99")
 			}
-			_ = fmt.Sprint()
 		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // env is one test's database, outbox and topic.
@@ -144,23 +145,17 @@ func readTopic(t *testing.T, kcfg broker.Config, topic string, want int, within 
 	return out
 }
 
-// waitFor polls cond until it is true or the deadline passes.
+// waitFor polls cond until it is true or the deadline passes; an error
+// from cond fails the test at once.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	poll.Until(t, within, what, func() (bool, string) {
 		ok, err := cond()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok, ""
+	})
 }
 
 func count(t *testing.T, db *postgres.DB, sql string, args ...any) int {

@@ -25,6 +25,7 @@ import (
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // headerPartition makes the test writer put a record on a chosen partition,
@@ -134,7 +135,7 @@ func (h *harness) start(cfg risk.Config) *instance {
 	case <-time.After(60 * time.Second):
 		h.tb.Fatalf("service not listening after 60s")
 	}
-	waitFor(h.tb, 30*time.Second, "service ready", func() (bool, string) {
+	poll.Until(h.tb, 30*time.Second, "service ready", func() (bool, string) {
 		status, _ := inst.get(h.tb, "/readyz")
 		return status == http.StatusOK, strconv.Itoa(status)
 	})
@@ -233,7 +234,7 @@ func (h *harness) settle() {
 	for i := range parts {
 		parts[i] = i
 	}
-	waitFor(h.tb, 60*time.Second, fmt.Sprintf("%d records committed and the outbox drained", h.produced), func() (bool, string) {
+	poll.Until(h.tb, 60*time.Second, fmt.Sprintf("%d records committed and the outbox drained", h.produced), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: h.group, Topics: map[string][]int{h.topics.Requested: parts}})
@@ -303,22 +304,6 @@ func headers(r dlt.Record) map[string]string {
 		out[h.Key] = string(h.Value)
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s (last state: %s)", timeout, what, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // testWriter sends the service's log to the test log.

@@ -26,6 +26,7 @@ import (
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 const testSecret = "test-webhook-secret-0123456789" //nolint:gosec // a test's secret
@@ -177,7 +178,7 @@ func start(tb testing.TB, opts options) *harness {
 	case <-time.After(60 * time.Second):
 		tb.Fatalf("service not listening after 60s")
 	}
-	waitFor(tb, 30*time.Second, "service ready", func() (bool, string) {
+	poll.Until(tb, 30*time.Second, "service ready", func() (bool, string) {
 		resp, err := http.Get("http://" + addr.String() + "/readyz") //nolint:noctx // test
 		if err != nil {
 			return false, err.Error()
@@ -309,7 +310,7 @@ func (h *harness) barrier(topic, key string) {
 func (h *harness) waitRequests(eventID string, n int, timeout time.Duration) []request {
 	h.tb.Helper()
 	var got []request
-	waitFor(h.tb, timeout, fmt.Sprintf("%d webhook(s) for %s", n, eventID), func() (bool, string) {
+	poll.Until(h.tb, timeout, fmt.Sprintf("%d webhook(s) for %s", n, eventID), func() (bool, string) {
 		got = h.recv.of(eventID)
 		return len(got) >= n, fmt.Sprintf("%d requests", len(got))
 	})
@@ -332,7 +333,7 @@ func (h *harness) list(topic string) []dlt.Record {
 func (h *harness) waitDLT(topic string, n int, timeout time.Duration) []dlt.Record {
 	h.tb.Helper()
 	var recs []dlt.Record
-	waitFor(h.tb, timeout, fmt.Sprintf("%d record(s) on %s", n, events.DLT(topic)), func() (bool, string) {
+	poll.Until(h.tb, timeout, fmt.Sprintf("%d record(s) on %s", n, events.DLT(topic)), func() (bool, string) {
 		recs = h.list(events.DLT(topic))
 		return len(recs) >= n, fmt.Sprintf("%d records", len(recs))
 	})
@@ -368,7 +369,7 @@ func (h *harness) logEntry(eventID uuid.UUID) (logEntry, error) {
 func (h *harness) waitLog(eventID uuid.UUID, what string, ok func(logEntry) bool) logEntry {
 	h.tb.Helper()
 	var e logEntry
-	waitFor(h.tb, 30*time.Second, "log entry "+what, func() (bool, string) {
+	poll.Until(h.tb, 30*time.Second, "log entry "+what, func() (bool, string) {
 		var err error
 		e, err = h.logEntry(eventID)
 		if err != nil {
@@ -377,22 +378,6 @@ func (h *harness) waitLog(eventID uuid.UUID, what string, ok func(logEntry) bool
 		return ok(e), fmt.Sprintf("%+v", e)
 	})
 	return e
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s (last state: %s)", timeout, what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // testWriter sends the service's log to the test log.

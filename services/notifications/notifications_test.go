@@ -18,6 +18,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/notifications/webhook"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // A result event produces one signed webhook, at the account's URL or the
@@ -277,7 +278,7 @@ func TestUndecodableRecordToDLTAtOnce(t *testing.T) {
 			key := "CC-POISON-" + strings.ReplaceAll(tt.name, " ", "-")
 			h.publishRaw(tt.topic, key, []byte(tt.value), map[string]string{events.HeaderEventID: "poison-" + tt.name})
 			var rec dlt.Record
-			waitFor(t, 30*time.Second, "poison record on the DLT", func() (bool, string) {
+			poll.Until(t, 30*time.Second, "poison record on the DLT", func() (bool, string) {
 				for _, r := range h.list(events.DLT(tt.topic)) {
 					if string(r.Key) == key {
 						rec = r

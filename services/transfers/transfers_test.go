@@ -26,6 +26,7 @@ import (
 	"github.com/paysuite/payments/services/transfers"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // service is a running transfers service on its own database and topics.
@@ -164,13 +165,7 @@ func (s *service) status(t *testing.T, id string) map[string]any {
 // eventually polls f until it returns true, for at most 30 seconds.
 func eventually(t *testing.T, what string, f func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.True(t, 30*time.Second, what, f)
 }
 
 func body(origem, destino string, valor int64) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 var validName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
@@ -209,19 +210,14 @@ func TestDialerDownAndUp(t *testing.T) {
 	}
 
 	d.Up()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "a write after Up", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		err := write(ctx, "after")
-		cancel()
-		if err == nil {
-			break
+		defer cancel()
+		if err := write(ctx, "after"); err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("write after Up still failing: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true, ""
+	})
 
 	got := consume(t, kafka.ReaderConfig{
 		Brokers: addrs, Topic: topic, GroupID: kafkatest.Group(t, "kafkatest.dialer"),

@@ -30,6 +30,7 @@ import (
 	"github.com/paysuite/payments/services/transfers"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // harness is one service running on its own database (behind a proxy that
@@ -118,7 +119,7 @@ func start(t *testing.T, service string) *harness {
 	case <-time.After(90 * time.Second):
 		t.Fatalf("%s: not listening after 90s", service)
 	}
-	waitFor(t, 30*time.Second, service+" ready", func() (bool, string) {
+	poll.Until(t, 30*time.Second, service+" ready", func() (bool, string) {
 		status, _, body := h.do(http.MethodGet, "/readyz", nil, "")
 		return status == http.StatusOK, string(body)
 	})

@@ -3,6 +3,7 @@ package observability
 import (
 	"context"
 	"errors"
+	"github.com/paysuite/payments/test/poll"
 	"io"
 	"net"
 	"sync"
@@ -135,14 +136,13 @@ func (p *tcpProxy) Cut() {
 // Restore listens again on the same address.
 func (p *tcpProxy) Restore() {
 	p.tb.Helper()
-	var err error
-	for range 50 { // the port may linger for a moment after close
-		if err = p.listen(p.addr); err == nil {
-			return
+	// The port may linger for a moment after close.
+	poll.Until(p.tb, 5*time.Second, "the proxy listening again on "+p.addr, func() (bool, string) {
+		if err := p.listen(p.addr); err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	p.tb.Fatalf("proxy: listen again on %s: %v", p.addr, err)
+		return true, ""
+	})
 }
 
 func (p *tcpProxy) close() {

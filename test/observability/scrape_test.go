@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paysuite/payments/test/poll"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -133,28 +134,11 @@ func (ms metrics) series(name string) string {
 	return name + " " + strings.Join(parts, " ")
 }
 
-// waitFor polls cond every 100ms until it holds or timeout passes; then it
-// fails the test with desc and cond's last detail.
-func waitFor(tb testing.TB, timeout time.Duration, desc string, cond func() (bool, string)) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s; last: %s", timeout, desc, detail)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // waitMetrics polls baseURL/metrics until cond holds on a scrape.
 func waitMetrics(tb testing.TB, baseURL string, timeout time.Duration, desc string, cond func(metrics) (bool, string)) metrics {
 	tb.Helper()
 	var last metrics
-	waitFor(tb, timeout, desc, func() (bool, string) {
+	poll.Until(tb, timeout, desc, func() (bool, string) {
 		m, err := scrape(context.Background(), baseURL)
 		if err != nil {
 			return false, err.Error()

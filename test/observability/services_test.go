@@ -17,6 +17,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // wait bounds every wait on a running service.
@@ -72,7 +73,7 @@ func checkReadyzFollowsDatabase(t *testing.T, h *harness) {
 		}
 	}()
 	var problem httpapi.Problem
-	waitFor(t, wait, "/readyz 503 while the database is cut", func() (bool, string) {
+	poll.Until(t, wait, "/readyz 503 while the database is cut", func() (bool, string) {
 		status, hdr, body := h.do(http.MethodGet, "/readyz", nil, "")
 		if status != http.StatusServiceUnavailable {
 			return false, fmt.Sprintf("%d %s", status, body)
@@ -95,7 +96,7 @@ func checkReadyzFollowsDatabase(t *testing.T, h *harness) {
 
 	h.db.Restore()
 	restored = true
-	waitFor(t, wait, "/readyz 200 once the database is back", func() (bool, string) {
+	poll.Until(t, wait, "/readyz 200 once the database is back", func() (bool, string) {
 		status, _, body := h.do(http.MethodGet, "/readyz", nil, "")
 		return status == http.StatusOK && strings.Contains(string(body), `"ready"`), fmt.Sprintf("%d %s", status, body)
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
 	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 func newStore(tb testing.TB) *postgres.Store {
@@ -203,7 +204,7 @@ func TestConcurrentDeliveriesSendOnce(t *testing.T) {
 				go func() { errs <- svc.Notify(context.Background(), n) }()
 			}
 			// One delivery is sending; the others are blocked on its lock.
-			waitFor(t, 30*time.Second, "one send in flight and the other deliveries waiting on the lock", func() (bool, string) {
+			poll.Until(t, 30*time.Second, "one send in flight and the other deliveries waiting on the lock", func() (bool, string) {
 				var waiting int
 				err := db.QueryRow(context.Background(),
 					`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
@@ -227,21 +228,5 @@ func TestConcurrentDeliveriesSendOnce(t *testing.T) {
 				t.Errorf("entry = %+v, want DELIVERED after %d attempt(s)", e, tt.wantAttempts)
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s (last state: %s)", timeout, what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

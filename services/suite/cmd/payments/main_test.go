@@ -27,6 +27,7 @@ import (
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // cli runs the command line as main does and returns its exit code and
@@ -239,20 +240,13 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 		if diff := cmp.Diff(wantPayload, gotPayload); diff != "" {
 			t.Errorf("payload mismatch (-want +got):\n%s", diff)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		poll.Until(t, 30*time.Second, "the requeued event marked PUBLISHED after it reached Kafka", func() (bool, string) {
 			var status string
 			if err := pool.QueryRow(context.Background(), `SELECT status FROM outbox_event WHERE id = $1`, id).Scan(&status); err != nil {
 				t.Fatal(err)
 			}
-			if status == "PUBLISHED" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("event status %s 30s after it reached Kafka, want PUBLISHED", status)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return status == "PUBLISHED", "status " + status
+		})
 	})
 
 	t.Run("requeue with nothing DEAD fails", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // TestStatusTable walks every row of the table of CONTRACTS.md section 1,
@@ -379,17 +381,13 @@ func TestStalledRequestClaimExpires(t *testing.T) {
 // waitFor polls f until it reports done, for at most 15 seconds.
 func waitFor[T any](tb testing.TB, f func() (T, bool)) T {
 	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		v, ok := f()
-		if ok {
-			return v
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met in time; last %+v", v)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var v T
+	poll.Until(tb, 15*time.Second, "the condition", func() (bool, string) {
+		var ok bool
+		v, ok = f()
+		return ok, fmt.Sprintf("%+v", v)
+	})
+	return v
 }
 
 // TestGetRepresentation checks every field of GET /transferencias/{id}.
