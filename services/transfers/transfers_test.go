@@ -7,8 +7,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -203,13 +205,24 @@ func TestPostPublishesOneRequestedEvent(t *testing.T) {
 		{traced, "CC-104", "CC-220", 30000, traceparent},
 		{untraced, "CC-555", "CC-042", 5000, ""},
 	}
-	for _, w := range want {
+	// The relay keeps order per key, not across keys: match each record
+	// to its transfer by key.
+	got := map[string]kafkago.Message{}
+	for range want {
 		m, err := r.ReadMessage(ctx)
 		if err != nil {
 			t.Fatalf("read %s: %v", s.topics.Requested, err)
 		}
-		if string(m.Key) != w.source {
-			t.Errorf("key = %q, want the source account %s", m.Key, w.source)
+		if _, dup := got[string(m.Key)]; dup {
+			t.Fatalf("two records with key %q", m.Key)
+		}
+		got[string(m.Key)] = m
+	}
+	for _, w := range want {
+		m, ok := got[w.source]
+		if !ok {
+			t.Errorf("no record keyed by the source account %s; keys: %v", w.source, slices.Sorted(maps.Keys(got)))
+			continue
 		}
 		var payload map[string]any
 		if err := json.Unmarshal(m.Value, &payload); err != nil {
