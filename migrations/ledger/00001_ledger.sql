@@ -20,26 +20,80 @@ CREATE TABLE account (
     CONSTRAINT account_balance_non_negative CHECK (funding OR balance_cents >= 0)
 );
 
+-- An account is never removed, and what identifies it (id, currency, kind)
+-- never changes: only its balance moves. Postings rely on this (below).
+-- +goose StatementBegin
+CREATE FUNCTION account_permanent() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.id = OLD.id AND NEW.currency = OLD.currency
+       AND NEW.funding = OLD.funding AND NEW.created_at = OLD.created_at THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'accounts are permanent: % of the identity of account % is not allowed', TG_OP, OLD.id
+        USING ERRCODE = 'restrict_violation';
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER account_no_delete_or_rename BEFORE UPDATE OR DELETE ON account
+    FOR EACH ROW EXECUTE FUNCTION account_permanent();
+CREATE TRIGGER account_no_truncate BEFORE TRUNCATE ON account
+    FOR EACH STATEMENT EXECUTE FUNCTION account_permanent();
+
 -- Postings: double entry, one debit and one credit per settled transfer or
 -- deposit, never changed or removed once written.
 CREATE TABLE posting (
     -- Postings of one account are inserted under that account's row lock,
     -- so per account the id order is the commit order: keyset pagination on
-    -- id never skips a posting.
-    id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- (account_id, id) never skips a posting.
+    id           BIGINT GENERATED ALWAYS AS IDENTITY,
     entry_type   TEXT        NOT NULL CHECK (entry_type IN ('TRANSFER', 'DEPOSIT')),
     -- entry_id is the transfer id or the deposit id.
     entry_id     UUID        NOT NULL,
-    account_id   TEXT COLLATE "C" NOT NULL REFERENCES account (id),
+    -- The account must exist: checked once per statement by
+    -- posting_account_exists below, not by a foreign key.
+    account_id   TEXT COLLATE "C" NOT NULL,
     direction    CHAR(1)     NOT NULL CHECK (direction IN ('D', 'C')),
     amount_cents BIGINT      NOT NULL CHECK (amount_cents > 0),
     created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
-    -- At most one debit and one credit per transfer or deposit: a second
-    -- settlement of the same transfer cannot be written.
-    CONSTRAINT posting_one_per_side UNIQUE (entry_type, entry_id, direction)
+    -- The natural key: at most one debit and one credit per transfer or
+    -- deposit, so a second settlement of the same transfer cannot be
+    -- written. Nothing looks a posting up by id alone, so id has no index
+    -- of its own; posting_account_newest serves the account statement.
+    CONSTRAINT posting_one_per_side PRIMARY KEY (entry_type, entry_id, direction)
 );
 
 CREATE INDEX posting_account_newest ON posting (account_id, id DESC);
+
+-- Referential integrity of posting.account_id, once per INSERT statement
+-- instead of once per row: a foreign key runs one lookup and one KEY SHARE
+-- lock per posting (measured: a third of the time of settling a batch of 50
+-- transfers). Since accounts are permanent (account_permanent above), a
+-- posting whose account exists at insert time references it forever, which
+-- is what the foreign key guaranteed.
+-- +goose StatementBegin
+CREATE FUNCTION posting_account_exists() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    missing TEXT;
+BEGIN
+    SELECT n.account_id INTO missing
+      FROM new_postings n
+     WHERE NOT EXISTS (SELECT 1 FROM account a WHERE a.id = n.account_id)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'posting references account %, which does not exist', missing
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER posting_account_exists AFTER INSERT ON posting
+    REFERENCING NEW TABLE AS new_postings
+    FOR EACH STATEMENT EXECUTE FUNCTION posting_account_exists();
 
 -- +goose StatementBegin
 CREATE FUNCTION posting_immutable() RETURNS trigger
@@ -78,7 +132,11 @@ CREATE TABLE processed_transfer (
     result_event_id UUID,
     processed_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
     CONSTRAINT processed_transfer_reason CHECK ((result = 'REJEITADA') = (reason IS NOT NULL))
-);
+)
+-- Each marker is updated once, right after its insert, with the result:
+-- room left in every page lets that update stay on the page (a HOT update,
+-- no new index entry).
+WITH (fillfactor = 70);
 
 -- Deposits: keyed by the client's Idempotency-Key. The stored request
 -- (account, amount) and response (balance after) make a replay return the
@@ -95,5 +153,7 @@ CREATE TABLE deposit (
 DROP TABLE deposit;
 DROP TABLE processed_transfer;
 DROP TABLE posting;
+DROP FUNCTION posting_account_exists();
 DROP FUNCTION posting_immutable();
 DROP TABLE account;
+DROP FUNCTION account_permanent();

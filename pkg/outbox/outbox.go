@@ -89,9 +89,47 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 	}
 	ctx, span := tracing.Tracer().Start(ctx, "outbox enqueue")
 	defer span.End()
+	args, err := insertArgs(ctx, msgs)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, insertSQL, args...); err != nil {
+		return fmt.Errorf("enqueue %d outbox events: %w", len(msgs), err)
+	}
+	postgres.AfterCommit(tx, o.Wake)
+	return nil
+}
+
+// Queue is Enqueue for callers that send their statements as a pgx.Batch:
+// it queues the insert of msgs on b, and the caller sends b on tx
+// (tx.SendBatch), so that the events travel in one round trip with the
+// caller's own writes. The insert's error, if any, is the result of its
+// place in the batch. Like Enqueue, it needs tx: the events commit or roll
+// back with it. Returns ErrInvalidMessage for a malformed message, having
+// queued nothing.
+func (o *Outbox) Queue(ctx context.Context, tx pgx.Tx, b *pgx.Batch, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	ctx, span := tracing.Tracer().Start(ctx, "outbox enqueue")
+	defer span.End()
+	args, err := insertArgs(ctx, msgs)
+	if err != nil {
+		return err
+	}
+	b.Queue(insertSQL, args...)
+	postgres.AfterCommit(tx, o.Wake)
+	return nil
+}
+
+// insertArgs validates msgs and returns the arguments of insertSQL. The
+// traceparent of ctx (the enqueue span) goes into each message's headers.
+func insertArgs(ctx context.Context, msgs []Message) ([]any, error) {
 	traceparent := tracing.Traceparent(ctx)
 	n := len(msgs)
-	ids := make([]uuid.UUID, n)
+	// UUIDs as [16]byte, which pgx encodes natively (uuid.UUID would go
+	// through driver.Valuer and text).
+	ids := make([][16]byte, n)
 	aggTypes, aggIDs := make([]string, n), make([]string, n)
 	topics, keys, types := make([]string, n), make([]string, n), make([]string, n)
 	payloads, headers := make([]string, n), make([]string, n)
@@ -99,12 +137,13 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 	now := time.Now().UTC()
 	for i, m := range msgs {
 		if m.Topic == "" || m.Key == "" || m.Type == "" || !json.Valid(m.Payload) {
-			return fmt.Errorf("%w: topic %q key %q type %q", ErrInvalidMessage, m.Topic, m.Key, m.Type)
+			return nil, fmt.Errorf("%w: topic %q key %q type %q", ErrInvalidMessage, m.Topic, m.Key, m.Type)
 		}
-		ids[i] = m.ID
-		if ids[i] == uuid.Nil {
-			ids[i] = uuid.New()
+		id := m.ID
+		if id == uuid.Nil {
+			id = uuid.New()
 		}
+		ids[i] = id
 		aggTypes[i], aggIDs[i] = m.AggregateType, m.AggregateID
 		topics[i], keys[i], types[i] = m.Topic, m.Key, m.Type
 		payloads[i] = string(m.Payload)
@@ -117,7 +156,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 		}
 		h, err := json.Marshal(hs)
 		if err != nil {
-			return fmt.Errorf("encode outbox headers: %w", err)
+			return nil, fmt.Errorf("encode outbox headers: %w", err)
 		}
 		headers[i] = string(h)
 		occurred[i] = m.OccurredAt
@@ -125,11 +164,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 			occurred[i] = now
 		}
 	}
-	if _, err := tx.Exec(ctx, insertSQL, ids, aggTypes, aggIDs, topics, keys, types, payloads, headers, occurred); err != nil {
-		return fmt.Errorf("enqueue %d outbox events: %w", n, err)
-	}
-	postgres.AfterCommit(tx, o.Wake)
-	return nil
+	return []any{ids, aggTypes, aggIDs, topics, keys, types, payloads, headers, occurred}, nil
 }
 
 // Wake tells the relays that events were committed. It never blocks.

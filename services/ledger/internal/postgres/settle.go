@@ -64,10 +64,11 @@ WHERE m.transfer_id = r.id`
 // Settle implements ledger.Store: one transaction for all of ts.
 //
 // Round trips: begin; claim markers and lock accounts (pipelined, the
-// claim runs first); enqueue the result events; postings, balances and
-// results (one statement); commit. Transfers whose marker was already
-// there are Duplicates; their accounts are locked anyway (the claim and the
-// lock share a round trip), which costs nothing but a brief wait.
+// claim runs first); enqueue the result events and write postings,
+// balances and results (pipelined, the writes in one statement); commit.
+// Transfers whose marker was already there are Duplicates; their accounts
+// are locked anyway (the claim and the lock share a round trip), which
+// costs nothing but a brief wait.
 func (s *Store) Settle(ctx context.Context, ts []ledger.Transfer, now time.Time) ([]ledger.Result, error) {
 	if len(ts) == 0 {
 		return nil, nil
@@ -169,13 +170,25 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, now
 		return results, nil // every transfer was a duplicate
 	}
 
-	if err := s.outbox.Enqueue(ctx, tx, msgs...); err != nil {
+	// The result events and the writes go in one round trip.
+	wb := &pgx.Batch{}
+	if err := s.outbox.Queue(ctx, tx, wb, msgs...); err != nil {
 		return nil, err
 	}
 	dIDs, dAmounts := sortedDeltas(deltas)
-	if _, err := tx.Exec(ctx, writeSQL, pEntries, pAccounts, pDirections, pAmounts, dIDs, dAmounts,
-		rIDs, rResults, rReasons, rEventIDs); err != nil {
-		return nil, fmt.Errorf("write postings and results: %w", err)
+	wb.Queue(writeSQL, pEntries, pAccounts, pDirections, pAmounts, dIDs, dAmounts, rIDs, rResults, rReasons, rEventIDs)
+	wr := tx.SendBatch(ctx, wb)
+	_, err = wr.Exec()
+	if err != nil {
+		err = fmt.Errorf("enqueue %d result events: %w", len(msgs), err)
+	} else if _, err = wr.Exec(); err != nil {
+		err = fmt.Errorf("write postings and results: %w", err)
+	}
+	if cerr := wr.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write postings and results: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return results, nil
 }

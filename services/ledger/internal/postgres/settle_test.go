@@ -435,6 +435,13 @@ func TestSchemaEnforcesInvariants(t *testing.T) {
 		{"account ids have the contract's shape", `INSERT INTO account (id, currency) VALUES ('has space', 'BRL')`, "23514"},
 		{"a transfer has one debit at most", `INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
 			SELECT entry_type, entry_id, account_id, direction, amount_cents FROM posting LIMIT 1`, "23505"},
+		{"a posting names an existing account", `INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
+			VALUES ('TRANSFER', gen_random_uuid(), 'CC-001', 'D', 1), ('TRANSFER', gen_random_uuid(), 'CC-404', 'C', 1)`, "23503"},
+		{"accounts cannot be deleted", `DELETE FROM account WHERE id = 'CC-001'`, "23001"},
+		{"accounts cannot be truncated", `TRUNCATE account CASCADE`, "23001"},
+		{"account ids cannot change", `UPDATE account SET id = 'CC-002' WHERE id = 'CC-001'`, "23001"},
+		{"account currencies cannot change", `UPDATE account SET currency = 'USD' WHERE id = 'CC-001'`, "23001"},
+		{"a balance can change", `UPDATE account SET balance_cents = balance_cents + 1 WHERE id = 'CC-001'`, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
