@@ -31,13 +31,12 @@ CREATE TABLE outbox_event (
 -- The rows still to publish, in enqueue order: what the relay scans.
 CREATE INDEX outbox_event_unpublished ON outbox_event (seq)
     WHERE status IN ('PENDING', 'PROCESSING');
--- Per-key lookup among unpublished rows (the per-key order check).
-CREATE INDEX outbox_event_unpublished_key ON outbox_event (topic, key, seq)
-    WHERE status IN ('PENDING', 'PROCESSING');
--- Rows that hold their key back: waiting for a retry, or leased to a relay.
-CREATE INDEX outbox_event_retry_wait ON outbox_event (next_attempt_at)
+-- Rows that hold their key back, probed per key by the claim: waiting for a
+-- retry, or leased to a relay: normally few (failed rows, batches in
+-- flight).
+CREATE INDEX outbox_event_retry_wait ON outbox_event (topic, key, seq)
     WHERE status = 'PENDING' AND attempts > 0;
-CREATE INDEX outbox_event_leased ON outbox_event (locked_until)
+CREATE INDEX outbox_event_leased ON outbox_event (topic, key, seq)
     WHERE status = 'PROCESSING';
 -- Operators list dead events.
 CREATE INDEX outbox_event_dead ON outbox_event (seq) WHERE status = 'DEAD';

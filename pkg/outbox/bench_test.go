@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -70,7 +71,10 @@ func (s *seedRelay) run(ctx context.Context) {
 	}
 }
 
-// ackClock wraps a publisher and records when each event was acknowledged.
+// ackClock wraps a publisher and records when each event was first
+// acknowledged. A call that fails for some records only (kafka.WriteErrors:
+// a fresh topic's leaders still moving, say) still acknowledged the others,
+// and the relay marks those published and never sends them again.
 type ackClock struct {
 	next outbox.Publisher
 	mu   sync.Mutex
@@ -80,11 +84,16 @@ type ackClock struct {
 func (a *ackClock) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
 	err := a.next.WriteMessages(ctx, msgs...)
 	now := time.Now()
+	var werrs kafka.WriteErrors
+	partial := errors.As(err, &werrs) && len(werrs) == len(msgs)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, m := range msgs {
-		if err == nil {
-			a.at[broker.Header(m, events.HeaderEventID)] = now
+	for i, m := range msgs {
+		if err == nil || (partial && werrs[i] == nil) {
+			id := broker.Header(m, events.HeaderEventID)
+			if _, seen := a.at[id]; !seen {
+				a.at[id] = now
+			}
 		}
 	}
 	return err

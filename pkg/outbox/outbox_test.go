@@ -611,3 +611,82 @@ func TestOutboxCleanup(t *testing.T) {
 		t.Errorf("rows left (-want +got):\n%s", diff)
 	}
 }
+
+// countingPublisher counts the records it is asked to send and sends none.
+type countingPublisher struct {
+	mu   sync.Mutex
+	sent int
+}
+
+func (p *countingPublisher) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sent += len(msgs)
+	return nil
+}
+
+// A relay whose lease expired marks its event (a failed send: retry later)
+// while another relay's claim is taking that event over with the key's next
+// event. The claim must not send the next event ahead of the failed one.
+func TestRelayClaimYieldsToConcurrentMark(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ob := outbox.New(db)
+	var ids []uuid.UUID
+	err := db.InTx(context.Background(), func(tx pgx.Tx) error {
+		for n := range 2 {
+			id := uuid.New()
+			ids = append(ids, id)
+			if err := ob.Enqueue(context.Background(), tx, outbox.Message{ID: id, Topic: "t", Key: "a", Type: "T",
+				Payload: []byte(`{"n":` + strconv.Itoa(n) + `}`)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(context.Background(), `
+		UPDATE outbox_event SET status = 'PROCESSING', locked_by = 'stalled', locked_until = now() - interval '1 second'
+		 WHERE id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	// The stalled relay's mark, not yet committed: it holds the row lock.
+	tx, err := db.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // committed below
+	if _, err := tx.Exec(context.Background(), `
+		UPDATE outbox_event SET status = 'PENDING', attempts = 1, next_attempt_at = now() + interval '1 hour',
+		       locked_by = NULL, locked_until = NULL
+		 WHERE id = $1 AND locked_by = 'stalled'`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	pub := &countingPublisher{}
+	relay := outbox.NewRelay(ob, pub, fastRelay("taker"), testLogger(t), nil)
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := relay.PublishBatch(context.Background())
+		done <- result{n, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the claim now waits for the row lock
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || res.n != 0 {
+		t.Fatalf("PublishBatch = %d, %v; want 0, nil (the key waits for its retry)", res.n, res.err)
+	}
+	if pub.sent != 0 {
+		t.Fatalf("%d records sent ahead of the key's failed event", pub.sent)
+	}
+	if n := count(t, db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'PENDING' AND locked_by IS NULL`, ids[1]); n != 1 {
+		t.Fatalf("the key's second event is not pending and unleased")
+	}
+}

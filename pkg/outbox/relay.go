@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -166,11 +167,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); r.statsLoop(ctx) }()
 
 	var workers sync.WaitGroup
+	var busy atomic.Int32 // workers with a batch in flight
 	for i := 0; i < r.cfg.Workers; i++ {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			r.workLoop(ctx, workCtx, wake)
+			r.workLoop(ctx, workCtx, wake, fanout, &busy)
 		}()
 	}
 	workers.Wait()
@@ -180,29 +182,46 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // workLoop claims and publishes batches while there is work, and otherwise
-// waits for a wake-up or the poll interval.
-func (r *Relay) workLoop(ctx, workCtx context.Context, wake <-chan struct{}) {
+// waits for a wake-up or the poll interval. A worker that finished a batch
+// wakes the others: the keys it held are free, and their later events may
+// have been skipped meanwhile. A poll that comes while another worker of this
+// relay has a batch in flight is skipped for that reason too: that worker's
+// wake-up follows, and a claim now would mostly scan events of the keys it
+// holds (and hold up the claims of every relay while it does).
+func (r *Relay) workLoop(ctx, workCtx context.Context, wake <-chan struct{}, fanout func(), busy *atomic.Int32) {
 	poll := time.NewTimer(r.cfg.PollInterval)
 	defer poll.Stop()
 	for ctx.Err() == nil {
+		busy.Add(1)
 		n, err := r.PublishBatch(workCtx)
+		busy.Add(-1)
 		if err != nil && workCtx.Err() == nil {
 			r.log.WarnContext(ctx, "outbox relay batch failed", "relay", r.cfg.Name, "err", err)
+		}
+		if n > 0 && r.cfg.Workers > 1 {
+			fanout()
 		}
 		if err == nil && n == r.cfg.BatchSize {
 			continue // a full batch: more is probably waiting
 		}
-		if !poll.Stop() {
-			select {
-			case <-poll.C:
-			default:
+	wait:
+		for {
+			if !poll.Stop() {
+				select {
+				case <-poll.C:
+				default:
+				}
 			}
-		}
-		poll.Reset(r.jitter(r.cfg.PollInterval))
-		select {
-		case <-ctx.Done():
-		case <-wake:
-		case <-poll.C:
+			poll.Reset(r.jitter(r.cfg.PollInterval))
+			select {
+			case <-ctx.Done():
+			case <-wake:
+			case <-poll.C:
+				if busy.Load() > 0 {
+					continue wait
+				}
+			}
+			break
 		}
 	}
 }
@@ -295,52 +314,95 @@ type claimed struct {
 	enqueuedAt time.Time
 }
 
-// The claim query: ready events (pending and due, or leased by a relay whose
-// lease expired) whose key is not held back by an older event that waits for
-// a retry or is leased to a relay. Rows other relays are claiming right now
-// are skipped (SKIP LOCKED); the order check below covers them. held has at
-// most one row per key, so the outer join (which the planner hashes) adds no
-// rows; a NOT EXISTS here was planned as a nested loop over every held key
-// and took seconds once another relay leased a thousand keys.
+// Claiming is serialised per database: a claim first takes this
+// transaction-scoped advisory lock (the pair form, keyed by the table), so
+// claims by any relay of the database run one after the other, and each
+// claim's statement takes its snapshot after the previous claim committed its
+// leases. A claim therefore never competes for rows with another claim (no
+// SKIP LOCKED, no separate order check), and the whole claim is one statement
+// sent with the lock in one round trip (a pgx batch runs as one implicit
+// transaction). Claims are short (a few milliseconds for a thousand rows);
+// sends and marks are not under the lock.
+const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), hashtext('claim'))`
+
+// The claim statement leases and returns the events to send; their order is
+// not the statement's, the caller sorts them by seq.
+//
+// Ready events are pending and due, or leased by a relay whose lease expired
+// (a dead or stalled relay). An event may be sent only when every older
+// unpublished event of its key is sent with it: $1 events are taken in seq
+// order, skipping those whose key is held back by an older event that waits
+// for a retry (retry_wait) or is validly leased to a relay (leased). Every
+// older event of a taken event's key is then ready and not held either, so it
+// precedes it in the scan and is taken too. The checks are correlated
+// subqueries probing the two small per-key indexes (OFFSET 0 keeps them
+// subqueries): as joins, the planner estimated the held rows from statistics
+// that lag behind a leasing relay and compared every candidate with every
+// held row. The window of $2 rows bounds the scan when most ready rows belong
+// to keys leased by a relay in flight (the other worker's batch): those keys
+// are free again after its send, so stopping there delays nobody for long.
+// Keys held by a retry do not count against the window, so a key that waits
+// for a retry holds back only that key.
+//
+// Rows are only visible here once committed, and seq is taken at insert: an
+// event with a lower seq that commits after this claim was committed after
+// the claimed ones and goes later, which is its commit order. The events of
+// one key are in seq order only when their producers are serialised on the
+// key (same-key producers lock the business row first), see
+// docs/design/architecture.md.
+//
+// Behind an event the broker refused (isolate), the key's later events stay
+// back: the refused one travels alone.
+//
+// The UPDATE repeats the readiness test: a row changed by a concurrent
+// writer since the snapshot (the relay whose lease expired, marking it now)
+// is re-read and dropped. The claim then returns how many rows it meant to
+// take, and the caller releases the batch when some were dropped, since a
+// dropped row's later events of its key must not go without it.
 const claimSQL = `
-WITH held AS (
-    SELECT topic, key, min(seq) AS seq FROM (
-        SELECT topic, key, seq FROM outbox_event
-         WHERE status = 'PENDING' AND attempts > 0 AND next_attempt_at > now()
-        UNION ALL
-        SELECT topic, key, seq FROM outbox_event
-         WHERE status = 'PROCESSING' AND locked_until > now()
-    ) waiting
-    GROUP BY topic, key
+WITH cand AS MATERIALIZED (
+    SELECT r.id, r.seq, r.topic, r.key, r.isolate
+      FROM (SELECT e.id, e.seq, e.topic, e.key, e.isolate
+              FROM outbox_event e
+             WHERE e.status IN ('PENDING', 'PROCESSING')
+               AND ((e.status = 'PENDING' AND e.next_attempt_at <= statement_timestamp())
+                 OR (e.status = 'PROCESSING' AND e.locked_until <= statement_timestamp()))
+               AND NOT EXISTS (
+                   SELECT FROM outbox_event w
+                    WHERE w.topic = e.topic AND w.key = e.key AND w.seq < e.seq
+                      AND w.status = 'PENDING' AND w.attempts > 0
+                      AND w.next_attempt_at > statement_timestamp()
+                   OFFSET 0)
+             ORDER BY e.seq
+             LIMIT $2) r
+     WHERE NOT EXISTS (
+           SELECT FROM outbox_event l
+            WHERE l.topic = r.topic AND l.key = r.key AND l.seq < r.seq
+              AND l.status = 'PROCESSING' AND l.locked_until > statement_timestamp()
+           OFFSET 0)
+     ORDER BY r.seq
+     LIMIT $1
+), kept AS (
+    SELECT id FROM (
+        SELECT id, bool_or(isolate) OVER (PARTITION BY topic, key ORDER BY seq
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS behind_isolated
+          FROM cand) c
+     WHERE behind_isolated IS NOT TRUE
+), leased AS (
+    UPDATE outbox_event e
+       SET status = 'PROCESSING', locked_by = $3, locked_until = statement_timestamp() + $4::interval
+     WHERE e.id = ANY(ARRAY(SELECT id FROM kept))
+       AND ((e.status = 'PENDING' AND e.next_attempt_at <= statement_timestamp())
+         OR (e.status = 'PROCESSING' AND e.locked_until <= statement_timestamp()))
+    RETURNING e.id, e.seq, e.topic, e.key, e.event_type, e.payload, e.headers, e.attempts, e.isolate, e.enqueued_at
 )
-SELECT e.id, e.seq, e.topic, e.key, e.event_type, e.payload, e.headers, e.attempts, e.isolate, e.enqueued_at
-  FROM outbox_event e
-  LEFT JOIN held h ON h.topic = e.topic AND h.key = e.key
- WHERE (h.seq IS NULL OR e.seq < h.seq)
-   AND e.status IN ('PENDING', 'PROCESSING')
-   AND ((e.status = 'PENDING' AND e.next_attempt_at <= now())
-     OR (e.status = 'PROCESSING' AND e.locked_until <= now()))
- ORDER BY e.seq
- LIMIT $1
- FOR UPDATE OF e SKIP LOCKED`
+SELECT l.*, (SELECT count(*) FROM kept) FROM leased l`
 
-// The order check: for each claimed key, the oldest unpublished event of
-// that key that this claim does not hold (another relay is claiming it, or
-// it became visible meanwhile). Only events older than it may be sent.
-const orderCheckSQL = `
-SELECT o.topic, o.key, min(o.seq)
-  FROM outbox_event o
-  JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS k(topic, key, maxseq)
-    ON o.topic = k.topic AND o.key = k.key
- WHERE o.status IN ('PENDING', 'PROCESSING')
-   AND o.seq < k.maxseq
-   AND o.id NOT IN (SELECT unnest($4::uuid[]))
- GROUP BY o.topic, o.key`
-
-const leaseSQL = `
+// releaseSQL gives back leases this relay took but will not send.
+const releaseSQL = `
 UPDATE outbox_event
-   SET status = 'PROCESSING', locked_by = $2, locked_until = now() + $3::interval
- WHERE id = ANY($1::uuid[])`
+   SET status = 'PENDING', locked_by = NULL, locked_until = NULL
+ WHERE id = ANY($1::uuid[]) AND status = 'PROCESSING' AND locked_by = $2`
 
 const publishedSQL = `
 UPDATE outbox_event
@@ -374,114 +436,69 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	return len(batch), err
 }
 
+// claim leases the next batch, in seq order. A claim that met a concurrent
+// change (see claimSQL) is released and taken again, a few times at most.
 func (r *Relay) claim(ctx context.Context) ([]claimed, error) {
-	var out []claimed
-	err := r.ob.db.InTx(ctx, func(tx pgx.Tx) error {
-		out = out[:0]
-		rows, err := tx.Query(ctx, claimSQL, r.cfg.BatchSize)
-		if err != nil {
-			return fmt.Errorf("claim outbox events: %w", err)
+	for range 3 {
+		batch, raced, err := r.claimOnce(ctx)
+		if err != nil || !raced {
+			return batch, err
 		}
-		var cands []claimed
-		for rows.Next() {
-			var c claimed
-			var headers []byte
-			if err := rows.Scan(&c.id, &c.seq, &c.topic, &c.key, &c.eventType, &c.payload, &headers, &c.attempts, &c.isolate, &c.enqueuedAt); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan outbox event: %w", err)
+		if len(batch) > 0 {
+			ids := make([]uuid.UUID, len(batch))
+			for i, c := range batch {
+				ids[i] = c.id
 			}
-			if err := json.Unmarshal(headers, &c.headers); err != nil {
-				c.headers = nil // a broken header map must not block the event
+			if _, err := r.ob.db.Exec(ctx, releaseSQL, ids, r.cfg.Name); err != nil {
+				// Still leased to us and unsent: another relay takes them
+				// after the lease.
+				return nil, fmt.Errorf("release %d outbox events: %w", len(ids), err)
 			}
-			cands = append(cands, c)
 		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("claim outbox events: %w", err)
-		}
-		if len(cands) == 0 {
-			return nil
-		}
-		cutoff, err := r.orderCheck(ctx, tx, cands)
-		if err != nil {
-			return err
-		}
-		out = selectRuns(cands, cutoff)
-		if len(out) == 0 {
-			return nil
-		}
-		ids := make([]uuid.UUID, len(out))
-		for i, c := range out {
-			ids[i] = c.id
-		}
-		if _, err := tx.Exec(ctx, leaseSQL, ids, r.cfg.Name, r.cfg.Lease.String()); err != nil {
-			return fmt.Errorf("lease outbox events: %w", err)
-		}
-		return nil
-	})
-	return out, err
+	}
+	return nil, nil
 }
 
-type topicKey struct{ topic, key string }
-
-func (r *Relay) orderCheck(ctx context.Context, tx pgx.Tx, cands []claimed) (map[topicKey]int64, error) {
-	maxSeq := map[topicKey]int64{}
-	for _, c := range cands {
-		k := topicKey{c.topic, c.key}
-		if c.seq > maxSeq[k] {
-			maxSeq[k] = c.seq
+// claimOnce runs the claim; raced reports that rows it chose changed before
+// it could lease them, in which case the batch must not be sent.
+func (r *Relay) claimOnce(ctx context.Context) (batch []claimed, raced bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(claimLockSQL)
+	b.Queue(claimSQL, r.cfg.BatchSize, 2*r.cfg.BatchSize, r.cfg.Name, r.cfg.Lease.String())
+	br := r.ob.db.SendBatch(ctx, b)
+	defer func() {
+		// Close reports the outcome of the implicit commit: without it the
+		// leases may not exist, and sending would race another relay.
+		if cerr := br.Close(); cerr != nil && err == nil {
+			batch, raced, err = nil, false, fmt.Errorf("claim outbox events: %w", cerr)
 		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return nil, false, fmt.Errorf("claim outbox events: lock: %w", err)
 	}
-	topics := make([]string, 0, len(maxSeq))
-	keys := make([]string, 0, len(maxSeq))
-	seqs := make([]int64, 0, len(maxSeq))
-	for k, s := range maxSeq {
-		topics, keys, seqs = append(topics, k.topic), append(keys, k.key), append(seqs, s)
-	}
-	ids := make([]uuid.UUID, len(cands))
-	for i, c := range cands {
-		ids[i] = c.id
-	}
-	rows, err := tx.Query(ctx, orderCheckSQL, topics, keys, seqs, ids)
+	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("outbox order check: %w", err)
+		return nil, false, fmt.Errorf("claim outbox events: %w", err)
 	}
 	defer rows.Close()
-	cutoff := map[topicKey]int64{}
+	var kept int64
 	for rows.Next() {
-		var k topicKey
-		var s int64
-		if err := rows.Scan(&k.topic, &k.key, &s); err != nil {
-			return nil, fmt.Errorf("outbox order check: %w", err)
+		var c claimed
+		var headers []byte
+		if err := rows.Scan(&c.id, &c.seq, &c.topic, &c.key, &c.eventType, &c.payload, &headers, &c.attempts, &c.isolate, &c.enqueuedAt, &kept); err != nil {
+			return nil, false, fmt.Errorf("scan outbox event: %w", err)
 		}
-		cutoff[k] = s
+		if err := json.Unmarshal(headers, &c.headers); err != nil {
+			c.headers = nil // a broken header map must not block the event
+		}
+		batch = append(batch, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox order check: %w", err)
+		return nil, false, fmt.Errorf("claim outbox events: %w", err)
 	}
-	return cutoff, nil
-}
-
-// selectRuns keeps, for each key, the events older than its cutoff; and of a
-// key whose oldest event the broker refused, only that event, so that it
-// travels alone and cannot fail its neighbours again.
-func selectRuns(cands []claimed, cutoff map[topicKey]int64) []claimed {
-	out := cands[:0:0]
-	done := map[topicKey]bool{}
-	for _, c := range cands { // in seq order
-		k := topicKey{c.topic, c.key}
-		if done[k] {
-			continue
-		}
-		if s, ok := cutoff[k]; ok && c.seq > s {
-			done[k] = true
-			continue
-		}
-		out = append(out, c)
-		if c.isolate {
-			done[k] = true
-		}
-	}
-	return out
+	// UPDATE ... RETURNING has no order; the send needs seq order.
+	sort.Slice(batch, func(i, j int) bool { return batch[i].seq < batch[j].seq })
+	return batch, int64(len(batch)) < kept, nil
 }
 
 // send publishes the batch and returns one error per event (nil: acked).
