@@ -121,13 +121,15 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	return &benchEnv{db: db, ob: outbox.New(db), topic: kafkatest.Topic(b, "bench", 12), writer: w}
 }
 
-func (e *benchEnv) enqueueBulk(b *testing.B, n int) {
+// enqueueBulk commits n events, 1,000 per transaction, over keys keys in
+// round robin.
+func (e *benchEnv) enqueueBulk(b *testing.B, n, keys int) {
 	b.Helper()
 	for done := 0; done < n; {
 		k := min(1000, n-done)
 		msgs := make([]outbox.Message, k)
 		for i := range msgs {
-			msgs[i] = outbox.Message{Topic: e.topic, Key: "CC-" + strconv.Itoa((done+i)%1000), Type: "Bench",
+			msgs[i] = outbox.Message{Topic: e.topic, Key: "CC-" + strconv.Itoa((done+i)%keys), Type: "Bench",
 				Payload: []byte(`{"transferenciaId":"00000000-0000-0000-0000-000000000000","valorEmCentavos":30000}`)}
 		}
 		if err := e.db.InTx(context.Background(), func(tx pgx.Tx) error { return e.ob.Enqueue(context.Background(), tx, msgs...) }); err != nil {
@@ -154,6 +156,11 @@ func drain(b *testing.B, clock *ackClock, n int, start func(ctx context.Context)
 // BenchmarkRelayThroughput measures events/s from enqueued to acknowledged,
 // for this relay at batch sizes 100 and 1,000 and for the seed-003 relay,
 // on the same servers in the same run. Run with -benchtime=Nx: N events.
+//
+// The events go over 1,000 keys (source accounts), and, in the last case,
+// over 100,000. With 1,000 keys a batch of 1,000 holds every key, so the
+// relay's second worker finds every key held (per-key order) and the two
+// never overlap; with more keys than a batch they do.
 func BenchmarkRelayThroughput(b *testing.B) {
 	log := slog.New(slog.DiscardHandler)
 	var seedRate float64
@@ -161,14 +168,20 @@ func BenchmarkRelayThroughput(b *testing.B) {
 		name  string
 		batch int
 		seed  bool
-	}{{"seed003", 100, true}, {"batch100", 100, false}, {"batch1000", 1000, false}} {
+		keys  int
+	}{
+		{"seed003", 100, true, 1000},
+		{"batch100", 100, false, 1000},
+		{"batch1000", 1000, false, 1000},
+		{"batch1000-keys100k", 1000, false, 100_000},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			n := max(b.N, 1000)
 			if tc.seed {
 				n = min(n, 5000) // the seed relay moves ~450 events/s
 			}
 			e := newBenchEnv(b)
-			e.enqueueBulk(b, n)
+			e.enqueueBulk(b, n, tc.keys)
 			clock := &ackClock{next: e.writer, at: map[string]time.Time{}}
 			b.ResetTimer()
 			elapsed := drain(b, clock, n, func(ctx context.Context) {
