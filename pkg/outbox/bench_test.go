@@ -294,3 +294,74 @@ func BenchmarkRelayLatency(b *testing.B) {
 		})
 	}
 }
+
+// nullPublisher is not a broker: it acknowledges every record at once
+// without sending it. BenchmarkRelayCeilings uses it to measure the relay's
+// database side alone.
+type nullPublisher struct{}
+
+func (nullPublisher) WriteMessages(context.Context, ...kafka.Message) error { return nil }
+
+// BenchmarkRelayCeilings splits the relay's throughput into its two halves,
+// each measured alone on the same servers: "database" runs the relay (batch
+// 1,000, 2 workers, 100,000 keys) with a publisher that acknowledges without
+// sending (claim, lease and mark, no Kafka); "broker" sends the same records
+// through the same kafka-go Writer from 2 goroutines, 1,000 per call, with no
+// database. On a machine where both share the CPUs, the relay cannot beat
+// either, and is bounded by about 1/(1/database + 1/broker).
+func BenchmarkRelayCeilings(b *testing.B) {
+	log := slog.New(slog.DiscardHandler)
+	b.Run("database", func(b *testing.B) {
+		n := max(b.N, 1000)
+		e := newBenchEnv(b)
+		e.enqueueBulk(b, n, 100_000)
+		clock := &ackClock{next: nullPublisher{}, at: map[string]time.Time{}}
+		b.ResetTimer()
+		elapsed := drain(b, clock, n, func(ctx context.Context) {
+			cfg := outbox.RelayConfig{BatchSize: 1000, Workers: 2, PollInterval: 50 * time.Millisecond}
+			_ = outbox.NewRelay(e.ob, clock, cfg, log, nil).Run(ctx)
+		})
+		b.StopTimer()
+		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+		b.ReportMetric(0, "ns/op")
+	})
+	b.Run("broker", func(b *testing.B) {
+		n := max(b.N, 1000)
+		e := newBenchEnv(b)
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			id := uuid.NewString()
+			msgs[i] = kafka.Message{Topic: e.topic, Key: []byte("CC-" + strconv.Itoa(i%100_000)),
+				Value: []byte(`{"transferenciaId":"00000000-0000-0000-0000-000000000000","valorEmCentavos":30000}`),
+				Headers: []kafka.Header{{Key: events.HeaderEventID, Value: []byte(id)}, {Key: events.HeaderEventType, Value: []byte("Bench")},
+					{Key: events.HeaderCorrelationID, Value: []byte(id)}}}
+		}
+		// The topic's leaders settle before the clock starts.
+		if err := e.writer.WriteMessages(context.Background(), msgs[:1]...); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for w := range 2 {
+			wg.Go(func() {
+				for i := w * 1000; i < n; i += 2000 {
+					if err := e.writer.WriteMessages(context.Background(), msgs[i:min(i+1000, n)]...); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		b.StopTimer()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+		b.ReportMetric(0, "ns/op")
+	})
+}

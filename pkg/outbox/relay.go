@@ -323,7 +323,15 @@ type claimed struct {
 // sent with the lock in one round trip (a pgx batch runs as one implicit
 // transaction). Claims are short (a few milliseconds for a thousand rows);
 // sends and marks are not under the lock.
-const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), hashtext('claim'))`
+//
+// The claim also turns bitmap scans off for its own transaction: the outbox
+// is a queue, its statistics always lag behind it, and with a few hundred
+// rows estimated where tens of thousands wait, the planner read every ready
+// row through a bitmap and sorted them rather than walk the seq index until
+// the batch is full, and matched the leased ids by ANDing bitmaps of
+// thousands of rows (auto_explain of a claim of 1,000: 66 ms, 40 ms without
+// bitmaps).
+const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), hashtext('claim')), set_config('enable_bitmapscan', 'off', true)`
 
 // The claim statement leases and returns the events to send; their order is
 // not the statement's, the caller sorts them by seq.
@@ -391,7 +399,8 @@ WITH cand AS MATERIALIZED (
 ), leased AS (
     UPDATE outbox_event e
        SET status = 'PROCESSING', locked_by = $3, locked_until = statement_timestamp() + $4::interval
-     WHERE e.id = ANY(ARRAY(SELECT id FROM kept))
+      FROM kept k
+     WHERE e.id = k.id
        AND ((e.status = 'PENDING' AND e.next_attempt_at <= statement_timestamp())
          OR (e.status = 'PROCESSING' AND e.locked_until <= statement_timestamp()))
     RETURNING e.id, e.seq, e.topic, e.key, e.event_type, e.payload, e.headers, e.attempts, e.isolate, e.enqueued_at
@@ -400,14 +409,19 @@ SELECT l.*, (SELECT count(*) FROM kept) FROM leased l`
 
 // releaseSQL gives back leases this relay took but will not send.
 const releaseSQL = `
-UPDATE outbox_event
+UPDATE outbox_event AS o
    SET status = 'PENDING', locked_by = NULL, locked_until = NULL
- WHERE id = ANY($1::uuid[]) AND status = 'PROCESSING' AND locked_by = $2`
+  FROM unnest($1::uuid[]) AS r(id)
+ WHERE o.id = r.id AND o.status = 'PROCESSING' AND o.locked_by = $2`
 
+// publishedSQL, failedSQL and releaseSQL join the ids as a table: an index probe per
+// id, where "id = ANY(array)" was planned as an AND of bitmaps over every
+// unpublished and every leased row.
 const publishedSQL = `
-UPDATE outbox_event
+UPDATE outbox_event AS o
    SET status = 'PUBLISHED', published_at = now(), locked_by = NULL, locked_until = NULL
- WHERE id = ANY($1::uuid[]) AND status = 'PROCESSING' AND locked_by = $2`
+  FROM unnest($1::uuid[]) AS p(id)
+ WHERE o.id = p.id AND o.status = 'PROCESSING' AND o.locked_by = $2`
 
 const failedSQL = `
 UPDATE outbox_event AS o
