@@ -414,9 +414,9 @@ UPDATE outbox_event AS o
   FROM unnest($1::uuid[]) AS r(id)
  WHERE o.id = r.id AND o.status = 'PROCESSING' AND o.locked_by = $2`
 
-// publishedSQL, failedSQL and releaseSQL join the ids as a table: an index probe per
-// id, where "id = ANY(array)" was planned as an AND of bitmaps over every
-// unpublished and every leased row.
+// publishedSQL, failedSQL and releaseSQL join the ids as a table: an index
+// probe per id, where "id = ANY(array)" was planned as an AND of bitmaps
+// over every unpublished and every leased row.
 const publishedSQL = `
 UPDATE outbox_event AS o
    SET status = 'PUBLISHED', published_at = now(), locked_by = NULL, locked_until = NULL
