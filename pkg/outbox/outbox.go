@@ -84,19 +84,13 @@ SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
 // transaction. When tx came from postgres.DB.InTx, the relays are woken right
 // after the commit. Returns ErrInvalidMessage for a malformed message.
 func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	ctx, span := tracing.Tracer().Start(ctx, "outbox enqueue")
-	defer span.End()
-	args, err := insertArgs(ctx, msgs)
-	if err != nil {
+	b := &pgx.Batch{}
+	if err := o.Queue(ctx, tx, b, msgs...); err != nil || b.Len() == 0 {
 		return err
 	}
-	if _, err := tx.Exec(ctx, insertSQL, args...); err != nil {
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("enqueue %d outbox events: %w", len(msgs), err)
 	}
-	postgres.AfterCommit(tx, o.Wake)
 	return nil
 }
 
@@ -111,6 +105,8 @@ func (o *Outbox) Queue(ctx context.Context, tx pgx.Tx, b *pgx.Batch, msgs ...Mes
 	if len(msgs) == 0 {
 		return nil
 	}
+	// The span is the parent of the relay's publish (its traceparent goes
+	// into the headers); it ends once the insert is queued.
 	ctx, span := tracing.Tracer().Start(ctx, "outbox enqueue")
 	defer span.End()
 	args, err := insertArgs(ctx, msgs)
