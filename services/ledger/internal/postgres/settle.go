@@ -42,7 +42,11 @@ RETURNING transfer_id`
 	// writeSQL writes the postings, the balance changes (one per account)
 	// and the results in one statement: they do not read each other's
 	// rows, so data-modifying CTEs apply them together, and a batch costs
-	// one statement whatever its size.
+	// one statement whatever its size. The markers are found by
+	// "transfer_id = ANY", not by a join with the unnested results: with
+	// statistics taken while the table was small, the planner answered the
+	// join by hashing every marker (15,000 of them, 15 ms, after 15,000
+	// transfers), sequential scans off or not.
 	writeSQL = `
 WITH postings AS (
     INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
@@ -56,9 +60,10 @@ WITH postings AS (
     WHERE a.id = d.id
 )
 UPDATE processed_transfer AS m
-SET result = r.result, reason = NULLIF(r.reason, ''), result_event_id = r.event_id
-FROM unnest($7::uuid[], $8::text[], $9::text[], $10::uuid[]) AS r(id, result, reason, event_id)
-WHERE m.transfer_id = r.id`
+SET result = ($8::text[])[array_position($7::uuid[], m.transfer_id)],
+    reason = NULLIF(($9::text[])[array_position($7::uuid[], m.transfer_id)], ''),
+    result_event_id = ($10::uuid[])[array_position($7::uuid[], m.transfer_id)]
+WHERE m.transfer_id = ANY($7::uuid[])`
 )
 
 // noSeqScanSQL turns sequential scans off for the rest of the settlement
