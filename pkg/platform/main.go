@@ -6,6 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/postgres"
@@ -59,4 +62,18 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 	return b.Run(ctx, cfg, log, func(a net.Addr) {
 		log.InfoContext(ctx, "listening", "service", b.Service, "addr", a.String())
 	})
+}
+
+// Exit is the main function of every service binary: it calls run with
+// os.Args and the environment, under a context cancelled by SIGINT or
+// SIGTERM (run returns once its service has shut down), and exits 1 with
+// the error on stderr, prefixed by name, when run fails.
+func Exit(name string, run func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 }

@@ -15,9 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/dlt"
@@ -26,15 +23,7 @@ import (
 	"github.com/paysuite/payments/services/notifications"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "notifications:", err)
-		os.Exit(1)
-	}
-}
+func main() { platform.Exit("notifications", run) }
 
 const usage = `Usage:
   notifications            run the service

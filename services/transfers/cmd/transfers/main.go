@@ -13,25 +13,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/transfers"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "transfers:", err)
-		os.Exit(1)
-	}
-}
+func main() { platform.Exit("transfers", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	return platform.Main(ctx, args, getenv, stdout, platform.Binary[transfers.Config]{
