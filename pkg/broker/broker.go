@@ -1,6 +1,8 @@
 // Package broker is the one place where the suite configures its Kafka
-// clients (kafka-go): the writer every producer uses, the consumer-group
-// reader, and the provisioning of the topics of CONTRACTS.md.
+// clients: the kafka-go writer every producer uses, the franz-go (kgo)
+// consumer-group, partition and admin clients every consumer and the DLT
+// tooling use (read_committed, see kgo.go), and the provisioning of the
+// topics of CONTRACTS.md.
 //
 // kafka-go's Writer defaults are unsafe for payments (round-robin balancer
 // that ignores keys, no acks, a 1 s batch timeout), so NewWriter sets the
@@ -12,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,10 +62,33 @@ func ParseBrokers(s string) []string {
 //
 // The topic is set per message. The caller closes the writer.
 func NewWriter(cfg Config) *kafka.Writer {
-	maxBytes := cfg.MaxMessageBytes
-	if maxBytes <= 0 {
-		maxBytes = 1 << 20
+	return newWriter(cfg, &kafka.Murmur2Balancer{})
+}
+
+// NewDLTWriter is NewWriter for dead-letter and retry records: each goes to
+// the partition number its message names (the original record's, as
+// Spring's DeadLetterPublishingRecoverer does) when the target topic has
+// that partition, and by murmur2 of its key otherwise. The caller closes
+// it.
+func NewDLTWriter(cfg Config) *kafka.Writer {
+	return newWriter(cfg, SamePartition{})
+}
+
+// SamePartition is a balancer that keeps a message on the partition it
+// names (kafka.Message.Partition) when the topic has it, and otherwise
+// partitions by murmur2 of the key as the Java client does.
+type SamePartition struct{}
+
+// Balance implements kafka.Balancer.
+func (SamePartition) Balance(msg kafka.Message, partitions ...int) int {
+	if slices.Contains(partitions, msg.Partition) {
+		return msg.Partition
 	}
+	return kafka.Murmur2Balancer{Consistent: true}.Balance(msg, partitions...)
+}
+
+func newWriter(cfg Config, balancer kafka.Balancer) *kafka.Writer {
+	maxBytes := cfg.maxMessageBytes()
 	transport := &kafka.Transport{
 		DialTimeout: 5 * time.Second,
 		IdleTimeout: 30 * time.Second,
@@ -73,7 +99,7 @@ func NewWriter(cfg Config) *kafka.Writer {
 	}
 	return &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.Brokers...),
-		Balancer:               &kafka.Murmur2Balancer{},
+		Balancer:               balancer,
 		RequiredAcks:           kafka.RequireAll,
 		BatchTimeout:           2 * time.Millisecond,
 		BatchSize:              10_000,
@@ -86,49 +112,6 @@ func NewWriter(cfg Config) *kafka.Writer {
 		AllowAutoTopicCreation: false,
 		Transport:              transport,
 	}
-}
-
-// ReaderConfig describes a consumer-group reader.
-type ReaderConfig struct {
-	Group  string
-	Topics []string
-	// MaxWait is how long a fetch waits for data; default 250ms.
-	MaxWait time.Duration
-}
-
-// NewReader returns a consumer-group reader that starts from the earliest
-// offset when its group has none, and commits only explicitly (the consumer
-// loop commits after handling). The caller closes it.
-func NewReader(cfg Config, rc ReaderConfig) *kafka.Reader {
-	maxWait := rc.MaxWait
-	if maxWait <= 0 {
-		maxWait = 250 * time.Millisecond
-	}
-	dialer := &kafka.Dialer{Timeout: 5 * time.Second, DualStack: true}
-	if cfg.Dial != nil {
-		dialer = &kafka.Dialer{Timeout: 5 * time.Second, DialFunc: cfg.Dial}
-	}
-	return kafka.NewReader(kafka.ReaderConfig{
-		Brokers:                cfg.Brokers,
-		GroupID:                rc.Group,
-		GroupTopics:            rc.Topics,
-		Dialer:                 dialer,
-		MinBytes:               1,
-		MaxBytes:               10 << 20,
-		MaxWait:                maxWait,
-		QueueCapacity:          1000,
-		StartOffset:            kafka.FirstOffset,
-		CommitInterval:         0, // synchronous commits, issued by the loop
-		HeartbeatInterval:      time.Second,
-		SessionTimeout:         10 * time.Second,
-		RebalanceTimeout:       10 * time.Second,
-		JoinGroupBackoff:       500 * time.Millisecond,
-		ReadBackoffMin:         50 * time.Millisecond,
-		ReadBackoffMax:         500 * time.Millisecond,
-		WatchPartitionChanges:  true,
-		PartitionWatchInterval: 5 * time.Second,
-		MaxAttempts:            3,
-	})
 }
 
 // RetryDelays are the notification retry-topic delays of CONTRACTS.md

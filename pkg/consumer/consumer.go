@@ -20,10 +20,14 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"go.opentelemetry.io/otel/attribute"
@@ -43,6 +47,9 @@ type Handler func(ctx context.Context, m kafka.Message) error
 type BatchHandler func(ctx context.Context, ms []kafka.Message) error
 
 // Publisher sends records (DLT and retry topics); *kafka.Writer is one.
+// A record the loop forwards names the partition of the record it came from
+// (kafka.Message.Partition); broker.NewDLTWriter keeps it there when the
+// target topic has that partition, as Spring does.
 type Publisher interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 }
@@ -128,7 +135,8 @@ type Config struct {
 	MaxBatch int
 	// Policy handles failures; default LedgerPolicy.
 	Policy Policy
-	// Publisher writes DLT and retry records; required.
+	// Publisher writes DLT and retry records; default a
+	// broker.NewDLTWriter of Broker, closed when Run returns.
 	Publisher Publisher
 	Logger    *slog.Logger
 	Metrics   *Metrics
@@ -140,12 +148,21 @@ type Config struct {
 // record is not committed and will be delivered again.
 var errStopping = errors.New("consumer stopping")
 
+// errRebalance ends a batch early because a rebalance waits for it: the
+// records handled are committed, the others fetched again.
+var errRebalance = errors.New("rebalance waiting")
+
 // Run consumes until ctx is cancelled: it finishes the records in hand,
 // commits, closes its readers and returns nil. With RetryTopics it also runs
 // one consumer per retry topic, in groups "<group>-retry-<ms>".
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.Handler == nil || cfg.Publisher == nil || cfg.Group == "" || len(cfg.Topics) == 0 {
-		return errors.New("consumer: group, topics, handler and publisher are required")
+	if cfg.Handler == nil || cfg.Group == "" || len(cfg.Topics) == 0 {
+		return errors.New("consumer: group, topics and handler are required")
+	}
+	if cfg.Publisher == nil {
+		w := broker.NewDLTWriter(cfg.Broker)
+		defer func() { _ = w.Close() }() // every write was acknowledged before Run returns
+		cfg.Publisher = w
 	}
 	if cfg.Policy == nil {
 		cfg.Policy = LedgerPolicy
@@ -192,13 +209,27 @@ type loop struct {
 	group  string
 	topics []string
 	level  int
+	// rebalanceWaiting is set when the group wants to rebalance while
+	// this member holds polled records.
+	rebalanceWaiting atomic.Bool
 }
 
 func (l *loop) run(ctx context.Context) error {
-	r := broker.NewReader(l.cfg.Broker, broker.ReaderConfig{Group: l.group, Topics: l.topics})
-	defer r.Close()
 	log := l.cfg.Logger.With("group", l.group)
-	// Records already buffered are fetched together and committed once;
+	c := &committer{log: log}
+	cl, err := broker.NewConsumerClient(l.cfg.Broker, broker.ConsumerConfig{
+		Group: l.group, Topics: l.topics,
+		OnRevoked:          c.onRevoked,
+		OnLost:             c.onLost,
+		OnRebalanceWaiting: func() { l.rebalanceWaiting.Store(true) },
+	})
+	if err != nil {
+		return err
+	}
+	// Close leaves the group; OnRevoked commits whatever a failed commit
+	// left behind first.
+	defer cl.Close()
+	// Records already buffered are handled together and committed once;
 	// a retry topic takes one record at a time, as each waits for its due
 	// time.
 	maxBatch := l.cfg.MaxBatch
@@ -207,52 +238,156 @@ func (l *loop) run(ctx context.Context) error {
 	}
 	go l.reportLag(ctx)
 	for {
-		first, err := r.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+		fetches := cl.PollRecords(ctx, maxBatch)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			cl.AllowRebalance()
+			return nil
+		}
+		failed := false
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
 			}
-			log.WarnContext(ctx, "kafka fetch failed", "err", err)
-			if !sleep(ctx, time.Second) {
+			failed = true
+			log.WarnContext(ctx, "kafka fetch failed", "topic", topic, "partition", partition, "err", err)
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 {
+			cl.AllowRebalance()
+			if failed && !sleep(ctx, time.Second) {
 				return nil
 			}
 			continue
 		}
-		batch := []kafka.Message{first}
-		for len(batch) < maxBatch {
-			fctx, cancel := context.WithTimeout(ctx, time.Millisecond)
-			m, err := r.FetchMessage(fctx)
-			cancel()
-			if err != nil {
-				break
-			}
-			batch = append(batch, m)
-		}
-		done, err := l.process(ctx, batch)
-		if len(done) > 0 {
-			// Commit even when stopping: what was handled must not be
-			// handled again needlessly.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			cerr := r.CommitMessages(cctx, done...)
-			cancel()
-			if cerr != nil {
-				log.WarnContext(ctx, "kafka commit failed; records will be redelivered", "err", cerr)
+		l.rebalanceWaiting.Store(false)
+		batch := make([]kafka.Message, len(recs))
+		markers := map[position]bool{}
+		for i, r := range recs {
+			batch[i] = broker.ToMessage(r)
+			if broker.IsControl(r) {
+				markers[positionOf(batch[i])] = true
 			}
 		}
+		done, err := l.process(ctx, batch, markers)
+		handled := make(map[position]bool, len(done))
+		for _, m := range done {
+			handled[positionOf(m)] = true
+		}
+		var commit, left []*kgo.Record
+		for i, r := range recs {
+			if handled[positionOf(batch[i])] {
+				commit = append(commit, r)
+			} else {
+				left = append(left, r)
+			}
+		}
+		if len(left) > 0 && !errors.Is(err, errStopping) && ctx.Err() == nil {
+			// A rebalance is waiting: let it happen, and fetch the records
+			// not handled again (from whoever owns them next).
+			cl.SetOffsets(rewind(left))
+		}
+		// Commit even when stopping: what was handled must not be handled
+		// again needlessly.
+		c.commit(context.WithoutCancel(ctx), cl, commit)
+		cl.AllowRebalance()
 		if errors.Is(err, errStopping) || ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, errRebalance) {
 			return err
 		}
 	}
 }
 
+// position locates a record.
+type position struct {
+	topic     string
+	partition int
+	offset    int64
+}
+
+func positionOf(m kafka.Message) position { return position{m.Topic, m.Partition, m.Offset} }
+
+// rewind returns, for every partition of recs, the lowest offset in recs:
+// where to fetch again the records left unhandled.
+func rewind(recs []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
+	out := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range recs {
+		ps := out[r.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			out[r.Topic] = ps
+		}
+		if o, ok := ps[r.Partition]; !ok || r.Offset < o.Offset {
+			ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
+		}
+	}
+	return out
+}
+
+// committer commits handled records and keeps those whose commit failed,
+// to commit them with the next ones or when their partitions are revoked.
+type committer struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	pending []*kgo.Record
+}
+
+func (c *committer) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	all := append(c.pending, recs...)
+	if len(all) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := cl.CommitRecords(cctx, all...); err != nil {
+		c.log.WarnContext(ctx, "kafka commit failed; retrying with the next commit, else the records are redelivered", "err", err)
+		c.pending = all
+		return
+	}
+	c.pending = nil
+}
+
+// onRevoked commits what a failed commit left behind before the partitions
+// go to another member. The loop commits each batch before it allows a
+// rebalance, so this is usually nothing.
+func (c *committer) onRevoked(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+	c.commit(ctx, cl, nil)
+	c.mu.Lock()
+	c.pending = nil // committed, or to be redelivered to the new owner
+	c.mu.Unlock()
+}
+
+// onLost forgets pending commits: the member was fenced and cannot commit.
+func (c *committer) onLost(context.Context, *kgo.Client, map[string][]int32) {
+	c.mu.Lock()
+	c.pending = nil
+	c.mu.Unlock()
+}
+
 // process handles a fetched batch and returns the records that may be
 // committed: for each partition, the prefix that was handled.
-func (l *loop) process(ctx context.Context, batch []kafka.Message) ([]kafka.Message, error) {
+//
+// markers are the transaction markers of the batch: they are committed with
+// the records around them and never handed to a handler.
+func (l *loop) process(ctx context.Context, batch []kafka.Message, markers map[position]bool) ([]kafka.Message, error) {
+	isMarker := func(m kafka.Message) bool { return markers[positionOf(m)] }
 	var done []kafka.Message
-	for _, part := range byPartition(batch) {
+	for _, all := range byPartition(batch) {
+		if l.rebalanceWaiting.Load() {
+			// Finish no more partitions of this batch: a rebalance waits
+			// for it (and the member would be dropped from the group past
+			// the rebalance timeout).
+			return done, errRebalance
+		}
+		part := slices.DeleteFunc(slices.Clone(all), isMarker)
+		if len(part) == 0 {
+			done = append(done, all...)
+			continue
+		}
 		if l.cfg.Batch != nil && l.level == 0 && len(part) > 1 {
 			start := l.cfg.Now()
 			spans := make([]trace.Span, len(part))
@@ -271,13 +406,17 @@ func (l *loop) process(ctx context.Context, batch []kafka.Message) ([]kafka.Mess
 				for _, m := range part {
 					l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
 				}
-				done = append(done, part...)
+				done = append(done, all...)
 				continue
 			}
 			l.cfg.Logger.WarnContext(ctx, "batch failed; handling its records one by one",
 				"group", l.group, "topic", part[0].Topic, "partition", part[0].Partition, "records", len(part), "err", err)
 		}
-		for _, m := range part {
+		for _, m := range all {
+			if isMarker(m) {
+				done = append(done, m)
+				continue
+			}
 			if ctx.Err() != nil {
 				// Stopping: the record in hand was finished; the rest of
 				// the fetch is delivered again to whoever consumes next.
@@ -377,7 +516,9 @@ func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target
 	origin := OriginOf(m, l.cfg.Group)
 	now := l.cfg.Now()
 	// The record's timestamp and its due time come from one clock reading.
-	out := kafka.Message{Key: m.Key, Value: m.Value, Time: now}
+	// The same partition number as the record's, when the target has it
+	// (the Publisher decides: broker.NewDLTWriter honours it).
+	out := kafka.Message{Key: m.Key, Value: m.Value, Time: now, Partition: m.Partition}
 	out.Headers = append(out.Headers, m.Headers...)
 	set := func(k string, v []byte) {
 		out.Headers = broker.SetHeader(out.Headers, k, "")

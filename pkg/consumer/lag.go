@@ -2,24 +2,31 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/paysuite/payments/pkg/broker"
 )
 
 // lagInterval is how often the consumer lag gauge is refreshed.
 const lagInterval = 5 * time.Second
 
 // reportLag sets consumer_lag{group, topic, partition} to the partition's
-// end offset minus the group's committed offset, as kafka-consumer-groups
-// computes it, every lagInterval. Committed offsets (not what the reader
-// fetched ahead) are what a stuck handler stops moving, so its lag grows.
+// last stable offset minus the group's committed offset every lagInterval.
+// Committed offsets (not what the client fetched ahead) are what a stuck
+// handler stops moving, so its lag grows. The last stable offset, not the
+// high watermark, is the end a read_committed consumer can reach: records
+// of a transaction still open are not lag yet.
 func (l *loop) reportLag(ctx context.Context) {
-	client := &kafka.Client{Addr: kafka.TCP(l.cfg.Broker.Brokers...), Timeout: 5 * time.Second}
-	if l.cfg.Broker.Dial != nil {
-		client.Transport = &kafka.Transport{Dial: l.cfg.Broker.Dial}
+	adm, err := broker.NewAdminClient(l.cfg.Broker)
+	if err != nil {
+		l.cfg.Logger.WarnContext(ctx, "no consumer lag metric", "group", l.group, "err", err)
+		return
 	}
+	defer adm.Close()
 	t := time.NewTicker(lagInterval)
 	defer t.Stop()
 	for {
@@ -29,7 +36,7 @@ func (l *loop) reportLag(ctx context.Context) {
 		case <-t.C:
 		}
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		lags, err := groupLag(qctx, client, l.group, l.topics)
+		lags, err := groupLag(qctx, adm, l.group, l.topics)
 		cancel()
 		if err != nil {
 			continue // the broker may be away; the gauge keeps its last value
@@ -45,58 +52,36 @@ type topicPartition struct {
 	partition int
 }
 
-// groupLag returns, for every partition of topics, its end offset minus the
-// group's committed offset (or minus its first offset when the group has
-// committed nothing there).
-func groupLag(ctx context.Context, client *kafka.Client, group string, topics []string) (map[topicPartition]int64, error) {
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+// groupLag returns, for every partition of topics, its last stable offset
+// minus the group's committed offset (or minus its first offset when the
+// group has committed nothing there).
+func groupLag(ctx context.Context, adm *kadm.Client, group string, topics []string) (map[topicPartition]int64, error) {
+	committed, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
 	if err != nil {
 		return nil, err
 	}
-	parts := map[string][]int{}
-	ends := map[string][]kafka.OffsetRequest{}
-	for _, t := range meta.Topics {
-		if t.Error != nil {
-			continue
-		}
-		for _, p := range t.Partitions {
-			parts[t.Name] = append(parts[t.Name], p.ID)
-			ends[t.Name] = append(ends[t.Name], kafka.FirstOffsetOf(p.ID), kafka.LastOffsetOf(p.ID))
-		}
-	}
-	committed, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: parts})
-	if err != nil {
+	stable, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil && !errors.As(err, new(*kadm.ShardErrors)) {
 		return nil, err
 	}
-	if committed.Error != nil {
-		return nil, committed.Error
-	}
-	offsets, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: ends})
-	if err != nil {
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil && !errors.As(err, new(*kadm.ShardErrors)) {
 		return nil, err
-	}
-	bounds := map[topicPartition]kafka.PartitionOffsets{}
-	for topic, ps := range offsets.Topics {
-		for _, p := range ps {
-			if p.Error == nil {
-				bounds[topicPartition{topic, p.Partition}] = p
-			}
-		}
 	}
 	out := map[topicPartition]int64{}
-	for topic, ps := range committed.Topics {
-		for _, p := range ps {
-			tp := topicPartition{topic, p.Partition}
-			b, ok := bounds[tp]
-			if !ok || p.Error != nil {
-				continue
-			}
-			from := p.CommittedOffset
-			if from < b.FirstOffset {
-				from = b.FirstOffset
-			}
-			out[tp] = max(b.LastOffset-from, 0)
+	stable.Each(func(end kadm.ListedOffset) {
+		if end.Err != nil || end.Partition < 0 {
+			return
 		}
-	}
+		start, ok := starts.Lookup(end.Topic, end.Partition)
+		if !ok || start.Err != nil {
+			return
+		}
+		from := start.Offset
+		if c, ok := committed.Lookup(end.Topic, end.Partition); ok && c.Err == nil && c.At > from {
+			from = c.At
+		}
+		out[topicPartition{end.Topic, int(end.Partition)}] = max(end.Offset-from, 0)
+	})
 	return out, nil
 }

@@ -192,7 +192,12 @@ func replayCommand(ctx context.Context, args []string, stdout io.Writer, getenv 
 	ctx, cancel := context.WithTimeout(ctx, sel.timeout)
 	defer cancel()
 	if len(f.Offsets) > 0 && len(f.Partitions) != 1 {
-		parts, err := readPartitions(ctx, newDialer(cfg), cfg.Brokers, f.Topic)
+		adm, err := broker.NewAdminClient(cfg)
+		if err != nil {
+			return fmt.Errorf("dlt replay: %w", err)
+		}
+		parts, err := readPartitions(ctx, adm, f.Topic)
+		adm.Close()
 		if err != nil {
 			return err
 		}

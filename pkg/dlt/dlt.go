@@ -6,18 +6,23 @@
 // from. Command exposes both as the "dlt list" and "dlt replay" CLI.
 //
 // List reads partitions directly, without a consumer group: listing a DLT
-// commits nothing and moves no one's offsets.
+// commits nothing and moves no one's offsets. It reads read_committed, as
+// every consumer of the suite does (a Spring application may write its DLT
+// in a transaction).
 package dlt
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
@@ -110,13 +115,15 @@ func (f Filter) match(m kafka.Message) bool {
 }
 
 // idleTimeout ends the read of a partition that returns nothing although
-// its end was not reached (a trailing transaction marker, say).
+// its end was not reached: records of an aborted transaction whose marker
+// lies past the end, say.
 const idleTimeout = 5 * time.Second
 
 // List reads the records of f.Topic that match f, from the start of each
-// partition (or from f.From) up to the end the partition had when List
-// began, without a consumer group. Records are sorted by time, then
-// partition and offset.
+// partition (or from f.From) up to the last stable offset the partition had
+// when List began, without a consumer group and read_committed: no
+// transaction marker, no record of an aborted transaction. Records are
+// sorted by time, then partition and offset.
 func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 	if f.Topic == "" {
 		return nil, errors.New("dlt: a topic is required")
@@ -124,21 +131,39 @@ func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("dlt: no brokers configured")
 	}
-	dialer := newDialer(cfg)
-	partitions, err := readPartitions(ctx, dialer, cfg.Brokers, f.Topic)
+	adm, err := broker.NewAdminClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dlt: %w", err)
+	}
+	defer adm.Close()
+	partitions, err := readPartitions(ctx, adm, f.Topic)
 	if err != nil {
 		return nil, err
 	}
-	var out []Record
+	var selected []int32
 	for _, p := range partitions {
-		if len(f.Partitions) > 0 && !slices.Contains(f.Partitions, p) {
-			continue
+		if len(f.Partitions) == 0 || slices.Contains(f.Partitions, int(p)) {
+			selected = append(selected, p)
 		}
-		recs, err := listPartition(ctx, cfg, dialer, f, p)
-		if err != nil {
-			return nil, err
+	}
+	ranges, err := bounds(ctx, adm, f.Topic, selected, f.From)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Offsets) > 0 {
+		lo, hi := slices.Min(f.Offsets), slices.Max(f.Offsets)
+		for p, r := range ranges {
+			ranges[p] = offsetRange{max(r.start, lo), min(r.end, hi+1)}
 		}
-		out = append(out, recs...)
+	}
+	for p, r := range ranges {
+		if r.start >= r.end {
+			delete(ranges, p)
+		}
+	}
+	out, err := read(ctx, cfg, f, ranges)
+	if err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(out, func(a, b Record) int {
 		if c := a.Time.Compare(b.Time); c != 0 {
@@ -155,144 +180,133 @@ func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 	return out, nil
 }
 
-func newDialer(cfg broker.Config) *kafka.Dialer {
-	d := &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, ClientID: "payments-dlt"}
-	if cfg.Dial != nil {
-		d.DualStack = false
-		d.DialFunc = cfg.Dial
-	}
-	return d
-}
-
-// readPartitions returns the partition ids of topic, asking each broker in
-// turn.
-func readPartitions(ctx context.Context, d *kafka.Dialer, brokers []string, topic string) ([]int, error) {
-	var errs []error
-	for _, addr := range brokers {
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ps, err := conn.ReadPartitions(topic)
-		_ = conn.Close()
-		if err != nil {
-			if errors.Is(err, kafka.UnknownTopicOrPartition) {
-				return nil, fmt.Errorf("dlt: topic %s does not exist", topic)
-			}
-			errs = append(errs, err)
-			continue
-		}
-		ids := make([]int, 0, len(ps))
-		for _, p := range ps {
-			if p.Topic == topic {
-				ids = append(ids, p.ID)
-			}
-		}
-		if len(ids) == 0 {
-			return nil, fmt.Errorf("dlt: topic %s does not exist", topic)
-		}
-		slices.Sort(ids)
-		return ids, nil
-	}
-	return nil, fmt.Errorf("dlt: read partitions of %s: %w", topic, errors.Join(errs...))
-}
-
-// bounds returns the offsets to read in a partition: [start, end).
-func bounds(ctx context.Context, d *kafka.Dialer, brokers []string, topic string, partition int, from time.Time) (start, end int64, err error) {
-	var errs []error
-	for _, addr := range brokers {
-		conn, err := d.DialLeader(ctx, "tcp", addr, topic, partition)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		defer func() { _ = conn.Close() }()
-		if dl, ok := ctx.Deadline(); ok {
-			_ = conn.SetDeadline(dl)
-		}
-		first, last, err := conn.ReadOffsets()
-		if err != nil {
-			return 0, 0, fmt.Errorf("dlt: offsets of %s/%d: %w", topic, partition, err)
-		}
-		start = first
-		if !from.IsZero() && last > first {
-			// The first offset whose time is >= from; Kafka answers -1
-			// when there is none.
-			at, err := conn.ReadOffset(from)
-			if err != nil {
-				return 0, 0, fmt.Errorf("dlt: offset at %s of %s/%d: %w", from.Format(time.RFC3339), topic, partition, err)
-			}
-			switch {
-			case at < 0 || at > last:
-				start = last
-			case at > first:
-				start = at
-			}
-		}
-		return start, last, nil
-	}
-	return 0, 0, fmt.Errorf("dlt: leader of %s/%d: %w", topic, partition, errors.Join(errs...))
-}
-
-func listPartition(ctx context.Context, cfg broker.Config, d *kafka.Dialer, f Filter, partition int) ([]Record, error) {
-	start, end, err := bounds(ctx, d, cfg.Brokers, f.Topic, partition, f.From)
+// readPartitions returns the partition ids of topic.
+func readPartitions(ctx context.Context, adm *kadm.Client, topic string) ([]int32, error) {
+	tds, err := adm.ListTopics(ctx, topic)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dlt: read partitions of %s: %w", topic, err)
 	}
-	if start >= end {
+	td, ok := tds[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) || len(td.Partitions) == 0 {
+		return nil, fmt.Errorf("dlt: topic %s does not exist", topic)
+	}
+	if td.Err != nil {
+		return nil, fmt.Errorf("dlt: read partitions of %s: %w", topic, td.Err)
+	}
+	ids := td.Partitions.Numbers()
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// offsetRange is the offsets to read in a partition: [start, end).
+type offsetRange struct{ start, end int64 }
+
+// bounds returns the offsets to read in each partition: from its first
+// offset (or the first at or after from) to its last stable offset.
+func bounds(ctx context.Context, adm *kadm.Client, topic string, partitions []int32, from time.Time) (map[int32]offsetRange, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlt: first offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlt: last stable offsets of %s: %w", topic, err)
+	}
+	var after kadm.ListedOffsets
+	if !from.IsZero() {
+		// The first offset whose time is >= from, or the end when there
+		// is none.
+		if after, err = adm.ListOffsetsAfterMilli(ctx, from.UnixMilli(), topic); err == nil {
+			err = after.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dlt: offsets at %s of %s: %w", from.Format(time.RFC3339), topic, err)
+		}
+	}
+	out := map[int32]offsetRange{}
+	for _, p := range partitions {
+		s, ok1 := starts.Lookup(topic, p)
+		e, ok2 := ends.Lookup(topic, p)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("dlt: no offsets for %s/%d", topic, p)
+		}
+		r := offsetRange{s.Offset, e.Offset}
+		if a, ok := after.Lookup(topic, p); ok {
+			if a.Offset < 0 {
+				a.Offset = r.end
+			}
+			r.start = max(r.start, a.Offset)
+		}
+		out[p] = r
+	}
+	return out, nil
+}
+
+// read reads the records of ranges that match f, all partitions at once.
+func read(ctx context.Context, cfg broker.Config, f Filter, ranges map[int32]offsetRange) ([]Record, error) {
+	if len(ranges) == 0 {
 		return nil, nil
 	}
-	if len(f.Offsets) > 0 {
-		lo, hi := slices.Min(f.Offsets), slices.Max(f.Offsets)
-		start, end = max(start, lo), min(end, hi+1)
-		if start >= end {
-			return nil, nil
-		}
+	from := make(map[int32]int64, len(ranges))
+	for p, r := range ranges {
+		from[p] = r.start
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:     cfg.Brokers,
-		Topic:       f.Topic,
-		Partition:   partition,
-		Dialer:      d,
-		MinBytes:    1,
-		MaxBytes:    10 << 20,
-		MaxWait:     250 * time.Millisecond,
-		MaxAttempts: 3,
-	})
-	defer func() { _ = r.Close() }()
-	if err := r.SetOffset(start); err != nil {
-		return nil, fmt.Errorf("dlt: seek %s/%d to %d: %w", f.Topic, partition, start, err)
+	cl, err := broker.NewPartitionClient(cfg, f.Topic, from)
+	if err != nil {
+		return nil, fmt.Errorf("dlt: %w", err)
 	}
+	defer cl.Close()
+	open := maps.Clone(ranges) // partitions whose end is not reached
+	matches := map[int32]int{}
 	var out []Record
-	for {
-		rctx, cancel := context.WithTimeout(ctx, idleTimeout)
-		m, err := r.FetchMessage(rctx)
+	for len(open) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, idleTimeout)
+		fetches := cl.PollFetches(pctx)
 		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if errors.Is(err, context.DeadlineExceeded) {
-				return out, nil // nothing more before end: gaps at the tail
-			}
-			return nil, fmt.Errorf("dlt: read %s/%d: %w", f.Topic, partition, err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		if m.Offset >= end {
-			return out, nil
+		var ferr error
+		fetches.EachError(func(_ string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				ferr = fmt.Errorf("dlt: read %s/%d: %w", f.Topic, p, err)
+			}
+		})
+		if ferr != nil {
+			return nil, ferr
 		}
-		if f.match(m) {
-			out = append(out, FromMessage(m))
+		if fetches.NumRecords() == 0 {
+			return out, nil // nothing more before the ends: gaps at the tail
+		}
+		for _, r := range fetches.Records() {
+			rng, ok := open[r.Partition]
+			if !ok {
+				continue
+			}
+			if r.Offset >= rng.end {
+				delete(open, r.Partition)
+				continue
+			}
+			if !broker.IsControl(r) {
+				if m := broker.ToMessage(r); f.match(m) {
+					out = append(out, FromMessage(m))
+					matches[r.Partition]++
+				}
+			}
 			// Records of a partition come in time order (mostly), so the
 			// first Limit matches are the oldest: stop there.
-			if f.Limit > 0 && len(out) >= f.Limit && f.To.IsZero() {
-				return out, nil
+			if r.Offset >= rng.end-1 || (f.Limit > 0 && matches[r.Partition] >= f.Limit && f.To.IsZero()) {
+				delete(open, r.Partition)
 			}
 		}
-		if m.Offset >= end-1 {
-			return out, nil
-		}
 	}
+	return out, nil
 }
 
 // replayedHeader reports whether a header is dropped on replay: the

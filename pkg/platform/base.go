@@ -210,8 +210,9 @@ func (b *Base) Close() {
 	})
 }
 
-// Consumer returns a consumer config with the service's brokers, writer,
-// logger and metrics filled in.
+// Consumer returns a consumer config with the service's brokers, logger and
+// metrics filled in; the consumer writes its DLT and retry records with a
+// writer of its own (broker.NewDLTWriter), which keeps their partitions.
 func (b *Base) Consumer(group string, topics []string, h consumer.Handler, policy consumer.Policy) consumer.Config {
 	return consumer.Config{
 		Broker:    b.Cfg.Kafka,
@@ -219,7 +220,6 @@ func (b *Base) Consumer(group string, topics []string, h consumer.Handler, polic
 		Topics:    topics,
 		Handler:   h,
 		Policy:    policy,
-		Publisher: b.Writer,
 		Logger:    b.Log,
 		Metrics:   b.ConsumerMetrics,
 	}

@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The suite's consumers read with franz-go's kgo, not kafka-go: kafka-go's
+// reader hands transaction markers to the application as messages and
+// ignores the aborted-transactions list of a fetch, whatever its
+// IsolationLevel says (segmentio/kafka-go issue 1332, pull request 1446),
+// so a record of an aborted transaction would be applied. kgo reads
+// read_committed: no control record reaches the caller unless asked for, no
+// record of an aborted transaction ever does, and no fetch goes past the
+// last stable offset (the first offset of a transaction still open).
+
+// kgoOpts are the options every franz-go client of the suite starts from:
+// how to reach and talk to the cluster. Connection settings (TLS, SASL)
+// belong here and only here, so consumers, admin clients and the DLT
+// tooling all get them.
+func (c Config) kgoOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID("payments"),
+		kgo.DialTimeout(5 * time.Second),
+		kgo.MetadataMinAge(500 * time.Millisecond),
+		kgo.MetadataMaxAge(30 * time.Second),
+		kgo.BrokerMaxReadBytes(int32(max(c.maxMessageBytes()*16, 100<<20))), //nolint:gosec // bounded above by the broker's limits
+	}
+	if c.Dial != nil {
+		dial := c.Dial
+		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			return dial(ctx, network, host)
+		}))
+	}
+	return opts
+}
+
+func (c Config) maxMessageBytes() int64 {
+	if c.MaxMessageBytes <= 0 {
+		return 1 << 20
+	}
+	return c.MaxMessageBytes
+}
+
+// ConsumerConfig describes a consumer-group client.
+type ConsumerConfig struct {
+	Group  string
+	Topics []string
+	// MaxWait is how long a fetch waits for data; default 250ms.
+	MaxWait time.Duration
+	// OnRevoked is called when the group takes partitions away (and when
+	// the client leaves the group): the last moment to commit what was
+	// handled on them.
+	OnRevoked func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32)
+	// OnLost is called when partitions were lost without a clean
+	// revocation (the member was fenced): committing is pointless.
+	OnLost func(ctx context.Context, cl *kgo.Client, lost map[string][]int32)
+	// OnRebalanceWaiting is called, in a goroutine of its own, when a
+	// rebalance waits for the records in hand to be finished.
+	OnRebalanceWaiting func()
+}
+
+// NewConsumerClient returns the consumer-group client every consumer loop
+// of the suite uses:
+//   - read_committed (see above), with control records kept so that the
+//     loop can commit past a transaction marker (the handler never sees
+//     one: IsControl), as Spring's fixTxOffsets does; without that the
+//     committed offset of a partition ending in a marker stays one short
+//     and the lag never reaches 0;
+//   - manual commits only (the loop commits after handling);
+//   - rebalances held while polled records are in hand
+//     (BlockRebalanceOnPoll), so that the loop commits only partitions it
+//     still owns and a batch is not handled twice by two members;
+//   - the classic group protocol with the range and round-robin assignors,
+//     the ones kafka-go's reader offers: during a rolling upgrade old and
+//     new members share the group and its committed offsets;
+//   - the earliest offset where the group has committed none.
+//
+// The caller closes the client (which leaves the group).
+func NewConsumerClient(cfg Config, cc ConsumerConfig) (*kgo.Client, error) {
+	maxWait := cc.MaxWait
+	if maxWait <= 0 {
+		maxWait = 250 * time.Millisecond
+	}
+	opts := append(cfg.kgoOpts(),
+		kgo.ConsumerGroup(cc.Group),
+		kgo.ConsumeTopics(cc.Topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.Balancers(kgo.RangeBalancer(), kgo.RoundRobinBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(maxWait),
+		kgo.FetchMaxBytes(int32(max(cfg.maxMessageBytes()*10, 10<<20))),     //nolint:gosec // bounded
+		kgo.FetchMaxPartitionBytes(int32(max(cfg.maxMessageBytes(), 1<<20))), //nolint:gosec // bounded
+		kgo.SessionTimeout(10*time.Second),
+		kgo.HeartbeatInterval(time.Second),
+		kgo.RebalanceTimeout(60*time.Second),
+	)
+	if cc.OnRevoked != nil {
+		opts = append(opts, kgo.OnPartitionsRevoked(cc.OnRevoked))
+	}
+	if cc.OnLost != nil {
+		opts = append(opts, kgo.OnPartitionsLost(cc.OnLost))
+	}
+	if cc.OnRebalanceWaiting != nil {
+		f := cc.OnRebalanceWaiting
+		opts = append(opts, kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { f() }))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka consumer %s: %w", cc.Group, err)
+	}
+	return cl, nil
+}
+
+// NewPartitionClient returns a client that reads the given partitions of
+// topic from the given offsets, read_committed, without a consumer group:
+// it commits nothing. Control records are kept (IsControl tells them) so a
+// reader can tell it has passed a transaction marker at the end of a
+// partition. The caller closes it.
+func NewPartitionClient(cfg Config, topic string, from map[int32]int64) (*kgo.Client, error) {
+	offsets := make(map[int32]kgo.Offset, len(from))
+	for p, o := range from {
+		offsets[p] = kgo.NewOffset().At(o)
+	}
+	cl, err := kgo.NewClient(append(cfg.kgoOpts(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka reader of %s: %w", topic, err)
+	}
+	return cl, nil
+}
+
+// NewAdminClient returns an admin client (metadata, offsets, groups).
+// Closing it closes its connections.
+func NewAdminClient(cfg Config) (*kadm.Client, error) {
+	cl, err := kgo.NewClient(cfg.kgoOpts()...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka admin client: %w", err)
+	}
+	return kadm.NewClient(cl), nil
+}
+
+// IsControl reports whether r is a transaction marker rather than a record
+// anyone wrote: it must never reach a handler.
+func IsControl(r *kgo.Record) bool { return r.Attrs.IsControl() }
+
+// ToMessage converts a record read with kgo into the kafka-go message the
+// suite's handlers take, so that handlers do not depend on the client that
+// read it.
+func ToMessage(r *kgo.Record) kafka.Message {
+	m := kafka.Message{
+		Topic:     r.Topic,
+		Partition: int(r.Partition),
+		Offset:    r.Offset,
+		Key:       r.Key,
+		Value:     r.Value,
+		Time:      r.Timestamp,
+	}
+	if len(r.Headers) > 0 {
+		m.Headers = make([]kafka.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			m.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return m
+}
