@@ -99,7 +99,7 @@ func NewConsumerClient(cfg Config, cc ConsumerConfig) (*kgo.Client, error) {
 		kgo.Balancers(kgo.RangeBalancer(), kgo.RoundRobinBalancer()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(maxWait),
-		kgo.FetchMaxBytes(int32(max(cfg.maxMessageBytes()*10, 10<<20))),     //nolint:gosec // bounded
+		kgo.FetchMaxBytes(int32(max(cfg.maxMessageBytes()*10, 10<<20))),      //nolint:gosec // bounded
 		kgo.FetchMaxPartitionBytes(int32(max(cfg.maxMessageBytes(), 1<<20))), //nolint:gosec // bounded
 		kgo.SessionTimeout(10*time.Second),
 		kgo.HeartbeatInterval(time.Second),

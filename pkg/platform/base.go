@@ -215,12 +215,12 @@ func (b *Base) Close() {
 // writer of its own (broker.NewDLTWriter), which keeps their partitions.
 func (b *Base) Consumer(group string, topics []string, h consumer.Handler, policy consumer.Policy) consumer.Config {
 	return consumer.Config{
-		Broker:    b.Cfg.Kafka,
-		Group:     group,
-		Topics:    topics,
-		Handler:   h,
-		Policy:    policy,
-		Logger:    b.Log,
-		Metrics:   b.ConsumerMetrics,
+		Broker:  b.Cfg.Kafka,
+		Group:   group,
+		Topics:  topics,
+		Handler: h,
+		Policy:  policy,
+		Logger:  b.Log,
+		Metrics: b.ConsumerMetrics,
 	}
 }
