@@ -1,0 +1,153 @@
+package kafkatest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Producer writes records as the reference design's transactional
+// producers do (the seed's antifraud writes each decision in a Kafka
+// transaction), and also outside any transaction, so tests can interleave
+// both on one partition. Each record goes to the partition its message
+// names (kafka.Message.Partition, 0 by default); every call waits for the
+// broker's acknowledgement, so calls land in the log in call order.
+type Producer struct {
+	tb    testing.TB
+	txn   *kgo.Client
+	plain *kgo.Client
+}
+
+// NewProducer returns a Producer on the shared real broker with a
+// transactional id of its own. Its clients close when the test ends; a
+// transaction still open then is aborted.
+func NewProducer(tb testing.TB) *Producer {
+	tb.Helper()
+	brokers := Brokers(tb)
+	common := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	txn, err := kgo.NewClient(append(common, kgo.TransactionalID(uniqueName("txn", 100)),
+		kgo.TransactionTimeout(time.Minute))...)
+	if err != nil {
+		tb.Fatalf("kafkatest: transactional producer: %v", err)
+	}
+	plain, err := kgo.NewClient(common...)
+	if err != nil {
+		txn.Close()
+		tb.Fatalf("kafkatest: producer: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = txn.AbortBufferedRecords(ctx)
+		_ = txn.EndTransaction(ctx, kgo.TryAbort) // nothing to do when none is open
+		txn.Close()
+		plain.Close()
+	})
+	return &Producer{tb: tb, txn: txn, plain: plain}
+}
+
+// Begin opens a transaction.
+func (p *Producer) Begin() {
+	p.tb.Helper()
+	if err := p.txn.BeginTransaction(); err != nil {
+		p.tb.Fatalf("kafkatest: begin transaction: %v", err)
+	}
+}
+
+// InTxn writes ms inside the open transaction.
+func (p *Producer) InTxn(ms ...kafka.Message) {
+	p.tb.Helper()
+	p.produce(p.txn, ms)
+}
+
+// Commit commits the open transaction: its records become readable and a
+// commit marker follows them.
+func (p *Producer) Commit() {
+	p.tb.Helper()
+	p.end(kgo.TryCommit)
+}
+
+// Abort aborts the open transaction: its records stay in the log, followed
+// by an abort marker, and a read_committed consumer never sees them.
+func (p *Producer) Abort() {
+	p.tb.Helper()
+	p.end(kgo.TryAbort)
+}
+
+func (p *Producer) end(commit kgo.TransactionEndTry) {
+	p.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.txn.EndTransaction(ctx, commit); err != nil {
+		p.tb.Fatalf("kafkatest: end transaction (commit %v): %v", commit, err)
+	}
+}
+
+// Plain writes ms outside any transaction.
+func (p *Producer) Plain(ms ...kafka.Message) {
+	p.tb.Helper()
+	p.produce(p.plain, ms)
+}
+
+func (p *Producer) produce(cl *kgo.Client, ms []kafka.Message) {
+	p.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, m := range ms {
+		r := &kgo.Record{Topic: m.Topic, Partition: int32(m.Partition), Key: m.Key, Value: m.Value} //nolint:gosec // test partitions are small
+		for _, h := range m.Headers {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			p.tb.Fatalf("kafkatest: produce to %s: %v", m.Topic, err)
+		}
+	}
+}
+
+// Offsets reports where a consumer group stands on one partition.
+type Offsets struct {
+	// Committed is the group's committed offset (-1: none).
+	Committed int64
+	// End is the partition's high watermark: one past its last record or
+	// transaction marker.
+	End int64
+}
+
+// GroupOffsets returns the committed offset of group on topic's partition
+// and that partition's end. A read_committed consumer that commits past
+// transaction markers reaches Committed == End once the partition holds no
+// open transaction and everything was handled.
+func GroupOffsets(tb testing.TB, group, topic string, partition int32) Offsets {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(Brokers(tb)...))
+	if err != nil {
+		tb.Fatalf("kafkatest: admin client: %v", err)
+	}
+	adm := kadm.NewClient(cl)
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := Offsets{Committed: -1}
+	committed, err := adm.FetchOffsetsForTopics(ctx, group, topic)
+	if err != nil {
+		tb.Fatalf("kafkatest: committed offsets of %s: %v", group, err)
+	}
+	if c, ok := committed.Lookup(topic, partition); ok && c.Err == nil {
+		out.Committed = c.At
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		tb.Fatalf("kafkatest: end offsets of %s: %v", topic, err)
+	}
+	if e, ok := ends.Lookup(topic, partition); ok {
+		out.End = e.Offset
+	}
+	return out
+}
