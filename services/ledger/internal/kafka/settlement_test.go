@@ -83,6 +83,8 @@ type env struct {
 	writer  *kafkago.Writer
 	reg     *prometheus.Registry
 	logs    *syncBuffer
+	// group is the settlement consumer's group, once run.
+	group string
 }
 
 func newEnv(t *testing.T) *env {
@@ -112,8 +114,9 @@ func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	t.Helper()
 	svc := ledger.NewService(e.failing, nil)
 	h := kafka.NewSettlement(svc, e.logger(), kafka.NewMetrics(e.reg))
+	e.group = kafkatest.Group(t, "ledger")
 	cfg := consumer.Config{
-		Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger"), Topics: []string{e.topic},
+		Broker: broker.Config{Brokers: e.brokers}, Group: e.group, Topics: []string{e.topic},
 		Handler: h.Handle, Policy: policy, Publisher: e.writer, Logger: e.logger(),
 	}
 	if batch {
