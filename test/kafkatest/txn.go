@@ -22,12 +22,15 @@ type Producer struct {
 	plain *kgo.Client
 }
 
-// NewProducer returns a Producer on the shared real broker with a
-// transactional id of its own. Its clients close when the test ends; a
-// transaction still open then is aborted.
-func NewProducer(tb testing.TB) *Producer {
+// NewProducer returns a Producer with a transactional id of its own on the
+// given brokers, by default the shared real broker ([Brokers]; [Fake]
+// addresses work too). Its clients close when the test ends; a transaction
+// still open then is aborted.
+func NewProducer(tb testing.TB, brokers ...string) *Producer {
 	tb.Helper()
-	brokers := Brokers(tb)
+	if len(brokers) == 0 {
+		brokers = Brokers(tb)
+	}
 	common := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}
 	txn, err := kgo.NewClient(append(common, kgo.TransactionalID(uniqueName("txn", 100)),
 		kgo.TransactionTimeout(time.Minute))...)
