@@ -33,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "consumer_dlt_records_total", Help: "Records sent to a DLT, by origin topic."},
 			[]string{"origin_topic"}),
 		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "consumer_lag", Help: "Consumer lag reported by the reader, by group, topic and partition."},
+			Name: "consumer_lag", Help: "Last stable offset minus the committed offset, by group, topic and partition."},
 			[]string{"group", "topic", "partition"}),
 		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "consumer_batch_size", Help: "Records per batch handed to a batch handler.",
