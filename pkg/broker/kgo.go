@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -65,6 +66,9 @@ type ConsumerConfig struct {
 	// OnRebalanceWaiting is called, in a goroutine of its own, when a
 	// rebalance waits for the records in hand to be finished.
 	OnRebalanceWaiting func()
+	// Logger receives the client's warnings and errors (a group it cannot
+	// join, a broker it cannot reach); nil: none.
+	Logger *slog.Logger
 }
 
 // NewConsumerClient returns the consumer-group client every consumer loop
@@ -115,6 +119,9 @@ func NewConsumerClient(cfg Config, cc ConsumerConfig) (*kgo.Client, error) {
 		f := cc.OnRebalanceWaiting
 		opts = append(opts, kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { f() }))
 	}
+	if cc.Logger != nil {
+		opts = append(opts, kgo.WithLogger(kgoLogger{cc.Logger}))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka consumer %s: %w", cc.Group, err)
@@ -152,6 +159,20 @@ func NewAdminClient(cfg Config) (*kadm.Client, error) {
 		return nil, fmt.Errorf("kafka admin client: %w", err)
 	}
 	return kadm.NewClient(cl), nil
+}
+
+// kgoLogger passes kgo's warnings and errors to slog; its info and debug
+// lines (every request) stay out.
+type kgoLogger struct{ log *slog.Logger }
+
+func (kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lvl := slog.LevelWarn
+	if level == kgo.LogLevelError {
+		lvl = slog.LevelError
+	}
+	l.log.Log(context.Background(), lvl, "kafka client: "+msg, keyvals...)
 }
 
 // IsControl reports whether r is a transaction marker rather than a record

@@ -222,6 +222,7 @@ func (l *loop) run(ctx context.Context) error {
 		OnRevoked:          c.onRevoked,
 		OnLost:             c.onLost,
 		OnRebalanceWaiting: func() { l.rebalanceWaiting.Store(true) },
+		Logger:             log,
 	})
 	if err != nil {
 		return err
