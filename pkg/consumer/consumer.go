@@ -1,7 +1,9 @@
 // Package consumer is the suite's one Kafka consumer loop: a consumer-group
-// reader that hands records to a handler, commits an offset only after the
-// handler succeeded for that record and every record before it in its
-// partition, and disposes of failures with one of two policies:
+// client (broker.NewConsumerClient, read_committed: no transaction marker and
+// no record of an aborted transaction ever reaches a handler) that hands
+// records to a handler, commits an offset only after the handler succeeded
+// for that record and every record before it in its partition, and disposes
+// of failures with one of two policies:
 //
 //   - Blocking: retry in place with exponential backoff while the partition
 //     waits, then publish to the DLT (the ledger, as Spring's
@@ -153,7 +155,7 @@ var errStopping = errors.New("consumer stopping")
 var errRebalance = errors.New("rebalance waiting")
 
 // Run consumes until ctx is cancelled: it finishes the records in hand,
-// commits, closes its readers and returns nil. With RetryTopics it also runs
+// commits, closes its clients and returns nil. With RetryTopics it also runs
 // one consumer per retry topic, in groups "<group>-retry-<ms>".
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Handler == nil || cfg.Group == "" || len(cfg.Topics) == 0 {
