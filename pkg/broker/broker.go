@@ -33,6 +33,9 @@ type Config struct {
 	// MaxMessageBytes is the largest record the writer sends; default
 	// 1 MiB, the broker's default message.max.bytes.
 	MaxMessageBytes int64
+	// Security is the SASL credential and TLS of every connection
+	// (SecurityFromEnv); the zero value is plaintext without credentials.
+	Security Security
 }
 
 // ParseBrokers splits a comma-separated broker list.
@@ -63,14 +66,6 @@ func NewWriter(cfg Config) *kafka.Writer {
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
-	transport := &kafka.Transport{
-		DialTimeout: 5 * time.Second,
-		IdleTimeout: 30 * time.Second,
-		MetadataTTL: 10 * time.Second,
-	}
-	if cfg.Dial != nil {
-		transport.Dial = cfg.Dial
-	}
 	return &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.Brokers...),
 		Balancer:               &kafka.Murmur2Balancer{},
@@ -84,7 +79,7 @@ func NewWriter(cfg Config) *kafka.Writer {
 		ReadTimeout:            10 * time.Second,
 		WriteTimeout:           10 * time.Second,
 		AllowAutoTopicCreation: false,
-		Transport:              transport,
+		Transport:              cfg.Transport(),
 	}
 }
 
@@ -104,15 +99,11 @@ func NewReader(cfg Config, rc ReaderConfig) *kafka.Reader {
 	if maxWait <= 0 {
 		maxWait = 250 * time.Millisecond
 	}
-	dialer := &kafka.Dialer{Timeout: 5 * time.Second, DualStack: true}
-	if cfg.Dial != nil {
-		dialer = &kafka.Dialer{Timeout: 5 * time.Second, DialFunc: cfg.Dial}
-	}
 	return kafka.NewReader(kafka.ReaderConfig{
 		Brokers:                cfg.Brokers,
 		GroupID:                rc.Group,
 		GroupTopics:            rc.Topics,
-		Dialer:                 dialer,
+		Dialer:                 cfg.Dialer(),
 		MinBytes:               1,
 		MaxBytes:               10 << 20,
 		MaxWait:                maxWait,
@@ -171,10 +162,10 @@ func SuiteTopics(t events.Topics, rf int) []TopicSpec {
 // retention. Existing topics are left as they are, so running it twice
 // changes nothing. It returns the names it created.
 func CreateTopics(ctx context.Context, cfg Config, specs []TopicSpec) ([]string, error) {
-	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
-	if cfg.Dial != nil {
-		client.Transport = &kafka.Transport{Dial: cfg.Dial}
-	}
+	transport := cfg.Transport()
+	transport.MetadataTTL = time.Second // waitForLeaders reads the metadata cache
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second, Transport: transport}
 	req := &kafka.CreateTopicsRequest{}
 	for _, s := range specs {
 		rf := s.ReplicationFactor

@@ -16,10 +16,9 @@ const lagInterval = 5 * time.Second
 // computes it, every lagInterval. Committed offsets (not what the reader
 // fetched ahead) are what a stuck handler stops moving, so its lag grows.
 func (l *loop) reportLag(ctx context.Context) {
-	client := &kafka.Client{Addr: kafka.TCP(l.cfg.Broker.Brokers...), Timeout: 5 * time.Second}
-	if l.cfg.Broker.Dial != nil {
-		client.Transport = &kafka.Transport{Dial: l.cfg.Broker.Dial}
-	}
+	transport := l.cfg.Broker.Transport() // the configuration's TLS and SASL
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(l.cfg.Broker.Brokers...), Timeout: 5 * time.Second, Transport: transport}
 	t := time.NewTicker(lagInterval)
 	defer t.Stop()
 	for {

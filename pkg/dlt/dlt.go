@@ -156,10 +156,10 @@ func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 }
 
 func newDialer(cfg broker.Config) *kafka.Dialer {
-	d := &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, ClientID: "payments-dlt"}
+	d := cfg.Dialer() // the configuration's TLS and SASL
+	d.Timeout, d.ClientID = 10*time.Second, "payments-dlt"
 	if cfg.Dial != nil {
 		d.DualStack = false
-		d.DialFunc = cfg.Dial
 	}
 	return d
 }
