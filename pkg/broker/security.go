@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/kgo"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 	kgoplain "github.com/twmb/franz-go/pkg/sasl/plain"
 	kgoscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
