@@ -59,9 +59,24 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "secure: create the suite's topics: %v\n", err)
 		return 1
 	}
-	if err := broker.CreateACLs(ctx, admin, broker.SuiteACLs(events.DefaultTopics, broker.DefaultGroups, broker.DefaultPrincipals)); err != nil {
+	acls := broker.SuiteACLs(events.DefaultTopics, broker.DefaultGroups, broker.DefaultPrincipals)
+	if err := broker.CreateACLs(ctx, admin, acls); err != nil {
 		fmt.Fprintf(os.Stderr, "secure: create the suite's ACLs: %v\n", err)
 		return 1
+	}
+	// The authorizer applies new ACLs from the metadata log a moment
+	// later; DescribeAcls answers from the same state, so wait for it.
+	for {
+		got, err := broker.ListACLs(ctx, admin)
+		if err == nil && len(got) == len(acls) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(os.Stderr, "secure: the ACLs did not show (%d of %d, %v)\n", len(got), len(acls), err)
+			return 1
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	return m.Run()
 }
