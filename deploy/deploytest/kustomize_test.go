@@ -83,15 +83,15 @@ type (
 				Name string `json:"name"`
 			} `json:"secretRef"`
 		} `json:"envFrom"`
-		Env            []envVar `json:"env"`
-		VolumeMounts   []struct {
+		Env          []envVar `json:"env"`
+		VolumeMounts []struct {
 			Name      string `json:"name"`
 			MountPath string `json:"mountPath"`
 			ReadOnly  bool   `json:"readOnly"`
 		} `json:"volumeMounts"`
-		StartupProbe   *probe   `json:"startupProbe"`
-		ReadinessProbe *probe   `json:"readinessProbe"`
-		LivenessProbe  *probe   `json:"livenessProbe"`
+		StartupProbe   *probe `json:"startupProbe"`
+		ReadinessProbe *probe `json:"readinessProbe"`
+		LivenessProbe  *probe `json:"livenessProbe"`
 		Resources      struct {
 			Requests map[string]string `json:"requests"`
 			Limits   map[string]string `json:"limits"`
