@@ -36,8 +36,8 @@ const (
 const (
 	EnvSASLMechanism    = "KAFKA_SASL_MECHANISM"
 	EnvSASLUsername     = "KAFKA_SASL_USERNAME"
-	EnvSASLPassword     = "KAFKA_SASL_PASSWORD"
-	EnvSASLPasswordFile = "KAFKA_SASL_PASSWORD_FILE"
+	EnvSASLPassword     = "KAFKA_SASL_PASSWORD"      //nolint:gosec // a variable's name, not a credential
+	EnvSASLPasswordFile = "KAFKA_SASL_PASSWORD_FILE" //nolint:gosec // a variable's name, not a credential
 	EnvTLS              = "KAFKA_TLS"
 	EnvTLSCAFile        = "KAFKA_TLS_CA_FILE"
 	EnvTLSCertFile      = "KAFKA_TLS_CERT_FILE"

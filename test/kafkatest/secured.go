@@ -63,7 +63,10 @@ type SecuredBroker struct {
 
 	dir  string
 	cmd  *exec.Cmd
-	done chan error
+	// done is closed when the broker process has exited, with its Wait
+	// error in exitErr.
+	done    chan struct{}
+	exitErr error
 }
 
 // StartSecured starts a SecuredBroker with the users named (and admin),
@@ -169,11 +172,13 @@ func (b *SecuredBroker) launch(ctx context.Context, libs, keystore string) error
 		_ = logFile.Close()
 		return fmt.Errorf("start the secured broker: %w", err)
 	}
-	b.cmd, b.done = cmd, make(chan error, 1)
+	done := make(chan struct{})
+	b.cmd, b.done = cmd, done
 	go func() {
 		err := cmd.Wait()
 		_ = logFile.Close()
-		b.done <- err
+		b.exitErr = err
+		close(done)
 	}()
 
 	admin := b.Config(SecuredAdmin)
@@ -186,7 +191,8 @@ func (b *SecuredBroker) launch(ctx context.Context, libs, keystore string) error
 			return nil
 		}
 		select {
-		case werr := <-b.done:
+		case <-b.done:
+			werr := b.exitErr
 			b.cmd, b.done = nil, nil
 			logText, _ := os.ReadFile(logPath) //nolint:gosec // the harness's own log
 			if bytes.Contains(logText, []byte("Address already in use")) {
@@ -300,7 +306,7 @@ func (b *SecuredBroker) Stop() error {
 	if b.cmd != nil && b.cmd.Process != nil {
 		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGTERM)
 		select {
-		case <-b.done:
+		case <-b.done: // the exit status of a stopped broker says nothing
 		case <-time.After(30 * time.Second):
 			_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
 			<-b.done
@@ -331,7 +337,7 @@ func KafkaLibs(ctx context.Context) (string, error) {
 	}
 	tmp := libs + ".tmp"
 	_ = os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, "mvn", "-q", "-B", "-f", filepath.Join(root, "test", "infra", "kafka", "pom.xml"),
+	cmd := exec.CommandContext(ctx, "mvn", //nolint:gosec // the repository's own POM and cache folder "-q", "-B", "-f", filepath.Join(root, "test", "infra", "kafka", "pom.xml"),
 		"dependency:copy-dependencies", "-DoutputDirectory="+tmp, "-DincludeScope=runtime")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("no Kafka %s jars in %s and Maven could not resolve them (set %s to a folder of them): %w\n%s",
@@ -373,7 +379,7 @@ func freePorts() (int, int, error) {
 		}
 	}()
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			return 0, 0, err
 		}

@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -95,7 +96,7 @@ func StartTLS(tb testing.TB, cert tlstest.Pair) *TLSServer {
 	s := &TLSServer{}
 	var lastOut []byte
 	for attempt := 0; attempt < 3; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -200,7 +200,9 @@ func produceRaw(cfg broker.Config, topic string, partition int, msg kafka.Messag
 	if err := conn.SetDeadline(time.Now().Add(15 * time.Second)); err != nil {
 		return err
 	}
-	conn.SetRequiredAcks(-1)
+	if err := conn.SetRequiredAcks(-1); err != nil {
+		return err
+	}
 	_, err = conn.WriteMessages(kafka.Message{Key: msg.Key, Value: msg.Value, Headers: msg.Headers})
 	return err
 }
