@@ -146,7 +146,7 @@ func (b *Base) Ready(ctx context.Context) error {
 	if pending {
 		return errors.New("migrations: not applied")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // within the probes' timeout
 	defer cancel()
 	if err := broker.Check(ctx, b.Cfg.Kafka); err != nil {
 		return fmt.Errorf("kafka: %w", err)
