@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,6 +176,11 @@ func TestComposeServiceConfiguration(t *testing.T) {
 			for _, tc := range []struct{ name, want string }{
 				{"KAFKA_BROKERS", "kafka:9092"},
 				{"HTTP_ADDR", ":" + strconv.Itoa(svc.Port)},
+				// Its own Kafka principal; its password a mounted secret
+				// that no other service mounts.
+				{"KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"},
+				{"KAFKA_SASL_USERNAME", svc.Name},
+				{"KAFKA_SASL_PASSWORD_FILE", "/run/secrets/kafka-" + svc.Name + "-password"},
 			} {
 				if got := env(s, tc.name); got != tc.want {
 					t.Errorf("%s = %q, want %q", tc.name, got, tc.want)
@@ -184,6 +190,16 @@ func TestComposeServiceConfiguration(t *testing.T) {
 				if !known[name] {
 					t.Errorf("environment variable %s is read by no suite program", name)
 				}
+			}
+			if _, ok := s.Environment["KAFKA_SASL_PASSWORD"]; ok {
+				t.Error("KAFKA_SASL_PASSWORD is set: use KAFKA_SASL_PASSWORD_FILE and a secret")
+			}
+			var secrets []string
+			for _, sec := range s.Secrets {
+				secrets = append(secrets, sec.Source)
+			}
+			if diff := cmp.Diff([]string{"kafka-" + svc.Name + "-password"}, secrets); diff != "" {
+				t.Errorf("secrets mismatch (-want +got):\n%s", diff)
 			}
 
 			// Its own database on the compose PostgreSQL, as its own role.
@@ -223,7 +239,9 @@ func TestComposeHealthchecks(t *testing.T) {
 	}
 	checks := []check{
 		{"postgres", types.HealthCheckTest{"CMD", "pg_isready", "-h", "127.0.0.1", "-U", "payments", "-d", "notifications"}},
-		{"kafka", types.HealthCheckTest{"CMD-SHELL", "/opt/kafka/bin/kafka-broker-api-versions.sh --bootstrap-server localhost:9092 >/dev/null 2>&1"}},
+		// The listener wants SASL: the probe uses the admin client settings
+		// that the start script writes.
+		{"kafka", types.HealthCheckTest{"CMD-SHELL", "/opt/kafka/bin/kafka-broker-api-versions.sh --bootstrap-server localhost:9092 --command-config /tmp/admin.properties >/dev/null 2>&1"}},
 	}
 	for _, svc := range services {
 		checks = append(checks, check{svc.Name, types.HealthCheckTest{"CMD", suiteBinary, "probe", "http://localhost:" + strconv.Itoa(svc.Port) + "/readyz"}})
@@ -307,6 +325,12 @@ func TestComposeKafka(t *testing.T) {
 		{"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1"},
 		{"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1"},
 		{"KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false"},
+		// Secured: SCRAM on every client listener, ACLs enforced.
+		{"KAFKA_SASL_ENABLED_MECHANISMS", "SCRAM-SHA-512"},
+		{"KAFKA_SASL_MECHANISM_INTER_BROKER_PROTOCOL", "SCRAM-SHA-512"},
+		{"KAFKA_AUTHORIZER_CLASS_NAME", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+		{"KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false"},
+		{"KAFKA_SUPER_USERS", "User:admin;User:ANONYMOUS"},
 	} {
 		if got := env(s, tc.name); got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.name, got, tc.want)
@@ -326,8 +350,45 @@ func TestComposeKafka(t *testing.T) {
 	}
 	protocols := map[string]bool{}
 	for _, m := range strings.Split(env(s, "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"), ",") {
-		name, _, _ := strings.Cut(m, ":")
+		name, protocol, _ := strings.Cut(m, ":")
 		protocols[name] = true
+		// ANONYMOUS is a super user for the controller's sake: only the
+		// CONTROLLER listener may be PLAINTEXT, and it is not published.
+		if name != "CONTROLLER" && protocol != "SASL_PLAINTEXT" && protocol != "SASL_SSL" {
+			t.Errorf("listener %s is %s: clients would connect as ANONYMOUS, a super user", name, protocol)
+		}
+	}
+	for _, port := range s.Ports {
+		if strconv.Itoa(int(port.Target)) == "9093" {
+			t.Error("the PLAINTEXT controller listener is published on the host")
+		}
+	}
+	// The start script writes the SCRAM users from the mounted secrets,
+	// one per service and admin.
+	var secrets []string
+	for _, sec := range s.Secrets {
+		secrets = append(secrets, sec.Source)
+	}
+	want := []string{"kafka-admin-password"}
+	for _, svc := range services {
+		want = append(want, "kafka-"+svc.Name+"-password")
+	}
+	slices.Sort(want)
+	slices.Sort(secrets)
+	if diff := cmp.Diff(want, secrets); diff != "" {
+		t.Errorf("kafka secrets mismatch (-want +got):\n%s", diff)
+	}
+	script, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "compose", "kafka", "start.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "for user in admin transfers ledger antifraud notifications; do") {
+		t.Error("start.sh does not create the SCRAM user of every service")
+	}
+	for name, sec := range p.Secrets {
+		if _, err := os.Stat(sec.File); err != nil {
+			t.Errorf("secret %s: %v", name, err)
+		}
 	}
 	if diff := cmp.Diff(sortedKeys(listeners), sortedKeys(protocols)); diff != "" {
 		t.Errorf("listeners vs protocol map mismatch (-listeners +map):\n%s", diff)
@@ -361,8 +422,11 @@ func TestComposeOneShots(t *testing.T) {
 	}{
 		{
 			service: "kafka-init",
-			command: types.ShellCommand{suiteBinary, "topics", "create", "--replication-factor", "1"},
-			env:     map[string]string{"KAFKA_BROKERS": "kafka:9092"},
+			command: types.ShellCommand{suiteBinary, "topics", "create", "--replication-factor", "1", "--acls"},
+			env: map[string]string{
+				"KAFKA_BROKERS": "kafka:9092", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "admin",
+				"KAFKA_SASL_PASSWORD_FILE": "/run/secrets/kafka-admin-password",
+			},
 		},
 		{
 			service: "demo",

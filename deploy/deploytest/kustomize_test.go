@@ -59,6 +59,12 @@ type (
 		} `json:"securityContext"`
 		InitContainers []container `json:"initContainers"`
 		Containers     []container `json:"containers"`
+		Volumes        []struct {
+			Name   string `json:"name"`
+			Secret *struct {
+				SecretName string `json:"secretName"`
+			} `json:"secret"`
+		} `json:"volumes"`
 	}
 	container struct {
 		Name    string   `json:"name"`
@@ -77,10 +83,15 @@ type (
 				Name string `json:"name"`
 			} `json:"secretRef"`
 		} `json:"envFrom"`
-		Env            []envVar `json:"env"`
-		StartupProbe   *probe   `json:"startupProbe"`
-		ReadinessProbe *probe   `json:"readinessProbe"`
-		LivenessProbe  *probe   `json:"livenessProbe"`
+		Env          []envVar `json:"env"`
+		VolumeMounts []struct {
+			Name      string `json:"name"`
+			MountPath string `json:"mountPath"`
+			ReadOnly  bool   `json:"readOnly"`
+		} `json:"volumeMounts"`
+		StartupProbe   *probe `json:"startupProbe"`
+		ReadinessProbe *probe `json:"readinessProbe"`
+		LivenessProbe  *probe `json:"livenessProbe"`
 		Resources      struct {
 			Requests map[string]string `json:"requests"`
 			Limits   map[string]string `json:"limits"`
@@ -236,12 +247,15 @@ type overlay struct {
 	minReplicas int
 	// topicsRF is the replication factor the topics Job creates topics with.
 	topicsRF int
+	// kafkaSecured: every Kafka client authenticates as its own principal
+	// over TLS, and the topics Job creates the ACLs.
+	kafkaSecured bool
 }
 
 var overlays = []overlay{
 	{dir: "base", namespace: "", image: "paysuite/payments:latest", minReplicas: 2, topicsRF: 3},
 	{dir: "overlays/dev", namespace: "payments-dev", image: "paysuite/payments:dev", replicas: 1, topicsRF: 1},
-	{dir: "overlays/prod", namespace: "payments", image: "ghcr.io/paysuite/payments:1.0.0", minReplicas: 3, topicsRF: 3},
+	{dir: "overlays/prod", namespace: "payments", image: "ghcr.io/paysuite/payments:1.0.0", minReplicas: 3, topicsRF: 3, kafkaSecured: true},
 }
 
 // partitions is the partition count of every contract topic: the most
@@ -301,7 +315,7 @@ func checkNoSecrets(t *testing.T, b built) {
 		t.Errorf("Secrets rendered from the repository: %v", sortedKeys(s))
 	}
 	for name, cm := range b.configMaps {
-		for _, secret := range []string{"DATABASE_URL", "WEBHOOK_SECRET"} {
+		for _, secret := range []string{"DATABASE_URL", "WEBHOOK_SECRET", "KAFKA_SASL_PASSWORD"} {
 			if _, ok := cm.Data[secret]; ok {
 				t.Errorf("ConfigMap %s holds %s", name, secret)
 			}
@@ -401,6 +415,7 @@ func checkDeployment(t *testing.T, b built, ov overlay, svc service, d deploymen
 		if envs["KAFKA_BROKERS"] == "" {
 			t.Errorf("%s: KAFKA_BROKERS is not set", cont.Name)
 		}
+		checkKafkaSecurity(t, b, ov, spec, cont, svc.Name, svc.Name+"-kafka")
 	}
 	if svc.Name == "notifications" {
 		envs := containerEnv(t, b, c)
@@ -459,6 +474,60 @@ func containerEnv(t *testing.T, b built, c container) map[string]string {
 		}
 	}
 	return out
+}
+
+// checkKafkaSecurity: in a secured overlay the container authenticates
+// with SCRAM-SHA-512 as user over TLS, its password is a file of the Secret
+// secret (its own, never another principal's) and its CA a file of the
+// kafka-ca Secret, both mounted read-only; no password is a literal.
+func checkKafkaSecurity(t *testing.T, b built, ov overlay, spec podSpec, c container, user, secret string) {
+	t.Helper()
+	envs := containerEnv(t, b, c)
+	if _, ok := envs["KAFKA_SASL_PASSWORD"]; ok {
+		t.Errorf("%s: KAFKA_SASL_PASSWORD is set; use KAFKA_SASL_PASSWORD_FILE and a mounted Secret", c.Name)
+	}
+	if !ov.kafkaSecured {
+		return
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"},
+		{"KAFKA_SASL_USERNAME", user},
+		{"KAFKA_TLS", "true"},
+	} {
+		if got := envs[tc.name]; got != tc.want {
+			t.Errorf("%s: %s = %q, want %q", c.Name, tc.name, got, tc.want)
+		}
+	}
+	// The Secret a file of the container comes from, read-only, and its key.
+	fileSource := func(path string) (secretName, key string) {
+		for _, m := range c.VolumeMounts {
+			if !strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/") {
+				continue
+			}
+			if !m.ReadOnly {
+				t.Errorf("%s: %s is mounted writable", c.Name, m.MountPath)
+			}
+			for _, v := range spec.Volumes {
+				if v.Name == m.Name && v.Secret != nil {
+					return v.Secret.SecretName, strings.TrimPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/")
+				}
+			}
+		}
+		return "", ""
+	}
+	if s, k := fileSource(envs["KAFKA_SASL_PASSWORD_FILE"]); s != secret || k != "password" {
+		t.Errorf("%s: KAFKA_SASL_PASSWORD_FILE %q is key %q of Secret %q, want key password of %s",
+			c.Name, envs["KAFKA_SASL_PASSWORD_FILE"], k, s, secret)
+	}
+	if s, k := fileSource(envs["KAFKA_TLS_CA_FILE"]); s != "kafka-ca" || k != "ca.crt" {
+		t.Errorf("%s: KAFKA_TLS_CA_FILE %q is key %q of Secret %q, want key ca.crt of kafka-ca",
+			c.Name, envs["KAFKA_TLS_CA_FILE"], k, s)
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && strings.HasSuffix(v.Secret.SecretName, "-kafka") && v.Secret.SecretName != secret {
+			t.Errorf("%s: the pod mounts another principal's credential %s", c.Name, v.Secret.SecretName)
+		}
+	}
 }
 
 func checkResources(t *testing.T, what string, c container) {
@@ -581,6 +650,10 @@ func checkTopicsJob(t *testing.T, b built, ov overlay) {
 	}
 	got := append(append([]string(nil), c.Command...), c.Args...)
 	want := []string{suiteBinary, "topics", "create", "--replication-factor", strconv.Itoa(ov.topicsRF)}
+	if ov.kafkaSecured {
+		want = append(want, "--acls")
+	}
+	checkKafkaSecurity(t, b, ov, spec, c, "payments-admin", "payments-kafka-admin")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("topics Job command mismatch (-want +got):\n%s", diff)
 	}
@@ -619,8 +692,26 @@ func TestSecretExample(t *testing.T) {
 	}
 	for _, ov := range overlays {
 		b := kustomizeBuild(t, ov.dir)
+		pods := map[string]podSpec{}
 		for name, d := range b.deployments {
-			spec := d.Spec.Template.Spec
+			pods["Deployment "+name] = d.Spec.Template.Spec
+		}
+		for name, j := range b.jobs {
+			pods["Job "+name] = j.Spec.Template.Spec
+		}
+		for name, spec := range pods {
+			for _, v := range spec.Volumes {
+				if v.Secret == nil {
+					continue
+				}
+				key := "password"
+				if v.Secret.SecretName == "kafka-ca" {
+					key = "ca.crt"
+				}
+				if !example[v.Secret.SecretName+"/"+key] {
+					t.Errorf("%s: %s mounts Secret %s, missing from secret.example.yaml with key %s", ov.dir, name, v.Secret.SecretName, key)
+				}
+			}
 			for _, c := range append(append([]container(nil), spec.InitContainers...), spec.Containers...) {
 				for _, e := range c.Env {
 					if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
@@ -628,7 +719,7 @@ func TestSecretExample(t *testing.T) {
 					}
 					ref := e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
 					if !example[ref] {
-						t.Errorf("%s: Deployment %s reads %s, missing from secret.example.yaml", ov.dir, name, ref)
+						t.Errorf("%s: %s reads %s, missing from secret.example.yaml", ov.dir, name, ref)
 					}
 				}
 			}

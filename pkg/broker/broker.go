@@ -36,6 +36,9 @@ type Config struct {
 	// MaxMessageBytes is the largest record the writer sends; default
 	// 1 MiB, the broker's default message.max.bytes.
 	MaxMessageBytes int64
+	// Security is the SASL credential and TLS of every connection
+	// (SecurityFromEnv); the zero value is plaintext without credentials.
+	Security Security
 }
 
 // ParseBrokers splits a comma-separated broker list.
@@ -89,14 +92,6 @@ func (SamePartition) Balance(msg kafka.Message, partitions ...int) int {
 
 func newWriter(cfg Config, balancer kafka.Balancer) *kafka.Writer {
 	maxBytes := cfg.maxMessageBytes()
-	transport := &kafka.Transport{
-		DialTimeout: 5 * time.Second,
-		IdleTimeout: 30 * time.Second,
-		MetadataTTL: 10 * time.Second,
-	}
-	if cfg.Dial != nil {
-		transport.Dial = cfg.Dial
-	}
 	return &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.Brokers...),
 		Balancer:               balancer,
@@ -110,7 +105,7 @@ func newWriter(cfg Config, balancer kafka.Balancer) *kafka.Writer {
 		ReadTimeout:            10 * time.Second,
 		WriteTimeout:           10 * time.Second,
 		AllowAutoTopicCreation: false,
-		Transport:              transport,
+		Transport:              cfg.Transport(),
 	}
 }
 
@@ -154,10 +149,10 @@ func SuiteTopics(t events.Topics, rf int) []TopicSpec {
 // retention. Existing topics are left as they are, so running it twice
 // changes nothing. It returns the names it created.
 func CreateTopics(ctx context.Context, cfg Config, specs []TopicSpec) ([]string, error) {
-	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
-	if cfg.Dial != nil {
-		client.Transport = &kafka.Transport{Dial: cfg.Dial}
-	}
+	transport := cfg.Transport()
+	transport.MetadataTTL = time.Second // waitForLeaders reads the metadata cache
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second, Transport: transport}
 	req := &kafka.CreateTopicsRequest{}
 	for _, s := range specs {
 		rf := s.ReplicationFactor

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -25,22 +24,19 @@ import (
 // how to reach and talk to the cluster. Connection settings (TLS, SASL)
 // belong here and only here, so consumers, admin clients and the DLT
 // tooling all get them.
-func (c Config) kgoOpts() []kgo.Opt {
-	opts := []kgo.Opt{
+func (c Config) kgoOpts() ([]kgo.Opt, error) {
+	sec, err := c.KgoSecurityOpts() // SASL, TLS and the test dialer
+	if err != nil {
+		return nil, err
+	}
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID("payments"),
 		kgo.DialTimeout(5 * time.Second),
 		kgo.MetadataMinAge(500 * time.Millisecond),
 		kgo.MetadataMaxAge(30 * time.Second),
 		kgo.BrokerMaxReadBytes(int32(max(c.maxMessageBytes()*16, 100<<20))), //nolint:gosec // bounded above by the broker's limits
-	}
-	if c.Dial != nil {
-		dial := c.Dial
-		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-			return dial(ctx, network, host)
-		}))
-	}
-	return opts
+	}, sec...), nil
 }
 
 func (c Config) maxMessageBytes() int64 {
@@ -93,7 +89,11 @@ func NewConsumerClient(cfg Config, cc ConsumerConfig) (*kgo.Client, error) {
 	if maxWait <= 0 {
 		maxWait = 250 * time.Millisecond
 	}
-	opts := append(cfg.kgoOpts(),
+	base, err := cfg.kgoOpts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka consumer %s: %w", cc.Group, err)
+	}
+	opts := append(base,
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -139,7 +139,11 @@ func NewPartitionClient(cfg Config, topic string, from map[int32]int64) (*kgo.Cl
 	for p, o := range from {
 		offsets[p] = kgo.NewOffset().At(o)
 	}
-	cl, err := kgo.NewClient(append(cfg.kgoOpts(),
+	base, err := cfg.kgoOpts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka reader of %s: %w", topic, err)
+	}
+	cl, err := kgo.NewClient(append(base,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
@@ -154,7 +158,11 @@ func NewPartitionClient(cfg Config, topic string, from map[int32]int64) (*kgo.Cl
 // NewAdminClient returns an admin client (metadata, offsets, groups).
 // Closing it closes its connections.
 func NewAdminClient(cfg Config) (*kadm.Client, error) {
-	cl, err := kgo.NewClient(cfg.kgoOpts()...)
+	opts, err := cfg.kgoOpts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka admin client: %w", err)
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka admin client: %w", err)
 	}

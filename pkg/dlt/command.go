@@ -92,12 +92,16 @@ func (s *selection) filter() (Filter, error) {
 	return f, nil
 }
 
-func (s *selection) brokerConfig() (broker.Config, error) {
+func (s *selection) brokerConfig(getenv func(string) string) (broker.Config, error) {
 	b := broker.ParseBrokers(s.brokers)
 	if len(b) == 0 {
 		return broker.Config{}, errors.New("no brokers: set --brokers or KAFKA_BROKERS")
 	}
-	return broker.Config{Brokers: b}, nil
+	sec, err := broker.SecurityFromEnv(getenv)
+	if err != nil {
+		return broker.Config{}, err
+	}
+	return broker.Config{Brokers: b, Security: sec}, nil
 }
 
 func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
@@ -141,7 +145,7 @@ func listCommand(ctx context.Context, args []string, stdout io.Writer, getenv fu
 	if err != nil {
 		return fmt.Errorf("dlt list: %w", err)
 	}
-	cfg, err := sel.brokerConfig()
+	cfg, err := sel.brokerConfig(getenv)
 	if err != nil {
 		return fmt.Errorf("dlt list: %w", err)
 	}
@@ -185,7 +189,7 @@ func replayCommand(ctx context.Context, args []string, stdout io.Writer, getenv 
 	if *rate < 0 {
 		return errors.New("dlt replay: --rate must not be negative")
 	}
-	cfg, err := sel.brokerConfig()
+	cfg, err := sel.brokerConfig(getenv)
 	if err != nil {
 		return fmt.Errorf("dlt replay: %w", err)
 	}

@@ -34,7 +34,8 @@ type Config struct {
 	// DBMaxConns bounds the pool (DATABASE_MAX_CONNS, default 20).
 	DBMaxConns int
 	// Kafka says how to reach the brokers (KAFKA_BROKERS,
-	// KAFKA_MAX_MESSAGE_BYTES).
+	// KAFKA_MAX_MESSAGE_BYTES) and how to authenticate and encrypt
+	// (KAFKA_SASL_*, KAFKA_TLS*: broker.SecurityFromEnv).
 	Kafka broker.Config
 	// Relay tunes the outbox relay (OUTBOX_*).
 	Relay outbox.RelayConfig
@@ -50,6 +51,8 @@ type Config struct {
 // ConfigFromEnv reads the common configuration of service, listening on
 // defaultAddr unless HTTP_ADDR says otherwise.
 func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
+	security, err := broker.SecurityFromEnv(env.getenv)
+	env.Check(err)
 	return Config{
 		Service:     service,
 		HTTPAddr:    env.String("HTTP_ADDR", defaultAddr),
@@ -58,6 +61,7 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 		Kafka: broker.Config{
 			Brokers:         broker.ParseBrokers(env.String("KAFKA_BROKERS", "localhost:9092")),
 			MaxMessageBytes: env.Int64("KAFKA_MAX_MESSAGE_BYTES", 1<<20),
+			Security:        security,
 		},
 		Relay: outbox.RelayConfig{
 			BatchSize:    env.Int("OUTBOX_BATCH_SIZE", 500),
@@ -127,7 +131,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 }
 
 // Ready reports whether the service can work: the database answers, its
-// migrations are applied, and a Kafka broker answers.
+// migrations are applied, and a Kafka broker accepts a connection with the
+// service's TLS and SASL settings (a wrong password makes it not ready).
 func (b *Base) Ready(ctx context.Context) error {
 	if err := b.DB.Ping(ctx); err != nil {
 		return fmt.Errorf("database: %w", err)
@@ -141,24 +146,12 @@ func (b *Base) Ready(ctx context.Context) error {
 	if pending {
 		return errors.New("migrations: not applied")
 	}
-	if len(b.Cfg.Kafka.Brokers) == 0 {
-		return errors.New("kafka: no brokers configured")
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // within the probes' timeout
+	defer cancel()
+	if err := broker.Check(ctx, b.Cfg.Kafka); err != nil {
+		return fmt.Errorf("kafka: %w", err)
 	}
-	d := net.Dialer{Timeout: time.Second}
-	var lastErr error
-	for _, addr := range b.Cfg.Kafka.Brokers {
-		dial := d.DialContext
-		if b.Cfg.Kafka.Dial != nil {
-			dial = b.Cfg.Kafka.Dial
-		}
-		conn, err := dial(ctx, "tcp", addr)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		lastErr = err
-	}
-	return fmt.Errorf("kafka: %w", lastErr)
+	return nil
 }
 
 // Task is a long-running part of a service; it returns when ctx ends.

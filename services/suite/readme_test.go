@@ -80,7 +80,7 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 	elsewhere := map[string]bool{
 		"LOG_LEVEL": true, "LOG_FORMAT": true, "OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_TRACES_EXPORTER": true,
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true, "OTEL_SERVICE_NAME": true, "TEST_DATABASE_URL": true,
-		"TEST_KAFKA_BROKERS": true, "DEMO_PG_PORT": true, "TRANSFERS_HTTP_ADDR": true, "LEDGER_HTTP_ADDR": true,
+		"TEST_KAFKA_BROKERS": true, "TEST_KAFKA_LIBS": true, "DEMO_PG_PORT": true, "TRANSFERS_HTTP_ADDR": true, "LEDGER_HTTP_ADDR": true,
 		"ANTIFRAUD_HTTP_ADDR": true, "NOTIFICATIONS_HTTP_ADDR": true,
 	}
 	var stale []string

@@ -75,9 +75,15 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	} else {
 		fmt.Fprintf(opts.Out, "Kafka:      %s\n", strings.Join(opts.Brokers, ","))
 	}
-	kcfg := broker.Config{Brokers: opts.Brokers}
+	// Topics are created with the suite's own credential (KAFKA_SASL_*);
+	// each service reads its own (<SERVICE>_KAFKA_SASL_*, then KAFKA_SASL_*).
+	sec, err := broker.SecurityFromEnv(opts.Getenv)
+	if err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	kcfg := broker.Config{Brokers: opts.Brokers, Security: sec}
 	tctx, tcancel := context.WithTimeout(ctx, time.Minute)
-	_, err := broker.CreateTopics(tctx, kcfg, broker.SuiteTopics(events.DefaultTopics, 1))
+	_, err = broker.CreateTopics(tctx, kcfg, broker.SuiteTopics(events.DefaultTopics, 1))
 	tcancel()
 	if err != nil {
 		return fmt.Errorf("create topics: %w", err)

@@ -96,6 +96,9 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"outbox", "list-dead", "extra"}, 2, "unexpected argument"},
 		{[]string{"migrate", "--service", "bank"}, 2, "--service must be one of"},
 		{[]string{"topics", "create", "--partitions", "0"}, 2, "must be at least 1"},
+		{[]string{"topics", "create", "--principals", "ledger=User:x"}, 2, "--principals needs --acls"},
+		{[]string{"topics", "create", "--acls", "--principals", "bank=User:x"}, 2, `unknown service "bank"`},
+		{[]string{"topics", "create", "--acls", "--principals", "ledger=x"}, 2, `"ledger=x" is not service=User:name`},
 		{[]string{"probe"}, 2, "exactly one URL"},
 		{[]string{"dlt", "purge"}, 1, "unknown command"},
 		{[]string{"dlt"}, 1, "a command is required"},
@@ -383,5 +386,38 @@ func TestMigrate(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("%d of the platform tables exist after migrate, want 2", n)
+	}
+}
+
+// A bad Kafka security setting stops `topics create` (and `dlt`) before any
+// connection, listing every problem by variable name, never a value.
+func TestKafkaSecurityMistakes(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"KAFKA_BROKERS":        "127.0.0.1:1",
+		"KAFKA_SASL_MECHANISM": "OAUTHBEARER", "KAFKA_SASL_USERNAME": "admin", "KAFKA_SASL_PASSWORD": "hunter2-hunter2",
+		"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": "/nonexistent/ca.pem",
+	}
+	for _, args := range [][]string{{"topics", "create", "--acls"}, {"dlt", "list", "--topic", "t"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, _, _, err := cli(t, env, args...)
+			if code != 1 || err == nil {
+				t.Fatalf("exit code %d (%v), want 1", code, err)
+			}
+			for _, want := range []string{
+				"KAFKA_SASL_MECHANISM: unsupported mechanism",
+				"KAFKA_TLS_CA_FILE: cannot read the file: no such file or directory",
+			} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say %q: %v", want, err)
+				}
+			}
+			for _, value := range []string{"OAUTHBEARER", "hunter2", "/nonexistent"} {
+				if strings.Contains(err.Error(), value) {
+					t.Errorf("the error shows the value %q: %v", value, err)
+				}
+			}
+		})
 	}
 }

@@ -55,27 +55,44 @@ func orEnv(v, name string, getenv func(string) string) string {
 }
 
 func topicsCreate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("topics create", "topics create [--brokers host:port,...] [--replication-factor N] [--partitions N]", stdout)
+	fs := newFlags("topics create", "topics create [--brokers host:port,...] [--replication-factor N] [--partitions N] [--acls [--principals service=User:name,...]]", stdout)
 	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS, then localhost:9092)")
 	rf := fs.Int("replication-factor", 1, "replication factor: 1 in development, 3 in production")
 	partitions := fs.Int("partitions", 12, "partitions per topic")
+	acls := fs.Bool("acls", false, "also create the least-privilege ACLs of each service's principal (needs an admin credential in $KAFKA_SASL_*)")
+	principals := fs.String("principals", "", "with --acls: service=User:name pairs overriding the default principals User:transfers, User:antifraud, User:ledger, User:notifications")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *rf < 1 || *partitions < 1 {
 		return usageError{"--replication-factor and --partitions must be at least 1"}
 	}
+	who := broker.DefaultPrincipals
+	if *principals != "" {
+		if !*acls {
+			return usageError{"--principals needs --acls"}
+		}
+		var err error
+		if who, err = parsePrincipals(*principals); err != nil {
+			return usageError{err.Error()}
+		}
+	}
 	list := orEnv(*brokers, "KAFKA_BROKERS", getenv)
 	if list == "" {
 		list = "localhost:9092"
 	}
+	sec, err := broker.SecurityFromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	cfg := broker.Config{Brokers: broker.ParseBrokers(list), Security: sec}
 	specs := broker.SuiteTopics(events.DefaultTopics, *rf)
 	for i := range specs {
 		specs[i].Partitions = *partitions
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	created, err := broker.CreateTopics(ctx, broker.Config{Brokers: broker.ParseBrokers(list)}, specs)
+	created, err := broker.CreateTopics(ctx, cfg, specs)
 	for _, s := range specs {
 		state := "exists"
 		if slices.Contains(created, s.Name) {
@@ -84,7 +101,42 @@ func topicsCreate(ctx context.Context, args []string, getenv func(string) string
 		fmt.Fprintf(stdout, "%-8s %s (partitions %d, replication factor %d, min.insync.replicas %d)\n",
 			state, s.Name, s.Partitions, s.ReplicationFactor, min(2, s.ReplicationFactor))
 	}
-	return err
+	if err != nil || !*acls {
+		return err
+	}
+	want := broker.SuiteACLs(events.DefaultTopics, broker.DefaultGroups, who)
+	if err := broker.CreateACLs(ctx, cfg, want); err != nil {
+		return err
+	}
+	for _, a := range want {
+		fmt.Fprintf(stdout, "acl      allow %s\n", a)
+	}
+	return nil
+}
+
+// parsePrincipals reads "transfers=User:a,ledger=User:b": the services not
+// named keep their default principal.
+func parsePrincipals(s string) (broker.Principals, error) {
+	p := broker.DefaultPrincipals
+	for _, pair := range strings.Split(s, ",") {
+		name, principal, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || !strings.HasPrefix(principal, "User:") || len(principal) == len("User:") {
+			return p, fmt.Errorf("--principals: %q is not service=User:name", pair)
+		}
+		switch name {
+		case "transfers":
+			p.Transfers = principal
+		case "antifraud":
+			p.Antifraud = principal
+		case "ledger":
+			p.Ledger = principal
+		case "notifications":
+			p.Notifications = principal
+		default:
+			return p, fmt.Errorf("--principals: unknown service %q (want %s)", name, strings.Join(services, ", "))
+		}
+	}
+	return p, nil
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {

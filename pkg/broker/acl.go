@@ -1,0 +1,232 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/events"
+)
+
+// Principals are the Kafka principals of the four services, one each
+// ("User:<SASL user name>"), so that each may do only what CONTRACTS.md
+// sections 3 and 8 give it.
+type Principals struct {
+	Transfers, Antifraud, Ledger, Notifications string
+}
+
+// DefaultPrincipals are the principals of the deploy manifests: the SASL
+// user of a service is its name.
+var DefaultPrincipals = Principals{
+	Transfers: "User:transfers", Antifraud: "User:antifraud", Ledger: "User:ledger", Notifications: "User:notifications",
+}
+
+// Groups are the consumer groups of CONTRACTS.md section 3.
+type Groups struct {
+	Projection       string // transfers' status projection
+	Antifraud        string
+	Ledger           string
+	LedgerDLTMonitor string
+	// Notifications is the group of the main topics; its retry topics are
+	// read by "<group>-retry-<ms>" (NotificationRetryGroups).
+	Notifications string
+}
+
+// DefaultGroups are the groups of CONTRACTS.md section 3 (each service's
+// own constant is the same name; services/suite tests that they agree).
+var DefaultGroups = Groups{
+	Projection: "transferencias-projecao", Antifraud: "antifraude", Ledger: "ledger",
+	LedgerDLTMonitor: "ledger-dlt-monitor", Notifications: "notificacoes",
+}
+
+// NotificationRetryGroups are the groups that read the retry topics of the
+// notifications group g, one per RetryDelays entry.
+func NotificationRetryGroups(g string) []string {
+	out := make([]string, len(RetryDelays))
+	for i, d := range RetryDelays {
+		out[i] = g + "-retry-" + strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	return out
+}
+
+// ACL operations and resource kinds the suite grants.
+const (
+	OpRead  = "READ"
+	OpWrite = "WRITE"
+
+	ResourceTopic = "TOPIC"
+	ResourceGroup = "GROUP"
+)
+
+// ACL allows Principal to do Operation on the resource named Name (a
+// literal name, never a prefix or a wildcard), from any host.
+type ACL struct {
+	Principal string
+	Resource  string // ResourceTopic or ResourceGroup
+	Name      string
+	Operation string // OpRead or OpWrite (which imply DESCRIBE)
+}
+
+func (a ACL) String() string {
+	return fmt.Sprintf("%s %s %s:%s", a.Principal, a.Operation, strings.ToLower(a.Resource), a.Name)
+}
+
+// SuiteACLs are the least-privilege ACLs of the suite: each service reads
+// only the topics it consumes (with its own groups) and writes only its own
+// topics, its dead-letter topics and (notifications) its retry topics. Only
+// antifraud writes analisada; only antifraud and the ledger write
+// rejeitada; only the ledger writes liquidada. No principal gets a cluster
+// permission: the producers are not idempotent (kafka-go), and a kgo
+// consumer never produces; since Kafka 3.0 WRITE on a topic is also enough
+// for an idempotent producer (KIP-679).
+func SuiteACLs(t events.Topics, g Groups, p Principals) []ACL {
+	var out []ACL
+	add := func(principal, resource, op string, names ...string) {
+		for _, n := range names {
+			out = append(out, ACL{Principal: principal, Resource: resource, Name: n, Operation: op})
+		}
+	}
+	// transfers: the outbox relay writes solicitada; the projection reads
+	// liquidada and rejeitada and dead-letters what it cannot apply.
+	add(p.Transfers, ResourceTopic, OpWrite, t.Requested, events.DLT(t.Settled), events.DLT(t.Rejected))
+	add(p.Transfers, ResourceTopic, OpRead, t.Settled, t.Rejected)
+	add(p.Transfers, ResourceGroup, OpRead, g.Projection)
+	// antifraud: reads solicitada, decides into analisada or rejeitada.
+	add(p.Antifraud, ResourceTopic, OpWrite, t.Analysed, t.Rejected, events.DLT(t.Requested))
+	add(p.Antifraud, ResourceTopic, OpRead, t.Requested)
+	add(p.Antifraud, ResourceGroup, OpRead, g.Antifraud)
+	// ledger: settles analisada into liquidada or rejeitada; its DLT
+	// monitor reads analisada's DLT.
+	add(p.Ledger, ResourceTopic, OpWrite, t.Settled, t.Rejected, events.DLT(t.Analysed))
+	add(p.Ledger, ResourceTopic, OpRead, t.Analysed, events.DLT(t.Analysed))
+	add(p.Ledger, ResourceGroup, OpRead, g.Ledger, g.LedgerDLTMonitor)
+	// notifications: reads liquidada and rejeitada, retries through its
+	// retry topics, dead-letters after the last.
+	var retries []string
+	for _, main := range []string{t.Settled, t.Rejected} {
+		for _, d := range RetryDelays {
+			retries = append(retries, RetryTopic(main, d))
+		}
+	}
+	add(p.Notifications, ResourceTopic, OpWrite, retries...)
+	add(p.Notifications, ResourceTopic, OpWrite, events.DLT(t.Settled), events.DLT(t.Rejected))
+	add(p.Notifications, ResourceTopic, OpRead, t.Settled, t.Rejected)
+	add(p.Notifications, ResourceTopic, OpRead, retries...)
+	add(p.Notifications, ResourceGroup, OpRead, g.Notifications)
+	add(p.Notifications, ResourceGroup, OpRead, NotificationRetryGroups(g.Notifications)...)
+	return out
+}
+
+// CreateACLs creates acls on the cluster with the admin credential of cfg
+// (a super user, or a principal with ALTER on the cluster). ACLs that
+// exist already stay as they are, so running it twice changes nothing.
+// ACLs not in acls are left alone: revoking is an operator's decision.
+func CreateACLs(ctx context.Context, cfg Config, acls []ACL) error {
+	req := &kafka.CreateACLsRequest{}
+	for _, a := range acls {
+		e, err := a.entry()
+		if err != nil {
+			return err
+		}
+		req.ACLs = append(req.ACLs, e)
+	}
+	transport := cfg.Transport()
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second, Transport: transport}
+	resp, err := client.CreateACLs(ctx, req)
+	if err != nil {
+		return fmt.Errorf("create ACLs: %w", err)
+	}
+	var errs []error
+	for i, err := range resp.Errors {
+		if err != nil && i < len(acls) {
+			errs = append(errs, fmt.Errorf("ACL %s: %w", acls[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ListACLs returns the literal allow ACLs of the cluster on topics and
+// groups, sorted, for checks and the operator's listing.
+func ListACLs(ctx context.Context, cfg Config) ([]ACL, error) {
+	transport := cfg.Transport()
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second, Transport: transport}
+	resp, err := client.DescribeACLs(ctx, &kafka.DescribeACLsRequest{Filter: kafka.ACLFilter{
+		ResourceTypeFilter:        kafka.ResourceTypeAny,
+		ResourcePatternTypeFilter: kafka.PatternTypeLiteral,
+		Operation:                 kafka.ACLOperationTypeAny,
+		PermissionType:            kafka.ACLPermissionTypeAllow,
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("describe ACLs: %w", err)
+	}
+	if resp.Error != nil {
+		return nil, fmt.Errorf("describe ACLs: %w", resp.Error)
+	}
+	var out []ACL
+	for _, r := range resp.Resources {
+		var kind string
+		switch r.ResourceType {
+		case kafka.ResourceTypeTopic:
+			kind = ResourceTopic
+		case kafka.ResourceTypeGroup:
+			kind = ResourceGroup
+		default:
+			continue
+		}
+		for _, d := range r.ACLs {
+			op := strings.ToUpper(d.Operation.String())
+			out = append(out, ACL{Principal: d.Principal, Resource: kind, Name: r.ResourceName, Operation: op})
+		}
+	}
+	SortACLs(out)
+	return out, nil
+}
+
+// SortACLs orders acls by principal, resource kind, name and operation.
+func SortACLs(acls []ACL) {
+	slices.SortFunc(acls, func(a, b ACL) int {
+		return strings.Compare(a.Principal+"\x00"+a.Resource+"\x00"+a.Name+"\x00"+a.Operation,
+			b.Principal+"\x00"+b.Resource+"\x00"+b.Name+"\x00"+b.Operation)
+	})
+}
+
+func (a ACL) entry() (kafka.ACLEntry, error) {
+	e := kafka.ACLEntry{
+		ResourceName:        a.Name,
+		ResourcePatternType: kafka.PatternTypeLiteral,
+		Principal:           a.Principal,
+		Host:                "*",
+		PermissionType:      kafka.ACLPermissionTypeAllow,
+	}
+	switch a.Resource {
+	case ResourceTopic:
+		e.ResourceType = kafka.ResourceTypeTopic
+	case ResourceGroup:
+		e.ResourceType = kafka.ResourceTypeGroup
+	default:
+		return e, fmt.Errorf("ACL %s: unknown resource kind", a)
+	}
+	switch a.Operation {
+	case OpRead:
+		e.Operation = kafka.ACLOperationTypeRead
+	case OpWrite:
+		e.Operation = kafka.ACLOperationTypeWrite
+	default:
+		return e, fmt.Errorf("ACL %s: unknown operation", a)
+	}
+	if !strings.HasPrefix(a.Principal, "User:") || len(a.Principal) == len("User:") {
+		return e, fmt.Errorf("ACL %s: the principal must read User:<name>", a)
+	}
+	if a.Name == "" {
+		return e, fmt.Errorf("ACL %s: empty resource name", a)
+	}
+	return e, nil
+}

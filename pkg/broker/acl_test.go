@@ -1,0 +1,76 @@
+package broker_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+)
+
+// TestSuiteACLs checks the grants of CONTRACTS.md section 8 from the
+// resource side: who may write and who may read each topic and group.
+func TestSuiteACLs(t *testing.T) {
+	t.Parallel()
+	tp := events.DefaultTopics
+	acls := broker.SuiteACLs(tp, broker.DefaultGroups, broker.DefaultPrincipals)
+	who := func(resource, name, op string) []string {
+		var out []string
+		for _, a := range acls {
+			if a.Resource == resource && a.Name == name && a.Operation == op {
+				out = append(out, a.Principal)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	retry := func(topic string, i int) string { return broker.RetryTopic(topic, broker.RetryDelays[i]) }
+	tests := []struct {
+		resource, name, op string
+		want               []string
+	}{
+		{broker.ResourceTopic, tp.Requested, broker.OpWrite, []string{"User:transfers"}},
+		{broker.ResourceTopic, tp.Requested, broker.OpRead, []string{"User:antifraud"}},
+		{broker.ResourceTopic, tp.Analysed, broker.OpWrite, []string{"User:antifraud"}},
+		{broker.ResourceTopic, tp.Analysed, broker.OpRead, []string{"User:ledger"}},
+		{broker.ResourceTopic, tp.Settled, broker.OpWrite, []string{"User:ledger"}},
+		{broker.ResourceTopic, tp.Settled, broker.OpRead, []string{"User:notifications", "User:transfers"}},
+		{broker.ResourceTopic, tp.Rejected, broker.OpWrite, []string{"User:antifraud", "User:ledger"}},
+		{broker.ResourceTopic, tp.Rejected, broker.OpRead, []string{"User:notifications", "User:transfers"}},
+		{broker.ResourceTopic, events.DLT(tp.Requested), broker.OpWrite, []string{"User:antifraud"}},
+		{broker.ResourceTopic, events.DLT(tp.Analysed), broker.OpWrite, []string{"User:ledger"}},
+		{broker.ResourceTopic, events.DLT(tp.Analysed), broker.OpRead, []string{"User:ledger"}},
+		{broker.ResourceTopic, events.DLT(tp.Settled), broker.OpWrite, []string{"User:notifications", "User:transfers"}},
+		{broker.ResourceTopic, events.DLT(tp.Settled), broker.OpRead, nil},
+		{broker.ResourceTopic, retry(tp.Settled, 0), broker.OpWrite, []string{"User:notifications"}},
+		{broker.ResourceTopic, retry(tp.Rejected, 2), broker.OpRead, []string{"User:notifications"}},
+		{broker.ResourceGroup, "antifraude", broker.OpRead, []string{"User:antifraud"}},
+		{broker.ResourceGroup, "ledger", broker.OpRead, []string{"User:ledger"}},
+		{broker.ResourceGroup, "ledger-dlt-monitor", broker.OpRead, []string{"User:ledger"}},
+		{broker.ResourceGroup, "transferencias-projecao", broker.OpRead, []string{"User:transfers"}},
+		{broker.ResourceGroup, "notificacoes", broker.OpRead, []string{"User:notifications"}},
+		{broker.ResourceGroup, "notificacoes-retry-4000", broker.OpRead, []string{"User:notifications"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, who(tt.resource, tt.name, tt.op)); diff != "" {
+			t.Errorf("%s %s %s mismatch (-want +got):\n%s", tt.op, tt.resource, tt.name, diff)
+		}
+	}
+	// Every ACL names a topic of SuiteTopics or a group, and none repeats.
+	topics := map[string]bool{}
+	for _, s := range broker.SuiteTopics(tp, 1) {
+		topics[s.Name] = true
+	}
+	seen := map[broker.ACL]bool{}
+	for _, a := range acls {
+		if a.Resource == broker.ResourceTopic && !topics[a.Name] {
+			t.Errorf("%s names a topic the suite does not create", a)
+		}
+		if seen[a] {
+			t.Errorf("%s twice", a)
+		}
+		seen[a] = true
+	}
+}

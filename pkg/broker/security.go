@@ -1,0 +1,400 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	kgoplain "github.com/twmb/franz-go/pkg/sasl/plain"
+	kgoscram "github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+)
+
+// SASL mechanisms of KAFKA_SASL_MECHANISM.
+const (
+	MechanismScramSHA512 = "SCRAM-SHA-512"
+	MechanismScramSHA256 = "SCRAM-SHA-256"
+	MechanismPlain       = "PLAIN"
+)
+
+// Variables read by SecurityFromEnv.
+const (
+	EnvSASLMechanism    = "KAFKA_SASL_MECHANISM"
+	EnvSASLUsername     = "KAFKA_SASL_USERNAME"
+	EnvSASLPassword     = "KAFKA_SASL_PASSWORD"      //nolint:gosec // a variable's name, not a credential
+	EnvSASLPasswordFile = "KAFKA_SASL_PASSWORD_FILE" //nolint:gosec // a variable's name, not a credential
+	EnvTLS              = "KAFKA_TLS"
+	EnvTLSCAFile        = "KAFKA_TLS_CA_FILE"
+	EnvTLSCertFile      = "KAFKA_TLS_CERT_FILE"
+	EnvTLSKeyFile       = "KAFKA_TLS_KEY_FILE"
+)
+
+// Security says how the suite's Kafka clients authenticate (SASL) and
+// encrypt (TLS). The zero value is plaintext without credentials, the
+// development default.
+type Security struct {
+	// SASL is the credential; the zero value sends none.
+	SASL SASL
+	// TLS, when not nil, encrypts every connection and verifies the
+	// brokers' certificates with it. The server name is the broker's host
+	// when ServerName is empty.
+	TLS *tls.Config
+}
+
+// SASL is one principal's credential. Build it with NewSASL; its fields are
+// unexported so that printing a Config (%v, slog) never shows the password.
+type SASL struct {
+	mechanism string
+	username  string
+	password  string
+}
+
+// NewSASL returns the credential of username for mechanism (one of the
+// Mechanism constants). The password never appears in errors or logs.
+func NewSASL(mechanism, username, password string) (SASL, error) {
+	var errs []error
+	switch mechanism {
+	case MechanismScramSHA512, MechanismScramSHA256, MechanismPlain:
+	default:
+		errs = append(errs, errors.New("unsupported SASL mechanism (want SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN)"))
+	}
+	if username == "" {
+		errs = append(errs, errors.New("SASL username is empty"))
+	}
+	if password == "" {
+		errs = append(errs, errors.New("SASL password is empty"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return SASL{}, err
+	}
+	s := SASL{mechanism: mechanism, username: username, password: password}
+	if _, err := s.kafkaGo(); err != nil {
+		return SASL{}, err
+	}
+	return s, nil
+}
+
+// Enabled reports whether the credential is set.
+func (s SASL) Enabled() bool { return s.mechanism != "" }
+
+// Mechanism is the SASL mechanism name, "" when disabled.
+func (s SASL) Mechanism() string { return s.mechanism }
+
+// Username is the principal's name, "" when disabled.
+func (s SASL) Username() string { return s.username }
+
+// String describes the credential without its password.
+func (s SASL) String() string {
+	if !s.Enabled() {
+		return "none"
+	}
+	return s.mechanism + " as " + s.username
+}
+
+// GoString is String, for %#v.
+func (s SASL) GoString() string { return "broker.SASL(" + s.String() + ")" }
+
+// LogValue keeps the password out of structured logs.
+func (s SASL) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// kafkaGo returns kafka-go's mechanism, nil when disabled.
+func (s SASL) kafkaGo() (sasl.Mechanism, error) {
+	switch s.mechanism {
+	case "":
+		return nil, nil
+	case MechanismPlain:
+		return plain.Mechanism{Username: s.username, Password: s.password}, nil
+	case MechanismScramSHA256, MechanismScramSHA512:
+		algo := scram.SHA512
+		if s.mechanism == MechanismScramSHA256 {
+			algo = scram.SHA256
+		}
+		m, err := scram.Mechanism(algo, s.username, s.password)
+		if err != nil {
+			// xdg-go/scram fails only on SASLprep of the user name or
+			// password; its error quotes neither.
+			return nil, fmt.Errorf("SASL %s credential: %w", s.mechanism, err)
+		}
+		return m, nil
+	}
+	return nil, errors.New("unsupported SASL mechanism")
+}
+
+// kafkaGoMechanism is kafkaGo for constructors that cannot fail: a
+// credential NewSASL accepted always builds, and one that does not fails
+// every connection with its error instead of connecting without it.
+func (s SASL) kafkaGoMechanism() sasl.Mechanism {
+	m, err := s.kafkaGo()
+	if err != nil {
+		return failingMechanism{name: s.mechanism, err: err}
+	}
+	return m
+}
+
+type failingMechanism struct {
+	name string
+	err  error
+}
+
+func (f failingMechanism) Name() string { return f.name }
+func (f failingMechanism) Start(context.Context) (sasl.StateMachine, []byte, error) {
+	return nil, nil, f.err
+}
+
+// kgo returns franz-go's mechanism, nil when disabled.
+func (s SASL) kgo() kgosasl.Mechanism {
+	switch s.mechanism {
+	case MechanismPlain:
+		return kgoplain.Auth{User: s.username, Pass: s.password}.AsMechanism()
+	case MechanismScramSHA256:
+		return kgoscram.Auth{User: s.username, Pass: s.password}.AsSha256Mechanism()
+	case MechanismScramSHA512:
+		return kgoscram.Auth{User: s.username, Pass: s.password}.AsSha512Mechanism()
+	}
+	return nil
+}
+
+// SecurityFromEnv reads KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME,
+// KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE, a mounted secret),
+// KAFKA_TLS, KAFKA_TLS_CA_FILE and the optional client certificate
+// KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE. Every problem is reported at
+// once, each naming its variable and never its value; a setting that would
+// silently fall back to plaintext (a CA file without KAFKA_TLS, a user name
+// without a mechanism, PLAIN without TLS) is a problem too.
+func SecurityFromEnv(getenv func(string) string) (Security, error) {
+	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	var sec Security
+	var errs []error
+
+	mechanism := strings.ToUpper(get(EnvSASLMechanism))
+	username := get(EnvSASLUsername)
+	password := getenv(EnvSASLPassword) // passwords are not trimmed
+	passwordFile := get(EnvSASLPasswordFile)
+	if password != "" && passwordFile != "" {
+		errs = append(errs, fmt.Errorf("%s and %s are both set: set one", EnvSASLPassword, EnvSASLPasswordFile))
+	}
+	if passwordFile != "" {
+		b, err := os.ReadFile(passwordFile) //nolint:gosec // the operator names the secret's file
+		switch {
+		case err != nil:
+			errs = append(errs, fileError(EnvSASLPasswordFile, err))
+		default:
+			// A secret file usually ends with a newline the password does
+			// not have.
+			password = strings.TrimRight(string(b), "\r\n")
+			if password == "" {
+				errs = append(errs, fmt.Errorf("%s: the file is empty", EnvSASLPasswordFile))
+			}
+		}
+	}
+	tlsOn := false
+	if v := get(EnvTLS); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: not a boolean (true or false)", EnvTLS))
+		}
+		tlsOn = b
+	}
+	switch mechanism {
+	case "":
+		if username != "" || password != "" || passwordFile != "" {
+			errs = append(errs, fmt.Errorf("%s is unset but a SASL username or password is set: set the mechanism (SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN)", EnvSASLMechanism))
+		}
+	case MechanismScramSHA512, MechanismScramSHA256, MechanismPlain:
+		if username == "" {
+			errs = append(errs, fmt.Errorf("%s is required with %s", EnvSASLUsername, EnvSASLMechanism))
+		}
+		if password == "" && passwordFile == "" {
+			errs = append(errs, fmt.Errorf("%s or %s is required with %s", EnvSASLPassword, EnvSASLPasswordFile, EnvSASLMechanism))
+		}
+		if mechanism == MechanismPlain && !tlsOn {
+			errs = append(errs, fmt.Errorf("%s=PLAIN sends the password in clear: it needs %s=true", EnvSASLMechanism, EnvTLS))
+		}
+		if username != "" && password != "" {
+			s, err := NewSASL(mechanism, username, password)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s/%s: %w", EnvSASLUsername, EnvSASLPassword, err))
+			}
+			sec.SASL = s
+		}
+	default:
+		errs = append(errs, fmt.Errorf("%s: unsupported mechanism (want SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN)", EnvSASLMechanism))
+	}
+
+	caFile, certFile, keyFile := get(EnvTLSCAFile), get(EnvTLSCertFile), get(EnvTLSKeyFile)
+	if !tlsOn {
+		for _, name := range []string{EnvTLSCAFile, EnvTLSCertFile, EnvTLSKeyFile} {
+			if get(name) != "" {
+				errs = append(errs, fmt.Errorf("%s is set but %s is not true", name, EnvTLS))
+			}
+		}
+		return sec, errors.Join(errs...)
+	}
+	cfg, tlsErrs := tlsConfig(caFile, certFile, keyFile)
+	errs = append(errs, tlsErrs...)
+	if len(tlsErrs) == 0 {
+		sec.TLS = cfg
+	}
+	return sec, errors.Join(errs...)
+}
+
+// LoadTLS returns the TLS configuration that trusts the CA certificates of
+// the PEM file caFile (the system's roots when empty) and presents the
+// client certificate certFile/keyFile when both are given.
+func LoadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg, errs := tlsConfig(caFile, certFile, keyFile)
+	return cfg, errors.Join(errs...)
+}
+
+func tlsConfig(caFile, certFile, keyFile string) (*tls.Config, []error) {
+	var errs []error
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile) //nolint:gosec // the operator names the CA file
+		switch {
+		case err != nil:
+			errs = append(errs, fileError(EnvTLSCAFile, err))
+		default:
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				errs = append(errs, fmt.Errorf("%s: the file holds no PEM certificate", EnvTLSCAFile))
+			}
+			cfg.RootCAs = pool
+		}
+	}
+	switch {
+	case certFile != "" && keyFile != "":
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				errs = append(errs, fmt.Errorf("%s/%s: cannot read: %w", EnvTLSCertFile, EnvTLSKeyFile, pe.Err))
+			} else {
+				errs = append(errs, fmt.Errorf("%s/%s: not a PEM certificate and matching key", EnvTLSCertFile, EnvTLSKeyFile))
+			}
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	case certFile != "":
+		errs = append(errs, fmt.Errorf("%s is set without %s", EnvTLSCertFile, EnvTLSKeyFile))
+	case keyFile != "":
+		errs = append(errs, fmt.Errorf("%s is set without %s", EnvTLSKeyFile, EnvTLSCertFile))
+	}
+	return cfg, errs
+}
+
+// fileError says why the file named by variable name cannot be read,
+// without its path or content.
+func fileError(name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: cannot read the file: %w", name, err)
+}
+
+// Transport returns a kafka-go transport with the configuration's dialer,
+// TLS and SASL, for kafka.Writer and kafka.Client.
+func (c Config) Transport() *kafka.Transport {
+	t := &kafka.Transport{
+		DialTimeout: 5 * time.Second,
+		IdleTimeout: 30 * time.Second,
+		MetadataTTL: 10 * time.Second,
+		TLS:         c.Security.TLS,
+	}
+	if c.Dial != nil {
+		t.Dial = c.Dial
+	}
+	if c.Security.SASL.Enabled() {
+		t.SASL = c.Security.SASL.kafkaGoMechanism()
+	}
+	return t
+}
+
+// Dialer returns a kafka-go dialer with the configuration's dial function,
+// TLS and SASL, for kafka.Reader and direct connections.
+func (c Config) Dialer() *kafka.Dialer {
+	d := &kafka.Dialer{Timeout: 5 * time.Second, DualStack: true, TLS: c.Security.TLS}
+	if c.Dial != nil {
+		d.DialFunc = c.Dial
+	}
+	if c.Security.SASL.Enabled() {
+		d.SASLMechanism = c.Security.SASL.kafkaGoMechanism()
+	}
+	return d
+}
+
+// KgoSecurityOpts returns the franz-go (kgo) options of the configuration:
+// the SASL mechanism, and the TLS dialer. When Dial is set (tests), the
+// options include a kgo.Dialer that wraps it (with TLS on top when
+// configured), so callers must not add a kgo.Dialer of their own.
+func (c Config) KgoSecurityOpts() ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if c.Security.SASL.Enabled() {
+		if _, err := c.Security.SASL.kafkaGo(); err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(c.Security.SASL.kgo()))
+	}
+	tlsCfg := c.Security.TLS
+	switch {
+	case c.Dial != nil && tlsCfg == nil:
+		opts = append(opts, kgo.Dialer(c.Dial))
+	case c.Dial != nil:
+		dial := c.Dial
+		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			conn, err := dial(ctx, network, host)
+			if err != nil {
+				return nil, err
+			}
+			cfg := tlsCfg.Clone()
+			if cfg.ServerName == "" {
+				if h, _, err := net.SplitHostPort(host); err == nil {
+					cfg.ServerName = h
+				}
+			}
+			tc := tls.Client(conn, cfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				_ = conn.Close()
+				return nil, err
+			}
+			return tc, nil
+		}))
+	case tlsCfg != nil:
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	return opts, nil
+}
+
+// Check opens one authenticated connection to the first broker that
+// answers (TCP, then TLS, then SASL) and closes it: a wrong password or an
+// untrusted certificate shows here, not only on the first write.
+func Check(ctx context.Context, cfg Config) error {
+	if len(cfg.Brokers) == 0 {
+		return errors.New("no brokers configured")
+	}
+	d := cfg.Dialer()
+	var errs []error
+	for _, addr := range cfg.Brokers {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn.Close()
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

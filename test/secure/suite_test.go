@@ -1,0 +1,213 @@
+package secure_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/antifraud"
+	"github.com/paysuite/payments/services/ledger"
+	"github.com/paysuite/payments/services/notifications"
+	"github.com/paysuite/payments/services/transfers"
+	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
+)
+
+// service is one of the four services running on the secured broker as its
+// own principal, with its own database.
+type service struct {
+	name string
+	url  string
+	db   *pgxpool.Pool
+	logs *lockedBuffer
+}
+
+// suite is the four services of one test.
+type suite struct {
+	transfers, ledger, antifraud, notifications *service
+}
+
+// startSuite runs the four services, each configured through its
+// environment exactly as a deployment does (KAFKA_SASL_* with its own user,
+// the password as a file, KAFKA_TLS_CA_FILE), on the suite's default
+// topics and groups, and waits until each answers /readyz. They stop when
+// the test ends.
+func startSuite(tb testing.TB) *suite {
+	tb.Helper()
+	type build func(getenv func(string) string) (func(ctx context.Context, log *slog.Logger, l func(net.Addr)) error, error)
+	specs := []struct {
+		name, user string
+		extra      map[string]string
+		build      build
+	}{
+		{transfers.Service, userTransfers, nil, func(getenv func(string) string) (func(context.Context, *slog.Logger, func(net.Addr)) error, error) {
+			cfg, err := transfers.ConfigFromEnv(getenv)
+			return func(ctx context.Context, log *slog.Logger, l func(net.Addr)) error {
+				return transfers.Run(ctx, cfg, log, l)
+			}, err
+		}},
+		{ledger.Service, userLedger, nil, func(getenv func(string) string) (func(context.Context, *slog.Logger, func(net.Addr)) error, error) {
+			cfg, err := ledger.ConfigFromEnv(getenv)
+			return func(ctx context.Context, log *slog.Logger, l func(net.Addr)) error {
+				return ledger.Run(ctx, cfg, log, l)
+			}, err
+		}},
+		{antifraud.Service, userAntifraud, map[string]string{"ANTIFRAUD_VELOCITY_MAX_COUNT": "0", "ANTIFRAUD_VELOCITY_MAX_CENTS": "0"},
+			func(getenv func(string) string) (func(context.Context, *slog.Logger, func(net.Addr)) error, error) {
+				cfg, err := antifraud.ConfigFromEnv(getenv)
+				return func(ctx context.Context, log *slog.Logger, l func(net.Addr)) error {
+					return antifraud.Run(ctx, cfg, log, l)
+				}, err
+			}},
+		{notifications.Service, userNotifications, map[string]string{"NOTIFY_CHANNEL": notifications.ChannelLog},
+			func(getenv func(string) string) (func(context.Context, *slog.Logger, func(net.Addr)) error, error) {
+				cfg, err := notifications.ConfigFromEnv(getenv)
+				return func(ctx context.Context, log *slog.Logger, l func(net.Addr)) error {
+					return notifications.Run(ctx, cfg, log, l)
+				}, err
+			}},
+	}
+	out := make([]*service, len(specs))
+	for i, sp := range specs {
+		dsn := pgtest.NewDSN(tb, migrations.ForService(sp.name)...)
+		env := sb.Env(sp.user)
+		env["HTTP_ADDR"] = "127.0.0.1:0"
+		env["DATABASE_URL"] = dsn
+		env["DATABASE_MAX_CONNS"] = "5"
+		for k, v := range sp.extra {
+			env[k] = v
+		}
+		run, err := sp.build(func(k string) string { return env[k] })
+		if err != nil {
+			tb.Fatalf("%s configuration: %v", sp.name, err)
+		}
+		pool, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			tb.Fatalf("pool on the %s database: %v", sp.name, err)
+		}
+		tb.Cleanup(pool.Close)
+		svc := &service{name: sp.name, db: pool, logs: &lockedBuffer{}}
+		log, err := platform.NewLogger(svc.logs, "text", "info")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		addrc := make(chan net.Addr, 1)
+		go func() { done <- run(ctx, log, func(a net.Addr) { addrc <- a }) }()
+		tb.Cleanup(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					tb.Errorf("%s stopped with %v", sp.name, err)
+				}
+			case <-time.After(time.Minute):
+				tb.Errorf("%s did not stop within a minute", sp.name)
+			}
+			if tb.Failed() {
+				tb.Logf("--- %s log:\n%s", sp.name, svc.logs.String())
+			}
+		})
+		select {
+		case a := <-addrc:
+			svc.url = "http://" + a.String()
+		case err := <-done:
+			tb.Fatalf("%s stopped before listening: %v\n%s", sp.name, err, svc.logs.String())
+		case <-time.After(time.Minute):
+			tb.Fatalf("%s not listening after a minute", sp.name)
+		}
+		out[i] = svc
+	}
+	for _, svc := range out {
+		poll.Until(tb, time.Minute, svc.name+" ready", func() (bool, string) {
+			status, body, err := call(context.Background(), http.MethodGet, svc.url+"/readyz", "", nil)
+			return err == nil && status == http.StatusOK, fmt.Sprintf("%d %s %v", status, body, err)
+		})
+	}
+	return &suite{transfers: out[0], ledger: out[1], antifraud: out[2], notifications: out[3]}
+}
+
+// call is the one place the tests speak HTTP to the services: method on
+// url, with key as Idempotency-Key when not empty and body as JSON when not
+// nil. It returns the status and the body.
+func call(ctx context.Context, method, url, key string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b, err
+}
+
+// must is call that fails the test unless the status is want, decoding the
+// body into out when not nil.
+func must(tb testing.TB, method, url, key string, body, out any, want int) {
+	tb.Helper()
+	status, b, err := call(context.Background(), method, url, key, body)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	if status != want {
+		tb.Fatalf("%s %s: status %d, want %d: %s", method, url, status, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			tb.Fatalf("%s %s: decode %s: %v", method, url, b, err)
+		}
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	if len(s) > 16<<10 {
+		s = s[len(s)-16<<10:]
+	}
+	return s
+}
