@@ -172,11 +172,11 @@ func (d *Demo) Run(ctx context.Context) error {
 	if _, err := d.callAs(ctx, d.ReaderToken, http.MethodPost, d.Transfers+"/transferencias", uuid.NewString(), body, http.StatusForbidden); err != nil {
 		return err
 	}
-	fmt.Fprintf(d.Out, "   %-38s -> 403 insufficient_scope\n", "a transfer by "+ReaderClient+" (read scopes)")
+	fmt.Fprintf(d.Out, "   %-38s -> 403 insufficient_scope\n", "a transfer as "+ReaderClient+" (reader)")
 	if _, err := d.callAs(ctx, d.ReaderToken, http.MethodGet, d.Ledger+"/contas/"+a, "", nil, http.StatusOK); err != nil {
 		return err
 	}
-	fmt.Fprintf(d.Out, "   %-38s -> 200\n", "a balance read by "+ReaderClient)
+	fmt.Fprintf(d.Out, "   %-38s -> 200\n", "a balance read as "+ReaderClient)
 
 	fmt.Fprintln(d.Out, "-- results")
 	tw := tabwriter.NewWriter(d.Out, 0, 4, 2, ' ', 0)

@@ -26,13 +26,26 @@ func authCommand(_ context.Context, sub string, args []string, getenv func(strin
 }
 
 func authKeygen(args []string, stdout io.Writer) error {
-	fs := newFlags("auth keygen", "auth keygen --out DIR", stdout)
+	fs := newFlags("auth keygen", "auth keygen --out DIR [--keep]", stdout)
 	out := fs.String("out", "", "directory for "+auth.KeyFile+" (the private signing key, mode 0600) and "+auth.JWKSFile+" (the public JWKS the services trust)")
+	keep := fs.Bool("keep", false, "when DIR already has a key, keep it and exit 0 (instead of refusing)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
 		return usageError{"auth keygen: --out DIR is required"}
+	}
+	if *keep {
+		jwks, created, err := auth.EnsureKey(*out)
+		if err != nil {
+			return err
+		}
+		if !created {
+			fmt.Fprintf(stdout, "%s already has a signing key; public JWKS %s\n", *out, jwks)
+			return nil
+		}
+		fmt.Fprintf(stdout, "Ed25519 signing key written to %s; public JWKS %s\n", filepath.Join(*out, auth.KeyFile), jwks)
+		return nil
 	}
 	kid, err := auth.GenerateKey(*out)
 	if err != nil {

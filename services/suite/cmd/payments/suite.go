@@ -25,14 +25,14 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 	fs := newFlags(name, synopsis, stdout)
 	dbURLFile := fs.String("database-url-file", "", "a file holding the URL of a PostgreSQL server; each service gets its own database on it (default $DATABASE_URL)")
 	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS; empty: franz-go kfake, an in-process fake Kafka)")
-	var against, ledgerURL *string
+	var against, ledgerURL, keyFile *string
 	var exit *bool
 	if demo {
+		keyFile = fs.String("key", filepath.Join(auth.DevDir, auth.KeyFile), "the signing key of the demo's tokens (the services must trust its JWKS)")
 		against = fs.String("against", "", "run only the script, against the transfers service at this URL (docker compose)")
 		ledgerURL = fs.String("ledger", "", "with --against: the ledger service's URL")
 		exit = fs.Bool("exit", false, "stop the services after the script instead of serving until interrupted")
 	}
-	keyFile := fs.String("key", filepath.Join(auth.DevDir, auth.KeyFile), "the signing key of the demo's tokens (the services must trust its JWKS)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
