@@ -189,3 +189,9 @@ func signingAlg(k jwk.Key) (jwa.SignatureAlgorithm, error) {
 	}
 	return jwa.SignatureAlgorithm{}, fmt.Errorf("no signing algorithm for a %s key", k.KeyType())
 }
+
+// KeyID returns the key's kid.
+func (k SigningKey) KeyID() string {
+	kid, _ := k.key.KeyID()
+	return kid
+}

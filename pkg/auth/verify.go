@@ -238,12 +238,15 @@ func compactJWS(s string) bool {
 		return false
 	}
 	for i := range len(s) {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !base64url(s[i]) && s[i] != '.' {
 			return false
 		}
 	}
 	return true
+}
+
+func base64url(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
 func classify(err, keyErr error) error {
@@ -263,6 +266,9 @@ func classify(err, keyErr error) error {
 		return ErrMissingClaim
 	case errors.Is(err, jwt.ValidateError()):
 		return ErrClaims
+	}
+	if errors.Is(err, jws.ParseError()) {
+		return ErrMalformed
 	}
 	if errors.Is(err, jws.VerifyError()) || errors.Is(err, jws.VerificationError()) {
 		return ErrSignature

@@ -39,6 +39,7 @@ type TestIssuer struct {
 
 	mu     sync.Mutex
 	key    auth.SigningKey
+	priv   jwk.Key
 	served []jwk.Key // public keys the JWKS holds
 	fetch  atomic.Int64
 }
@@ -83,6 +84,7 @@ func (i *TestIssuer) Rotate(tb testing.TB, keepOld bool) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.key = auth.NewSigningKey(priv)
+	i.priv = priv
 	if !keepOld {
 		i.served = nil
 	}
