@@ -36,6 +36,7 @@ type service struct {
 	brokers []string
 	writer  *kafkago.Writer
 	bearer  string // client-a with every scope
+	iss     *authtest.TestIssuer
 }
 
 // start runs the ledger with its own database and topics until the test
@@ -78,7 +79,7 @@ func start(t *testing.T) *service {
 	select {
 	case a := <-addr:
 		s = &service{url: "http://" + a.String(), topics: topics, brokers: brokers,
-			bearer: iss.Bearer(t, "client-a", authtest.AllScopes...)}
+			bearer: iss.Bearer(t, "client-a", authtest.AllScopes...), iss: iss}
 	case err := <-done:
 		stop()
 		t.Fatalf("ledger stopped at start: %v", err)
@@ -112,6 +113,10 @@ func (s *service) call(t *testing.T, method, path, body string, headers ...strin
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", s.bearer)
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
