@@ -54,6 +54,10 @@ func TestRunErrors(t *testing.T) {
 		{"no database", []string{"transfers"}, map[string]string{}, "DATABASE_URL is required"},
 		{"bad log level", []string{"transfers"}, map[string]string{"DATABASE_URL": "postgres://x/y", "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad log format", []string{"transfers"}, map[string]string{"DATABASE_URL": "postgres://x/y", "LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		{"no authentication", []string{"transfers"}, map[string]string{"DATABASE_URL": "postgres://x/y", "AUTH_JWKS_FILE": "", "AUTH_ISSUER": ""},
+			"AUTH_JWKS_URL or AUTH_JWKS_FILE is required"},
+		{"a JWKS that is not there", []string{"transfers"}, map[string]string{"DATABASE_URL": "postgres://x/y", "AUTH_JWKS_FILE": "/nonexistent/jwks.json"},
+			"AUTH_JWKS_FILE /nonexistent/jwks.json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
