@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -37,19 +39,40 @@ type Authenticator struct {
 	limiter  *limiter
 	log      *slog.Logger
 	now      func() time.Time
+	refused  *prometheus.CounterVec
 }
 
-// New returns the authenticator of cfg. The JWKS cache it may start stops
-// when ctx ends; Close stops it sooner.
-func New(ctx context.Context, cfg Config, log *slog.Logger) (*Authenticator, error) {
+// refusals are the reasons of auth_requests_refused_total, a bounded set.
+var refusals = map[error]string{
+	ErrNoToken: "no_token", ErrTokenTooLarge: "too_large", ErrMalformed: "malformed", ErrAlgorithm: "algorithm",
+	ErrUnknownKey: "unknown_key", ErrSignature: "signature", ErrExpired: "expired", ErrNotYetValid: "not_yet_valid",
+	ErrIssuer: "issuer", ErrAudience: "audience", ErrMissingClaim: "missing_claim", ErrClaims: "claims",
+	ErrKeysUnavailable: "keys_unavailable",
+}
+
+// New returns the authenticator of cfg, its refusals counted in reg
+// (auth_requests_refused_total{reason}; reg nil: not registered). The JWKS
+// cache it may start stops when ctx ends; Close stops it sooner.
+func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
+	}
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "auth_requests_refused_total",
+		Help: "Requests refused by authentication (401, 503) or the rate limit (429), by reason."}, []string{"reason"})
+	for _, r := range refusals {
+		refused.WithLabelValues(r)
+	}
+	refused.WithLabelValues("rate_limited")
+	if reg != nil {
+		if err := reg.Register(refused); err != nil {
+			return nil, fmt.Errorf("auth: register metrics: %w", err)
+		}
 	}
 	v, err := NewVerifier(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	return &Authenticator{verifier: v, limiter: newLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now}, nil
+	return &Authenticator{verifier: v, limiter: newLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now, refused: refused}, nil
 }
 
 // Verifier returns the token verifier.
@@ -74,6 +97,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		if ok, wait := a.limiter.allow(p.Subject, a.now()); !ok {
+			a.refused.WithLabelValues("rate_limited").Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindRateLimited,
 				"client over its rate limit; retry after the Retry-After seconds"))
@@ -104,6 +128,14 @@ func (a *Authenticator) authenticate(r *http.Request) (Principal, error) {
 }
 
 func (a *Authenticator) reject(w http.ResponseWriter, r *http.Request, err error) {
+	reason := "malformed"
+	for e, label := range refusals {
+		if errors.Is(err, e) {
+			reason = label
+			break
+		}
+	}
+	a.refused.WithLabelValues(reason).Inc()
 	if errors.Is(err, ErrKeysUnavailable) {
 		httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindUnavailable, "%v; try again later", err))
 		return

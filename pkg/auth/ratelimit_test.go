@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
@@ -27,7 +28,8 @@ func TestRateLimit(t *testing.T) {
 	cfg.RateRPS, cfg.RateBurst = 0.5, 3
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := auth.New(ctx, cfg, slog.New(slog.DiscardHandler))
+	reg := prometheus.NewRegistry()
+	a, err := auth.New(ctx, cfg, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,35 @@ func TestRateLimit(t *testing.T) {
 		t.Errorf("statuses and Retry-After mismatch (-want +got):\n%s", diff)
 	}
 
-	if n := auth.LimiterSize(a); n != 2 {
+	if code, _ := get("no-token-client"); code != http.StatusOK {
+		t.Fatalf("client no-token-client: %d", code)
+	}
+	tokens["anonymous"] = "Basic eA=="
+	if code, _ := get("anonymous"); code != http.StatusUnauthorized {
+		t.Errorf("Basic: %d, want 401", code)
+	}
+	got2 := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "auth_requests_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if v := m.GetCounter().GetValue(); v != 0 || m.GetLabel()[0].GetValue() == "expired" {
+				got2[m.GetLabel()[0].GetValue()] = v
+			}
+		}
+	}
+	// Every reason is exported from the start (expired stands for the
+	// zeros); only those that happened have counted.
+	if diff := cmp.Diff(map[string]float64{"expired": 0, "no_token": 1, "rate_limited": 2}, got2); diff != "" {
+		t.Errorf("auth_requests_refused_total mismatch (-want +got):\n%s", diff)
+	}
+
+	if n := auth.LimiterSize(a); n != 3 {
 		t.Errorf("%d buckets, want 2", n)
 	}
 	now = now.Add(11 * time.Minute) // both idle: the next request sweeps them

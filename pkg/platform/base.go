@@ -129,7 +129,9 @@ type Base struct {
 // which closes it.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	log = log.With("service", cfg.Service)
-	authn, err := auth.New(ctx, cfg.Auth, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	authn, err := auth.New(ctx, cfg.Auth, log, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -145,8 +147,6 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 			return nil, err
 		}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b := &Base{
 		Cfg:             cfg,
 		Log:             log,

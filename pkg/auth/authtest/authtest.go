@@ -163,7 +163,7 @@ func (i *TestIssuer) Bearer(tb testing.TB, client string, scopes ...string) stri
 func (i *TestIssuer) Authenticator(tb testing.TB) *auth.Authenticator {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := auth.New(ctx, i.Config(), slog.New(slog.DiscardHandler))
+	a, err := auth.New(ctx, i.Config(), slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		cancel()
 		tb.Fatal(err)
