@@ -51,8 +51,8 @@ var refusals = map[error]string{
 }
 
 // New returns the authenticator of cfg, its refusals counted in reg
-// (auth_requests_refused_total{reason}; reg nil: not registered). The JWKS
-// cache it may start stops when ctx ends; Close stops it sooner.
+// (auth_requests_refused_total{reason}; reg nil: not registered). Close
+// stops the JWKS cache it may start, once no request is in flight.
 func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)

@@ -93,3 +93,30 @@ func TestJWKSUnavailable(t *testing.T) {
 		t.Errorf("Verify with no JWKS: %v, want auth.ErrKeysUnavailable", err)
 	}
 }
+
+// TestVerifyAfterContextEnds: a service's context is cancelled before its
+// HTTP server has drained; the requests still in flight verify their
+// tokens against the cached JWKS until Close (they once got a 500 from a
+// panic inside the stopped cache).
+func TestVerifyAfterContextEnds(t *testing.T) {
+	t.Parallel()
+	iss := authtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	v, err := auth.NewVerifier(ctx, iss.Config(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := iss.Token(t, "client-a", "contas:ler")
+	cancel()
+	for range 3 {
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := v.Verify(rctx, tok)
+		rcancel()
+		if err != nil {
+			t.Fatalf("Verify after the service's context ended: %v", err)
+		}
+	}
+	if err := v.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

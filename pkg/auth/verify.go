@@ -132,7 +132,11 @@ type Verifier struct {
 // fetched from JWKSURL and cached (refreshed hourly, and at most once per
 // RefreshInterval when a token names an unknown key id). A JWKS URL that
 // does not answer at start is not fatal: the first tokens then trigger the
-// fetch. The cache's goroutines stop when ctx ends.
+// fetch. The cache's goroutines run until Close, not until ctx ends: a
+// service's context is cancelled before its HTTP server has drained, and
+// the requests still in flight must still find their keys (httprc answers
+// a lookup on a stopped cache with nothing, which jwk.Cache does not
+// expect).
 func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 	if cfg.Audience == "" {
 		cfg.Audience = DefaultAudience
@@ -152,7 +156,7 @@ func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, 
 	if cfg.JWKSURL == "" {
 		return nil, errors.New("auth: no JWKS configured")
 	}
-	cache, err := jwk.NewCache(ctx, httprc.NewClient())
+	cache, err := jwk.NewCache(context.WithoutCancel(ctx), httprc.NewClient())
 	if err != nil {
 		return nil, fmt.Errorf("auth: start JWKS cache: %w", err)
 	}
@@ -164,6 +168,7 @@ func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, 
 		jwk.WithHttprcResourceOption(httprc.WithMaxInterval(jwksRefreshEvery)))
 	if err != nil {
 		if !cache.IsRegistered(ctx, cfg.JWKSURL) {
+			_ = cache.Shutdown(ctx)
 			return nil, fmt.Errorf("auth: register JWKS %s: %w", cfg.JWKSURL, err)
 		}
 		log.WarnContext(ctx, "JWKS not fetched at start; tokens will trigger the fetch", "jwks_url", cfg.JWKSURL, "err", err)
