@@ -282,13 +282,18 @@ func classify(err, keyErr error) error {
 }
 
 // scopesOf reads the scope claim: a space-separated string (RFC 9068), or
-// a list of strings as some providers send.
+// a list of strings as some providers send; without one, scp, where Entra
+// ID and Okta put the scopes.
 func scopesOf(tok jwt.Token) ([]string, error) {
-	if !tok.Has("scope") {
+	claim := "scope"
+	if !tok.Has(claim) {
+		claim = "scp"
+	}
+	if !tok.Has(claim) {
 		return nil, nil
 	}
 	var raw any
-	if err := tok.Get("scope", &raw); err != nil {
+	if err := tok.Get(claim, &raw); err != nil {
 		return nil, ErrClaims
 	}
 	switch s := raw.(type) {

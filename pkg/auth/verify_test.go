@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
@@ -49,5 +52,21 @@ func TestVerifyReasons(t *testing.T) {
 	p, err := v.Verify(t.Context(), iss.Token(t, "client-a", "contas:ler", "operacoes"))
 	if err != nil || p.Subject != "client-a" || !p.Has("operacoes") || p.Has("contas:admin") {
 		t.Errorf("good token: %+v, %v", p, err)
+	}
+	now := time.Now()
+	for name, claims := range map[string]map[string]any{
+		"scope as a list": {"scope": []string{"contas:ler", "operacoes"}},
+		"scp (Entra ID)":  {"scp": "contas:ler operacoes"},
+		"scp as a list":   {"scp": []string{"contas:ler", "operacoes"}},
+	} {
+		claims["iss"], claims["aud"], claims["sub"], claims["exp"] = authtest.Issuer, "paysuite", "client-a", now.Add(time.Minute).Unix()
+		p, err := v.Verify(t.Context(), iss.SignClaims(t, claims))
+		if diff := cmp.Diff([]string{"contas:ler", "operacoes"}, p.Scopes); err != nil || diff != "" {
+			t.Errorf("%s: %v, scopes mismatch (-want +got):\n%s", name, err, diff)
+		}
+	}
+	if _, err := v.Verify(t.Context(), iss.SignClaims(t, map[string]any{"iss": authtest.Issuer, "aud": "paysuite", "sub": "c",
+		"exp": now.Add(time.Minute).Unix(), "scope": 42})); !errors.Is(err, auth.ErrClaims) {
+		t.Errorf("a numeric scope: %v, want ErrClaims", err)
 	}
 }
