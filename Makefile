@@ -41,6 +41,10 @@ bench:
 # PostgreSQL found or started by deploy/local/postgres.sh (or DATABASE_URL),
 # and franz-go's kfake, an in-process fake Kafka (or KAFKA_BROKERS).
 # demo adds the scripted flow and its results; both serve until Ctrl+C.
+# Unless AUTH_JWKS_URL or AUTH_JWKS_FILE is set, both make a development token
+# signing key under .cache/auth/ when there is none and configure the four
+# services with it: `go run ./services/suite/cmd/payments auth token --client
+# NAME --scopes S1,S2` then prints a token for them.
 demo run:
 	@url=$$(bash deploy/local/postgres.sh) && DATABASE_URL="$$url" $(GO) run ./services/suite/cmd/payments $@
 

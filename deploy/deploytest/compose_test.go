@@ -83,7 +83,7 @@ func TestComposeLoaderRejectsInvalidFiles(t *testing.T) {
 
 func TestComposeServices(t *testing.T) {
 	p := composeProject(t)
-	want := []string{"antifraud", "demo", "kafka", "kafka-init", "ledger", "notifications", "postgres", "transfers"}
+	want := []string{"antifraud", "auth-keygen", "demo", "kafka", "kafka-init", "ledger", "notifications", "postgres", "transfers"}
 	if diff := cmp.Diff(want, sortedKeys(p.Services)); diff != "" {
 		t.Errorf("services mismatch (-want +got):\n%s", diff)
 	}
@@ -99,6 +99,7 @@ func TestComposeImages(t *testing.T) {
 		{"postgres", "postgres:18-alpine", false},
 		{"kafka", "apache/kafka:4.3.1", false},
 		{"kafka-init", appImage, true},
+		{"auth-keygen", appImage, true},
 		{"transfers", appImage, true},
 		{"ledger", appImage, true},
 		{"antifraud", appImage, true},
@@ -268,11 +269,12 @@ func TestComposeDependencies(t *testing.T) {
 		healthy   = types.ServiceConditionHealthy
 		completed = types.ServiceConditionCompletedSuccessfully
 	)
-	serviceDeps := map[string]string{"postgres": healthy, "kafka-init": completed}
+	serviceDeps := map[string]string{"postgres": healthy, "kafka-init": completed, "auth-keygen": completed}
 	want := map[string]map[string]string{
 		"postgres":      {},
 		"kafka":         {},
 		"kafka-init":    {"kafka": healthy},
+		"auth-keygen":   {},
 		"transfers":     serviceDeps,
 		"ledger":        serviceDeps,
 		"antifraud":     serviceDeps,
@@ -430,7 +432,13 @@ func TestComposeOneShots(t *testing.T) {
 		},
 		{
 			service: "demo",
-			command: types.ShellCommand{suiteBinary, "demo", "--against", "http://transfers:8080", "--ledger", "http://ledger:8081"},
+			command: types.ShellCommand{suiteBinary, "demo", "--against", "http://transfers:8080", "--ledger", "http://ledger:8081",
+				"--key", "/home/nonroot/auth/signing-key.jwk"},
+			env: map[string]string{"AUTH_ISSUER": "paysuite-dev", "AUTH_AUDIENCE": "paysuite"},
+		},
+		{
+			service: "auth-keygen",
+			command: types.ShellCommand{suiteBinary, "auth", "keygen", "--out", "/home/nonroot/auth", "--keep"},
 		},
 	} {
 		t.Run(tc.service, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -416,6 +417,7 @@ func checkDeployment(t *testing.T, b built, ov overlay, svc service, d deploymen
 			t.Errorf("%s: KAFKA_BROKERS is not set", cont.Name)
 		}
 		checkKafkaSecurity(t, b, ov, spec, cont, svc.Name, svc.Name+"-kafka")
+		checkAuthEnv(t, cont.Name, ov.dir, envs)
 	}
 	if svc.Name == "notifications" {
 		envs := containerEnv(t, b, c)
@@ -735,3 +737,24 @@ func deref(p *int) int {
 }
 
 func isTrue(p *bool) bool { return p != nil && *p }
+
+// checkAuthEnv: the manifests take the identity provider's JWKS URL,
+// issuer and audience from configuration and ship no key (no
+// AUTH_JWKS_FILE); production fetches the JWKS over https from a real
+// provider, not the base's placeholder.
+func checkAuthEnv(t *testing.T, name, overlay string, envs map[string]string) {
+	t.Helper()
+	if envs["AUTH_JWKS_FILE"] != "" {
+		t.Errorf("%s: AUTH_JWKS_FILE = %q: the manifests ship no key, they name the provider's JWKS URL", name, envs["AUTH_JWKS_FILE"])
+	}
+	u, err := url.Parse(envs["AUTH_JWKS_URL"])
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		t.Errorf("%s: AUTH_JWKS_URL = %q, want the provider's JWKS URL", name, envs["AUTH_JWKS_URL"])
+	}
+	if envs["AUTH_ISSUER"] == "" || envs["AUTH_AUDIENCE"] == "" {
+		t.Errorf("%s: AUTH_ISSUER %q, AUTH_AUDIENCE %q: both must be set", name, envs["AUTH_ISSUER"], envs["AUTH_AUDIENCE"])
+	}
+	if overlay == "overlays/prod" && (u == nil || u.Scheme != "https" || strings.HasSuffix(u.Hostname(), ".invalid")) {
+		t.Errorf("%s: production AUTH_JWKS_URL = %q, want the real provider over https", name, envs["AUTH_JWKS_URL"])
+	}
+}

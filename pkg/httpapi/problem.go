@@ -24,6 +24,8 @@ const (
 	KindMalformed        Kind = "malformed-request"       // 400
 	KindInvalidKey       Kind = "invalid-idempotency-key" // 400
 	KindInvalidID        Kind = "invalid-id"              // 400
+	KindUnauthorized     Kind = "unauthorized"            // 401
+	KindForbidden        Kind = "insufficient-scope"      // 403
 	KindNotFound         Kind = "not-found"               // 404
 	KindMethodNotAllowed Kind = "method-not-allowed"      // 405
 	KindInProgress       Kind = "request-in-progress"     // 409
@@ -32,6 +34,7 @@ const (
 	KindUnsupportedMedia Kind = "unsupported-media-type"  // 415
 	KindValidation       Kind = "validation-failed"       // 422
 	KindKeyReused        Kind = "idempotency-key-reused"  // 422
+	KindRateLimited      Kind = "rate-limited"            // 429
 	KindUnavailable      Kind = "service-unavailable"     // 503
 	KindInternal         Kind = "internal-error"          // 500
 )
@@ -44,6 +47,8 @@ var kinds = map[Kind]struct {
 	KindMalformed:        {http.StatusBadRequest, "Malformed request"},
 	KindInvalidKey:       {http.StatusBadRequest, "Missing or invalid Idempotency-Key"},
 	KindInvalidID:        {http.StatusBadRequest, "Invalid id"},
+	KindUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
+	KindForbidden:        {http.StatusForbidden, "Insufficient scope"},
 	KindNotFound:         {http.StatusNotFound, "Not found"},
 	KindMethodNotAllowed: {http.StatusMethodNotAllowed, "Method not allowed"},
 	KindInProgress:       {http.StatusConflict, "Request in progress"},
@@ -52,6 +57,7 @@ var kinds = map[Kind]struct {
 	KindUnsupportedMedia: {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	KindValidation:       {http.StatusUnprocessableEntity, "Validation failed"},
 	KindKeyReused:        {http.StatusUnprocessableEntity, "Idempotency-Key reused with another payload"},
+	KindRateLimited:      {http.StatusTooManyRequests, "Too many requests"},
 	KindUnavailable:      {http.StatusServiceUnavailable, "Service unavailable"},
 	KindInternal:         {http.StatusInternalServerError, "Internal error"},
 }

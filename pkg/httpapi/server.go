@@ -108,9 +108,12 @@ func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
 // panic recovery as a 500 problem, access log and metrics), problem+json
 // answers for unknown routes and methods, and the operational routes:
 // /healthz (alive), /readyz (ready() == nil) and /metrics (gatherer).
-func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gatherer, ready func(context.Context) error) chi.Router {
+// mw run after those, before routing: the authentication middleware
+// (pkg/auth) in every service.
+func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gatherer, ready func(context.Context) error, mw ...func(http.Handler) http.Handler) chi.Router {
 	r := chi.NewRouter()
 	r.Use(requestID, traced, recoverer(log), access(log, metrics))
+	r.Use(mw...)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, log, Errorf(KindNotFound, "no route for %s", r.URL.Path))
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/httpapi"
@@ -46,6 +47,10 @@ type Config struct {
 	// when Debezium's outbox router publishes instead. The zero value runs
 	// the relay.
 	RelayDisabled bool
+	// Auth says how requests are authenticated and rate-limited
+	// (AUTH_JWKS_URL or AUTH_JWKS_FILE, AUTH_ISSUER, AUTH_AUDIENCE,
+	// RATE_LIMIT_RPS, RATE_LIMIT_BURST). There is no way to turn it off.
+	Auth auth.Config
 }
 
 // ConfigFromEnv reads the common configuration of service, listening on
@@ -75,7 +80,30 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 		},
 		MigrateOnStart: env.Bool("MIGRATE_ON_START", true),
 		RelayDisabled:  !env.Bool("OUTBOX_RELAY_ENABLED", true),
+		Auth:           AuthFromEnv(env),
 	}
+}
+
+// AuthFromEnv reads the authentication configuration and records its
+// problems in env: a service without one does not start.
+//
+//	AUTH_JWKS_URL     (one of the two  the token issuer's JWKS, fetched and cached
+//	AUTH_JWKS_FILE     is required)    a JWKS file (the suite's own issuer)
+//	AUTH_ISSUER       (required)       the iss every token must carry
+//	AUTH_AUDIENCE     paysuite         a value the token's aud must contain
+//	RATE_LIMIT_RPS    50               requests per second per client and instance
+//	RATE_LIMIT_BURST  100              burst per client and instance
+func AuthFromEnv(env *Env) auth.Config {
+	c := auth.Config{
+		JWKSURL:   env.String("AUTH_JWKS_URL", ""),
+		JWKSFile:  env.String("AUTH_JWKS_FILE", ""),
+		Issuer:    env.String("AUTH_ISSUER", ""),
+		Audience:  env.String("AUTH_AUDIENCE", auth.DefaultAudience),
+		RateRPS:   env.Float64("RATE_LIMIT_RPS", auth.DefaultRateRPS),
+		RateBurst: env.Int("RATE_LIMIT_BURST", auth.DefaultRateBurst),
+	}
+	env.Check(c.Validate())
+	return c
 }
 
 // Base is the part of a running service that every service has.
@@ -93,6 +121,9 @@ type Base struct {
 	ConsumerMetrics *consumer.Metrics
 	InboxDuplicates inbox.DuplicatesCounter
 	HTTPMetrics     *httpapi.HTTPMetrics
+	// Auth authenticates every request but the public ones; routes mount
+	// through auth.Mount with their scopes.
+	Auth *auth.Authenticator
 
 	closeOnce sync.Once
 }
@@ -102,18 +133,24 @@ type Base struct {
 // which closes it.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	log = log.With("service", cfg.Service)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	authn, err := auth.New(ctx, cfg.Auth, log, reg)
+	if err != nil {
+		return nil, err
+	}
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, int32(min(cfg.DBMaxConns, 1000))) //nolint:gosec // bounded
 	if err != nil {
+		_ = authn.Close(ctx)
 		return nil, err
 	}
 	if cfg.MigrateOnStart {
 		if err := db.Migrate(ctx, migrations.ForService(cfg.Service)...); err != nil {
 			db.Close()
+			_ = authn.Close(ctx)
 			return nil, err
 		}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b := &Base{
 		Cfg:             cfg,
 		Log:             log,
@@ -124,9 +161,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 		ConsumerMetrics: consumer.NewMetrics(reg),
 		InboxDuplicates: inbox.NewDuplicatesCounter(reg),
 		HTTPMetrics:     httpapi.NewHTTPMetrics(reg),
+		Auth:            authn,
 	}
 	b.Relay = outbox.NewRelay(b.Outbox, b.Writer, cfg.Relay, log, outbox.NewMetrics(reg))
-	b.Router = httpapi.NewRouter(log, b.HTTPMetrics, reg, b.Ready)
+	b.Router = httpapi.NewRouter(log, b.HTTPMetrics, reg, b.Ready, authn.Middleware)
 	return b, nil
 }
 
@@ -161,9 +199,13 @@ type Task func(ctx context.Context) error
 // cancelled or one of them fails, then shuts down in order: HTTP stops
 // accepting, consumers finish the record in hand and commit, the relay
 // finishes its batch, and the writer and the pool close last. listening, if
-// not nil, receives the HTTP address once bound.
+// not nil, receives the HTTP address once bound. A router with a route
+// that is neither public nor mounted with a scope does not start.
 func (b *Base) Run(ctx context.Context, listening func(net.Addr), tasks ...Task) error {
 	defer b.Close()
+	if bad, err := auth.Uncovered(b.Router); err != nil || len(bad) > 0 {
+		return fmt.Errorf("%s: routes without a scope %v (mount them through auth.Mount): %w", b.Cfg.Service, bad, err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	all := []Task{func(ctx context.Context) error { return httpapi.Serve(ctx, b.Cfg.HTTPAddr, b.Router, b.Log, listening) }}
@@ -200,6 +242,9 @@ func (b *Base) Close() {
 			b.Log.Warn("close kafka writer", "err", err)
 		}
 		b.DB.Close()
+		if err := b.Auth.Close(context.Background()); err != nil {
+			b.Log.Warn("close authenticator", "err", err)
+		}
 	})
 }
 

@@ -71,6 +71,20 @@ func (e *Env) Int64(name string, def int64) int64 {
 	return n
 }
 
+// Float64 returns the variable as a number, or def.
+func (e *Env) Float64(name string, def float64) float64 {
+	v := strings.TrimSpace(e.getenv(name))
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %q is not a number", name, v))
+		return def
+	}
+	return f
+}
+
 // Duration returns the variable as a Go duration ("500ms", "30s"), or def.
 func (e *Env) Duration(name string, def time.Duration) time.Duration {
 	v := strings.TrimSpace(e.getenv(name))

@@ -335,7 +335,12 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := antifraud.ConfigFromEnv(func(k string) string { return tt.env[k] })
+			cfg, err := antifraud.ConfigFromEnv(func(k string) string {
+				if v, ok := tt.env[k]; ok {
+					return v
+				}
+				return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
+			})
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatal("no error")

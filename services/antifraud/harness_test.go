@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
@@ -116,6 +118,7 @@ func (h *harness) start(cfg risk.Config) *instance {
 		"DATABASE_MAX_CONNS": "5",
 		"KAFKA_BROKERS":      strings.Join(h.brokers.Brokers, ","),
 	}
+	maps.Copy(env, authtest.New(h.tb).Env())
 	c, err := antifraud.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		h.tb.Fatalf("config: %v", err)

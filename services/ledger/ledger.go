@@ -66,6 +66,9 @@ type Config struct {
 //	OUTBOX_MAX_ATTEMPTS, OUTBOX_BACKOFF_BASE, OUTBOX_BACKOFF_MAX,
 //	OUTBOX_RETENTION          outbox relay tuning (see pkg/platform)
 //	MIGRATE_ON_START          apply migrations at start (default true)
+//	AUTH_JWKS_URL | AUTH_JWKS_FILE, AUTH_ISSUER (required), AUTH_AUDIENCE,
+//	RATE_LIMIT_RPS, RATE_LIMIT_BURST
+//	                          authentication (see platform.AuthFromEnv)
 //	LEDGER_BATCH_MAX          records of one partition settled per transaction,
 //	                          1..1000 (default 50; 1 = one transaction each)
 func ConfigFromEnv(getenv func(string) string) (Config, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
@@ -33,6 +35,8 @@ type service struct {
 	topics  events.Topics
 	brokers []string
 	writer  *kafkago.Writer
+	bearer  string // client-a with every scope
+	iss     *authtest.TestIssuer
 }
 
 // start runs the ledger with its own database and topics until the test
@@ -53,10 +57,11 @@ func start(t *testing.T) *service {
 		t.Fatalf("create DLT topic: %v", err)
 	}
 	dsn := ledgertest.NewDSN(t)
-	cfg, err := ledger.ConfigFromEnv(func(k string) string {
-		return map[string]string{"DATABASE_URL": dsn, "HTTP_ADDR": "127.0.0.1:0", "KAFKA_BROKERS": strings.Join(brokers, ","),
-			"OUTBOX_POLL_INTERVAL": "100ms"}[k]
-	})
+	iss := authtest.New(t)
+	env := iss.Env()
+	maps.Copy(env, map[string]string{"DATABASE_URL": dsn, "HTTP_ADDR": "127.0.0.1:0", "KAFKA_BROKERS": strings.Join(brokers, ","),
+		"OUTBOX_POLL_INTERVAL": "100ms"})
+	cfg, err := ledger.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +78,8 @@ func start(t *testing.T) *service {
 	var s *service
 	select {
 	case a := <-addr:
-		s = &service{url: "http://" + a.String(), topics: topics, brokers: brokers}
+		s = &service{url: "http://" + a.String(), topics: topics, brokers: brokers,
+			bearer: iss.Bearer(t, "client-a", authtest.AllScopes...), iss: iss}
 	case err := <-done:
 		stop()
 		t.Fatalf("ledger stopped at start: %v", err)
@@ -105,7 +111,12 @@ func (s *service) call(t *testing.T, method, path, body string, headers ...strin
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", s.bearer)
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
@@ -359,7 +370,12 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ledger.ConfigFromEnv(func(k string) string { return tc.env[k] })
+			c, err := ledger.ConfigFromEnv(func(k string) string {
+				if v, ok := tc.env[k]; ok {
+					return v
+				}
+				return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
+			})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
@@ -147,6 +149,7 @@ func start(tb testing.TB, opts options) *harness {
 		"WEBHOOK_SECRET":      testSecret,
 		"WEBHOOK_TIMEOUT":     "2s",
 	}
+	maps.Copy(env, authtest.New(tb).Env())
 	cfg, err := notifications.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatalf("config: %v", err)

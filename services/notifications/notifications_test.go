@@ -432,7 +432,12 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := notifications.ConfigFromEnv(func(k string) string { return tt.env[k] })
+			cfg, err := notifications.ConfigFromEnv(func(k string) string {
+				if v, ok := tt.env[k]; ok {
+					return v
+				}
+				return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
+			})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/events"
 )
 
@@ -31,15 +32,36 @@ type DemoTransfer struct {
 
 // Demo is the scripted flow: accounts opened and funded through the ledger
 // API, transfers through the transfers API, then the final statuses and
-// balances, checked against what the contracts promise.
+// balances, checked against what the contracts promise; and the door
+// closed to a request without a token or without the scope it needs.
 type Demo struct {
 	Transfers string // base URL of the transfers service
 	Ledger    string // base URL of the ledger service
 	Out       io.Writer
+	// Token is the bearer token of the demo's client (DemoClient, with
+	// DemoScopes); ReaderToken one of a second client holding only the
+	// read scopes (ReaderClient).
+	Token, ReaderToken string
 	// Timeout bounds the wait for every transfer to reach a final status.
 	Timeout time.Duration
 	client  *http.Client
+	// From and To are the funded account and the one it paid, once Run
+	// opened them (the closing hint names them).
+	From, To string
 }
+
+// The demo's two clients and their scopes.
+const (
+	DemoClient   = "demo"
+	ReaderClient = "demo-leitura"
+)
+
+// DemoScopes are the demo client's scopes; ReaderScopes the second
+// client's.
+var (
+	DemoScopes   = []string{auth.ScopeAccountsAdmin, auth.ScopeAccountsRead, auth.ScopeTransfersCreate, auth.ScopeTransfersRead}
+	ReaderScopes = []string{auth.ScopeAccountsRead, auth.ScopeTransfersRead}
+)
 
 // RunDemo runs the script once and returns an error when an expectation
 // did not hold.
@@ -53,6 +75,7 @@ func (d *Demo) Run(ctx context.Context) error {
 	run := shortID()
 	acct := func(n string) string { return "DEMO-" + run + "-" + n }
 	a, b, c, usd := acct("A"), acct("B"), acct("C"), acct("USD")
+	d.From, d.To = a, b
 
 	fmt.Fprintf(d.Out, "\n== Demo run %s\n", run)
 	fmt.Fprintln(d.Out, "-- opening and funding accounts (ledger API)")
@@ -140,6 +163,21 @@ func (d *Demo) Run(ctx context.Context) error {
 		}
 	}
 
+	fmt.Fprintln(d.Out, "-- authentication (every request but health and metrics carries a bearer token)")
+	body := map[string]any{"contaOrigem": a, "contaDestino": b, "valorEmCentavos": 1, "moeda": "BRL"}
+	if _, err := d.callAs(ctx, "", http.MethodPost, d.Transfers+"/transferencias", uuid.NewString(), body, http.StatusUnauthorized); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.Out, "   %-38s -> 401\n", "a transfer without a token")
+	if _, err := d.callAs(ctx, d.ReaderToken, http.MethodPost, d.Transfers+"/transferencias", uuid.NewString(), body, http.StatusForbidden); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.Out, "   %-38s -> 403 insufficient_scope\n", "a transfer as "+ReaderClient+" (reader)")
+	if _, err := d.callAs(ctx, d.ReaderToken, http.MethodGet, d.Ledger+"/contas/"+a, "", nil, http.StatusOK); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.Out, "   %-38s -> 200\n", "a balance read as "+ReaderClient)
+
 	fmt.Fprintln(d.Out, "-- results")
 	tw := tabwriter.NewWriter(d.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "   TRANSFER\tSTATUS\tMOTIVO\tEXPECTED\t")
@@ -186,8 +224,27 @@ type response struct {
 	header http.Header
 }
 
-// call sends a JSON request and checks the status.
+// Hint tells how to try the running suite by hand: a token command and a
+// transfer between two accounts the demo opened.
+func (d *Demo) Hint(w io.Writer) {
+	fmt.Fprintf(w, "\nThe suite keeps serving. Try (from the repository root):\n"+
+		"  TOKEN=$(go run ./services/suite/cmd/payments auth token --client %s --scopes %s)\n"+
+		"  curl -si -X POST %s/transferencias -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' \\\n"+
+		"    -H \"Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)\" \\\n"+
+		"    -d '{\"contaOrigem\":\"%s\",\"contaDestino\":\"%s\",\"valorEmCentavos\":1000,\"moeda\":\"BRL\"}'\n"+
+		"  curl -s %s/contas/%s -H \"Authorization: Bearer $TOKEN\"\n"+
+		"Press Ctrl+C to stop.\n",
+		DemoClient, strings.Join(DemoScopes, ","), d.Transfers, d.From, d.To, d.Ledger, d.From)
+}
+
+// call sends a JSON request as the demo's client and checks the status.
 func (d *Demo) call(ctx context.Context, method, url, idemKey string, body any, want int) (response, error) {
+	return d.callAs(ctx, d.Token, method, url, idemKey, body, want)
+}
+
+// callAs sends a JSON request with token ("" for none) and checks the
+// status.
+func (d *Demo) callAs(ctx context.Context, token, method, url, idemKey string, body any, want int) (response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -205,6 +262,9 @@ func (d *Demo) call(ctx context.Context, method, url, idemKey string, body any, 
 	}
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {

@@ -34,6 +34,10 @@ func (r *recorder) getenv(name string) string {
 		return "http://localhost:9999/hook"
 	case "WEBHOOK_SECRET":
 		return "0123456789abcdef0123"
+	case "AUTH_JWKS_FILE":
+		return "/etc/paysuite/jwks.json"
+	case "AUTH_ISSUER":
+		return "https://issuer.example"
 	}
 	return ""
 }

@@ -14,15 +14,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
 // document is the part of an OpenAPI document the tests read.
 type document struct {
-	OpenAPI string `yaml:"openapi"`
-	Paths   map[string]map[string]struct {
-		Responses map[string]any `yaml:"responses"`
+	OpenAPI  string                `yaml:"openapi"`
+	Security []map[string][]string `yaml:"security"`
+	Paths    map[string]map[string]struct {
+		Responses map[string]any         `yaml:"responses"`
+		Security  *[]map[string][]string `yaml:"security"`
 	} `yaml:"paths"`
+	Components struct {
+		SecuritySchemes map[string]struct {
+			Type   string `yaml:"type"`
+			Scheme string `yaml:"scheme"`
+		} `yaml:"securitySchemes"`
+	} `yaml:"components"`
 }
 
 func parseOpenAPI(t *testing.T) document {
@@ -76,8 +85,8 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 func TestOpenAPIStatuses(t *testing.T) {
 	doc := parseOpenAPI(t)
 	want := map[string][]int{
-		"POST /transferencias":     {202, 400, 409, 413, 415, 422, 500},
-		"GET /transferencias/{id}": {200, 400, 404, 500},
+		"POST /transferencias":     {202, 400, 401, 403, 409, 413, 415, 422, 429, 500},
+		"GET /transferencias/{id}": {200, 400, 401, 403, 404, 429, 500},
 		"GET /openapi.yaml":        {200},
 		"GET /healthz":             {200},
 		"GET /readyz":              {200, 503},
@@ -102,6 +111,28 @@ func TestOpenAPIStatuses(t *testing.T) {
 		slices.Sort(got)
 		if diff := cmp.Diff(statuses, got); diff != "" {
 			t.Errorf("%s: statuses mismatch (-contract +documented):\n%s", op, diff)
+		}
+	}
+}
+
+// TestOpenAPISecurity: the document requires the bearer scheme everywhere
+// but on the routes the middleware serves without a token, which say
+// security: [] (and only those).
+func TestOpenAPISecurity(t *testing.T) {
+	doc := parseOpenAPI(t)
+	if s := doc.Components.SecuritySchemes["bearerAuth"]; s.Type != "http" || s.Scheme != "bearer" {
+		t.Errorf("securitySchemes.bearerAuth = %+v, want http bearer", s)
+	}
+	if diff := cmp.Diff([]map[string][]string{{"bearerAuth": {}}}, doc.Security); diff != "" {
+		t.Errorf("top-level security mismatch (-want +got):\n%s", diff)
+	}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			public := auth.IsPublic(strings.ToUpper(method), path)
+			documentedPublic := op.Security != nil && len(*op.Security) == 0
+			if public != documentedPublic {
+				t.Errorf("%s %s: served without a token %v, documented without one %v", method, path, public, documentedPublic)
+			}
 		}
 	}
 }

@@ -70,6 +70,8 @@ type Config struct {
 //	OUTBOX_BACKOFF_MAX         1m              relay retry delay cap
 //	OUTBOX_RETENTION           168h            how long published events are kept
 //	IDEMPOTENCY_CLAIM_TIMEOUT  30s             longest a stalled request keeps its key in flight
+//	AUTH_JWKS_URL | AUTH_JWKS_FILE, AUTH_ISSUER (required), AUTH_AUDIENCE,
+//	RATE_LIMIT_RPS, RATE_LIMIT_BURST            authentication (platform.AuthFromEnv)
 //
 // Every problem is reported at once.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {

@@ -20,6 +20,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
@@ -38,6 +40,10 @@ type service struct {
 	topics  events.Topics
 	group   string
 	dsn     string
+	// iss signs the tokens; requests without an Authorization header of
+	// their own carry bearer (client-a, every scope).
+	iss    *authtest.TestIssuer
+	bearer string
 }
 
 // start runs the service with Run until the test ends, then checks it
@@ -52,6 +58,7 @@ func start(t *testing.T) *service {
 		Rejected:  kafkatest.Topic(t, "rejeitada", 1),
 	}
 	dlts(t, brokers, topics.Settled, topics.Rejected)
+	iss := authtest.New(t)
 	cfg := transfers.Config{
 		Config: platform.Config{
 			Service:        transfers.Service,
@@ -61,6 +68,7 @@ func start(t *testing.T) *service {
 			Kafka:          broker.Config{Brokers: brokers},
 			Relay:          outbox.RelayConfig{PollInterval: 100 * time.Millisecond},
 			MigrateOnStart: true,
+			Auth:           iss.Config(),
 		},
 		Topics:          topics,
 		ProjectionGroup: kafkatest.Group(t, "transferencias-projecao"),
@@ -83,7 +91,8 @@ func start(t *testing.T) *service {
 	})
 	select {
 	case a := <-addr:
-		return &service{url: "http://" + a.String(), brokers: brokers, topics: topics, group: cfg.ProjectionGroup, dsn: cfg.DatabaseURL}
+		return &service{url: "http://" + a.String(), brokers: brokers, topics: topics, group: cfg.ProjectionGroup, dsn: cfg.DatabaseURL,
+			iss: iss, bearer: iss.Bearer(t, "client-a", authtest.AllScopes...)}
 	case err := <-done:
 		t.Fatalf("Run: %v", err)
 	case <-time.After(60 * time.Second):
@@ -123,7 +132,12 @@ func (s *service) do(t *testing.T, method, path string, hdr map[string]string, b
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", s.bearer)
 	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(req)
@@ -400,19 +414,21 @@ func TestHealth(t *testing.T) {
 func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	cfg, err := transfers.ConfigFromEnv(env(map[string]string{"DATABASE_URL": "postgres://x/y"}))
+	cfg, err := transfers.ConfigFromEnv(env(map[string]string{"DATABASE_URL": "postgres://x/y",
+		"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.HTTPAddr != ":8080" || cfg.Topics != events.DefaultTopics || cfg.ProjectionGroup != "transferencias-projecao" ||
-		cfg.ClaimTimeout != 30*time.Second || !cfg.MigrateOnStart || cfg.Service != "transfers" {
+		cfg.ClaimTimeout != 30*time.Second || !cfg.MigrateOnStart || cfg.Service != "transfers" ||
+		cfg.Auth != (auth.Config{JWKSFile: "/etc/paysuite/jwks.json", Issuer: "https://issuer.example", Audience: "paysuite", RateRPS: 50, RateBurst: 100}) {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	_, err = transfers.ConfigFromEnv(env(map[string]string{"IDEMPOTENCY_CLAIM_TIMEOUT": "10ms", "DATABASE_MAX_CONNS": "x"}))
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"DATABASE_URL", "IDEMPOTENCY_CLAIM_TIMEOUT", "DATABASE_MAX_CONNS"} {
+	for _, want := range []string{"DATABASE_URL", "IDEMPOTENCY_CLAIM_TIMEOUT", "DATABASE_MAX_CONNS", "AUTH_JWKS_URL or AUTH_JWKS_FILE", "AUTH_ISSUER"} {
 		if !bytes.Contains([]byte(err.Error()), []byte(want)) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}

@@ -94,6 +94,9 @@ func (s *Suite) Do(ctx context.Context, svc *Service, method, path, key string, 
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	if s.bearer != "" {
+		req.Header.Set("Authorization", s.bearer)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return Response{}, err

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/antifraud"
@@ -72,7 +74,27 @@ type Suite struct {
 
 	Transfers, Ledger, Antifraud, Notifications *Service
 
+	// Issuer signs the clients' tokens; the services fetch its JWKS over
+	// HTTP. A and B are two clients with every scope; requests are A's
+	// unless sent through As(B).
+	Issuer *authtest.TestIssuer
+	A, B   Client
+
 	client *http.Client
+	bearer string
+}
+
+// Client is an API client: its id (the token's sub) and bearer token.
+type Client struct {
+	Name   string
+	Bearer string // "Bearer <token>"; empty sends no Authorization
+}
+
+// As returns a view of the suite whose requests carry c's token.
+func (s *Suite) As(c Client) *Suite {
+	cp := *s
+	cp.bearer = c.Bearer
+	return &cp
 }
 
 // Groups names the consumer groups of one suite (unique per test).
@@ -130,6 +152,10 @@ func NewSuite(tb testing.TB, opts Options) *Suite {
 		},
 	}
 	tb.Cleanup(s.client.CloseIdleConnections)
+	s.Issuer = authtest.New(tb)
+	s.A = Client{Name: "cliente-a", Bearer: s.Issuer.Bearer(tb, "cliente-a", authtest.AllScopes...)}
+	s.B = Client{Name: "cliente-b", Bearer: s.Issuer.Bearer(tb, "cliente-b", authtest.AllScopes...)}
+	s.bearer = s.A.Bearer
 
 	env := func(dsn string, extra map[string]string) func(string) string {
 		m := map[string]string{
@@ -138,6 +164,7 @@ func NewSuite(tb testing.TB, opts Options) *Suite {
 			"DATABASE_MAX_CONNS": "10",
 			"KAFKA_BROKERS":      strings.Join(s.Brokers, ","),
 		}
+		maps.Copy(m, s.Issuer.Env())
 		for k, v := range extra {
 			m[k] = v
 		}

@@ -47,6 +47,7 @@ var (
 	httpFamilies = []family{
 		{"http_requests_total", counter, []string{"method", "route", "status"}},
 		{"http_request_duration_seconds", histogram, []string{"method", "route"}},
+		{"auth_requests_refused_total", counter, []string{"reason"}},
 	}
 )
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,6 +21,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
@@ -50,6 +52,7 @@ type harness struct {
 	pool   *pgxpool.Pool // direct, not through the proxy
 	writer *kafka.Writer // the test's producer, never cut
 	url    string
+	bearer string // every request carries this client's token
 }
 
 // start runs service (one of serviceNames) until the test ends, and waits
@@ -91,6 +94,9 @@ func start(t *testing.T, service string) *harness {
 		"OUTBOX_BACKOFF_BASE":  "100ms",
 		"OUTBOX_BACKOFF_MAX":   "500ms",
 	}
+	iss := authtest.New(t)
+	maps.Copy(env, iss.Env())
+	h.bearer = iss.Bearer(t, "observability", authtest.AllScopes...)
 	run := h.runner(func(k string) string { return env[k] })
 
 	lw := &logWriter{t: t}
@@ -280,6 +286,7 @@ func (h *harness) do(method, path string, hdr map[string]string, body string) (i
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	req.Header.Set("Authorization", h.bearer)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

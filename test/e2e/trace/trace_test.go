@@ -184,6 +184,7 @@ func postWithTraceparent(s *e2e.Suite, key string, req e2e.TransferRequest, trac
 	}
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("Authorization", s.A.Bearer)
 	if traceparent != "" {
 		r.Header.Set("traceparent", traceparent)
 	}

@@ -20,7 +20,7 @@ func TestMigrate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for range 2 { // applying twice changes nothing
-		if err := run(ctx, []string{"antifraud", "migrate"}, func(k string) string { return env[k] }, &out); err != nil {
+		if err := run(ctx, []string{"antifraud", "migrate"}, withAuth(env), &out); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
 	}
@@ -72,10 +72,21 @@ func TestRunRejectsBadInvocations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, &bytes.Buffer{})
+			err := run(context.Background(), tt.args, withAuth(tt.env), &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("run() error = %v, want one mentioning %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// withAuth is env plus the authentication configuration every service
+// requires (the JWKS file is only read when the service runs).
+func withAuth(env map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
 	}
 }

@@ -26,7 +26,7 @@ func TestRunRejectsBadInvocations(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
+			err := run(context.Background(), tc.args, withAuth(tc.env), &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("run = %v, want an error mentioning %s", err, tc.wantErr)
 			}
@@ -39,7 +39,7 @@ func TestMigrateAppliesTheLedgerSchema(t *testing.T) {
 	dsn := pgtest.NewDSN(t) // empty database
 	var out bytes.Buffer
 	env := map[string]string{"DATABASE_URL": dsn, "LOG_FORMAT": "json"}
-	if err := run(context.Background(), []string{"ledger", "migrate"}, func(k string) string { return env[k] }, &out); err != nil {
+	if err := run(context.Background(), []string{"ledger", "migrate"}, withAuth(env), &out); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	if !strings.Contains(out.String(), "migrations applied") {
@@ -51,5 +51,16 @@ func TestMigrateAppliesTheLedgerSchema(t *testing.T) {
 		if err := db.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil || !exists {
 			t.Errorf("table %s missing after migrate (err %v)", table, err)
 		}
+	}
+}
+
+// withAuth is env plus the authentication configuration every service
+// requires (the JWKS file is only read when the service runs).
+func withAuth(env map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
@@ -40,12 +41,21 @@ func New(svc *ledger.Service, log *slog.Logger) *Handler {
 	return &Handler{svc: svc, log: log}
 }
 
-// Routes mounts the API on r.
+// Table is the accounts API's route table: each route with the scope it
+// needs (CONTRACTS.md section 8).
+func (h *Handler) Table() []auth.Route {
+	return []auth.Route{
+		{Method: http.MethodPost, Pattern: "/contas", Scope: auth.ScopeAccountsAdmin, Handler: h.openAccount},
+		{Method: http.MethodGet, Pattern: "/contas/{id}", Scope: auth.ScopeAccountsRead, Handler: h.account},
+		{Method: http.MethodPost, Pattern: "/contas/{id}/depositos", Scope: auth.ScopeAccountsAdmin, Handler: h.deposit},
+		{Method: http.MethodGet, Pattern: "/contas/{id}/lancamentos", Scope: auth.ScopeAccountsRead, Handler: h.postings},
+	}
+}
+
+// Routes mounts the API on r, the router of httpapi.NewRouter, whose
+// middleware authenticates requests.
 func (h *Handler) Routes(r chi.Router) {
-	r.Post("/contas", h.openAccount)
-	r.Get("/contas/{id}", h.account)
-	r.Post("/contas/{id}/depositos", h.deposit)
-	r.Get("/contas/{id}/lancamentos", h.postings)
+	auth.Mount(r, h.log, h.Table())
 }
 
 // AccountResponse is an account on the wire.

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
@@ -33,9 +34,11 @@ func newAPI(tb testing.TB) *api {
 	db := ledgertest.NewDB(tb)
 	store := postgres.New(db, outbox.New(db), ledgertest.Topics)
 	log := slog.New(slog.DiscardHandler)
-	r := httpapi.NewRouter(log, nil, nil, nil)
+	iss := authtest.New(tb)
+	r := httpapi.NewRouter(log, nil, nil, nil, iss.Authenticator(tb).Middleware)
 	web.New(ledger.NewService(store, nil), log).Routes(r)
-	srv := httptest.NewServer(r)
+	// Every request is client-a's with every scope unless it says otherwise.
+	srv := httptest.NewServer(authtest.WithToken(r, iss.Bearer(tb, "client-a", authtest.AllScopes...)))
 	tb.Cleanup(srv.Close)
 	return &api{srv: srv, store: store}
 }

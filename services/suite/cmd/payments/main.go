@@ -8,6 +8,8 @@
 //	payments outbox requeue    move DEAD outbox events back to PENDING
 //	payments dlt list|replay   inspect and replay dead-letter topics
 //	payments probe URL         exit 0 when URL answers 200 (container health checks)
+//	payments auth keygen       make the suite's own Ed25519 token signing key and JWKS
+//	payments auth token        print a signed access token for a client and scopes
 //
 // Every subcommand takes --help.
 package main
@@ -63,6 +65,8 @@ commands:
   dlt list               list records of a dead-letter topic
   dlt replay             replay dead-letter records to their original topic
   probe URL              exit 0 when URL answers 200
+  auth keygen            make a token signing key and its public JWKS
+  auth token             print an access token for a client and scopes
 
 Run "payments <command> --help" for the flags of a command.
 `
@@ -118,6 +122,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return usageError{"outbox: unknown subcommand " + s}
 	case "dlt":
 		return dltCommand(ctx, rest, getenv, stdout)
+	case "auth":
+		s, r, err := sub()
+		if err != nil {
+			return err
+		}
+		return authCommand(ctx, s, r, getenv, stdout)
 	}
 	return usageError{"unknown command " + cmd}
 }

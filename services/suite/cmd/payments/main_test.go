@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -62,6 +64,9 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		{"dlt", "--help"},
 		{"dlt", "list", "--help"},
 		{"dlt", "replay", "--help"},
+		{"auth", "--help"},
+		{"auth", "keygen", "--help"},
+		{"auth", "token", "--help"},
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -89,9 +94,17 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"topics"}, 2, "which subcommand"},
 		{[]string{"topics", "delete"}, 2, "unknown subcommand delete"},
 		{[]string{"outbox", "purge"}, 2, "unknown subcommand purge"},
-		{[]string{"outbox", "requeue", "--database-url", "postgres://x"}, 2, "give --id, --topic or --type"},
+		{[]string{"outbox", "requeue", "--database-url-file", "/dev/null"}, 2, "give --id, --topic or --type"},
+		{[]string{"outbox", "list-dead", "--database-url", "postgres://x"}, 2, "flag provided but not defined"},
 		{[]string{"outbox", "requeue", "--id", "not-a-uuid"}, 2, "not a UUID"},
-		{[]string{"outbox", "list-dead"}, 2, "--database-url or $DATABASE_URL is required"},
+		{[]string{"outbox", "list-dead"}, 2, "$DATABASE_URL or --database-url-file is required"},
+		{[]string{"auth"}, 2, "which subcommand"},
+		{[]string{"auth", "sign"}, 2, "unknown subcommand sign"},
+		{[]string{"auth", "keygen"}, 2, "--out DIR is required"},
+		{[]string{"auth", "token", "--scopes", "contas:ler"}, 2, "--client NAME is required"},
+		{[]string{"auth", "token", "--client", "c"}, 2, "--scopes is required"},
+		{[]string{"auth", "token", "--client", "c", "--scopes", "contas:ler", "--ttl", "-1h"}, 2, "--ttl must be positive"},
+		{[]string{"auth", "token", "--client", "c", "--scopes", "contas:ler", "--key", "/nonexistent/key.jwk"}, 1, "payments auth keygen makes one"},
 		{[]string{"outbox", "list-dead", "--limit", "many"}, 2, "invalid value"},
 		{[]string{"outbox", "list-dead", "extra"}, 2, "unexpected argument"},
 		{[]string{"migrate", "--service", "bank"}, 2, "--service must be one of"},
@@ -180,7 +193,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 	})
 
 	t.Run("requeue by id", func(t *testing.T) {
-		code, stdout, _, err := cli(t, nil, "outbox", "requeue", "--id", id.String(), "--database-url", dsn)
+		code, stdout, _, err := cli(t, env, "outbox", "requeue", "--id", id.String())
 		if code != 0 {
 			t.Fatalf("requeue: exit %d: %v", code, err)
 		}
@@ -368,8 +381,12 @@ func TestProbe(t *testing.T) {
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDSN(t)
+	file := filepath.Join(t.TempDir(), "database-url")
+	if err := os.WriteFile(file, []byte(dsn+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
-		code, stdout, _, err := cli(t, nil, "migrate", "--service", "ledger", "--database-url", dsn)
+		code, stdout, _, err := cli(t, nil, "migrate", "--service", "ledger", "--database-url-file", file)
 		if code != 0 || stdout != "migrations of ledger applied\n" {
 			t.Fatalf("migrate: exit %d, stdout %q, err %v", code, stdout, err)
 		}

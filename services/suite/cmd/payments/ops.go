@@ -140,9 +140,9 @@ func parsePrincipals(s string) (broker.Principals, error) {
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("migrate", "migrate --service NAME [--database-url URL]", stdout)
+	fs := newFlags("migrate", "migrate --service NAME [--database-url-file FILE]", stdout)
 	service := fs.String("service", "", "service whose migrations to apply: "+strings.Join(services, ", "))
-	dbURL := fs.String("database-url", "", "the service's database (default $DATABASE_URL)")
+	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -161,17 +161,22 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	return nil
 }
 
-func openDB(ctx context.Context, url string, getenv func(string) string) (*postgres.DB, error) {
-	url = orEnv(url, "DATABASE_URL", getenv)
+// openDB opens the database named by $DATABASE_URL or by the file given:
+// a URL with a password never goes on the command line.
+func openDB(ctx context.Context, file string, getenv func(string) string) (*postgres.DB, error) {
+	url, err := secretValue(file, "DATABASE_URL", getenv)
+	if err != nil {
+		return nil, err
+	}
 	if url == "" {
-		return nil, usageError{"--database-url or $DATABASE_URL is required"}
+		return nil, usageError{"$DATABASE_URL or --database-url-file is required"}
 	}
 	return postgres.Open(ctx, url, 2)
 }
 
 func outboxListDead(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("outbox list-dead", "outbox list-dead [--database-url URL] [--limit N]", stdout)
-	dbURL := fs.String("database-url", "", "the service's database (default $DATABASE_URL)")
+	fs := newFlags("outbox list-dead", "outbox list-dead [--database-url-file FILE] [--limit N]", stdout)
+	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
 	limit := fs.Int("limit", 100, "how many events at most")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -199,8 +204,8 @@ func outboxListDead(ctx context.Context, args []string, getenv func(string) stri
 }
 
 func outboxRequeue(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("outbox requeue", "outbox requeue [--database-url URL] (--id UUID | --topic T | --type T)", stdout)
-	dbURL := fs.String("database-url", "", "the service's database (default $DATABASE_URL)")
+	fs := newFlags("outbox requeue", "outbox requeue [--database-url-file FILE] (--id UUID | --topic T | --type T)", stdout)
+	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
 	id := fs.String("id", "", "requeue this event")
 	topic := fs.String("topic", "", "requeue every DEAD event of this topic")
 	typ := fs.String("type", "", "requeue every DEAD event of this type")

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/suite"
@@ -16,16 +18,17 @@ import (
 
 // runSuite is "payments run" and "payments demo".
 func runSuite(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, demo bool) error {
-	name, synopsis := "run", "run [--database-url URL] [--brokers host:port,...]"
+	name, synopsis := "run", "run [--database-url-file FILE] [--brokers host:port,...]"
 	if demo {
-		name, synopsis = "demo", "demo [--database-url URL] [--brokers host:port,...] [--exit] | demo --against URL --ledger URL"
+		name, synopsis = "demo", "demo [--database-url-file FILE] [--brokers host:port,...] [--key FILE] [--exit] | demo --against URL --ledger URL [--key FILE]"
 	}
 	fs := newFlags(name, synopsis, stdout)
-	dbURL := fs.String("database-url", "", "a PostgreSQL server; each service gets its own database on it (default $DATABASE_URL)")
+	dbURLFile := fs.String("database-url-file", "", "a file holding the URL of a PostgreSQL server; each service gets its own database on it (default $DATABASE_URL)")
 	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS; empty: franz-go kfake, an in-process fake Kafka)")
-	var against, ledgerURL *string
+	var against, ledgerURL, keyFile *string
 	var exit *bool
 	if demo {
+		keyFile = fs.String("key", filepath.Join(auth.DevDir, auth.KeyFile), "the signing key of the demo's tokens (the services must trust its JWKS)")
 		against = fs.String("against", "", "run only the script, against the transfers service at this URL (docker compose)")
 		ledgerURL = fs.String("ledger", "", "with --against: the ledger service's URL")
 		exit = fs.Bool("exit", false, "stop the services after the script instead of serving until interrupted")
@@ -38,11 +41,21 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 			return usageError{"demo --against needs --ledger"}
 		}
 		d := &suite.Demo{Transfers: strings.TrimRight(*against, "/"), Ledger: strings.TrimRight(*ledgerURL, "/"), Out: stdout}
+		if err := demoTokens(d, *keyFile, getenv); err != nil {
+			return err
+		}
 		return d.Run(ctx)
 	}
-	url := orEnv(*dbURL, "DATABASE_URL", getenv)
+	url, err := secretValue(*dbURLFile, "DATABASE_URL", getenv)
+	if err != nil {
+		return err
+	}
 	if url == "" {
-		return usageError{name + ": --database-url or $DATABASE_URL (a PostgreSQL server) is required; `make " + name + "` finds or starts one"}
+		return usageError{name + ": $DATABASE_URL or --database-url-file (a PostgreSQL server) is required; `make " + name + "` finds or starts one"}
+	}
+	getenv, err = devAuth(getenv, stdout)
+	if err != nil {
+		return err
 	}
 	level := getenv("LOG_LEVEL")
 	if level == "" {
@@ -78,12 +91,12 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		go func() {
 			d := &suite.Demo{Transfers: ep.Transfers, Ledger: ep.Ledger, Out: stdout, Timeout: 2 * time.Minute}
-			err := d.Run(ctx)
+			err := demoTokens(d, *keyFile, getenv)
+			if err == nil {
+				err = d.Run(ctx)
+			}
 			if err == nil && !*exit {
-				fmt.Fprintf(stdout, "\nThe suite keeps serving. Try:\n"+
-					"  curl -si -X POST %s/transferencias -H 'Content-Type: application/json' -H \"Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)\" \\\n"+
-					"    -d '{\"contaOrigem\":\"CC-001\",\"contaDestino\":\"CC-002\",\"valorEmCentavos\":30000,\"moeda\":\"BRL\"}'\n"+
-					"Press Ctrl+C to stop.\n", ep.Transfers)
+				d.Hint(stdout)
 			}
 			demoErr <- err
 			if err != nil || *exit {

@@ -17,7 +17,7 @@ func TestMigrateSubcommand(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": dsn, "LOG_FORMAT": "json"}
 	var out bytes.Buffer
 	for range 2 { // twice: applying migrations again changes nothing
-		if err := run(context.Background(), []string{"transfers", "migrate"}, func(k string) string { return env[k] }, &out); err != nil {
+		if err := run(context.Background(), []string{"transfers", "migrate"}, withAuth(env), &out); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
 	}
@@ -54,14 +54,29 @@ func TestRunErrors(t *testing.T) {
 		{"no database", []string{"transfers"}, map[string]string{}, "DATABASE_URL is required"},
 		{"bad log level", []string{"transfers"}, map[string]string{"DATABASE_URL": "postgres://x/y", "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad log format", []string{"transfers"}, map[string]string{"DATABASE_URL": "postgres://x/y", "LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		{"no authentication", []string{"transfers"}, map[string]string{"DATABASE_URL": "postgres://x/y", "AUTH_JWKS_FILE": "", "AUTH_ISSUER": ""},
+			"AUTH_JWKS_URL or AUTH_JWKS_FILE is required"},
+		{"a JWKS that is not there", []string{"transfers"}, map[string]string{"DATABASE_URL": "postgres://x/y", "AUTH_JWKS_FILE": "/nonexistent/jwks.json"},
+			"AUTH_JWKS_FILE /nonexistent/jwks.json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, &bytes.Buffer{})
+			err := run(context.Background(), tt.args, withAuth(tt.env), &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("run = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// withAuth is env plus the authentication configuration every service
+// requires (the JWKS file is only read when the service runs).
+func withAuth(env map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/inbox"
@@ -63,7 +65,8 @@ func benchmarkPost(b *testing.B, concurrency int) {
 	db := pg.Wrap(pool)
 	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "bench", nil), 0)
 	log := slog.New(slog.DiscardHandler)
-	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil)
+	iss := authtest.New(b)
+	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil, iss.Authenticator(b).Middleware)
 	web.New(transfer.NewService(store, events.DefaultTopics.Requested), log, testSpec).Mount(router)
 	addrc := make(chan net.Addr, 1)
 	served := make(chan error, 1)
@@ -75,8 +78,9 @@ func benchmarkPost(b *testing.B, concurrency int) {
 			b.Error(err)
 		}
 	}()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: concurrency, MaxIdleConnsPerHost: concurrency}}
-	defer client.CloseIdleConnections()
+	base := &http.Transport{MaxIdleConns: concurrency, MaxIdleConnsPerHost: concurrency}
+	client := &http.Client{Transport: &authtest.Transport{Bearer: iss.Bearer(b, "bench", auth.ScopeTransfersCreate), Base: base}}
+	defer base.CloseIdleConnections()
 	post := func(body []byte) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {

@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/outbox"
@@ -50,11 +52,22 @@ func newHarness(tb testing.TB, opts harnessOptions) *harness {
 	holds := &holder{keys: map[uuid.UUID]*hold{}}
 	store.BeforeCommit = holds.hook
 	log := slog.New(slog.DiscardHandler)
-	r := httpapi.NewRouter(log, nil, nil, nil)
-	web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount(r)
-	srv := httptest.NewServer(r)
+	srv := httptest.NewServer(authedRouter(tb, log, func(r chi.Router) {
+		web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount(r)
+	}))
 	tb.Cleanup(srv.Close)
 	return &harness{url: srv.URL, pool: pool, store: store, holds: holds}
+}
+
+// authedRouter is the service's router, authenticating with a test
+// issuer's keys, behind a client that sends a token of client-a with every
+// scope unless a request carries its own Authorization.
+func authedRouter(tb testing.TB, log *slog.Logger, mount func(chi.Router)) http.Handler {
+	tb.Helper()
+	iss := authtest.New(tb)
+	r := httpapi.NewRouter(log, nil, nil, nil, iss.Authenticator(tb).Middleware)
+	mount(r)
+	return authtest.WithToken(r, iss.Bearer(tb, "client-a", authtest.AllScopes...))
 }
 
 // holder holds chosen requests inside their transaction, just before the

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
@@ -37,12 +38,20 @@ func New(svc *transfer.Service, log *slog.Logger, openapi []byte) *Handler {
 	return &Handler{svc: svc, log: log, openapi: openapi}
 }
 
-// Mount adds the service's routes to r, the router of httpapi.NewRouter,
-// whose middleware turns panics into 500 problems.
+// Routes is the service's route table: each route with the scope it needs
+// (CONTRACTS.md section 8).
+func (h *Handler) Routes() []auth.Route {
+	return []auth.Route{
+		{Method: http.MethodPost, Pattern: "/transferencias", Scope: auth.ScopeTransfersCreate, Handler: h.create},
+		{Method: http.MethodGet, Pattern: "/transferencias/{id}", Scope: auth.ScopeTransfersRead + " " + auth.ScopeOperations, Handler: h.get},
+		{Method: http.MethodGet, Pattern: "/openapi.yaml", Scope: auth.Public, Handler: h.spec},
+	}
+}
+
+// Mount adds the routes to r, the router of httpapi.NewRouter, whose
+// middleware authenticates requests and turns panics into 500 problems.
 func (h *Handler) Mount(r chi.Router) {
-	r.Post("/transferencias", h.create)
-	r.Get("/transferencias/{id}", h.get)
-	r.Get("/openapi.yaml", h.spec)
+	auth.Mount(r, h.log, h.Routes())
 }
 
 // createRequest is the body of POST /transferencias.

@@ -479,9 +479,7 @@ func TestInternalErrors(t *testing.T) {
 		get:    func(context.Context, uuid.UUID) (transfer.Transfer, error) { panic(secret) },
 	}
 	log := slog.New(slog.DiscardHandler)
-	r := httpapi.NewRouter(log, nil, nil, nil)
-	web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount(r)
-	srv := httptest.NewServer(r)
+	srv := httptest.NewServer(authedRouter(t, log, web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount))
 	defer srv.Close()
 	for name, res := range map[string]response{
 		"panic in GET": do(t, http.MethodGet, srv.URL+"/transferencias/"+uuid.NewString(), nil, nil),
@@ -507,9 +505,7 @@ func TestInternalErrors(t *testing.T) {
 func TestOpenAPIServed(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
-	r := httpapi.NewRouter(log, nil, nil, nil)
-	web.New(nil, log, testSpec).Mount(r)
-	srv := httptest.NewServer(r)
+	srv := httptest.NewServer(authedRouter(t, log, web.New(nil, log, testSpec).Mount))
 	defer srv.Close()
 	res := do(t, http.MethodGet, srv.URL+"/openapi.yaml", nil, nil)
 	if res.status != 200 || res.header.Get("Content-Type") != "application/yaml" || string(res.body) != string(testSpec) {

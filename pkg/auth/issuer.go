@@ -1,0 +1,197 @@
+package auth
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+)
+
+// The suite's own issuer (CONTRACTS.md section 8): an Ed25519 key for
+// development and single-team deployments; any OpenID Connect provider can
+// replace it by pointing AUTH_JWKS_URL at its JWKS.
+const (
+	// DevIssuer is the iss of the tokens the suite's own issuer signs.
+	DevIssuer = "paysuite-dev"
+	// KeyFile and JWKSFile are the files keygen writes in its directory:
+	// the private signing key (a JWK, mode 0600) and the public JWKS.
+	KeyFile  = "signing-key.jwk"
+	JWKSFile = "jwks.json"
+	// DevDir is where make run and make demo keep the development key,
+	// relative to the repository root.
+	DevDir = ".cache/auth"
+)
+
+// GenerateKey writes a new Ed25519 signing key and its public JWKS into
+// dir (created when missing) and returns the key id. It refuses to
+// overwrite an existing key.
+func GenerateKey(dir string) (string, error) {
+	keyPath := filepath.Join(dir, KeyFile)
+	if _, err := os.Stat(keyPath); err == nil {
+		return "", fmt.Errorf("%s exists; remove it first to make a new key", keyPath)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("generate key: %w", err)
+	}
+	key, err := jwk.Import(priv)
+	if err != nil {
+		return "", fmt.Errorf("import key: %w", err)
+	}
+	if err := jwk.AssignKeyID(key); err != nil {
+		return "", fmt.Errorf("key id: %w", err)
+	}
+	if err := key.Set(jwk.AlgorithmKey, jwa.EdDSA()); err != nil {
+		return "", fmt.Errorf("key alg: %w", err)
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("public key: %w", err)
+	}
+	if err := pub.Set(jwk.KeyUsageKey, jwk.ForSignature); err != nil {
+		return "", fmt.Errorf("key use: %w", err)
+	}
+	set := jwk.NewSet()
+	if err := set.AddKey(pub); err != nil {
+		return "", fmt.Errorf("jwks: %w", err)
+	}
+	privJSON, err := json.MarshalIndent(key, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode key: %w", err)
+	}
+	setJSON, err := json.MarshalIndent(set, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode jwks: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := os.WriteFile(keyPath, append(privJSON, '\n'), 0o600); err != nil {
+		return "", fmt.Errorf("write key: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, JWKSFile), append(setJSON, '\n'), 0o644); err != nil { //nolint:gosec // a public key set
+		return "", fmt.Errorf("write jwks: %w", err)
+	}
+	kid, _ := key.KeyID()
+	return kid, nil
+}
+
+// EnsureKey generates the key of dir when it has none and returns the
+// path of its public JWKS and whether a key was made.
+func EnsureKey(dir string) (string, bool, error) {
+	jwks := filepath.Join(dir, JWKSFile)
+	if _, err := os.Stat(filepath.Join(dir, KeyFile)); err == nil {
+		if _, err := os.Stat(jwks); err != nil {
+			return "", false, fmt.Errorf("%s has a key but no %s: %w", dir, JWKSFile, err)
+		}
+		return jwks, false, nil
+	}
+	if _, err := GenerateKey(dir); err != nil {
+		return "", false, err
+	}
+	return jwks, true, nil
+}
+
+// SigningKey is a private key that signs tokens.
+type SigningKey struct{ key jwk.Key }
+
+// ReadSigningKey reads a private JWK written by GenerateKey.
+func ReadSigningKey(path string) (SigningKey, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // the operator names the key file
+	if err != nil {
+		return SigningKey{}, fmt.Errorf("read signing key: %w", err)
+	}
+	return ParseSigningKey(b)
+}
+
+// ParseSigningKey parses a private JWK with a kid.
+func ParseSigningKey(b []byte) (SigningKey, error) {
+	key, err := jwk.ParseKey(b)
+	if err != nil {
+		return SigningKey{}, fmt.Errorf("parse signing key: %w", err)
+	}
+	if _, ok := key.KeyID(); !ok {
+		return SigningKey{}, errors.New("signing key has no kid")
+	}
+	if _, err := key.PublicKey(); err != nil || key.KeyType() == jwa.OctetSeq() {
+		return SigningKey{}, errors.New("signing key is not an asymmetric private key")
+	}
+	return SigningKey{key: key}, nil
+}
+
+// NewSigningKey wraps k, a private JWK with a kid (tests make their own).
+func NewSigningKey(k jwk.Key) SigningKey { return SigningKey{key: k} }
+
+// Claims are what a token says.
+type Claims struct {
+	Issuer   string
+	Audience string
+	Subject  string
+	Scopes   []string
+	TTL      time.Duration
+	// Now is the issue time; time.Now when zero.
+	Now time.Time
+}
+
+// Sign returns a compact JWS access token for c signed with k, with the
+// key's id in its header.
+func (k SigningKey) Sign(c Claims) (string, error) {
+	if c.Subject == "" || c.Issuer == "" || c.Audience == "" {
+		return "", errors.New("a token needs a subject, an issuer and an audience")
+	}
+	if c.TTL <= 0 {
+		return "", errors.New("a token needs a positive lifetime")
+	}
+	now := c.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	tok, err := jwt.NewBuilder().
+		Issuer(c.Issuer).
+		Audience([]string{c.Audience}).
+		Subject(c.Subject).
+		IssuedAt(now).
+		NotBefore(now).
+		Expiration(now.Add(c.TTL)).
+		Claim("scope", strings.Join(c.Scopes, " ")).
+		Build()
+	if err != nil {
+		return "", fmt.Errorf("build token: %w", err)
+	}
+	alg, err := signingAlg(k.key)
+	if err != nil {
+		return "", err
+	}
+	signed, err := jwt.Sign(tok, jwt.WithKey(alg, k.key))
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	return string(signed), nil
+}
+
+func signingAlg(k jwk.Key) (jwa.SignatureAlgorithm, error) {
+	switch k.KeyType() {
+	case jwa.OKP():
+		return jwa.EdDSA(), nil
+	case jwa.EC():
+		return jwa.ES256(), nil
+	case jwa.RSA():
+		return jwa.RS256(), nil
+	}
+	return jwa.SignatureAlgorithm{}, fmt.Errorf("no signing algorithm for a %s key", k.KeyType())
+}
+
+// KeyID returns the key's kid.
+func (k SigningKey) KeyID() string {
+	kid, _ := k.key.KeyID()
+	return kid
+}

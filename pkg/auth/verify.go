@@ -1,0 +1,403 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lestrrat-go/httprc/v3"
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+)
+
+// Verification limits of CONTRACTS.md section 8.
+const (
+	// DefaultAudience is the audience a token must name when AUTH_AUDIENCE
+	// is not set.
+	DefaultAudience = "paysuite"
+	// Leeway is the clock skew allowed on exp, nbf and iat.
+	Leeway = 60 * time.Second
+	// RefreshInterval is the shortest time between two JWKS fetches caused
+	// by tokens naming a key id the cached set does not have: a flood of
+	// made-up kids costs the identity provider one request per interval.
+	RefreshInterval = 30 * time.Second
+	// MaxTokenBytes caps the token a request may carry; a longer one is
+	// refused before any parsing. Real access tokens are a few KB.
+	MaxTokenBytes = 16 << 10
+	// jwksRefreshEvery is the periodic refresh of a JWKS fetched by URL,
+	// so that a retired key stops being accepted without a restart.
+	jwksRefreshEvery = time.Hour
+	// startFetchTimeout bounds the first JWKS fetch at start.
+	startFetchTimeout = 10 * time.Second
+)
+
+// Config says where the keys come from and what a token must say. It is
+// read once at start (pkg/platform: AUTH_JWKS_URL or AUTH_JWKS_FILE,
+// AUTH_ISSUER, AUTH_AUDIENCE, RATE_LIMIT_RPS, RATE_LIMIT_BURST).
+type Config struct {
+	// JWKSURL is an http(s) URL serving the JWKS of the token issuer.
+	JWKSURL string
+	// JWKSFile is a file holding the JWKS; exactly one of JWKSURL and
+	// JWKSFile is set.
+	JWKSFile string
+	// Issuer is the iss every token must carry.
+	Issuer string
+	// Audience must be one of a token's aud values; DefaultAudience when
+	// empty.
+	Audience string
+	// RateRPS and RateBurst bound the requests of one client to one
+	// instance (a token bucket per subject).
+	RateRPS   float64
+	RateBurst int
+}
+
+// Default rate limits per client and instance.
+const (
+	DefaultRateRPS   = 50
+	DefaultRateBurst = 100
+)
+
+// Validate reports every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	switch {
+	case c.JWKSURL == "" && c.JWKSFile == "":
+		errs = append(errs, errors.New("AUTH_JWKS_URL or AUTH_JWKS_FILE is required: every request is authenticated"))
+	case c.JWKSURL != "" && c.JWKSFile != "":
+		errs = append(errs, errors.New("set AUTH_JWKS_URL or AUTH_JWKS_FILE, not both"))
+	case c.JWKSURL != "":
+		u, err := url.Parse(c.JWKSURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("AUTH_JWKS_URL: %q is not an http(s) URL", c.JWKSURL))
+		}
+	}
+	if c.Issuer == "" {
+		errs = append(errs, errors.New("AUTH_ISSUER is required"))
+	}
+	if !(c.RateRPS > 0) { // NaN too
+		errs = append(errs, fmt.Errorf("RATE_LIMIT_RPS must be positive, got %v", c.RateRPS))
+	}
+	if c.RateBurst < 1 {
+		errs = append(errs, fmt.Errorf("RATE_LIMIT_BURST must be at least 1, got %d", c.RateBurst))
+	}
+	return errors.Join(errs...)
+}
+
+// Reasons a token is refused. Each is an *Invalid wrapping one of them;
+// the middleware answers 401 with the reason as the problem's detail.
+var (
+	ErrNoToken         = errors.New("no bearer token")
+	ErrTokenTooLarge   = errors.New("token too large")
+	ErrMalformed       = errors.New("malformed token")
+	ErrAlgorithm       = errors.New("signing algorithm not accepted")
+	ErrUnknownKey      = errors.New("token signed by an unknown key")
+	ErrSignature       = errors.New("signature not verified")
+	ErrExpired         = errors.New("token expired")
+	ErrNotYetValid     = errors.New("token not yet valid")
+	ErrIssuer          = errors.New("wrong issuer")
+	ErrAudience        = errors.New("wrong audience")
+	ErrMissingClaim    = errors.New("a required claim (exp, sub) is missing")
+	ErrClaims          = errors.New("invalid claims")
+	ErrKeysUnavailable = errors.New("the key set of the token issuer cannot be fetched")
+)
+
+// allowed are the signing algorithms accepted (never none, never HMAC).
+var allowed = []jwa.SignatureAlgorithm{jwa.EdDSA(), jwa.ES256(), jwa.RS256()}
+
+// Verifier checks bearer tokens against a JWKS: signature, iss, aud, exp,
+// nbf and iat. It is safe for concurrent use.
+type Verifier struct {
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	every time.Duration // least time between two kid-miss refreshes
+
+	static jwk.Set    // AUTH_JWKS_FILE
+	cache  *jwk.Cache // AUTH_JWKS_URL
+
+	mu          sync.Mutex // serialises kid-miss refreshes
+	lastRefresh time.Time
+}
+
+// NewVerifier loads the key set of cfg: read once from JWKSFile, or
+// fetched from JWKSURL and cached (refreshed hourly, and at most once per
+// RefreshInterval when a token names an unknown key id). A JWKS URL that
+// does not answer at start is not fatal: the first tokens then trigger the
+// fetch. The cache's goroutines run until Close, not until ctx ends: a
+// service's context is cancelled before its HTTP server has drained, and
+// the requests still in flight must still find their keys (httprc answers
+// a lookup on a stopped cache with nothing, which jwk.Cache does not
+// expect).
+func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
+	if cfg.Audience == "" {
+		cfg.Audience = DefaultAudience
+	}
+	v := &Verifier{cfg: cfg, log: log, now: time.Now, every: RefreshInterval}
+	if cfg.JWKSFile != "" {
+		set, err := jwk.ReadFile(cfg.JWKSFile)
+		if err != nil {
+			return nil, fmt.Errorf("AUTH_JWKS_FILE %s: %w", cfg.JWKSFile, err)
+		}
+		if err := usable(set); err != nil {
+			return nil, fmt.Errorf("AUTH_JWKS_FILE %s: %w", cfg.JWKSFile, err)
+		}
+		v.static = set
+		return v, nil
+	}
+	if cfg.JWKSURL == "" {
+		return nil, errors.New("auth: no JWKS configured")
+	}
+	cache, err := jwk.NewCache(context.WithoutCancel(ctx), httprc.NewClient())
+	if err != nil {
+		return nil, fmt.Errorf("auth: start JWKS cache: %w", err)
+	}
+	v.cache = cache
+	fctx, cancel := context.WithTimeout(ctx, startFetchTimeout)
+	defer cancel()
+	err = cache.Register(fctx, cfg.JWKSURL, jwk.WithMaxFetchBodySize(1<<20),
+		jwk.WithHTTPClient(&http.Client{Timeout: startFetchTimeout}),
+		jwk.WithHttprcResourceOption(httprc.WithMaxInterval(jwksRefreshEvery)))
+	if err != nil {
+		if !cache.IsRegistered(ctx, cfg.JWKSURL) {
+			_ = cache.Shutdown(ctx)
+			return nil, fmt.Errorf("auth: register JWKS %s: %w", cfg.JWKSURL, err)
+		}
+		log.WarnContext(ctx, "JWKS not fetched at start; tokens will trigger the fetch", "jwks_url", cfg.JWKSURL, "err", err)
+	}
+	return v, nil
+}
+
+// usable reports an error when set has no key a token could be verified
+// with.
+func usable(set jwk.Set) error {
+	for i := range set.Len() {
+		k, _ := set.Key(i)
+		if _, ok := k.KeyID(); ok && k.KeyType() != jwa.OctetSeq() {
+			return nil
+		}
+	}
+	return errors.New("the JWKS has no public key with a kid")
+}
+
+// Verify checks raw, a compact JWS, and returns its principal. Errors wrap
+// one of the Err* reasons above.
+func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
+	if raw == "" {
+		return Principal{}, ErrMalformed
+	}
+	if len(raw) > MaxTokenBytes {
+		return Principal{}, ErrTokenTooLarge
+	}
+	if !compactJWS(raw) {
+		return Principal{}, ErrMalformed
+	}
+	var keyErr error
+	provider := jws.KeyProviderFunc(func(ctx context.Context, sink jws.KeySink, sig *jws.Signature, _ *jws.Message) error {
+		alg, key, err := v.keyFor(ctx, sig.ProtectedHeaders())
+		if err != nil {
+			keyErr = err
+			return err
+		}
+		sink.Key(alg, key)
+		return nil
+	})
+	tok, err := jwt.ParseString(raw,
+		jwt.WithKeyProvider(provider),
+		jwt.WithValidate(true),
+		jwt.WithIssuer(v.cfg.Issuer),
+		jwt.WithAudience(v.cfg.Audience),
+		jwt.WithAcceptableSkew(Leeway),
+		jwt.WithRequiredClaim(jwt.ExpirationKey),
+		jwt.WithRequiredClaim(jwt.SubjectKey),
+		jwt.WithClock(jwt.ClockFunc(v.now)),
+		jwt.WithContext(ctx),
+	)
+	if err != nil {
+		return Principal{}, classify(err, keyErr)
+	}
+	sub, _ := tok.Subject()
+	if strings.TrimSpace(sub) == "" {
+		return Principal{}, ErrMissingClaim
+	}
+	scopes, err := scopesOf(tok)
+	if err != nil {
+		return Principal{}, err
+	}
+	return Principal{Subject: sub, Scopes: scopes}, nil
+}
+
+// compactJWS reports whether s has the shape of a compact JWS: three
+// base64url parts. Anything else (JSON serialization, JWE) is refused
+// before the library sees it.
+func compactJWS(s string) bool {
+	if strings.Count(s, ".") != 2 {
+		return false
+	}
+	for i := range len(s) {
+		if !base64url(s[i]) && s[i] != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func base64url(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+func classify(err, keyErr error) error {
+	if keyErr != nil {
+		return keyErr
+	}
+	switch {
+	case errors.Is(err, jwt.TokenExpiredError()):
+		return ErrExpired
+	case errors.Is(err, jwt.TokenNotYetValidError()), errors.Is(err, jwt.InvalidIssuedAtError()):
+		return ErrNotYetValid
+	case errors.Is(err, jwt.InvalidIssuerError()):
+		return ErrIssuer
+	case errors.Is(err, jwt.InvalidAudienceError()):
+		return ErrAudience
+	case errors.Is(err, jwt.MissingRequiredClaimError()):
+		return ErrMissingClaim
+	case errors.Is(err, jwt.ValidateError()):
+		return ErrClaims
+	}
+	if errors.Is(err, jws.ParseError()) {
+		return ErrMalformed
+	}
+	if errors.Is(err, jws.VerifyError()) || errors.Is(err, jws.VerificationError()) {
+		return ErrSignature
+	}
+	return ErrMalformed
+}
+
+// scopesOf reads the scope claim: a space-separated string (RFC 9068), or
+// a list of strings as some providers send; without one, scp, where Entra
+// ID and Okta put the scopes.
+func scopesOf(tok jwt.Token) ([]string, error) {
+	claim := "scope"
+	if !tok.Has(claim) {
+		claim = "scp"
+	}
+	if !tok.Has(claim) {
+		return nil, nil
+	}
+	var raw any
+	if err := tok.Get(claim, &raw); err != nil {
+		return nil, ErrClaims
+	}
+	switch s := raw.(type) {
+	case string:
+		return strings.Fields(s), nil
+	case []any:
+		out := make([]string, 0, len(s))
+		for _, e := range s {
+			str, ok := e.(string)
+			if !ok {
+				return nil, ErrClaims
+			}
+			out = append(out, strings.Fields(str)...)
+		}
+		return out, nil
+	}
+	return nil, ErrClaims
+}
+
+// keyFor returns the key of the JWKS that h names, with the algorithm to
+// verify it with, after checking the algorithm is one of the allowed ones
+// and matches the key's type (and the key's own alg, when it has one).
+func (v *Verifier) keyFor(ctx context.Context, h jws.Headers) (jwa.SignatureAlgorithm, jwk.Key, error) {
+	alg, ok := h.Algorithm()
+	if !ok || !slices.Contains(allowed, alg) {
+		return alg, nil, ErrAlgorithm
+	}
+	kid, ok := h.KeyID()
+	if !ok || kid == "" {
+		return alg, nil, ErrUnknownKey
+	}
+	key, err := v.lookup(ctx, kid)
+	if err != nil {
+		return alg, nil, err
+	}
+	if ka, ok := key.Algorithm(); ok && ka.String() != alg.String() {
+		return alg, nil, ErrAlgorithm
+	}
+	want := map[string]jwa.KeyType{
+		jwa.EdDSA().String(): jwa.OKP(),
+		jwa.ES256().String(): jwa.EC(),
+		jwa.RS256().String(): jwa.RSA(),
+	}[alg.String()]
+	if key.KeyType() != want {
+		return alg, nil, ErrAlgorithm
+	}
+	return alg, key, nil
+}
+
+// lookup finds kid in the key set. With a JWKS URL, a kid the cached set
+// does not have refetches the set, at most once per v.every.
+func (v *Verifier) lookup(ctx context.Context, kid string) (jwk.Key, error) {
+	if v.static != nil {
+		if k, ok := v.static.LookupKeyID(kid); ok {
+			return k, nil
+		}
+		return nil, ErrUnknownKey
+	}
+	set, err := v.cache.Lookup(ctx, v.cfg.JWKSURL)
+	if err == nil {
+		if k, ok := set.LookupKeyID(kid); ok {
+			return k, nil
+		}
+	}
+	fetched := err == nil
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	// Another request may have refreshed while this one waited.
+	if s, err := v.cache.Lookup(ctx, v.cfg.JWKSURL); err == nil {
+		fetched = true
+		if k, ok := s.LookupKeyID(kid); ok {
+			return k, nil
+		}
+	}
+	now := v.now()
+	if !v.lastRefresh.IsZero() && now.Sub(v.lastRefresh) < v.every {
+		if !fetched {
+			return nil, ErrKeysUnavailable
+		}
+		return nil, ErrUnknownKey
+	}
+	v.lastRefresh = now
+	set, err = v.cache.Refresh(ctx, v.cfg.JWKSURL)
+	if err != nil {
+		v.log.WarnContext(ctx, "JWKS refresh failed", "jwks_url", v.cfg.JWKSURL, "err", err)
+		if !fetched {
+			return nil, ErrKeysUnavailable
+		}
+		return nil, ErrUnknownKey
+	}
+	v.log.InfoContext(ctx, "JWKS refreshed for an unknown key id", "jwks_url", v.cfg.JWKSURL, "keys", set.Len())
+	if k, ok := set.LookupKeyID(kid); ok {
+		return k, nil
+	}
+	return nil, ErrUnknownKey
+}
+
+// Close stops the JWKS cache, if any.
+func (v *Verifier) Close(ctx context.Context) error {
+	if v.cache == nil {
+		return nil
+	}
+	if err := v.cache.Shutdown(ctx); err != nil {
+		return fmt.Errorf("auth: stop JWKS cache: %w", err)
+	}
+	return nil
+}

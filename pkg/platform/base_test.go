@@ -1,0 +1,41 @@
+package platform_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+// TestRunRefusesUnscopedRoutes: a service whose router has a route that is
+// neither public nor mounted with a scope does not start.
+func TestRunRefusesUnscopedRoutes(t *testing.T) {
+	t.Parallel()
+	cfg := platform.Config{
+		Service:     "transfers",
+		HTTPAddr:    "127.0.0.1:0",
+		DatabaseURL: pgtest.NewDSN(t, migrations.ForService("transfers")...),
+		DBMaxConns:  2,
+		Kafka:       broker.Config{Brokers: []string{"127.0.0.1:1"}},
+		Auth:        authtest.New(t).Config(),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := platform.Open(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Router.Post("/contas", func(http.ResponseWriter, *http.Request) {})
+	err = b.Run(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), "routes without a scope [POST /contas]") {
+		t.Errorf("Run = %v, want a refusal naming POST /contas", err)
+	}
+}

@@ -1,0 +1,20 @@
+package notifications
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/httpapi"
+)
+
+// TestEveryRouteHasAScope: every route of the service's router (only the
+// platform's health and metrics routes today) is public or declares the
+// scope it needs. Base.Run also refuses to start otherwise.
+func TestEveryRouteHasAScope(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	authtest.CheckRoutes(t, httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil))
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/paysuite/payments/pkg/auth"
+)
+
+// TestAuthKeygenAndToken: keygen writes a private key only its owner can
+// read and a public JWKS; token prints one token and nothing else, which
+// a verifier trusting that JWKS accepts with the client and scopes asked.
+func TestAuthKeygenAndToken(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "auth")
+	if code, _, _, err := cli(t, nil, "auth", "keygen", "--out", dir); code != 0 {
+		t.Fatalf("keygen: exit %d: %v", code, err)
+	}
+	st, err := os.Stat(filepath.Join(dir, auth.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("signing key mode = %v, want 0600", st.Mode().Perm())
+	}
+	if code, _, _, err := cli(t, nil, "auth", "keygen", "--out", dir); code != 1 || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("second keygen: exit %d, err %v; want 1 and a refusal to overwrite", code, err)
+	}
+	code, stdout, stderr, err := cli(t, map[string]string{"AUTH_AUDIENCE": "paysuite"}, "auth", "token", "--client", "loja-1",
+		"--scopes", "transferencias:criar, transferencias:ler", "--ttl", "10m", "--key", filepath.Join(dir, auth.KeyFile))
+	if code != 0 {
+		t.Fatalf("token: exit %d: %v", code, err)
+	}
+	if strings.Count(stdout, "\n") != 1 || strings.Count(stdout, ".") != 2 || stderr != "" {
+		t.Fatalf("token printed more than one token: stdout %q stderr %q", stdout, stderr)
+	}
+	v, err := auth.NewVerifier(context.Background(), auth.Config{JWKSFile: filepath.Join(dir, auth.JWKSFile), Issuer: auth.DevIssuer,
+		RateRPS: 1, RateBurst: 1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.Verify(context.Background(), strings.TrimSpace(stdout))
+	if err != nil {
+		t.Fatalf("the token does not verify: %v", err)
+	}
+	want := auth.Principal{Subject: "loja-1", Scopes: []string{"transferencias:criar", "transferencias:ler"}}
+	if diff := cmp.Diff(want, p); diff != "" {
+		t.Errorf("principal mismatch (-want +got):\n%s", diff)
+	}
+}
