@@ -23,7 +23,7 @@ import (
 
 // HeaderIdempotencyKey is the deposit's idempotency key (a UUID, also the
 // deposit id).
-const HeaderIdempotencyKey = "Idempotency-Key"
+const HeaderIdempotencyKey = httpapi.HeaderIdempotencyKey
 
 // HeaderReplayed marks a response replayed from an earlier request with the
 // same key.
@@ -116,7 +116,12 @@ func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
-	a, err := h.svc.Account(r.Context(), chi.URLParam(r, "id"))
+	id, err := httpapi.PathParam(r, "id")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	a, err := h.svc.Account(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -125,9 +130,14 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
-	key, err := uuid.Parse(r.Header.Get(HeaderIdempotencyKey))
-	if err != nil || key == uuid.Nil {
-		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidKey, "the %s header must be a UUID", HeaderIdempotencyKey))
+	key, err := httpapi.IdempotencyKey(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, err := httpapi.PathParam(r, "id")
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	body, err := httpapi.ReadJSONBody(w, r)
@@ -140,7 +150,7 @@ func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	d, replayed, err := h.svc.Deposit(r.Context(), key, chi.URLParam(r, "id"), req.AmountCents)
+	d, replayed, err := h.svc.Deposit(r.Context(), key, id, req.AmountCents)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -157,6 +167,11 @@ func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
+	id, err := httpapi.PathParam(r, "id")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	q := r.URL.Query()
 	limit := ledger.DefaultPageSize
 	if v := q.Get("limite"); v != "" {
@@ -177,7 +192,7 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ps, more, err := h.svc.Postings(r.Context(), chi.URLParam(r, "id"), before, limit)
+	ps, more, err := h.svc.Postings(r.Context(), id, before, limit)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -234,7 +249,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		err = &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the request breaks a rule", Fields: fields}
 	case errors.Is(err, ledger.ErrAccountNotFound):
-		err = httpapi.Errorf(httpapi.KindNotFound, "account %q not found", chi.URLParam(r, "id"))
+		err = httpapi.Errorf(httpapi.KindNotFound, "account not found")
 	case errors.Is(err, ledger.ErrCurrencyConflict):
 		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another currency")
 	case errors.Is(err, ledger.ErrKeyReused):

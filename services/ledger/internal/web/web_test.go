@@ -58,7 +58,13 @@ func (a *api) do(tb testing.TB, method, path, body string, headers ...string) re
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	given := map[string]bool{}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if given[headers[i]] { // a header given twice is sent twice
+			req.Header.Add(headers[i], headers[i+1])
+			continue
+		}
+		given[headers[i]] = true
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := a.srv.Client().Do(req)
@@ -193,6 +199,7 @@ func TestDeposit(t *testing.T) {
 		name        string
 		path        string
 		key         string
+		secondKey   string
 		body        string
 		contentType string
 		status      int
@@ -206,6 +213,17 @@ func TestDeposit(t *testing.T) {
 			status: 422, problem: "idempotency-key-reused"},
 		{name: "no key", path: "/contas/CC-001/depositos", body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
 		{name: "key not a UUID", path: "/contas/CC-001/depositos", key: "abc", body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "braced key", path: "/contas/CC-001/depositos", key: "{" + uuid.NewString() + "}", body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "URN key", path: "/contas/CC-001/depositos", key: "urn:uuid:" + uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "32-hex key", path: "/contas/CC-001/depositos", key: strings.ReplaceAll(uuid.NewString(), "-", ""), body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "two keys", path: "/contas/CC-001/depositos", key: uuid.NewString(), secondKey: uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "upper-case key", path: "/contas/CC-001/depositos", key: strings.ToUpper(uuid.NewString()), body: `{"valorEmCentavos":3}`, status: 201},
+		{name: "escaped account id", path: "/contas/%43C-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":4}`, status: 201},
+		{name: "duplicate JSON key", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1,"valorEmCentavos":999999}`, status: 400, problem: "malformed-request"},
+		{name: "+json content type", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`,
+			contentType: "application/merge-patch+json", status: 415, problem: "unsupported-media-type"},
+		{name: "latin1 charset", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`,
+			contentType: "application/json; charset=latin1", status: 415, problem: "unsupported-media-type"},
 		{name: "unknown account", path: "/contas/CC-404/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 404, problem: "not-found"},
 		{name: "funding account", path: "/contas/__FUNDING__BRL/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 422, problem: "validation-failed"},
 		{name: "zero", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":0}`, status: 422, problem: "validation-failed"},
@@ -227,6 +245,9 @@ func TestDeposit(t *testing.T) {
 			var headers []string
 			if tc.key != "" {
 				headers = []string{"Idempotency-Key", tc.key}
+			}
+			if tc.secondKey != "" {
+				headers = append(headers, "Idempotency-Key", tc.secondKey)
 			}
 			if tc.contentType != "" {
 				headers = append(headers, "Content-Type", tc.contentType)
@@ -252,13 +273,14 @@ func TestDeposit(t *testing.T) {
 		})
 	}
 
-	// Only the two real deposits to CC-001 and the 10^15 one moved money.
+	// Only the real deposits to CC-001 (two, the upper-case key's and the
+	// escaped id's) and the 10^15 one moved money.
 	got := map[string]any{}
 	for _, id := range []string{"CC-001", "CC-002", "__FUNDING__BRL"} {
 		r := a.do(t, "GET", "/contas/"+id, "")
 		got[id] = r.body["saldoEmCentavos"]
 	}
-	want := map[string]any{"CC-001": 100005.0, "CC-002": 1e15, "__FUNDING__BRL": -(1e15 + 100005)}
+	want := map[string]any{"CC-001": 100012.0, "CC-002": 1e15, "__FUNDING__BRL": -(1e15 + 100012)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("balances mismatch (-want +got):\n%s", diff)
 	}
@@ -312,7 +334,10 @@ func TestGetAccount(t *testing.T) {
 	}{
 		{"/contas/CC-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
 		{"/contas/__FUNDING__BRL", 200, map[string]any{"id": "__FUNDING__BRL", "moeda": "BRL", "saldoEmCentavos": -42.0}},
+		{"/contas/%43C-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
+		{"/contas/%43%43%2D001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
 		{"/contas/CC-404", 404, nil},
+		{"/contas/CC%2F001", 404, nil},
 		{"/contas/" + strings.Repeat("x", 40), 404, nil},
 	}
 	for _, tc := range tests {
