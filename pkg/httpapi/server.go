@@ -110,15 +110,17 @@ func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
 
 // NewRouter returns a chi router with the suite's middleware (request id,
 // panic recovery as a 500 problem, access log and metrics), problem+json
-// answers for unknown routes and methods (a 405 names the allowed ones in
-// Allow), HEAD served by every GET route, and the operational routes:
+// answers for unknown routes and methods, and the operational routes:
 // /healthz (alive), /readyz (ready() == nil) and /metrics (gatherer).
 //
-// Routes match on the escaped path and PathParam decodes a parameter once,
-// so an id spelled with percent-escapes ("/contas/%43C-001") is the same id.
+// A 405 names the allowed methods in Allow; every GET route also serves
+// HEAD. Routes match on the escaped path and PathParam decodes a parameter
+// once, so an id spelled with percent-escapes ("/contas/%43C-001") is the
+// same id.
 func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gatherer, ready func(context.Context) error) chi.Router {
 	r := chi.NewRouter()
-	r.Use(requestID, traced, recoverer(log), access(log, metrics), routeOnEscapedPath, middleware.GetHead)
+	r.Use(requestID, traced, recoverer(log), access(log, metrics))
+	r.Use(routeOnEscapedPath, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, log, Errorf(KindNotFound, "no route for this path"))
 	})
