@@ -127,6 +127,8 @@ func TestOpenAccount(t *testing.T) {
 		{name: "wrong type", body: `{"id":3,"moeda":"BRL"}`, status: 400, problem: "malformed-request", fields: []string{"id"}},
 		{name: "null", body: `{"id":null,"moeda":"BRL"}`, status: 400, problem: "malformed-request", fields: []string{"id"}},
 		{name: "not JSON", body: `{"id":`, status: 400, problem: "malformed-request"},
+		{name: "duplicate key", body: `{"id":"CC-009","moeda":"BRL","id":"CC-010"}`, status: 400, problem: "malformed-request", fields: []string{"id"}},
+		{name: "+json content type", body: `{"id":"CC-011","moeda":"BRL"}`, contentType: "application/vnd.paysuite+json", status: 415, problem: "unsupported-media-type"},
 		{name: "not JSON content type", body: `{"id":"CC-003","moeda":"BRL"}`, contentType: "text/plain", status: 415, problem: "unsupported-media-type"},
 		{name: "too large", body: `{"id":"CC-003","moeda":"BRL","x":"` + strings.Repeat("x", 70<<10) + `"}`, status: 413, problem: "payload-too-large"},
 	}
@@ -156,6 +158,12 @@ func TestOpenAccount(t *testing.T) {
 				t.Errorf("Location = %q", loc)
 			}
 		})
+	}
+	// The refused requests opened nothing.
+	for _, id := range []string{"CC-003", "CC-009", "CC-010", "CC-011"} {
+		if r := a.do(t, "GET", "/contas/"+id, ""); r.status != http.StatusNotFound {
+			t.Errorf("GET /contas/%s = %d, want 404: a refused request opened it", id, r.status)
+		}
 	}
 }
 
