@@ -28,6 +28,7 @@ const (
 	KindForbidden        Kind = "insufficient-scope"      // 403
 	KindNotFound         Kind = "not-found"               // 404
 	KindMethodNotAllowed Kind = "method-not-allowed"      // 405
+	KindTimeout          Kind = "request-timeout"         // 408
 	KindInProgress       Kind = "request-in-progress"     // 409
 	KindConflict         Kind = "conflict"                // 409
 	KindTooLarge         Kind = "payload-too-large"       // 413
@@ -51,6 +52,7 @@ var kinds = map[Kind]struct {
 	KindForbidden:        {http.StatusForbidden, "Insufficient scope"},
 	KindNotFound:         {http.StatusNotFound, "Not found"},
 	KindMethodNotAllowed: {http.StatusMethodNotAllowed, "Method not allowed"},
+	KindTimeout:          {http.StatusRequestTimeout, "Request timeout"},
 	KindInProgress:       {http.StatusConflict, "Request in progress"},
 	KindConflict:         {http.StatusConflict, "Conflict"},
 	KindTooLarge:         {http.StatusRequestEntityTooLarge, "Payload too large"},
@@ -114,6 +116,10 @@ type Problem struct {
 	Errors    []FieldError `json:"errors,omitempty"`
 }
 
+// maxInstanceSize caps the problem's instance (the request path), so that a
+// long path is not sent back whole.
+const maxInstanceSize = 256
+
 // WriteError writes err as application/problem+json. An *Error anywhere in
 // err's chain gives its kind; anything else is a 500 that tells the client
 // only "internal error" and logs the cause with the request id.
@@ -132,7 +138,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		Title:     entry.title,
 		Status:    entry.status,
 		Detail:    e.Detail,
-		Instance:  r.URL.Path,
+		Instance:  truncate(r.URL.Path, maxInstanceSize),
 		RequestID: RequestIDFrom(r.Context()),
 		Errors:    e.Fields,
 	}

@@ -9,10 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -110,15 +114,29 @@ func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
 // /healthz (alive), /readyz (ready() == nil) and /metrics (gatherer).
 // mw run after those, before routing: the authentication middleware
 // (pkg/auth) in every service.
+//
+// A 405 names the allowed methods in Allow; every GET route also serves
+// HEAD. Routes match on the escaped path and PathParam decodes a parameter
+// once, so an id spelled with percent-escapes ("/contas/%43C-001") is the
+// same id.
 func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gatherer, ready func(context.Context) error, mw ...func(http.Handler) http.Handler) chi.Router {
 	r := chi.NewRouter()
 	r.Use(requestID, traced, recoverer(log), access(log, metrics))
+	r.Use(routeOnEscapedPath, middleware.GetHead)
 	r.Use(mw...)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, r, log, Errorf(KindNotFound, "no route for %s", r.URL.Path))
+		WriteError(w, r, log, Errorf(KindNotFound, "no route for this path"))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, r, log, Errorf(KindMethodNotAllowed, "method %s not allowed here", r.Method))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		allowed := allowedMethods(r, req)
+		if len(allowed) == 0 {
+			// An unknown method on an unknown path: chi asks for a 405
+			// before it looks at the path.
+			WriteError(w, req, log, Errorf(KindNotFound, "no route for this path"))
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		WriteError(w, req, log, Errorf(KindMethodNotAllowed, "this route answers %s only", strings.Join(allowed, ", ")))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -141,10 +159,63 @@ func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gathe
 	return r
 }
 
+// methods are the request methods the suite knows; any other is "OTHER"
+// in metrics, spans and logs, so that a client cannot mint label values.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// methodLabel returns m when it is one of methods, else "OTHER".
+func methodLabel(m string) string {
+	if slices.Contains(methods, m) {
+		return m
+	}
+	return "OTHER"
+}
+
+// allowedMethods lists the methods mux routes for req's path (HEAD
+// wherever GET is, as middleware.GetHead serves it).
+func allowedMethods(mux chi.Routes, req *http.Request) []string {
+	path := req.URL.EscapedPath()
+	if rctx := chi.RouteContext(req.Context()); rctx != nil && rctx.RoutePath != "" {
+		path = rctx.RoutePath
+	}
+	var out []string
+	for _, m := range methods {
+		if mux.Match(chi.NewRouteContext(), m, path) ||
+			(m == http.MethodHead && mux.Match(chi.NewRouteContext(), http.MethodGet, path)) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// routeOnEscapedPath makes chi match every request on its escaped path.
+// chi matches on RawPath when the client's escaping differs from Go's and
+// on the decoded Path otherwise, so a parameter would come decoded or not
+// depending on the spelling; on the escaped path it is always escaped, and
+// PathParam decodes it exactly once.
+func routeOnEscapedPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath == "" {
+			rctx.RoutePath = r.URL.EscapedPath()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requestIDPattern is what a client's X-Request-Id may be: a short token
+// of characters that are safe in a header, a log line and a JSON string.
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestID keeps the client's X-Request-Id when it is one safe token and
+// makes a new one otherwise: nothing else a client sends is echoed into
+// responses or logs.
 func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if id == "" || len(id) > 64 {
+		var id string
+		if vs := r.Header.Values("X-Request-Id"); len(vs) == 1 && requestIDPattern.MatchString(vs[0]) {
+			id = vs[0]
+		} else {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			id = hex.EncodeToString(b[:])
@@ -159,12 +230,13 @@ func requestID(next http.Handler) http.Handler {
 func traced(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := tracing.WithTraceparent(r.Context(), r.Header.Get("traceparent"))
-		ctx, span := tracing.Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		method := methodLabel(r.Method)
+		ctx, span := tracing.Tracer().Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			span.SetName(r.Method + " " + rc.RoutePattern())
+			span.SetName(method + " " + rc.RoutePattern())
 		}
 		span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
 		if sw.status >= 500 {
@@ -216,22 +288,30 @@ func access(log *slog.Logger, m *HTTPMetrics) func(http.Handler) http.Handler {
 			start := time.Now()
 			sw := &statusWriter{ResponseWriter: w}
 			next.ServeHTTP(sw, r)
-			route := chi.RouteContext(r.Context()).RoutePattern()
-			if route == "" {
-				route = "unmatched"
-			}
+			route := routeLabel(r)
+			method := methodLabel(r.Method)
 			if sw.status == 0 {
 				sw.status = http.StatusOK
 			}
 			d := time.Since(start)
 			if m != nil {
-				m.Requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Inc()
-				m.Duration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+				m.Requests.WithLabelValues(method, route, strconv.Itoa(sw.status)).Inc()
+				m.Duration.WithLabelValues(method, route).Observe(d.Seconds())
 			}
 			if route != "/metrics" && route != "/healthz" && route != "/readyz" {
-				log.DebugContext(r.Context(), "http request", "method", r.Method, "route", route,
+				log.DebugContext(r.Context(), "http request", "method", method, "route", route,
 					"status", sw.status, "duration_ms", d.Milliseconds(), "request_id", RequestIDFrom(r.Context()))
 			}
 		})
 	}
+}
+
+// routeLabel is the matched route pattern, one of the router's own, or
+// "unmatched": never the request's path.
+func routeLabel(r *http.Request) string {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil || rc.RoutePattern() == "" || len(rc.RoutePatterns) == 0 {
+		return "unmatched"
+	}
+	return rc.RoutePattern()
 }

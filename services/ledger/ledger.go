@@ -6,11 +6,15 @@ package ledger
 
 import (
 	"context"
+	_ "embed" // the OpenAPI document
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
@@ -23,6 +27,12 @@ import (
 
 // Service is the service name: logs, and the migration set.
 const Service = "ledger"
+
+// OpenAPI is the OpenAPI 3.1 document of the accounts API, served at
+// GET /openapi.yaml.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
 
 // Default consumer groups (CONTRACTS.md section 3).
 const (
@@ -120,7 +130,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.New(base.DB, base.Outbox, cfg.Topics)
 	svc := domain.NewService(store, cfg.Now)
 
-	web.New(svc, log).Routes(base.Router)
+	mount(base.Router, svc, log)
 
 	settlement := kafka.NewSettlement(svc, log, kafka.NewMetrics(base.Registry))
 	settle := base.Consumer(cfg.Group, []string{cfg.Topics.Analysed}, settlement.Handle, cfg.Policy)
@@ -137,4 +147,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		func(ctx context.Context) error { return consumer.Run(ctx, settle) },
 		func(ctx context.Context) error { return consumer.Run(ctx, dlt) },
 	)
+}
+
+// mount adds the service's routes to r, a router from httpapi.NewRouter:
+// the accounts API and its OpenAPI document.
+func mount(r chi.Router, svc *domain.Service, log *slog.Logger) {
+	web.New(svc, log).Routes(r)
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(OpenAPI)
+	})
 }

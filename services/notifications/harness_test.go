@@ -33,6 +33,9 @@ import (
 
 const testSecret = "test-webhook-secret-0123456789" //nolint:gosec // a test's secret
 
+// routedSecret is the secret of the destination of a routed account.
+func routedSecret(account string) string { return "routed-secret-of-" + account }
+
 // request is one webhook request as the receiver saw it.
 type request struct {
 	At      time.Time
@@ -133,10 +136,6 @@ func start(tb testing.TB, opts options) *harness {
 	topics := events.Topics{Requested: "unused.solicitada", Analysed: "unused.analisada", Settled: settled, Rejected: rejected}
 
 	recv := newReceiver(tb)
-	var urls []string
-	for account, path := range opts.urls {
-		urls = append(urls, account+"="+recv.srv.URL+path)
-	}
 	dsn := pgtest.NewDSN(tb, migrations.ForService(notifications.Service)...)
 	env := map[string]string{
 		"HTTP_ADDR":           "127.0.0.1:0",
@@ -145,11 +144,20 @@ func start(tb testing.TB, opts options) *harness {
 		"KAFKA_BROKERS":       strings.Join(brokers.Brokers, ","),
 		"NOTIFY_CHANNEL":      "webhook",
 		"WEBHOOK_DEFAULT_URL": recv.srv.URL + "/hook",
-		"WEBHOOK_URLS":        strings.Join(urls, ","),
 		"WEBHOOK_SECRET":      testSecret,
 		"WEBHOOK_TIMEOUT":     "2s",
 	}
 	maps.Copy(env, authtest.New(tb).Env())
+	// Each routed account is a destination of its own, with its own secret.
+	var names []string
+	for account, path := range opts.urls {
+		name := fmt.Sprintf("D%d", len(names))
+		names = append(names, name)
+		env["WEBHOOK_"+name+"_URL"] = recv.srv.URL + path
+		env["WEBHOOK_"+name+"_ACCOUNTS"] = account
+		env["WEBHOOK_"+name+"_SECRET"] = routedSecret(account)
+	}
+	env["WEBHOOK_DESTINATIONS"] = strings.Join(names, ",")
 	cfg, err := notifications.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatalf("config: %v", err)

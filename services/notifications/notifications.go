@@ -13,7 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"sort"
+	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -69,33 +70,68 @@ type Config struct {
 
 // WebhookConfig configures the webhook channel.
 type WebhookConfig struct {
-	// DefaultURL receives the notifications of accounts without their own
-	// URL (WEBHOOK_DEFAULT_URL).
-	DefaultURL string
-	// URLs maps source accounts to their URLs (WEBHOOK_URLS).
-	URLs map[string]string
-	// Secret signs the requests (WEBHOOK_SECRET).
-	Secret Secret
+	// Default receives the notifications of accounts that no named
+	// destination lists (WEBHOOK_DEFAULT_URL, WEBHOOK_SECRET); its URL
+	// empty: those accounts get none.
+	Default Destination
+	// Destinations are the named destinations (WEBHOOK_DESTINATIONS), each
+	// with its own accounts and secrets.
+	Destinations []Destination
 	// Timeout bounds one request (WEBHOOK_TIMEOUT).
 	Timeout time.Duration
 }
 
+// Destination is one webhook receiver: its URL, the source accounts it is
+// told about, and its own signing secrets, so that no receiver holds a key
+// that authenticates messages to another (CONTRACTS.md section 8.1).
+type Destination struct {
+	// Name is the destination's name in WEBHOOK_DESTINATIONS; "" for the
+	// default destination.
+	Name string
+	// URL receives the webhooks (WEBHOOK_<NAME>_URL).
+	URL string
+	// Accounts are the source accounts sent here (WEBHOOK_<NAME>_ACCOUNTS).
+	Accounts []string
+	// Secrets sign every request: one, or two during a rotation, each
+	// giving one v1 signature (WEBHOOK_<NAME>_SECRET or _SECRET_FILE).
+	Secrets []Secret
+	// SecretVar names the variable the secrets came from, so that errors
+	// name it and never a value.
+	SecretVar string
+}
+
+// maxSecrets is how many secrets a destination may have: the new and the
+// old one while a rotation is under way.
+const maxSecrets = 2
+
+// destinationName is the shape of a name in WEBHOOK_DESTINATIONS: it
+// becomes part of variable names.
+var destinationName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,31}$`)
+
 // ConfigFromEnv reads the configuration from the environment:
 //
-//	HTTP_ADDR            listen address                         (:8083)
-//	DATABASE_URL         the service's PostgreSQL database       (required)
-//	DATABASE_MAX_CONNS   pool size                               (20)
-//	KAFKA_BROKERS        comma-separated brokers                 (localhost:9092)
-//	MIGRATE_ON_START     apply migrations at start               (true)
-//	NOTIFY_CHANNEL       log | webhook                           (log)
-//	WEBHOOK_DEFAULT_URL  URL for accounts without their own      ("")
-//	WEBHOOK_URLS         account=url,account=url,...             ("")
-//	WEBHOOK_SECRET       HMAC-SHA256 key, >= 16 characters       (required for webhook; never logged)
-//	WEBHOOK_TIMEOUT      timeout of one request                  (5s)
+//	HTTP_ADDR                   listen address                          (:8083)
+//	DATABASE_URL                the service's PostgreSQL database        (required)
+//	DATABASE_MAX_CONNS          pool size                                (20)
+//	KAFKA_BROKERS               comma-separated brokers                  (localhost:9092)
+//	MIGRATE_ON_START            apply migrations at start                (true)
+//	NOTIFY_CHANNEL              log | webhook                            (log)
+//	WEBHOOK_DEFAULT_URL         URL of accounts no destination lists     ("")
+//	WEBHOOK_SECRET              the default URL's secret(s)              (required with it; never logged)
+//	WEBHOOK_SECRET_FILE         a file holding WEBHOOK_SECRET instead
+//	WEBHOOK_DESTINATIONS        names of the other destinations: A,B     ("")
+//	WEBHOOK_<NAME>_URL          destination NAME's URL                   (required per name)
+//	WEBHOOK_<NAME>_ACCOUNTS     source accounts sent to NAME: CC-1,CC-2  (required per name)
+//	WEBHOOK_<NAME>_SECRET       NAME's own secret(s), or _SECRET_FILE    (required per name; never logged)
+//	WEBHOOK_TIMEOUT             timeout of one request                   (5s)
 //
-// plus the OUTBOX_* and KAFKA_MAX_MESSAGE_BYTES variables every service
-// reads (platform.ConfigFromEnv). With NOTIFY_CHANNEL=webhook, at least one
-// of WEBHOOK_DEFAULT_URL and WEBHOOK_URLS is required.
+// A secret variable holds one HMAC-SHA256 key of at least 16 characters,
+// or two separated by a comma while it is rotated (every delivery is then
+// signed with both). WEBHOOK_URLS, which gave several accounts one shared
+// secret, is refused. Plus the OUTBOX_* and KAFKA_MAX_MESSAGE_BYTES
+// variables every service reads (platform.ConfigFromEnv). With
+// NOTIFY_CHANNEL=webhook, WEBHOOK_DEFAULT_URL or WEBHOOK_DESTINATIONS is
+// required.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	env := platform.NewEnv(getenv)
 	cfg := Config{
@@ -104,14 +140,34 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Group:   DefaultGroup,
 		Channel: env.String("NOTIFY_CHANNEL", ChannelLog),
 		Webhook: WebhookConfig{
-			DefaultURL: env.String("WEBHOOK_DEFAULT_URL", ""),
-			Secret:     Secret(env.String("WEBHOOK_SECRET", "")),
-			Timeout:    env.Duration("WEBHOOK_TIMEOUT", 5*time.Second),
+			Timeout: env.Duration("WEBHOOK_TIMEOUT", 5*time.Second),
 		},
 	}
-	urls, err := ParseURLs(env.String("WEBHOOK_URLS", ""))
-	env.Check(err)
-	cfg.Webhook.URLs = urls
+	if env.String("WEBHOOK_URLS", "") != "" {
+		env.Check(errors.New("WEBHOOK_URLS is no longer read: it gave every account one shared secret; " +
+			"list each receiver in WEBHOOK_DESTINATIONS with its own WEBHOOK_<NAME>_URL, _ACCOUNTS and _SECRET"))
+	}
+	cfg.Webhook.Default = Destination{URL: env.String("WEBHOOK_DEFAULT_URL", ""), SecretVar: "WEBHOOK_SECRET"}
+	cfg.Webhook.Default.Secrets = readSecrets(env, "WEBHOOK_SECRET")
+	for name := range strings.SplitSeq(env.String("WEBHOOK_DESTINATIONS", ""), ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !destinationName.MatchString(name) {
+			env.Check(fmt.Errorf("WEBHOOK_DESTINATIONS: %q is not a name of A-Z, 0-9 and _ starting with a letter", name))
+			continue
+		}
+		prefix := "WEBHOOK_" + name + "_"
+		d := Destination{Name: name, URL: env.String(prefix+"URL", ""), SecretVar: prefix + "SECRET"}
+		for a := range strings.SplitSeq(env.String(prefix+"ACCOUNTS", ""), ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				d.Accounts = append(d.Accounts, a)
+			}
+		}
+		d.Secrets = readSecrets(env, d.SecretVar)
+		cfg.Webhook.Destinations = append(cfg.Webhook.Destinations, d)
+	}
 	env.Check(cfg.Validate())
 	if err := env.Err(); err != nil {
 		return Config{}, err
@@ -119,25 +175,31 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
-// ParseURLs reads "account=url,account=url" (WEBHOOK_URLS).
-func ParseURLs(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
+// readSecrets reads the comma-separated secrets of variable name, or of
+// the file named by name_FILE (for secrets mounted as files). Errors name
+// the variable, never a value.
+func readSecrets(env *platform.Env, name string) []Secret {
+	raw, file := env.String(name, ""), env.String(name+"_FILE", "")
+	switch {
+	case raw != "" && file != "":
+		env.Check(fmt.Errorf("%s and %s_FILE are both set; set one", name, name))
+		return nil
+	case file != "":
+		b, err := os.ReadFile(file) //nolint:gosec // the operator names the file
+		if err != nil {
+			env.Check(fmt.Errorf("%s_FILE: %w", name, err))
+			return nil
 		}
-		account, u, ok := strings.Cut(item, "=")
-		account, u = strings.TrimSpace(account), strings.TrimSpace(u)
-		if !ok || account == "" || u == "" {
-			return nil, fmt.Errorf("WEBHOOK_URLS: %q is not account=url", item)
-		}
-		if _, dup := out[account]; dup {
-			return nil, fmt.Errorf("WEBHOOK_URLS: account %q listed twice", account)
-		}
-		out[account] = u
+		raw = strings.TrimSpace(string(b))
 	}
-	return out, nil
+	if raw == "" {
+		return nil
+	}
+	var out []Secret
+	for part := range strings.SplitSeq(raw, ",") {
+		out = append(out, Secret(strings.TrimSpace(part)))
+	}
+	return out
 }
 
 // Validate checks the service-specific settings.
@@ -152,31 +214,81 @@ func (c Config) Validate() error {
 	switch c.Channel {
 	case ChannelLog:
 	case ChannelWebhook:
-		w := c.Webhook
-		if len(w.Secret) < minSecretLen {
-			errs = append(errs, fmt.Errorf("WEBHOOK_SECRET must have at least %d characters", minSecretLen))
-		}
-		if w.DefaultURL == "" && len(w.URLs) == 0 {
-			errs = append(errs, errors.New("NOTIFY_CHANNEL=webhook needs WEBHOOK_DEFAULT_URL or WEBHOOK_URLS"))
-		}
-		if w.DefaultURL != "" {
-			errs = append(errs, checkURL("WEBHOOK_DEFAULT_URL", w.DefaultURL))
-		}
-		accounts := make([]string, 0, len(w.URLs))
-		for a := range w.URLs {
-			accounts = append(accounts, a)
-		}
-		sort.Strings(accounts)
-		for _, a := range accounts {
-			errs = append(errs, checkURL("WEBHOOK_URLS["+a+"]", w.URLs[a]))
-		}
-		if w.Timeout <= 0 {
-			errs = append(errs, errors.New("WEBHOOK_TIMEOUT must be positive"))
-		}
+		errs = append(errs, c.Webhook.validate()...)
 	default:
 		errs = append(errs, fmt.Errorf("NOTIFY_CHANNEL: %q is neither log nor webhook", c.Channel))
 	}
 	return errors.Join(errs...)
+}
+
+func (w WebhookConfig) validate() []error {
+	var errs []error
+	if w.Default.URL == "" && len(w.Destinations) == 0 {
+		errs = append(errs, errors.New("NOTIFY_CHANNEL=webhook needs WEBHOOK_DEFAULT_URL or WEBHOOK_DESTINATIONS"))
+	}
+	if w.Default.URL != "" {
+		errs = append(errs, checkURL("WEBHOOK_DEFAULT_URL", w.Default.URL), checkSecrets(w.Default))
+	} else if len(w.Default.Secrets) > 0 {
+		errs = append(errs, fmt.Errorf("%s is set but WEBHOOK_DEFAULT_URL is not: no destination would use it", w.Default.SecretVar))
+	}
+	names := map[string]bool{}
+	owner := map[string]string{} // account -> destination
+	for _, d := range w.Destinations {
+		prefix := "WEBHOOK_" + d.Name + "_"
+		if names[d.Name] {
+			errs = append(errs, fmt.Errorf("WEBHOOK_DESTINATIONS: %s listed twice", d.Name))
+			continue
+		}
+		names[d.Name] = true
+		if d.URL == "" {
+			errs = append(errs, fmt.Errorf("%sURL is required", prefix))
+		} else {
+			errs = append(errs, checkURL(prefix+"URL", d.URL))
+		}
+		if len(d.Accounts) == 0 {
+			errs = append(errs, fmt.Errorf("%sACCOUNTS is required: the source accounts sent to %s", prefix, d.Name))
+		}
+		for _, a := range d.Accounts {
+			if other, dup := owner[a]; dup {
+				errs = append(errs, fmt.Errorf("%sACCOUNTS: account %q is also in WEBHOOK_%s_ACCOUNTS", prefix, a, other))
+			}
+			owner[a] = d.Name
+		}
+		errs = append(errs, checkSecrets(d))
+	}
+	// One receiver must never hold a key that signs another's messages.
+	used := map[Secret]string{}
+	for _, d := range append([]Destination{w.Default}, w.Destinations...) {
+		for _, s := range d.Secrets {
+			if other, dup := used[s]; dup && other != d.SecretVar {
+				errs = append(errs, fmt.Errorf("%s and %s share a secret; each destination needs its own", other, d.SecretVar))
+			}
+			used[s] = d.SecretVar
+		}
+	}
+	if w.Timeout <= 0 {
+		errs = append(errs, errors.New("WEBHOOK_TIMEOUT must be positive"))
+	}
+	return errs
+}
+
+// checkSecrets checks d's secrets, naming the variable and never a value.
+func checkSecrets(d Destination) error {
+	switch {
+	case len(d.Secrets) == 0:
+		return fmt.Errorf("%s (or %s_FILE) is required", d.SecretVar, d.SecretVar)
+	case len(d.Secrets) > maxSecrets:
+		return fmt.Errorf("%s holds %d secrets; at most %d (the new and the old one during a rotation)",
+			d.SecretVar, len(d.Secrets), maxSecrets)
+	case len(d.Secrets) == 2 && d.Secrets[0] == d.Secrets[1]:
+		return fmt.Errorf("%s holds the same secret twice", d.SecretVar)
+	}
+	for _, s := range d.Secrets {
+		if len(s) < minSecretLen {
+			return fmt.Errorf("%s: every secret must have at least %d characters", d.SecretVar, minSecretLen)
+		}
+	}
+	return nil
 }
 
 func checkURL(name, raw string) error {
@@ -202,12 +314,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	var sender notify.Sender
 	switch cfg.Channel {
 	case ChannelWebhook:
-		sender = channels.NewWebhook(channels.WebhookConfig{
-			DefaultURL: cfg.Webhook.DefaultURL,
-			URLs:       cfg.Webhook.URLs,
-			Secret:     []byte(cfg.Webhook.Secret),
-			Timeout:    cfg.Webhook.Timeout,
-		})
+		sender = channels.NewWebhook(cfg.Webhook.channel())
 	default:
 		sender = channels.NewLog(base.Log)
 	}
@@ -215,7 +322,30 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	handler := kafka.NewHandler(svc, cfg.Topics)
 	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
 		handler.Handle, consumer.NotificationPolicy)
+	names := make([]string, len(cfg.Webhook.Destinations))
+	for i, d := range cfg.Webhook.Destinations {
+		names[i] = d.Name
+	}
 	base.Log.InfoContext(ctx, "notifications starting", "channel", cfg.Channel, "group", cfg.Group,
-		"accounts_with_url", len(cfg.Webhook.URLs), "default_url", cfg.Webhook.DefaultURL != "")
+		"webhook_destinations", names, "default_url", cfg.Webhook.Default.URL != "")
 	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, consume) })
+}
+
+// channel returns the webhook channel's configuration: every listed
+// account mapped to its destination, each with its own secrets.
+func (w WebhookConfig) channel() channels.WebhookConfig {
+	dest := func(d Destination) channels.Destination {
+		out := channels.Destination{URL: d.URL}
+		for _, s := range d.Secrets {
+			out.Secrets = append(out.Secrets, []byte(s))
+		}
+		return out
+	}
+	cfg := channels.WebhookConfig{Default: dest(w.Default), Accounts: map[string]channels.Destination{}, Timeout: w.Timeout}
+	for _, d := range w.Destinations {
+		for _, a := range d.Accounts {
+			cfg.Accounts[a] = dest(d)
+		}
+	}
+	return cfg
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +68,13 @@ func TestSignedWebhook(t *testing.T) {
 			}
 
 			sig := req.Header.Get(webhook.HeaderSignature)
-			secret := []byte(testSecret)
+			secret, otherDestination := []byte(testSecret), []byte(routedSecret(e.Key))
+			if tt.path != "/hook" {
+				secret, otherDestination = otherDestination, secret
+			}
+			if err := webhook.Verify(otherDestination, sig, req.Body, req.At, webhook.DefaultTolerance); !errors.Is(err, webhook.ErrSignatureMismatch) {
+				t.Errorf("Verify(another destination's secret) = %v, want ErrSignatureMismatch", err)
+			}
 			if err := webhook.Verify(secret, sig, req.Body, req.At, webhook.DefaultTolerance); err != nil {
 				t.Errorf("Verify(received) = %v, want nil", err)
 			}
@@ -415,18 +423,54 @@ func TestConfigFromEnv(t *testing.T) {
 			return ""
 		}},
 		{name: "webhook", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret, "WEBHOOK_DEFAULT_URL", "https://hooks.example/x",
-			"WEBHOOK_URLS", "CC-1=https://a.example/h, CC-2=http://b.example:8080/h", "WEBHOOK_TIMEOUT", "3s"),
+			"WEBHOOK_DESTINATIONS", "ACME, GLOBEX", "WEBHOOK_ACME_URL", "https://a.example/h", "WEBHOOK_ACME_ACCOUNTS", "CC-1, CC-2",
+			"WEBHOOK_ACME_SECRET", "acme-secret-0123456789", "WEBHOOK_GLOBEX_URL", "http://b.example:8080/h", "WEBHOOK_GLOBEX_ACCOUNTS", "CC-3",
+			"WEBHOOK_GLOBEX_SECRET_FILE", secretFile(t, "globex-new-0123456789, globex-old-0123456789\n"), "WEBHOOK_TIMEOUT", "3s"),
 			want: func(c notifications.Config) string {
-				return cmp.Diff(notifications.WebhookConfig{DefaultURL: "https://hooks.example/x", Secret: testSecret, Timeout: 3 * time.Second,
-					URLs: map[string]string{"CC-1": "https://a.example/h", "CC-2": "http://b.example:8080/h"}}, c.Webhook)
+				return cmp.Diff(notifications.WebhookConfig{
+					Default: notifications.Destination{URL: "https://hooks.example/x", Secrets: []notifications.Secret{testSecret}, SecretVar: "WEBHOOK_SECRET"},
+					Destinations: []notifications.Destination{
+						{Name: "ACME", URL: "https://a.example/h", Accounts: []string{"CC-1", "CC-2"},
+							Secrets: []notifications.Secret{"acme-secret-0123456789"}, SecretVar: "WEBHOOK_ACME_SECRET"},
+						{Name: "GLOBEX", URL: "http://b.example:8080/h", Accounts: []string{"CC-3"},
+							Secrets: []notifications.Secret{"globex-new-0123456789", "globex-old-0123456789"}, SecretVar: "WEBHOOK_GLOBEX_SECRET"},
+					},
+					Timeout: 3 * time.Second}, c.Webhook)
 			}},
+		{name: "rotation: two secrets", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DEFAULT_URL", "https://x.example",
+			"WEBHOOK_SECRET", testSecret+","+testSecret+"-old"), want: func(c notifications.Config) string {
+			return cmp.Diff([]notifications.Secret{testSecret, testSecret + "-old"}, c.Webhook.Default.Secrets)
+		}},
 		{name: "unknown channel", env: with("NOTIFY_CHANNEL", "sms"), wantErr: "NOTIFY_CHANNEL"},
 		{name: "webhook without secret", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DEFAULT_URL", "https://x.example"), wantErr: "WEBHOOK_SECRET"},
 		{name: "short secret", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", "short", "WEBHOOK_DEFAULT_URL", "https://x.example"), wantErr: "WEBHOOK_SECRET"},
-		{name: "webhook without URL", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret), wantErr: "WEBHOOK_DEFAULT_URL or WEBHOOK_URLS"},
+		{name: "three secrets", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DEFAULT_URL", "https://x.example",
+			"WEBHOOK_SECRET", testSecret+"1,"+testSecret+"2,"+testSecret+"3"), wantErr: "WEBHOOK_SECRET holds 3 secrets"},
+		{name: "same secret twice", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DEFAULT_URL", "https://x.example",
+			"WEBHOOK_SECRET", testSecret+","+testSecret), wantErr: "WEBHOOK_SECRET holds the same secret twice"},
+		{name: "secret and secret file", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DEFAULT_URL", "https://x.example",
+			"WEBHOOK_SECRET", testSecret, "WEBHOOK_SECRET_FILE", secretFile(t, testSecret)), wantErr: "WEBHOOK_SECRET and WEBHOOK_SECRET_FILE are both set"},
+		{name: "missing secret file", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DEFAULT_URL", "https://x.example",
+			"WEBHOOK_SECRET_FILE", "/nonexistent/secret"), wantErr: "WEBHOOK_SECRET_FILE"},
+		{name: "destination without secret", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DESTINATIONS", "ACME",
+			"WEBHOOK_ACME_URL", "https://a.example", "WEBHOOK_ACME_ACCOUNTS", "CC-1"), wantErr: "WEBHOOK_ACME_SECRET (or WEBHOOK_ACME_SECRET_FILE) is required"},
+		{name: "destination with three secrets", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DESTINATIONS", "ACME",
+			"WEBHOOK_ACME_URL", "https://a.example", "WEBHOOK_ACME_ACCOUNTS", "CC-1",
+			"WEBHOOK_ACME_SECRET", testSecret+"1,"+testSecret+"2,"+testSecret+"3"), wantErr: "WEBHOOK_ACME_SECRET holds 3 secrets"},
+		{name: "destination without URL or accounts", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DESTINATIONS", "ACME",
+			"WEBHOOK_ACME_SECRET", testSecret), wantErr: "WEBHOOK_ACME_URL is required"},
+		{name: "destinations share a secret", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DEFAULT_URL", "https://x.example",
+			"WEBHOOK_SECRET", testSecret, "WEBHOOK_DESTINATIONS", "ACME", "WEBHOOK_ACME_URL", "https://a.example",
+			"WEBHOOK_ACME_ACCOUNTS", "CC-1", "WEBHOOK_ACME_SECRET", testSecret), wantErr: "WEBHOOK_SECRET and WEBHOOK_ACME_SECRET share a secret"},
+		{name: "account in two destinations", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DESTINATIONS", "A,B",
+			"WEBHOOK_A_URL", "https://a.example", "WEBHOOK_A_ACCOUNTS", "CC-1", "WEBHOOK_A_SECRET", testSecret+"a",
+			"WEBHOOK_B_URL", "https://b.example", "WEBHOOK_B_ACCOUNTS", "CC-1", "WEBHOOK_B_SECRET", testSecret+"b"), wantErr: "also in WEBHOOK_A_ACCOUNTS"},
+		{name: "bad destination name", env: with("WEBHOOK_DESTINATIONS", "acme-1"), wantErr: "WEBHOOK_DESTINATIONS"},
+		{name: "secret without default URL", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret, "WEBHOOK_DESTINATIONS", "ACME",
+			"WEBHOOK_ACME_URL", "https://a.example", "WEBHOOK_ACME_ACCOUNTS", "CC-1", "WEBHOOK_ACME_SECRET", testSecret+"a"), wantErr: "WEBHOOK_SECRET is set but WEBHOOK_DEFAULT_URL is not"},
+		{name: "webhook without URL", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret), wantErr: "WEBHOOK_DEFAULT_URL or WEBHOOK_DESTINATIONS"},
 		{name: "relative URL", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret, "WEBHOOK_DEFAULT_URL", "/hook"), wantErr: "WEBHOOK_DEFAULT_URL"},
-		{name: "bad URLs list", env: with("WEBHOOK_URLS", "CC-1"), wantErr: "WEBHOOK_URLS"},
-		{name: "account twice", env: with("WEBHOOK_URLS", "CC-1=http://a.example,CC-1=http://b.example"), wantErr: "listed twice"},
+		{name: "WEBHOOK_URLS refused", env: with("WEBHOOK_URLS", "CC-1=http://a.example"), wantErr: "WEBHOOK_URLS is no longer read"},
 		{name: "bad timeout", env: with("WEBHOOK_TIMEOUT", "soon"), wantErr: "WEBHOOK_TIMEOUT"},
 		{name: "no database", env: map[string]string{}, wantErr: "DATABASE_URL"},
 	}
@@ -442,8 +486,8 @@ func TestConfigFromEnv(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
 				}
-				if strings.Contains(err.Error(), testSecret) {
-					t.Errorf("error leaks the secret: %v", err)
+				if strings.Contains(err.Error(), testSecret) || strings.Contains(err.Error(), "0123456789") {
+					t.Errorf("error leaks a secret: %v", err)
 				}
 				return
 			}
@@ -459,10 +503,23 @@ func TestConfigFromEnv(t *testing.T) {
 
 // The secret never shows in formatted configuration.
 func TestSecretRedacted(t *testing.T) {
-	cfg := notifications.Config{Webhook: notifications.WebhookConfig{Secret: testSecret}}
+	cfg := notifications.Config{Webhook: notifications.WebhookConfig{
+		Default:      notifications.Destination{Secrets: []notifications.Secret{testSecret}},
+		Destinations: []notifications.Destination{{Name: "A", Secrets: []notifications.Secret{testSecret, testSecret}}},
+	}}
 	for _, s := range []string{fmtV(cfg), fmtPlusV(cfg), fmtGoV(cfg)} {
 		if strings.Contains(s, testSecret) {
 			t.Errorf("formatted config leaks the secret: %s", s)
 		}
 	}
+}
+
+// secretFile writes content to a file of the test's and returns its path.
+func secretFile(tb testing.TB, content string) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }

@@ -2,20 +2,14 @@ package transfers
 
 import (
 	"log/slog"
-	"net/http"
-	"slices"
-	"sort"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/test/openapitest"
 )
 
 // document is the part of an OpenAPI document the tests read.
@@ -56,34 +50,17 @@ func router() chi.Router {
 }
 
 // TestOpenAPIMatchesRouter: every route and method the router serves is in
-// the document, and the other way round.
+// the document, and the other way round; every documented path answers an
+// undocumented method with a 405 naming the documented ones.
 func TestOpenAPIMatchesRouter(t *testing.T) {
-	doc := parseOpenAPI(t)
-	var served []string
-	err := chi.Walk(router(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		served = append(served, method+" "+route)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var documented []string
-	for path, ops := range doc.Paths {
-		for method := range ops {
-			documented = append(documented, strings.ToUpper(method)+" "+path)
-		}
-	}
-	sort.Strings(served)
-	sort.Strings(documented)
-	if diff := cmp.Diff(served, documented); diff != "" {
-		t.Errorf("routes served (-) and documented (+) differ:\n%s", diff)
-	}
+	openapitest.CheckRoutes(t, OpenAPI, router())
+	openapitest.CheckMethodNotAllowed(t, OpenAPI, router())
+	openapitest.CheckStatesRules(t, OpenAPI, "integers only", "no floats", "contaOrigem and contaDestino must differ")
 }
 
 // TestOpenAPIStatuses: every status the handlers can return (the table of
 // CONTRACTS.md section 1, plus the operational routes) is documented.
 func TestOpenAPIStatuses(t *testing.T) {
-	doc := parseOpenAPI(t)
 	want := map[string][]int{
 		"POST /transferencias":     {202, 400, 401, 403, 409, 413, 415, 422, 429, 500},
 		"GET /transferencias/{id}": {200, 400, 401, 403, 404, 429, 500},
@@ -92,27 +69,7 @@ func TestOpenAPIStatuses(t *testing.T) {
 		"GET /readyz":              {200, 503},
 		"GET /metrics":             {200},
 	}
-	for op, statuses := range want {
-		method, path, _ := strings.Cut(op, " ")
-		o, ok := doc.Paths[path][strings.ToLower(method)]
-		if !ok {
-			t.Errorf("%s is not documented", op)
-			continue
-		}
-		var got []int
-		for code := range o.Responses {
-			n, err := strconv.Atoi(code)
-			if err != nil {
-				t.Errorf("%s: response %q is not a status code", op, code)
-				continue
-			}
-			got = append(got, n)
-		}
-		slices.Sort(got)
-		if diff := cmp.Diff(statuses, got); diff != "" {
-			t.Errorf("%s: statuses mismatch (-contract +documented):\n%s", op, diff)
-		}
-	}
+	openapitest.CheckStatuses(t, OpenAPI, want)
 }
 
 // TestOpenAPISecurity: the document requires the bearer scheme everywhere

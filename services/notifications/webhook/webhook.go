@@ -8,6 +8,11 @@
 //
 //	X-Paysuite-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
 //
+// Each destination has its own secret; while a destination's secret is
+// being rotated the header carries one v1 entry per secret (new and old),
+// and Verify accepts the request when any entry matches the receiver's
+// secret.
+//
 // Signing the timestamp with the body lets a receiver reject a replayed
 // request: Verify refuses a timestamp outside its tolerance window.
 package webhook
@@ -81,7 +86,22 @@ func Signature(secret []byte, t time.Time, body []byte) string {
 // Sign returns the value of the X-Paysuite-Signature header for body sent
 // at t.
 func Sign(secret []byte, t time.Time, body []byte) string {
-	return "t=" + strconv.FormatInt(t.Unix(), 10) + ",v1=" + Signature(secret, t, body)
+	return SignAll(t, body, secret)
+}
+
+// SignAll returns the X-Paysuite-Signature value with one v1 entry per
+// secret, in the order given: "t=<unix>,v1=<hex>,v1=<hex>". During a
+// rotation a destination has two secrets, and a receiver holding either
+// one verifies the request, so it can switch keys without a gap.
+func SignAll(t time.Time, body []byte, secrets ...[]byte) string {
+	var b strings.Builder
+	b.WriteString("t=")
+	b.WriteString(strconv.FormatInt(t.Unix(), 10))
+	for _, secret := range secrets {
+		b.WriteString(",v1=")
+		b.WriteString(Signature(secret, t, body))
+	}
+	return b.String()
 }
 
 // Verify checks a webhook request: header is the X-Paysuite-Signature

@@ -74,6 +74,27 @@ func TestSignFormat(t *testing.T) {
 	}
 }
 
+// During a rotation every request carries one v1 entry per secret; a
+// receiver holding either secret verifies it, one holding another does not.
+func TestSignAllRotation(t *testing.T) {
+	oldSecret, newSecret := []byte("old-secret-0123456789"), []byte("new-secret-0123456789")
+	body := []byte(`{"eventoId":"6f1c"}`)
+	at := time.Unix(1_764_453_600, 0)
+	h := webhook.SignAll(at, body, newSecret, oldSecret)
+	want := fmt.Sprintf("t=%d,v1=%s,v1=%s", at.Unix(), webhook.Signature(newSecret, at, body), webhook.Signature(oldSecret, at, body))
+	if h != want {
+		t.Fatalf("SignAll() = %q, want %q", h, want)
+	}
+	for _, tt := range []struct {
+		secret []byte
+		want   error
+	}{{oldSecret, nil}, {newSecret, nil}, {[]byte("a-third-secret-0123456"), webhook.ErrSignatureMismatch}} {
+		if err := webhook.Verify(tt.secret, h, body, at, 0); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+			t.Errorf("Verify(%s) = %v, want %v", tt.secret, err, tt.want)
+		}
+	}
+}
+
 // A receiver checks the signature over the raw body before decoding it.
 func ExampleVerify() {
 	secret := []byte("the-shared-webhook-secret")

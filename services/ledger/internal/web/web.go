@@ -24,7 +24,7 @@ import (
 
 // HeaderIdempotencyKey is the deposit's idempotency key (a UUID, also the
 // deposit id).
-const HeaderIdempotencyKey = "Idempotency-Key"
+const HeaderIdempotencyKey = httpapi.HeaderIdempotencyKey
 
 // HeaderReplayed marks a response replayed from an earlier request with the
 // same key.
@@ -126,7 +126,12 @@ func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
-	a, err := h.svc.Account(r.Context(), chi.URLParam(r, "id"))
+	id, err := httpapi.PathParam(r, "id")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	a, err := h.svc.Account(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -135,9 +140,14 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
-	key, err := uuid.Parse(r.Header.Get(HeaderIdempotencyKey))
-	if err != nil || key == uuid.Nil {
-		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidKey, "the %s header must be a UUID", HeaderIdempotencyKey))
+	key, err := httpapi.IdempotencyKey(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, err := httpapi.PathParam(r, "id")
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	body, err := httpapi.ReadJSONBody(w, r)
@@ -150,7 +160,7 @@ func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	d, replayed, err := h.svc.Deposit(r.Context(), key, chi.URLParam(r, "id"), req.AmountCents)
+	d, replayed, err := h.svc.Deposit(r.Context(), key, id, req.AmountCents)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -167,6 +177,11 @@ func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
+	id, err := httpapi.PathParam(r, "id")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	q := r.URL.Query()
 	limit := ledger.DefaultPageSize
 	if v := q.Get("limite"); v != "" {
@@ -187,7 +202,7 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ps, more, err := h.svc.Postings(r.Context(), chi.URLParam(r, "id"), before, limit)
+	ps, more, err := h.svc.Postings(r.Context(), id, before, limit)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -244,7 +259,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		err = &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the request breaks a rule", Fields: fields}
 	case errors.Is(err, ledger.ErrAccountNotFound):
-		err = httpapi.Errorf(httpapi.KindNotFound, "account %q not found", chi.URLParam(r, "id"))
+		err = httpapi.Errorf(httpapi.KindNotFound, "account not found")
 	case errors.Is(err, ledger.ErrCurrencyConflict):
 		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another currency")
 	case errors.Is(err, ledger.ErrKeyReused):

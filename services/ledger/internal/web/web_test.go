@@ -61,7 +61,13 @@ func (a *api) do(tb testing.TB, method, path, body string, headers ...string) re
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	given := map[string]bool{}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if given[headers[i]] { // a header given twice is sent twice
+			req.Header.Add(headers[i], headers[i+1])
+			continue
+		}
+		given[headers[i]] = true
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := a.srv.Client().Do(req)
@@ -124,6 +130,8 @@ func TestOpenAccount(t *testing.T) {
 		{name: "wrong type", body: `{"id":3,"moeda":"BRL"}`, status: 400, problem: "malformed-request", fields: []string{"id"}},
 		{name: "null", body: `{"id":null,"moeda":"BRL"}`, status: 400, problem: "malformed-request", fields: []string{"id"}},
 		{name: "not JSON", body: `{"id":`, status: 400, problem: "malformed-request"},
+		{name: "duplicate key", body: `{"id":"CC-009","moeda":"BRL","id":"CC-010"}`, status: 400, problem: "malformed-request", fields: []string{"id"}},
+		{name: "+json content type", body: `{"id":"CC-011","moeda":"BRL"}`, contentType: "application/vnd.paysuite+json", status: 415, problem: "unsupported-media-type"},
 		{name: "not JSON content type", body: `{"id":"CC-003","moeda":"BRL"}`, contentType: "text/plain", status: 415, problem: "unsupported-media-type"},
 		{name: "too large", body: `{"id":"CC-003","moeda":"BRL","x":"` + strings.Repeat("x", 70<<10) + `"}`, status: 413, problem: "payload-too-large"},
 	}
@@ -153,6 +161,12 @@ func TestOpenAccount(t *testing.T) {
 				t.Errorf("Location = %q", loc)
 			}
 		})
+	}
+	// The refused requests opened nothing.
+	for _, id := range []string{"CC-003", "CC-009", "CC-010", "CC-011"} {
+		if r := a.do(t, "GET", "/contas/"+id, ""); r.status != http.StatusNotFound {
+			t.Errorf("GET /contas/%s = %d, want 404: a refused request opened it", id, r.status)
+		}
 	}
 }
 
@@ -196,6 +210,7 @@ func TestDeposit(t *testing.T) {
 		name        string
 		path        string
 		key         string
+		secondKey   string
 		body        string
 		contentType string
 		status      int
@@ -209,6 +224,17 @@ func TestDeposit(t *testing.T) {
 			status: 422, problem: "idempotency-key-reused"},
 		{name: "no key", path: "/contas/CC-001/depositos", body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
 		{name: "key not a UUID", path: "/contas/CC-001/depositos", key: "abc", body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "braced key", path: "/contas/CC-001/depositos", key: "{" + uuid.NewString() + "}", body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "URN key", path: "/contas/CC-001/depositos", key: "urn:uuid:" + uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "32-hex key", path: "/contas/CC-001/depositos", key: strings.ReplaceAll(uuid.NewString(), "-", ""), body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "two keys", path: "/contas/CC-001/depositos", key: uuid.NewString(), secondKey: uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 400, problem: "invalid-idempotency-key"},
+		{name: "upper-case key", path: "/contas/CC-001/depositos", key: strings.ToUpper(uuid.NewString()), body: `{"valorEmCentavos":3}`, status: 201},
+		{name: "escaped account id", path: "/contas/%43C-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":4}`, status: 201},
+		{name: "duplicate JSON key", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1,"valorEmCentavos":999999}`, status: 400, problem: "malformed-request"},
+		{name: "+json content type", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`,
+			contentType: "application/merge-patch+json", status: 415, problem: "unsupported-media-type"},
+		{name: "latin1 charset", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`,
+			contentType: "application/json; charset=latin1", status: 415, problem: "unsupported-media-type"},
 		{name: "unknown account", path: "/contas/CC-404/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 404, problem: "not-found"},
 		{name: "funding account", path: "/contas/__FUNDING__BRL/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`, status: 422, problem: "validation-failed"},
 		{name: "zero", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":0}`, status: 422, problem: "validation-failed"},
@@ -230,6 +256,9 @@ func TestDeposit(t *testing.T) {
 			var headers []string
 			if tc.key != "" {
 				headers = []string{"Idempotency-Key", tc.key}
+			}
+			if tc.secondKey != "" {
+				headers = append(headers, "Idempotency-Key", tc.secondKey)
 			}
 			if tc.contentType != "" {
 				headers = append(headers, "Content-Type", tc.contentType)
@@ -255,13 +284,14 @@ func TestDeposit(t *testing.T) {
 		})
 	}
 
-	// Only the two real deposits to CC-001 and the 10^15 one moved money.
+	// Only the real deposits to CC-001 (two, the upper-case key's and the
+	// escaped id's) and the 10^15 one moved money.
 	got := map[string]any{}
 	for _, id := range []string{"CC-001", "CC-002", "__FUNDING__BRL"} {
 		r := a.do(t, "GET", "/contas/"+id, "")
 		got[id] = r.body["saldoEmCentavos"]
 	}
-	want := map[string]any{"CC-001": 100005.0, "CC-002": 1e15, "__FUNDING__BRL": -(1e15 + 100005)}
+	want := map[string]any{"CC-001": 100012.0, "CC-002": 1e15, "__FUNDING__BRL": -(1e15 + 100012)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("balances mismatch (-want +got):\n%s", diff)
 	}
@@ -315,7 +345,10 @@ func TestGetAccount(t *testing.T) {
 	}{
 		{"/contas/CC-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
 		{"/contas/__FUNDING__BRL", 200, map[string]any{"id": "__FUNDING__BRL", "moeda": "BRL", "saldoEmCentavos": -42.0}},
+		{"/contas/%43C-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
+		{"/contas/%43%43%2D001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
 		{"/contas/CC-404", 404, nil},
+		{"/contas/CC%2F001", 404, nil},
 		{"/contas/" + strings.Repeat("x", 40), 404, nil},
 	}
 	for _, tc := range tests {

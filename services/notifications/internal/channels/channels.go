@@ -41,15 +41,20 @@ func (l *Log) Send(ctx context.Context, n notify.Notification) error {
 	return nil
 }
 
+// Destination is where a webhook goes and the secrets that sign it: one,
+// or two while its secret is being rotated (one signature per secret).
+type Destination struct {
+	URL     string
+	Secrets [][]byte
+}
+
 // WebhookConfig configures the webhook channel.
 type WebhookConfig struct {
-	// DefaultURL receives the notifications of accounts without their own
-	// URL; empty: those accounts get none.
-	DefaultURL string
-	// URLs maps a source account to its URL.
-	URLs map[string]string
-	// Secret signs every request (HMAC-SHA256).
-	Secret []byte
+	// Default receives the notifications of accounts no other destination
+	// lists; an empty URL: those accounts get none.
+	Default Destination
+	// Accounts maps a source account to its destination.
+	Accounts map[string]Destination
 	// Timeout bounds a request; past it the outcome is unknown.
 	Timeout time.Duration
 	// Client replaces the HTTP client (tests); its Timeout is left alone.
@@ -58,7 +63,8 @@ type WebhookConfig struct {
 	Now func() time.Time
 }
 
-// Webhook posts a signed JSON body to the account's URL. A 2xx answer means
+// Webhook posts a JSON body, signed with its destination's own secrets, to
+// the account's destination. A 2xx answer means
 // delivered; anything else, or no answer, is a failure to retry.
 type Webhook struct {
 	cfg    WebhookConfig
@@ -97,11 +103,11 @@ func (e *StatusError) Error() string { return fmt.Sprintf("webhook answered HTTP
 // URL, an error wrapping notify.ErrOutcomeUnknown on a timeout, a
 // *StatusError on another answer, and the transport error otherwise.
 func (w *Webhook) Send(ctx context.Context, n notify.Notification) error {
-	url := w.cfg.URLs[n.Account]
-	if url == "" {
-		url = w.cfg.DefaultURL
+	dest, ok := w.cfg.Accounts[n.Account]
+	if !ok {
+		dest = w.cfg.Default
 	}
-	if url == "" {
+	if dest.URL == "" {
 		return notify.ErrNoDestination
 	}
 	body, err := json.Marshal(webhook.Payload{
@@ -115,14 +121,14 @@ func (w *Webhook) Send(ctx context.Context, n notify.Notification) error {
 	if err != nil {
 		return fmt.Errorf("encode webhook body: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest.URL, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("webhook request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "paysuite-notifications/1")
 	req.Header.Set(webhook.HeaderEventID, n.EventID.String())
-	req.Header.Set(webhook.HeaderSignature, webhook.Sign(w.cfg.Secret, w.now(), body))
+	req.Header.Set(webhook.HeaderSignature, webhook.SignAll(w.now(), body, dest.Secrets...))
 	resp, err := w.client.Do(req)
 	if err != nil {
 		if isTimeout(err) {

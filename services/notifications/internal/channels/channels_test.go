@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,8 +86,9 @@ func TestWebhookSend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := channels.NewWebhook(channels.WebhookConfig{
-				DefaultURL: tt.defaultURL, URLs: map[string]string{"CC-OK": srv.URL + "/ok"},
-				Secret: secret, Timeout: 200 * time.Millisecond, Now: func() time.Time { return signedAt },
+				Default:  channels.Destination{URL: tt.defaultURL, Secrets: [][]byte{secret}},
+				Accounts: map[string]channels.Destination{"CC-OK": {URL: srv.URL + "/ok", Secrets: [][]byte{secret}}},
+				Timeout:  200 * time.Millisecond, Now: func() time.Time { return signedAt },
 			})
 			mu.Lock()
 			last = seen{}
@@ -120,6 +122,79 @@ func TestWebhookSend(t *testing.T) {
 				Status: "REJEITADA", Reason: "SALDO_INSUFICIENTE", OccurredAt: n.OccurredAt}
 			if diff := cmp.Diff(want, p); diff != "" {
 				t.Errorf("payload mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestWebhookSecretsPerDestination: each destination's requests verify
+// with its own secrets only; during a rotation a request carries one
+// signature per secret, so the old and the new key both verify it.
+func TestWebhookSecretsPerDestination(t *testing.T) {
+	t.Parallel()
+	type got struct{ signature, body string }
+	var (
+		mu   sync.Mutex
+		seen = map[string]got{}
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen[r.URL.Path] = got{signature: r.Header.Get(webhook.HeaderSignature), body: string(body)}
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	var (
+		secretA   = []byte("destination-a-secret-0001")
+		secretB   = []byte("destination-b-secret-0002")
+		newSecret = []byte("default-new-secret-000003")
+		oldSecret = []byte("default-old-secret-000004")
+		signedAt  = time.Unix(1_764_453_600, 0)
+	)
+	w := channels.NewWebhook(channels.WebhookConfig{
+		Default: channels.Destination{URL: srv.URL + "/default", Secrets: [][]byte{newSecret, oldSecret}},
+		Accounts: map[string]channels.Destination{
+			"CC-A": {URL: srv.URL + "/a", Secrets: [][]byte{secretA}},
+			"CC-B": {URL: srv.URL + "/b", Secrets: [][]byte{secretB}},
+		},
+		Timeout: 5 * time.Second, Now: func() time.Time { return signedAt },
+	})
+	for _, account := range []string{"CC-A", "CC-B", "CC-OTHER"} {
+		n := notify.Notification{EventID: uuid.New(), EventType: "TransferenciaLiquidada", TransferID: uuid.New(),
+			Status: "LIQUIDADA", OccurredAt: signedAt, Account: account}
+		if err := w.Send(context.Background(), n); err != nil {
+			t.Fatalf("Send(%s) = %v", account, err)
+		}
+	}
+	tests := []struct {
+		path     string
+		secret   []byte
+		verifies bool
+		v1s      int
+	}{
+		{"/a", secretA, true, 1},
+		{"/a", secretB, false, 1},
+		{"/a", newSecret, false, 1},
+		{"/b", secretB, true, 1},
+		{"/b", secretA, false, 1},
+		{"/default", newSecret, true, 2},
+		{"/default", oldSecret, true, 2},
+		{"/default", secretA, false, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+" "+string(tt.secret), func(t *testing.T) {
+			mu.Lock()
+			g := seen[tt.path]
+			mu.Unlock()
+			if n := strings.Count(g.signature, "v1="); n != tt.v1s {
+				t.Errorf("signature %q has %d v1 entries, want %d", g.signature, n, tt.v1s)
+			}
+			err := webhook.Verify(tt.secret, g.signature, []byte(g.body), signedAt, time.Minute)
+			if tt.verifies && err != nil {
+				t.Errorf("Verify = %v, want nil", err)
+			}
+			if !tt.verifies && !errors.Is(err, webhook.ErrSignatureMismatch) {
+				t.Errorf("Verify = %v, want ErrSignatureMismatch", err)
 			}
 		})
 	}

@@ -196,7 +196,8 @@ func TestConcurrentDeliveriesSendOnce(t *testing.T) {
 			}))
 			defer srv.Close()
 			defer close(release)
-			sender := channels.NewWebhook(channels.WebhookConfig{DefaultURL: srv.URL, Secret: []byte("0123456789abcdef"), Timeout: 30 * time.Second})
+			sender := channels.NewWebhook(channels.WebhookConfig{
+				Default: channels.Destination{URL: srv.URL, Secrets: [][]byte{[]byte("0123456789abcdef")}}, Timeout: 30 * time.Second})
 			svc := notify.NewService(store, sender, nil, slog.New(slog.DiscardHandler))
 
 			errs := make(chan error, deliveries)

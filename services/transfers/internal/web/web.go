@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
@@ -21,7 +20,7 @@ import (
 
 // Header names of the idempotency protocol.
 const (
-	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderIdempotencyKey = httpapi.HeaderIdempotencyKey
 	HeaderReplayed       = "Idempotent-Replayed"
 )
 
@@ -103,9 +102,9 @@ func DecodeRequest(body []byte) (transfer.Request, error) {
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
-	id, ok := parseUUID(r.Header.Get(HeaderIdempotencyKey))
-	if !ok {
-		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidKey, "the %s header must be a UUID (it becomes the transfer id)", HeaderIdempotencyKey))
+	id, err := httpapi.IdempotencyKey(r)
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	body, err := httpapi.ReadJSONBody(w, r)
@@ -148,7 +147,12 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
-	id, ok := parseUUID(chi.URLParam(r, "id"))
+	raw, err := httpapi.PathParam(r, "id")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, ok := httpapi.ParseUUID(raw)
 	if !ok {
 		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
 		return
@@ -203,17 +207,4 @@ func problemOf(err error) error {
 		return httpapi.Errorf(httpapi.KindNotFound, "no transfer with this id")
 	}
 	return err
-}
-
-// parseUUID accepts only the canonical 36-character form of a non-nil UUID
-// (the form Java's UUID.toString writes), in either case.
-func parseUUID(s string) (uuid.UUID, bool) {
-	if len(s) != 36 {
-		return uuid.Nil, false
-	}
-	id, err := uuid.Parse(s)
-	if err != nil || id == uuid.Nil {
-		return uuid.Nil, false
-	}
-	return id, true
 }

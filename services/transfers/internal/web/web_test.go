@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -100,6 +101,8 @@ func TestStatusTable(t *testing.T) {
 		{name: "number account", body: body(`1`, `"CC-002"`, "30000", `"BRL"`), want: 400, kind: httpapi.KindMalformed, fields: []string{"contaOrigem"}},
 		{name: "unknown field (typo)", body: `{"contaOrigem":"CC-001","contaDestino":"CC-002","valorCentavos":30000,"moeda":"BRL"}`,
 			want: 400, kind: httpapi.KindMalformed, fields: []string{"valorCentavos"}},
+		{name: "duplicate key", body: `{"contaOrigem":"CC-001","contaDestino":"CC-002","valorEmCentavos":1,"moeda":"BRL","valorEmCentavos":999999}`,
+			want: 400, kind: httpapi.KindMalformed, fields: []string{"valorEmCentavos"}},
 		{name: "field in other case", body: `{"contaOrigem":"CC-001","contaDestino":"CC-002","VALOREMCENTAVOS":30000,"moeda":"BRL"}`,
 			want: 400, kind: httpapi.KindMalformed, fields: []string{"VALOREMCENTAVOS"}},
 		// rule violations
@@ -118,6 +121,12 @@ func TestStatusTable(t *testing.T) {
 		{name: "text/plain", contentType: "text/plain", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
 		{name: "form", contentType: "application/x-www-form-urlencoded", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
 		{name: "no Content-Type", contentType: "-", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
+		{name: "+json type", contentType: "application/vnd.api+json", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
+		{name: "other charset", contentType: "application/json; charset=iso-8859-1", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
+		{name: "braced key", key: func(k string) string { return "{" + k + "}" }, body: validBody, want: 400, kind: httpapi.KindInvalidKey},
+		// encoded path ids
+		{name: "get with an escaped id", method: http.MethodGet, setup: created, want: 200, transfers: 1,
+			path: func(key string) string { return "/transferencias/%" + fmt.Sprintf("%02X", key[0]) + key[1:] }},
 		// GET
 		{name: "get found", method: http.MethodGet, path: getPath, setup: created, want: 200, transfers: 1},
 		{name: "get unknown", method: http.MethodGet, path: getPath, want: 404, kind: httpapi.KindNotFound},
@@ -201,6 +210,37 @@ func TestStatusTable(t *testing.T) {
 				t.Errorf("%d outbox events, want %d", got, tt.transfers)
 			}
 		})
+	}
+}
+
+// TestTwoIdempotencyKeys: a request with two keys is refused whole; the
+// first key is not silently taken.
+func TestTwoIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	key := uuid.NewString()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.url+"/transferencias", strings.NewReader(validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("Idempotency-Key", key)
+	req.Header.Add("Idempotency-Key", key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := response{status: res.StatusCode, header: res.Header, body: body}.problem(t)
+	if res.StatusCode != http.StatusBadRequest || p.Type != httpapi.KindInvalidKey.TypeURI() {
+		t.Errorf("got %d %+v, want 400 %s", res.StatusCode, p, httpapi.KindInvalidKey.TypeURI())
+	}
+	if n := h.count(t, "transferencia"); n != 0 {
+		t.Errorf("%d transfers, want 0", n)
 	}
 }
 
