@@ -2,10 +2,13 @@ package transfers
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
@@ -62,7 +65,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 // CONTRACTS.md section 1, plus the operational routes) is documented.
 func TestOpenAPIStatuses(t *testing.T) {
 	want := map[string][]int{
-		"POST /transferencias":     {202, 400, 401, 403, 409, 413, 415, 422, 429, 500},
+		"POST /transferencias":     {202, 400, 401, 403, 408, 409, 413, 415, 422, 429, 500},
 		"GET /transferencias/{id}": {200, 400, 401, 403, 404, 429, 500},
 		"GET /openapi.yaml":        {200},
 		"GET /healthz":             {200},
