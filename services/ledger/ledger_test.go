@@ -19,9 +19,11 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/kafkatest"
 )
 
@@ -33,6 +35,7 @@ type service struct {
 	topics  events.Topics
 	brokers []string
 	writer  *kafkago.Writer
+	store   *postgres.Store
 }
 
 // start runs the ledger with its own database and topics until the test
@@ -93,6 +96,7 @@ func start(t *testing.T) *service {
 		}
 	})
 	s.db = ledgertest.OpenDB(t, dsn)
+	s.store = postgres.New(s.db, outbox.New(s.db), topics)
 	s.writer = broker.NewWriter(broker.Config{Brokers: brokers})
 	t.Cleanup(func() { _ = s.writer.Close() })
 	return s
@@ -125,16 +129,25 @@ func (s *service) call(t *testing.T, method, path, body string, headers ...strin
 	return res.StatusCode, m
 }
 
+// openAccount opens id for ledgertest.Client in the service's database
+// and deposits into it. It goes through the store, not HTTP: the HTTP
+// writes need an authenticated principal, which the authentication
+// middleware gives (its tests cover that path); these tests are about
+// settlement.
 func (s *service) openAccount(t *testing.T, id string, deposit int64) {
 	t.Helper()
-	if st, body := s.call(t, "POST", "/contas", fmt.Sprintf(`{"id":%q,"moeda":"BRL"}`, id)); st != http.StatusCreated {
-		t.Fatalf("open %s: %d %v", id, st, body)
+	if _, _, err := s.store.CreateAccount(context.Background(), id, "BRL", ledgertest.Client); err != nil {
+		t.Fatalf("open %s: %v", id, err)
 	}
 	if deposit > 0 {
-		if st, body := s.call(t, "POST", "/contas/"+id+"/depositos", fmt.Sprintf(`{"valorEmCentavos":%d}`, deposit),
-			"Idempotency-Key", uuid.NewString()); st != http.StatusCreated {
-			t.Fatalf("deposit into %s: %d %v", id, st, body)
-		}
+		s.deposit(t, id, deposit)
+	}
+}
+
+func (s *service) deposit(t *testing.T, id string, cents int64) {
+	t.Helper()
+	if _, _, err := s.store.Deposit(context.Background(), uuid.New(), id, cents, ledgertest.Client); err != nil {
+		t.Fatalf("deposit into %s: %v", id, err)
 	}
 }
 
@@ -216,7 +229,7 @@ func (s *service) read(t *testing.T, topic string, n int) []kafkago.Message {
 func analysed(t *testing.T, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
 	t.Helper()
 	ev := events.Analysed{EventID: events.DerivedID("analisada", id), TransferID: id, SourceAccount: src, DestAccount: dst,
-		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC()}
+		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: ledgertest.Client}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
@@ -298,9 +311,7 @@ func TestRejectionIsPublishedAndRemembered(t *testing.T) {
 		t.Errorf("rejected event mismatch (-want +got):\n%s", diff)
 	}
 
-	if st, _ := s.call(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":1000}`, "Idempotency-Key", uuid.NewString()); st != 201 {
-		t.Fatalf("deposit: %d", st)
-	}
+	s.deposit(t, "CC-001", 1000)
 	s.produce(t, record)
 	ledgertest.Eventually(t, 60*time.Second, "the redelivery handled", func() bool {
 		return strings.Contains(s.metrics(t), `ledger_settlements_total{reason="",result="DUPLICADA"} 1`)

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
@@ -40,19 +41,22 @@ func New(svc *ledger.Service, log *slog.Logger) *Handler {
 	return &Handler{svc: svc, log: log}
 }
 
-// Routes mounts the API on r.
+// Routes mounts the API on r. The writes are audited (one log line each)
+// and need a principal in the request context (pkg/auth).
 func (h *Handler) Routes(r chi.Router) {
-	r.Post("/contas", h.openAccount)
+	r.Post("/contas", h.audited("account.open", h.openAccount))
 	r.Get("/contas/{id}", h.account)
-	r.Post("/contas/{id}/depositos", h.deposit)
+	r.Post("/contas/{id}/depositos", h.audited("account.deposit", h.deposit))
 	r.Get("/contas/{id}/lancamentos", h.postings)
 }
 
-// AccountResponse is an account on the wire.
+// AccountResponse is an account on the wire. Holder (titular) is additive
+// to CONTRACTS.md section 2; absent for an account without one.
 type AccountResponse struct {
 	ID           string `json:"id"`
 	Currency     string `json:"moeda"`
 	BalanceCents int64  `json:"saldoEmCentavos"`
+	Holder       string `json:"titular,omitempty"`
 }
 
 // DepositResponse is a deposit on the wire.
@@ -84,13 +88,15 @@ type PostingsPage struct {
 type openAccountRequest struct {
 	ID       string `json:"id"`
 	Currency string `json:"moeda"`
+	// Holder is the titular; absent: the calling client.
+	Holder *string `json:"titular"`
 }
 
 type depositRequest struct {
 	AmountCents int64 `json:"valorEmCentavos"`
 }
 
-func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -101,7 +107,14 @@ func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	a, created, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency)
+	if ledger.ValidAccountID(req.ID) {
+		audit.resource("account_id", req.ID)
+	}
+	holder := p.Subject
+	if req.Holder != nil {
+		holder = *req.Holder
+	}
+	a, created, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency, holder)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -109,7 +122,6 @@ func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		h.log.InfoContext(r.Context(), "account opened", "account_id", a.ID, "moeda", a.Currency)
 	}
 	w.Header().Set("Location", "/contas/"+url.PathEscape(a.ID))
 	httpapi.WriteJSON(w, status, accountResponse(a))
@@ -124,12 +136,16 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, accountResponse(a))
 }
 
-func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) deposit(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
+	if id := chi.URLParam(r, "id"); ledger.ValidAccountID(id) {
+		audit.resource("account_id", id)
+	}
 	key, err := uuid.Parse(r.Header.Get(HeaderIdempotencyKey))
 	if err != nil || key == uuid.Nil {
 		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidKey, "the %s header must be a UUID", HeaderIdempotencyKey))
 		return
 	}
+	audit.resource("deposit_id", key)
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -140,15 +156,13 @@ func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	d, replayed, err := h.svc.Deposit(r.Context(), key, chi.URLParam(r, "id"), req.AmountCents)
+	d, replayed, err := h.svc.Deposit(r.Context(), key, chi.URLParam(r, "id"), req.AmountCents, p.Subject)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	if replayed {
 		w.Header().Set(HeaderReplayed, "true")
-	} else {
-		h.log.InfoContext(r.Context(), "deposit made", "deposit_id", d.ID, "account_id", d.AccountID)
 	}
 	httpapi.WriteJSON(w, http.StatusCreated, DepositResponse{
 		ID: d.ID, AccountID: d.AccountID, AmountCents: d.AmountCents,
@@ -219,7 +233,7 @@ func decodeCursor(s string) (int64, error) {
 }
 
 func accountResponse(a ledger.Account) AccountResponse {
-	return AccountResponse{ID: a.ID, Currency: a.Currency, BalanceCents: a.BalanceCents}
+	return AccountResponse{ID: a.ID, Currency: a.Currency, BalanceCents: a.BalanceCents, Holder: a.Holder}
 }
 
 // fail maps domain errors to the suite's error kinds; anything else is a
@@ -237,6 +251,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		err = httpapi.Errorf(httpapi.KindNotFound, "account %q not found", chi.URLParam(r, "id"))
 	case errors.Is(err, ledger.ErrCurrencyConflict):
 		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another currency")
+	case errors.Is(err, ledger.ErrHolderConflict):
+		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another titular")
 	case errors.Is(err, ledger.ErrKeyReused):
 		err = httpapi.Errorf(httpapi.KindKeyReused, "this %s was used for another deposit", HeaderIdempotencyKey)
 	case errors.Is(err, ledger.ErrFundingAccount):
