@@ -19,26 +19,24 @@ func (a *auditRecord) resource(key string, id any) { a.attrs = append(a.attrs, k
 // audit record to fill.
 type writeHandler func(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auditRecord)
 
-// audited serves a write route: it answers 401 when the request carries no
+// audited serves a write: it answers 401 when the request carries no
 // principal (the authentication middleware in front of every route makes
 // that impossible in production, so this only guards a route mounted
 // without it), and once next has answered it logs one audit line: action,
 // client, request id, status and the resource ids next recorded. Never the
 // token, never the body.
-func (h *Handler) audited(action string, next writeHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		p, ok := auth.FromContext(r.Context())
-		if !ok {
-			unauthenticated(w, r)
-			return
-		}
-		sw := &statusWriter{ResponseWriter: w}
-		var a auditRecord
-		next(sw, r, p, &a)
-		attrs := append([]any{"action", action, "client", p.Subject,
-			"request_id", httpapi.RequestIDFrom(r.Context()), "status", sw.code()}, a.attrs...)
-		h.log.InfoContext(r.Context(), "audit", slog.Group("audit", attrs...))
+func (h *Handler) audited(w http.ResponseWriter, r *http.Request, action string, next writeHandler) {
+	p, ok := auth.FromContext(r.Context())
+	if !ok {
+		unauthenticated(w, r)
+		return
 	}
+	sw := &statusWriter{ResponseWriter: w}
+	var a auditRecord
+	next(sw, r, p, &a)
+	attrs := append([]any{"action", action, "client", p.Subject,
+		"request_id", httpapi.RequestIDFrom(r.Context()), "status", sw.code()}, a.attrs...)
+	h.log.InfoContext(r.Context(), "audit", slog.Group("audit", attrs...))
 }
 
 // unauthenticated writes the 401 problem of a request without a principal.

@@ -41,12 +41,11 @@ func New(svc *ledger.Service, log *slog.Logger) *Handler {
 	return &Handler{svc: svc, log: log}
 }
 
-// Routes mounts the API on r. The writes are audited (one log line each)
-// and need a principal in the request context (pkg/auth).
+// Routes mounts the API on r.
 func (h *Handler) Routes(r chi.Router) {
-	r.Post("/contas", h.audited("account.open", h.openAccount))
+	r.Post("/contas", h.openAccount)
 	r.Get("/contas/{id}", h.account)
-	r.Post("/contas/{id}/depositos", h.audited("account.deposit", h.deposit))
+	r.Post("/contas/{id}/depositos", h.deposit)
 	r.Get("/contas/{id}/lancamentos", h.postings)
 }
 
@@ -96,7 +95,17 @@ type depositRequest struct {
 	AmountCents int64 `json:"valorEmCentavos"`
 }
 
-func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
+// openAccount and deposit are audited writes that need a principal in the
+// request context (pkg/auth).
+func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
+	h.audited(w, r, "account.open", h.openAccountAs)
+}
+
+func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
+	h.audited(w, r, "account.deposit", h.depositAs)
+}
+
+func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -136,7 +145,7 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, accountResponse(a))
 }
 
-func (h *Handler) deposit(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
+func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
 	if id := chi.URLParam(r, "id"); ledger.ValidAccountID(id) {
 		audit.resource("account_id", id)
 	}

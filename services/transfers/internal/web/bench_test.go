@@ -64,7 +64,7 @@ func benchmarkPost(b *testing.B, concurrency int) {
 	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "bench", nil), 0)
 	log := slog.New(slog.DiscardHandler)
 	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil)
-	web.New(transfer.NewService(store, events.DefaultTopics.Requested), log, testSpec).Mount(router)
+	mount(router, web.New(transfer.NewService(store, events.DefaultTopics.Requested), log, testSpec))
 	addrc := make(chan net.Addr, 1)
 	served := make(chan error, 1)
 	go func() { served <- httpapi.Serve(ctx, "127.0.0.1:0", router, log, func(a net.Addr) { addrc <- a }) }()

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
@@ -93,12 +94,19 @@ func DecodeRequest(body []byte) (transfer.Request, error) {
 	return req, nil
 }
 
+// create is an audited write, get a read; both need a principal in the
+// request context (pkg/auth).
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	h.audited(w, r, "transfer.create", h.createAs)
+}
+
+func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
 	id, ok := parseUUID(r.Header.Get(HeaderIdempotencyKey))
 	if !ok {
 		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidKey, "the %s header must be a UUID (it becomes the transfer id)", HeaderIdempotencyKey))
 		return
 	}
+	audit.resource("transfer_id", id)
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -116,6 +124,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, replayed, err := h.svc.Submit(r.Context(), transfer.Submission{
 		ID:       id,
+		Client:   p.Subject,
 		Request:  req,
 		Response: transfer.Response{StatusCode: http.StatusAccepted, Body: append(first, '\n')},
 	})
@@ -128,9 +137,6 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if replayed {
 		w.Header().Set(HeaderReplayed, "true")
-		h.log.DebugContext(r.Context(), "idempotent replay", "transfer_id", id)
-	} else {
-		h.log.InfoContext(r.Context(), "transfer requested", "transfer_id", id)
 	}
 	w.Header().Set("Location", "/transferencias/"+id.String())
 	w.Header().Set("Content-Type", "application/json")
@@ -139,12 +145,17 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	p, ok := auth.FromContext(r.Context())
+	if !ok {
+		unauthenticated(w, r)
+		return
+	}
 	id, ok := parseUUID(chi.URLParam(r, "id"))
 	if !ok {
 		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
 		return
 	}
-	t, err := h.svc.Get(r.Context(), id)
+	t, err := h.svc.Get(r.Context(), id, transfer.Viewer{Client: p.Subject, All: p.Operator()})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -187,6 +198,8 @@ func problemOf(err error) error {
 		}
 		return &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the transfer breaks the rules of its fields", Fields: fields}
 	case errors.Is(err, transfer.ErrKeyReused):
+		// The same answer for another body and for another client's key:
+		// nothing tells whose key it is.
 		return httpapi.Errorf(httpapi.KindKeyReused, "this Idempotency-Key was already used with a different request body")
 	case errors.Is(err, transfer.ErrInProgress):
 		return httpapi.Errorf(httpapi.KindInProgress, "a request with this Idempotency-Key is still in progress; retry later")

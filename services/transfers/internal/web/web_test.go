@@ -480,7 +480,7 @@ func TestInternalErrors(t *testing.T) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	r := httpapi.NewRouter(log, nil, nil, nil)
-	web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount(r)
+	mount(r, web.New(transfer.NewService(store, requestedTopic), log, testSpec))
 	srv := httptest.NewServer(r)
 	defer srv.Close()
 	for name, res := range map[string]response{
