@@ -39,14 +39,16 @@ func (h *Handler) audited(w http.ResponseWriter, r *http.Request, action string,
 	h.log.InfoContext(r.Context(), "audit", slog.Group("audit", attrs...))
 }
 
-// unauthenticated writes the 401 problem of a request without a principal.
+// unauthenticated writes the 401 problem of a request without a principal,
+// with the problem type the authentication middleware uses for a missing
+// token.
 func unauthenticated(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="paysuite"`)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusUnauthorized)
 	_ = json.NewEncoder(w).Encode(httpapi.Problem{ //nolint:errchkjson // the client went away; nothing to do
-		Type: httpapi.ProblemTypeBase + "unauthenticated", Title: "Unauthenticated", Status: http.StatusUnauthorized,
+		Type: httpapi.ProblemTypeBase + "unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized,
 		Detail: "this route needs a bearer token", Instance: r.URL.Path, RequestID: httpapi.RequestIDFrom(r.Context()),
 	})
 }

@@ -251,7 +251,7 @@ func TestDeposit(t *testing.T) {
 		{name: "same key and body, another client", path: "/contas/CC-001/depositos", key: key, body: `{"valorEmCentavos":100000}`,
 			client: "bruno", status: 422, problem: "idempotency-key-reused"},
 		{name: "no principal", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`,
-			client: noClient, status: 401, problem: "unauthenticated"},
+			client: noClient, status: 401, problem: "unauthorized"},
 		{name: "same key, other amount", path: "/contas/CC-001/depositos", key: key, body: `{"valorEmCentavos":100001}`,
 			status: 422, problem: "idempotency-key-reused"},
 		{name: "same key, other account", path: "/contas/CC-002/depositos", key: key, body: `{"valorEmCentavos":100000}`,
@@ -524,7 +524,7 @@ func TestOpenAccountWithoutPrincipalIs401(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t)
 	r := a.do(t, "POST", "/contas", `{"id":"CC-001","moeda":"BRL"}`, headerClient, noClient)
-	if r.status != http.StatusUnauthorized || problemType(t, r) != "unauthenticated" {
+	if r.status != http.StatusUnauthorized || problemType(t, r) != "unauthorized" {
 		t.Fatalf("open without a principal: %d %s", r.status, r.rawBody)
 	}
 	if r := a.do(t, "GET", "/contas/CC-001", ""); r.status != http.StatusNotFound {
