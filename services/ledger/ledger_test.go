@@ -384,3 +384,50 @@ func TestConfigFromEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestAnotherClientsTransferIsRejected: the service as run rejects, with
+// ORIGEM_NAO_AUTORIZADA published like any rejection, a transfer whose
+// clienteId is not the source account's titular, and one naming no client
+// (LEDGER_OWNERSHIP defaults to on); neither moves money.
+func TestAnotherClientsTransferIsRejected(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	s.openAccount(t, "CC-001", 1_000)
+	s.openAccount(t, "CC-002", 0)
+	other, anonymous := uuid.New(), uuid.New()
+	rOther := analysed(t, other, "CC-001", "CC-002", 500)
+	rAnonymous := analysed(t, anonymous, "CC-001", "CC-002", 500)
+	for _, c := range []struct {
+		m      *kafkago.Message
+		client string
+	}{{&rOther, "client-b"}, {&rAnonymous, ""}} {
+		var ev events.Analysed
+		if err := json.Unmarshal(c.m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		ev.ClientID = c.client
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.m.Value = b
+	}
+	s.produce(t, rOther, rAnonymous)
+
+	got := map[uuid.UUID]string{}
+	for _, m := range s.read(t, s.topics.Rejected, 2) {
+		var ev events.Rejected
+		if err := events.Decode(m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		got[ev.TransferID] = ev.Reason
+	}
+	want := map[uuid.UUID]string{other: events.ReasonUnauthorizedSource, anonymous: events.ReasonUnauthorizedSource}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rejections mismatch (-want +got):\n%s", diff)
+	}
+	if got := []int64{s.balance(t, "CC-001"), s.balance(t, "CC-002")}; !cmp.Equal(got, []int64{1_000, 0}) {
+		t.Errorf("balances = %v, want [1000 0]", got)
+	}
+	ledgertest.CheckInvariants(t, s.db)
+}
