@@ -35,6 +35,10 @@ const (
 	ReasonAccountNotFound    = "CONTA_INEXISTENTE"
 	ReasonCurrencyMismatch   = "MOEDA_INCOMPATIVEL"
 	ReasonInsufficientFunds  = "SALDO_INSUFICIENTE"
+	// ReasonUnauthorizedSource: the transfer's client is not the titular of
+	// the source account, or the record names no client (CONTRACTS.md
+	// section 8).
+	ReasonUnauthorizedSource = "ORIGEM_NAO_AUTORIZADA"
 )
 
 // Topics names the suite's topics. Production uses DefaultTopics; tests use
@@ -81,6 +85,10 @@ type Requested struct {
 	AmountCents   int64     `json:"valorEmCentavos"`
 	Currency      string    `json:"moeda"`
 	OccurredAt    time.Time `json:"ocorridoEm"`
+	// ClientID is the client (the token's sub) that requested the transfer.
+	// Additive (CONTRACTS.md section 8): records of older producers have
+	// none, and the ledger rejects them unless LEDGER_OWNERSHIP=off.
+	ClientID string `json:"clienteId,omitempty"`
 }
 
 // Analysed is the payload of TransferenciaAnalisada.
@@ -93,6 +101,9 @@ type Analysed struct {
 	Currency      string    `json:"moeda"`
 	RiskScore     int       `json:"scoreRisco"`
 	OccurredAt    time.Time `json:"ocorridoEm"`
+	// ClientID is copied from the TransferenciaSolicitada: the client the
+	// ledger checks against the source account's titular. Additive.
+	ClientID string `json:"clienteId,omitempty"`
 }
 
 // Settled is the payload of TransferenciaLiquidada.

@@ -57,6 +57,9 @@ type Config struct {
 	// BatchMax is the most records of one partition settled in one database
 	// transaction; 1 settles each in its own.
 	BatchMax int
+	// Ownership is whether only the source account's titular may debit it
+	// (LEDGER_OWNERSHIP; default enforced).
+	Ownership domain.Ownership
 	// Policy handles records whose settlement failed for a reason that is
 	// not a business rejection; default consumer.LedgerPolicy. Tests set
 	// shorter delays.
@@ -81,6 +84,10 @@ type Config struct {
 //	                          authentication (see platform.AuthFromEnv)
 //	LEDGER_BATCH_MAX          records of one partition settled per transaction,
 //	                          1..1000 (default 50; 1 = one transaction each)
+//	LEDGER_OWNERSHIP          "on" (default): a transfer debits an account only
+//	                          when its clienteId is the account's titular; "off":
+//	                          no check, for a mixed deployment whose producers
+//	                          predate clienteId
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	env := platform.NewEnv(getenv)
 	cfg := Config{
@@ -93,6 +100,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if cfg.BatchMax < 1 || cfg.BatchMax > 1000 {
 		env.Check(fmt.Errorf("LEDGER_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
+	}
+	switch v := env.String("LEDGER_OWNERSHIP", "on"); v {
+	case "on":
+		cfg.Ownership = domain.OwnershipEnforced
+	case "off":
+		cfg.Ownership = domain.OwnershipOff
+	default:
+		env.Check(fmt.Errorf("LEDGER_OWNERSHIP: %q is neither \"on\" nor \"off\"", v))
 	}
 	if err := env.Err(); err != nil {
 		return Config{}, err
@@ -127,7 +142,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	log = base.Log
 
-	store := postgres.New(base.DB, base.Outbox, cfg.Topics)
+	store := postgres.New(base.DB, base.Outbox, cfg.Topics, postgres.WithOwnership(cfg.Ownership))
 	svc := domain.NewService(store, cfg.Now)
 
 	mount(base.Router, svc, log)
@@ -142,7 +157,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	dlt := base.Consumer(cfg.DLTMonitorGroup, []string{events.DLT(cfg.Topics.Analysed)}, monitor.Handle, cfg.Policy)
 
 	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,
-		"group", cfg.Group, "batch_max", cfg.BatchMax)
+		"group", cfg.Group, "batch_max", cfg.BatchMax, "ownership", cfg.Ownership == domain.OwnershipEnforced)
 	return base.Run(ctx, listening,
 		func(ctx context.Context) error { return consumer.Run(ctx, settle) },
 		func(ctx context.Context) error { return consumer.Run(ctx, dlt) },

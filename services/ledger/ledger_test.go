@@ -21,9 +21,11 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/kafkatest"
 )
 
@@ -37,6 +39,7 @@ type service struct {
 	writer  *kafkago.Writer
 	bearer  string // client-a with every scope
 	iss     *authtest.TestIssuer
+	store   *postgres.Store
 }
 
 // start runs the ledger with its own database and topics until the test
@@ -99,6 +102,7 @@ func start(t *testing.T) *service {
 		}
 	})
 	s.db = ledgertest.OpenDB(t, dsn)
+	s.store = postgres.New(s.db, outbox.New(s.db), topics)
 	s.writer = broker.NewWriter(broker.Config{Brokers: brokers})
 	t.Cleanup(func() { _ = s.writer.Close() })
 	return s
@@ -136,16 +140,25 @@ func (s *service) call(t *testing.T, method, path, body string, headers ...strin
 	return res.StatusCode, m
 }
 
+// openAccount opens id for ledgertest.Client in the service's database
+// and deposits into it. It goes through the store, not HTTP: the HTTP
+// writes need an authenticated principal, which the authentication
+// middleware gives (its tests cover that path); these tests are about
+// settlement.
 func (s *service) openAccount(t *testing.T, id string, deposit int64) {
 	t.Helper()
-	if st, body := s.call(t, "POST", "/contas", fmt.Sprintf(`{"id":%q,"moeda":"BRL"}`, id)); st != http.StatusCreated {
-		t.Fatalf("open %s: %d %v", id, st, body)
+	if _, _, err := s.store.CreateAccount(context.Background(), id, "BRL", ledgertest.Client); err != nil {
+		t.Fatalf("open %s: %v", id, err)
 	}
 	if deposit > 0 {
-		if st, body := s.call(t, "POST", "/contas/"+id+"/depositos", fmt.Sprintf(`{"valorEmCentavos":%d}`, deposit),
-			"Idempotency-Key", uuid.NewString()); st != http.StatusCreated {
-			t.Fatalf("deposit into %s: %d %v", id, st, body)
-		}
+		s.deposit(t, id, deposit)
+	}
+}
+
+func (s *service) deposit(t *testing.T, id string, cents int64) {
+	t.Helper()
+	if _, _, err := s.store.Deposit(context.Background(), uuid.New(), id, cents, ledgertest.Client); err != nil {
+		t.Fatalf("deposit into %s: %v", id, err)
 	}
 }
 
@@ -227,7 +240,7 @@ func (s *service) read(t *testing.T, topic string, n int) []kafkago.Message {
 func analysed(t *testing.T, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
 	t.Helper()
 	ev := events.Analysed{EventID: events.DerivedID("analisada", id), TransferID: id, SourceAccount: src, DestAccount: dst,
-		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC()}
+		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: ledgertest.Client}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
@@ -309,9 +322,7 @@ func TestRejectionIsPublishedAndRemembered(t *testing.T) {
 		t.Errorf("rejected event mismatch (-want +got):\n%s", diff)
 	}
 
-	if st, _ := s.call(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":1000}`, "Idempotency-Key", uuid.NewString()); st != 201 {
-		t.Fatalf("deposit: %d", st)
-	}
+	s.deposit(t, "CC-001", 1000)
 	s.produce(t, record)
 	ledgertest.Eventually(t, 60*time.Second, "the redelivery handled", func() bool {
 		return strings.Contains(s.metrics(t), `ledger_settlements_total{reason="",result="DUPLICADA"} 1`)
@@ -388,4 +399,51 @@ func TestConfigFromEnv(t *testing.T) {
 			tc.check(t, c)
 		})
 	}
+}
+
+// TestAnotherClientsTransferIsRejected: the service as run rejects, with
+// ORIGEM_NAO_AUTORIZADA published like any rejection, a transfer whose
+// clienteId is not the source account's titular, and one naming no client
+// (LEDGER_OWNERSHIP defaults to on); neither moves money.
+func TestAnotherClientsTransferIsRejected(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	s.openAccount(t, "CC-001", 1_000)
+	s.openAccount(t, "CC-002", 0)
+	other, anonymous := uuid.New(), uuid.New()
+	rOther := analysed(t, other, "CC-001", "CC-002", 500)
+	rAnonymous := analysed(t, anonymous, "CC-001", "CC-002", 500)
+	for _, c := range []struct {
+		m      *kafkago.Message
+		client string
+	}{{&rOther, "client-b"}, {&rAnonymous, ""}} {
+		var ev events.Analysed
+		if err := json.Unmarshal(c.m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		ev.ClientID = c.client
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.m.Value = b
+	}
+	s.produce(t, rOther, rAnonymous)
+
+	got := map[uuid.UUID]string{}
+	for _, m := range s.read(t, s.topics.Rejected, 2) {
+		var ev events.Rejected
+		if err := events.Decode(m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		got[ev.TransferID] = ev.Reason
+	}
+	want := map[uuid.UUID]string{other: events.ReasonUnauthorizedSource, anonymous: events.ReasonUnauthorizedSource}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rejections mismatch (-want +got):\n%s", diff)
+	}
+	if got := []int64{s.balance(t, "CC-001"), s.balance(t, "CC-002")}; !cmp.Equal(got, []int64{1_000, 0}) {
+		t.Errorf("balances = %v, want [1000 0]", got)
+	}
+	ledgertest.CheckInvariants(t, s.db)
 }

@@ -40,6 +40,8 @@ func TestSignedWebhook(t *testing.T) {
 			want: webhook.Payload{Type: events.TypeSettled, Status: "LIQUIDADA"}},
 		{name: "rejected, account URL", event: h.rejected("CC-ROUTED", events.ReasonInsufficientFunds), path: "/routed",
 			want: webhook.Payload{Type: events.TypeRejected, Status: "REJEITADA", Reason: events.ReasonInsufficientFunds}},
+		{name: "rejected, not the titular of the source", event: h.rejected("CC-ALHEIA", events.ReasonUnauthorizedSource), path: "/hook",
+			want: webhook.Payload{Type: events.TypeRejected, Status: "REJEITADA", Reason: events.ReasonUnauthorizedSource}},
 	}
 	for _, tt := range tests {
 		h.publish(tt.event)

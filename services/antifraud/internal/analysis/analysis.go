@@ -10,6 +10,15 @@
 // which serialises the velocity check (two concurrent transfers of one
 // account cannot both slip under a limit) and the duplicate check (two
 // instances handed the same request decide it once).
+//
+// Velocity history is kept per client and source account: the transfers a
+// client requested from an account count toward that client's quota on
+// that account only. A client who does not hold an account can request
+// transfers from it (the ledger rejects them, ORIGEM_NAO_AUTORIZADA), but
+// they never count toward the titular's quota, so they cannot lock the
+// titular out. This needs no knowledge of outcomes (no consumer of the
+// result topics): the titular's own quota is exactly the account's quota
+// of before, since only the titular's transfers can settle.
 package analysis
 
 import (
@@ -52,6 +61,10 @@ type Decision struct {
 	DestAccount    string
 	AmountCents    int64
 	Currency       string
+	// ClientID is the client that requested the transfer (clienteId); empty
+	// when the request named none. Velocity is counted per client and
+	// source account.
+	ClientID string
 	// OccurredAt is when the transfer was requested (the request's
 	// ocorridoEm); the velocity window is measured from it.
 	OccurredAt time.Time
@@ -80,9 +93,9 @@ type Tx interface {
 	LockAccount(ctx context.Context, account string) error
 	// Decision returns the stored decision of a transfer, or ErrNotFound.
 	Decision(ctx context.Context, transferID uuid.UUID) (Decision, error)
-	// History summarises the approved transfers of account that occurred
-	// after since.
-	History(ctx context.Context, account string, since time.Time) (risk.History, error)
+	// History summarises the approved transfers that client requested from
+	// account and that occurred after since.
+	History(ctx context.Context, account, client string, since time.Time) (risk.History, error)
 	// Insert stores d; it returns ErrDuplicate if the transfer already has
 	// a decision.
 	Insert(ctx context.Context, d Decision) error
@@ -132,6 +145,9 @@ func NewService(store Store, engine *risk.Engine, topics events.Topics, metrics 
 // against the account's approved history within the velocity window,
 // stores the decision and enqueues TransferenciaAnalisada (score below the
 // threshold) or TransferenciaRejeitada with BLOQUEADA_ANTIFRAUDE. The
+// velocity history is that of the requesting client on the source account
+// (see the package comment), and TransferenciaAnalisada carries the
+// request's clienteId on to the ledger. The
 // outgoing event carries correlation-id = transfer id and traceparent when
 // given. req must have passed events.Decode.
 func (s *Service) Analyse(ctx context.Context, req events.Requested, traceparent string) (Result, error) {
@@ -164,7 +180,7 @@ func (s *Service) Analyse(ctx context.Context, req events.Requested, traceparent
 			if now := s.now(); ref.After(now) {
 				ref = now
 			}
-			if in.History, err = tx.History(ctx, req.SourceAccount, ref.Add(-w)); err != nil {
+			if in.History, err = tx.History(ctx, req.SourceAccount, req.ClientID, ref.Add(-w)); err != nil {
 				return err
 			}
 		}
@@ -213,6 +229,7 @@ func (s *Service) decision(req events.Requested, a risk.Assessment) Decision {
 		DestAccount:    req.DestAccount,
 		AmountCents:    req.AmountCents,
 		Currency:       req.Currency,
+		ClientID:       req.ClientID,
 		OccurredAt:     req.OccurredAt.UTC().Truncate(time.Microsecond),
 		Score:          a.Score,
 		Threshold:      s.engine.Threshold(),
@@ -256,6 +273,7 @@ func (s *Service) event(d Decision, traceparent string) (outbox.Message, error) 
 			Currency:      d.Currency,
 			RiskScore:     d.Score,
 			OccurredAt:    d.DecidedAt,
+			ClientID:      d.ClientID,
 		}
 	case Blocked:
 		m.Topic, m.Type = s.topics.Rejected, events.TypeRejected

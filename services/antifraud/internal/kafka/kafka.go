@@ -40,7 +40,7 @@ func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
 		d := res.Decision
 		if res.Duplicate {
 			if d.SourceAccount != req.SourceAccount || d.DestAccount != req.DestAccount ||
-				d.AmountCents != req.AmountCents || d.Currency != req.Currency {
+				d.AmountCents != req.AmountCents || d.Currency != req.Currency || d.ClientID != req.ClientID {
 				// The decision stands; an operator should know that the
 				// same transfer id arrived with other contents.
 				log.WarnContext(ctx, "transfer already decided with other contents; request ignored",

@@ -58,7 +58,7 @@ func (t *tx) LockAccount(ctx context.Context, account string) error {
 }
 
 const decisionSQL = `
-SELECT transfer_id, request_event_id, source_account, dest_account, amount_cents, currency,
+SELECT transfer_id, request_event_id, source_account, dest_account, amount_cents, currency, client_id,
        occurred_at, score, threshold, outcome, rules, event_id, decided_at
 FROM decision
 WHERE transfer_id = $1`
@@ -67,7 +67,7 @@ func (t *tx) Decision(ctx context.Context, transferID uuid.UUID) (analysis.Decis
 	var d analysis.Decision
 	var outcome string
 	err := t.tx.QueryRow(ctx, decisionSQL, transferID).Scan(
-		&d.TransferID, &d.RequestEventID, &d.SourceAccount, &d.DestAccount, &d.AmountCents, &d.Currency,
+		&d.TransferID, &d.RequestEventID, &d.SourceAccount, &d.DestAccount, &d.AmountCents, &d.Currency, &d.ClientID,
 		&d.OccurredAt, &d.Score, &d.Threshold, &outcome, &d.Rules, &d.EventID, &d.DecidedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return analysis.Decision{}, analysis.ErrNotFound
@@ -83,16 +83,17 @@ func (t *tx) Decision(ctx context.Context, transferID uuid.UUID) (analysis.Decis
 	return d, nil
 }
 
-// historySQL reads the partial index decision_velocity. The sum is capped
-// so that it always fits a bigint.
+// historySQL reads the partial index decision_velocity: the approved
+// transfers one client requested from one account. The sum is capped so
+// that it always fits a bigint.
 const historySQL = `
 SELECT count(*), LEAST(COALESCE(sum(amount_cents), 0), 9223372036854775807)::bigint
 FROM decision
-WHERE source_account = $1 AND outcome = 'APPROVED' AND occurred_at > $2`
+WHERE source_account = $1 AND client_id = $2 AND outcome = 'APPROVED' AND occurred_at > $3`
 
-func (t *tx) History(ctx context.Context, account string, since time.Time) (risk.History, error) {
+func (t *tx) History(ctx context.Context, account, client string, since time.Time) (risk.History, error) {
 	var h risk.History
-	if err := t.tx.QueryRow(ctx, historySQL, account, since).Scan(&h.Count, &h.AmountCents); err != nil {
+	if err := t.tx.QueryRow(ctx, historySQL, account, client, since).Scan(&h.Count, &h.AmountCents); err != nil {
 		return risk.History{}, fmt.Errorf("read history: %w", err)
 	}
 	return h, nil
@@ -103,8 +104,8 @@ func (t *tx) History(ctx context.Context, account string, since time.Time) (risk
 // as the arbiter would let a concurrent insert fail on the other.
 const insertSQL = `
 INSERT INTO decision (transfer_id, request_event_id, source_account, dest_account, amount_cents, currency,
-                      occurred_at, score, threshold, outcome, rules, event_id, decided_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                      occurred_at, score, threshold, outcome, rules, event_id, decided_at, client_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT DO NOTHING`
 
 func (t *tx) Insert(ctx context.Context, d analysis.Decision) error {
@@ -114,7 +115,7 @@ func (t *tx) Insert(ctx context.Context, d analysis.Decision) error {
 	}
 	tag, err := t.tx.Exec(ctx, insertSQL,
 		d.TransferID, d.RequestEventID, d.SourceAccount, d.DestAccount, d.AmountCents, d.Currency,
-		d.OccurredAt, d.Score, d.Threshold, string(d.Outcome), rules, d.EventID, d.DecidedAt)
+		d.OccurredAt, d.Score, d.Threshold, string(d.Outcome), rules, d.EventID, d.DecidedAt, d.ClientID)
 	if err != nil {
 		return fmt.Errorf("insert decision %s: %w", d.TransferID, err)
 	}

@@ -14,8 +14,8 @@
 // transfer is blocked when its score reaches the threshold (80).
 //
 // The engine does no I/O: the caller loads the history (approved transfers
-// of the source account within Window before the transfer) and passes it
-// in.
+// that the same client requested from the source account within Window
+// before the transfer) and passes it in.
 package risk
 
 import (
@@ -48,9 +48,10 @@ type Transfer struct {
 	Currency      string
 }
 
-// History summarises the transfers of the source account that antifraud
-// approved within the velocity window before the transfer being scored,
-// that transfer excluded.
+// History summarises the transfers of the source account, requested by the
+// same client, that antifraud approved within the velocity window before
+// the transfer being scored, that transfer excluded. Keying by client keeps
+// one client's requests from using up another's quota on an account.
 type History struct {
 	Count       int64
 	AmountCents int64

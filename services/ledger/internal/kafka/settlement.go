@@ -82,6 +82,7 @@ func Decode(m kafkago.Message) (ledger.Transfer, error) {
 		Dest:        e.DestAccount,
 		AmountCents: e.AmountCents,
 		Currency:    e.Currency,
+		ClientID:    e.ClientID,
 		Traceparent: broker.Header(m, events.HeaderTraceparent),
 	}, nil
 }

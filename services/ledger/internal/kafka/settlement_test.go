@@ -141,11 +141,11 @@ func (e *env) start(t *testing.T, cfg consumer.Config) {
 func (e *env) open(t *testing.T, id string, balance int64) {
 	t.Helper()
 	ctx := context.Background()
-	if _, _, err := e.store.CreateAccount(ctx, id, "BRL"); err != nil {
+	if _, _, err := e.store.CreateAccount(ctx, id, "BRL", ledgertest.Client); err != nil {
 		t.Fatal(err)
 	}
 	if balance > 0 {
-		if _, _, err := e.store.Deposit(ctx, uuid.New(), id, balance); err != nil {
+		if _, _, err := e.store.Deposit(ctx, uuid.New(), id, balance, ledgertest.Client); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -157,7 +157,7 @@ const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 func analysed(t testing.TB, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
 	t.Helper()
 	ev := events.Analysed{EventID: uuid.New(), TransferID: id, SourceAccount: src, DestAccount: dst,
-		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC()}
+		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: ledgertest.Client}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)

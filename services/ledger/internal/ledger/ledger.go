@@ -33,6 +33,9 @@ type Transfer struct {
 	Dest        string
 	AmountCents int64
 	Currency    string
+	// ClientID is the client that requested the transfer (clienteId); empty
+	// when the record named none.
+	ClientID string
 	// Traceparent is the W3C trace context of the input record, passed on
 	// to the result event; may be empty.
 	Traceparent string
@@ -55,6 +58,21 @@ const (
 	ReasonAccountNotFound   = events.ReasonAccountNotFound
 	ReasonCurrencyMismatch  = events.ReasonCurrencyMismatch
 	ReasonInsufficientFunds = events.ReasonInsufficientFunds
+	ReasonUnauthorized      = events.ReasonUnauthorizedSource
+)
+
+// Ownership says whether Decide checks the transfer's client against the
+// source account's titular (LEDGER_OWNERSHIP, CONTRACTS.md section 8).
+type Ownership int
+
+// Ownership policies. The zero value enforces.
+const (
+	// OwnershipEnforced: only the titular's transfers debit an account; a
+	// transfer that names no client debits nothing.
+	OwnershipEnforced Ownership = iota
+	// OwnershipOff skips the check, for a mixed deployment whose producers
+	// predate clienteId.
+	OwnershipOff
 )
 
 // Result is the outcome of one transfer; Reason is set when Rejected.
@@ -69,6 +87,10 @@ type Account struct {
 	ID           string
 	Currency     string
 	BalanceCents int64
+	// Holder is the titular: the client whose transfers may debit the
+	// account. Empty for funding accounts and for accounts opened before
+	// ownership existed.
+	Holder string
 	// Funding marks the funding account of the currency.
 	Funding   bool
 	CreatedAt time.Time
@@ -100,7 +122,9 @@ type Deposit struct {
 	AccountID         string
 	AmountCents       int64
 	BalanceAfterCents int64
-	CreatedAt         time.Time
+	// ClientID is the client that made the deposit.
+	ClientID  string
+	CreatedAt time.Time
 }
 
 // Errors of the account operations.
@@ -109,6 +133,8 @@ var (
 	ErrAccountNotFound = errors.New("account not found")
 	// ErrCurrencyConflict: the account exists with another currency.
 	ErrCurrencyConflict = errors.New("account exists with another currency")
+	// ErrHolderConflict: the account exists with another titular.
+	ErrHolderConflict = errors.New("account exists with another titular")
 	// ErrKeyReused: the idempotency key was used for another request.
 	ErrKeyReused = errors.New("idempotency key reused with another request")
 	// ErrFundingAccount: funding accounts do not take deposits.
@@ -131,18 +157,22 @@ type Store interface {
 	// order of ts. On error nothing was written.
 	Settle(ctx context.Context, ts []Transfer, now time.Time) ([]Result, error)
 
-	// CreateAccount creates a customer account with a zero balance (and the
-	// funding account of its currency if needed). created is false when the
-	// account already existed with that currency. Returns
-	// ErrCurrencyConflict if it exists with another currency.
-	CreateAccount(ctx context.Context, id, currency string) (a Account, created bool, err error)
+	// CreateAccount creates a customer account of holder with a zero
+	// balance (and the funding account of its currency if needed). created
+	// is false when the account already existed with that currency and
+	// holder; an existing account without a holder (opened before
+	// ownership) takes holder then. Returns ErrCurrencyConflict if it
+	// exists with another currency, ErrHolderConflict if with another
+	// holder.
+	CreateAccount(ctx context.Context, id, currency, holder string) (a Account, created bool, err error)
 
 	// Deposit credits amount to the account and debits its currency's
-	// funding account, once per id: a second call with the same id, account
-	// and amount returns the first deposit with replayed true. Returns
-	// ErrAccountNotFound, ErrFundingAccount, ErrKeyReused (same id, other
-	// account or amount) or ErrBalanceOverflow.
-	Deposit(ctx context.Context, id uuid.UUID, accountID string, amountCents int64) (d Deposit, replayed bool, err error)
+	// funding account, once per id, recording client as its author: a
+	// second call with the same id, account, amount and client returns the
+	// first deposit with replayed true. Returns ErrAccountNotFound,
+	// ErrFundingAccount, ErrKeyReused (same id, other account, amount or
+	// client) or ErrBalanceOverflow.
+	Deposit(ctx context.Context, id uuid.UUID, accountID string, amountCents int64, client string) (d Deposit, replayed bool, err error)
 
 	// Account returns the account. Returns ErrAccountNotFound.
 	Account(ctx context.Context, id string) (Account, error)
@@ -157,14 +187,23 @@ type Store interface {
 // Rejected) and the reason of a rejection:
 //
 //  1. either account missing, or a funding account: CONTA_INEXISTENTE;
-//  2. either account in another currency than t: MOEDA_INCOMPATIVEL;
-//  3. source balance below the amount: SALDO_INSUFICIENTE.
+//  2. with own == OwnershipEnforced, t names no client or a client that is
+//     not the source account's titular: ORIGEM_NAO_AUTORIZADA;
+//  3. either account in another currency than t: MOEDA_INCOMPATIVEL;
+//  4. source balance below the amount: SALDO_INSUFICIENTE.
+//
+// Ownership comes before the currency and balance rules so that a client
+// who does not hold the source account learns nothing of its currency or
+// balance from the motivo.
 //
 // On Settled it moves the amount between the two balances in place, so that
 // the next transfer of a batch sees them as a later transaction would.
-func Decide(source, dest *Account, t Transfer) (Outcome, string) {
+func Decide(source, dest *Account, t Transfer, own Ownership) (Outcome, string) {
 	if source == nil || dest == nil || source.Funding || dest.Funding {
 		return Rejected, ReasonAccountNotFound
+	}
+	if own != OwnershipOff && (t.ClientID == "" || source.Holder != t.ClientID) {
+		return Rejected, ReasonUnauthorized
 	}
 	if source.Currency != t.Currency || dest.Currency != t.Currency {
 		return Rejected, ReasonCurrencyMismatch

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,36 +15,60 @@ import (
 
 func TestDecide(t *testing.T) {
 	t.Parallel()
+	const ana, bruno = "ana", "bruno"
 	brl := func(id string, bal int64) *ledger.Account {
-		return &ledger.Account{ID: id, Currency: "BRL", BalanceCents: bal}
+		return &ledger.Account{ID: id, Currency: "BRL", BalanceCents: bal, Holder: ana}
 	}
+	off := ledger.OwnershipOff
 	tests := []struct {
 		name               string
 		src, dst           *ledger.Account
 		amount             int64
 		currency           string
+		client             string // the transfer's clienteId; "-" for none
+		own                ledger.Ownership
 		outcome            ledger.Outcome
 		reason             string
 		srcAfter, dstAfter int64
 	}{
-		{"settles", brl("A", 100), brl("B", 5), 60, "BRL", ledger.Settled, "", 40, 65},
-		{"settles the whole balance", brl("A", 100), brl("B", 0), 100, "BRL", ledger.Settled, "", 0, 100},
-		{"source missing", nil, brl("B", 0), 1, "BRL", ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
-		{"destination missing", brl("A", 100), nil, 1, "BRL", ledger.Rejected, ledger.ReasonAccountNotFound, 100, 0},
-		{"funding source", &ledger.Account{ID: "__FUNDING__BRL", Currency: "BRL", Funding: true, BalanceCents: -5}, brl("B", 0), 1, "BRL",
+		{"settles", brl("A", 100), brl("B", 5), 60, "BRL", ana, 0, ledger.Settled, "", 40, 65},
+		{"settles the whole balance", brl("A", 100), brl("B", 0), 100, "BRL", ana, 0, ledger.Settled, "", 0, 100},
+		{"destination of another titular", brl("A", 100), &ledger.Account{ID: "B", Currency: "BRL", Holder: bruno}, 60, "BRL", ana, 0,
+			ledger.Settled, "", 40, 60},
+		{"source missing", nil, brl("B", 0), 1, "BRL", ana, 0, ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
+		{"destination missing", brl("A", 100), nil, 1, "BRL", ana, 0, ledger.Rejected, ledger.ReasonAccountNotFound, 100, 0},
+		{"funding source", &ledger.Account{ID: "__FUNDING__BRL", Currency: "BRL", Funding: true, BalanceCents: -5}, brl("B", 0), 1, "BRL", ana, 0,
 			ledger.Rejected, ledger.ReasonAccountNotFound, -5, 0},
-		{"missing wins over currency", &ledger.Account{ID: "A", Currency: "USD"}, nil, 1, "BRL", ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
-		{"source currency", &ledger.Account{ID: "A", Currency: "USD", BalanceCents: 100}, brl("B", 0), 1, "BRL",
+		{"missing wins over currency", &ledger.Account{ID: "A", Currency: "USD", Holder: ana}, nil, 1, "BRL", ana, 0,
+			ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
+		{"missing wins over ownership", brl("A", 100), nil, 1, "BRL", bruno, 0, ledger.Rejected, ledger.ReasonAccountNotFound, 100, 0},
+		{"another client's source", brl("A", 100), brl("B", 0), 1, "BRL", bruno, 0, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"no client", brl("A", 100), brl("B", 0), 1, "BRL", "-", 0, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"source without a titular", &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 100}, brl("B", 0), 1, "BRL", ana, 0,
+			ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"no client and no titular", &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 100}, brl("B", 0), 1, "BRL", "-", 0,
+			ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"ownership wins over currency", &ledger.Account{ID: "A", Currency: "USD", BalanceCents: 100, Holder: ana}, brl("B", 0), 1, "BRL", bruno, 0,
+			ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"ownership wins over balance", brl("A", 0), brl("B", 0), 1, "BRL", bruno, 0, ledger.Rejected, ledger.ReasonUnauthorized, 0, 0},
+		{"ownership off: no client settles", brl("A", 100), brl("B", 0), 1, "BRL", "-", off, ledger.Settled, "", 99, 1},
+		{"ownership off: another client settles", brl("A", 100), brl("B", 0), 1, "BRL", bruno, off, ledger.Settled, "", 99, 1},
+		{"ownership off: the other rules hold", brl("A", 0), brl("B", 0), 1, "BRL", "-", off, ledger.Rejected, ledger.ReasonInsufficientFunds, 0, 0},
+		{"source currency", &ledger.Account{ID: "A", Currency: "USD", BalanceCents: 100, Holder: ana}, brl("B", 0), 1, "BRL", ana, 0,
 			ledger.Rejected, ledger.ReasonCurrencyMismatch, 100, 0},
-		{"destination currency", brl("A", 100), &ledger.Account{ID: "B", Currency: "USD"}, 1, "BRL",
+		{"destination currency", brl("A", 100), &ledger.Account{ID: "B", Currency: "USD"}, 1, "BRL", ana, 0,
 			ledger.Rejected, ledger.ReasonCurrencyMismatch, 100, 0},
-		{"currency wins over balance", brl("A", 0), brl("B", 0), 1, "USD", ledger.Rejected, ledger.ReasonCurrencyMismatch, 0, 0},
-		{"insufficient", brl("A", 99), brl("B", 0), 100, "BRL", ledger.Rejected, ledger.ReasonInsufficientFunds, 99, 0},
+		{"currency wins over balance", brl("A", 0), brl("B", 0), 1, "USD", ana, 0, ledger.Rejected, ledger.ReasonCurrencyMismatch, 0, 0},
+		{"insufficient", brl("A", 99), brl("B", 0), 100, "BRL", ana, 0, ledger.Rejected, ledger.ReasonInsufficientFunds, 99, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			client := tc.client
+			if client == "-" {
+				client = ""
+			}
 			outcome, reason := ledger.Decide(tc.src, tc.dst, ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B",
-				AmountCents: tc.amount, Currency: tc.currency})
+				AmountCents: tc.amount, Currency: tc.currency, ClientID: client}, tc.own)
 			if outcome != tc.outcome || reason != tc.reason {
 				t.Errorf("Decide = %s %s, want %s %s", outcome, reason, tc.outcome, tc.reason)
 			}
@@ -63,8 +88,9 @@ func TestDecide(t *testing.T) {
 
 func TestDecideSameAccountLeavesBalance(t *testing.T) {
 	t.Parallel()
-	a := &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 10}
-	if o, _ := ledger.Decide(a, a, ledger.Transfer{Source: "A", Dest: "A", AmountCents: 10, Currency: "BRL"}); o != ledger.Settled || a.BalanceCents != 10 {
+	a := &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 10, Holder: "ana"}
+	tr := ledger.Transfer{Source: "A", Dest: "A", AmountCents: 10, Currency: "BRL", ClientID: "ana"}
+	if o, _ := ledger.Decide(a, a, tr, ledger.OwnershipEnforced); o != ledger.Settled || a.BalanceCents != 10 {
 		t.Errorf("outcome %s balance %d, want settled and 10", o, a.BalanceCents)
 	}
 }
@@ -76,12 +102,12 @@ type stubStore struct {
 	called bool
 }
 
-func (s *stubStore) CreateAccount(context.Context, string, string) (ledger.Account, bool, error) {
+func (s *stubStore) CreateAccount(context.Context, string, string, string) (ledger.Account, bool, error) {
 	s.called = true
 	return ledger.Account{}, true, nil
 }
 
-func (s *stubStore) Deposit(context.Context, uuid.UUID, string, int64) (ledger.Deposit, bool, error) {
+func (s *stubStore) Deposit(context.Context, uuid.UUID, string, int64, string) (ledger.Deposit, bool, error) {
 	s.called = true
 	return ledger.Deposit{}, false, nil
 }
@@ -100,25 +126,49 @@ func TestServiceValidatesBeforeTheStore(t *testing.T) {
 		fields []string // invalid fields; nil: valid
 		err    error
 	}{
-		{"valid account", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "CC-1.a_b", "BRL"); return err }, nil, nil},
+		{"valid account", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "CC-1.a_b", "BRL", "cliente")
+			return err
+		}, nil, nil},
 		{"32-character id", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz012345", "BRL")
+			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz012345", "BRL", "cliente")
 			return err
 		}, nil, nil},
 		{"33-character id", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz0123456", "BRL")
+			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz0123456", "BRL", "cliente")
 			return err
 		}, []string{"id"}, nil},
-		{"empty id", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "", "BRL"); return err }, []string{"id"}, nil},
-		{"reserved prefix", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "__FUNDING__X", "BRL"); return err }, []string{"id"}, nil},
-		{"currency", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRLL"); return err }, []string{"moeda"}, nil},
-		{"both", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A B", "br"); return err }, []string{"id", "moeda"}, nil},
-		{"deposit of 1", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 1); return err }, nil, nil},
-		{"deposit of 10^15", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 1e15); return err }, nil, nil},
-		{"deposit of 0", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 0); return err }, []string{"valorEmCentavos"}, nil},
-		{"deposit above 10^15", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 1e15+1); return err },
+		{"empty id", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "", "BRL", "cliente"); return err }, []string{"id"}, nil},
+		{"reserved prefix", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "__FUNDING__X", "BRL", "cliente")
+			return err
+		}, []string{"id"}, nil},
+		{"currency", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRLL", "cliente"); return err }, []string{"moeda"}, nil},
+		{"both", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A B", "br", "cliente"); return err }, []string{"id", "moeda"}, nil},
+		{"empty titular", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRL", ""); return err }, []string{"titular"}, nil},
+		{"255-byte titular", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 255))
+			return err
+		}, nil, nil},
+		{"256-byte titular", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 256))
+			return err
+		}, []string{"titular"}, nil},
+		{"deposit of 1", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 1, "cliente"); return err }, nil, nil},
+		{"deposit of 10^15", func(s *ledger.Service) error {
+			_, _, err := s.Deposit(ctx, uuid.New(), "A", 1e15, "cliente")
+			return err
+		}, nil, nil},
+		{"deposit of 0", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 0, "cliente"); return err }, []string{"valorEmCentavos"}, nil},
+		{"deposit above 10^15", func(s *ledger.Service) error {
+			_, _, err := s.Deposit(ctx, uuid.New(), "A", 1e15+1, "cliente")
+			return err
+		},
 			[]string{"valorEmCentavos"}, nil},
-		{"deposit to a malformed id", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "a b", 1); return err },
+		{"deposit to a malformed id", func(s *ledger.Service) error {
+			_, _, err := s.Deposit(ctx, uuid.New(), "a b", 1, "cliente")
+			return err
+		},
 			nil, ledger.ErrAccountNotFound},
 		{"page of 200", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 200); return err }, nil, nil},
 		{"page of 201", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 201); return err }, []string{"limite"}, nil},

@@ -86,11 +86,15 @@ func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, err
 	return rs, nil
 }
 
-// OpenAccount creates a customer account, or finds it when it exists with
-// the same currency (created false). Returns *ValidationError for a bad id
-// (shape, or the reserved funding prefix) or currency, and
-// ErrCurrencyConflict.
-func (s *Service) OpenAccount(ctx context.Context, id, currency string) (Account, bool, error) {
+// MaxHolderLen is the longest titular (client id) an account takes.
+const MaxHolderLen = 255
+
+// OpenAccount creates a customer account of holder, or finds it when it
+// exists with the same currency and holder (created false). Returns
+// *ValidationError for a bad id (shape, or the reserved funding prefix),
+// currency or holder (empty or longer than MaxHolderLen),
+// ErrCurrencyConflict and ErrHolderConflict.
+func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string) (Account, bool, error) {
 	var fields []FieldError
 	switch {
 	case !ValidAccountID(id):
@@ -101,23 +105,26 @@ func (s *Service) OpenAccount(ctx context.Context, id, currency string) (Account
 	if !currencyPattern.MatchString(currency) {
 		fields = append(fields, FieldError{"moeda", "must be three upper-case letters (ISO 4217)"})
 	}
+	if holder == "" || len(holder) > MaxHolderLen {
+		fields = append(fields, FieldError{"titular", fmt.Sprintf("must be a client id of 1 to %d bytes", MaxHolderLen)})
+	}
 	if len(fields) > 0 {
 		return Account{}, false, &ValidationError{Fields: fields}
 	}
-	return s.store.CreateAccount(ctx, id, currency)
+	return s.store.CreateAccount(ctx, id, currency, holder)
 }
 
 // Deposit credits amountCents to accountID from the funding account, once
-// per key. Returns *ValidationError for an amount outside 1..10^15, and the
-// errors of Store.Deposit.
-func (s *Service) Deposit(ctx context.Context, key uuid.UUID, accountID string, amountCents int64) (Deposit, bool, error) {
+// per key, recording client as its author. Returns *ValidationError for an
+// amount outside 1..10^15, and the errors of Store.Deposit.
+func (s *Service) Deposit(ctx context.Context, key uuid.UUID, accountID string, amountCents int64, client string) (Deposit, bool, error) {
 	if amountCents < 1 || amountCents > MaxAmountCents {
 		return Deposit{}, false, &ValidationError{Fields: []FieldError{{"valorEmCentavos", "must be an integer from 1 to 1000000000000000"}}}
 	}
 	if !ValidAccountID(accountID) {
 		return Deposit{}, false, ErrAccountNotFound
 	}
-	return s.store.Deposit(ctx, key, accountID, amountCents)
+	return s.store.Deposit(ctx, key, accountID, amountCents, client)
 }
 
 // Account returns the account. Returns ErrAccountNotFound.

@@ -48,6 +48,10 @@ func OpenDB(tb testing.TB, dsn string) *postgres.DB {
 	return db
 }
 
+// Client is the client that holds the accounts the tests open and that
+// requests their transfers, unless a test is about ownership.
+const Client = "client-a"
+
 // Topics are unique-looking topic names for tests that never reach Kafka.
 var Topics = events.DefaultTopics.WithSuffix(".test")
 

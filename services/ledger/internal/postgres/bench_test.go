@@ -37,17 +37,17 @@ func BenchmarkSettlement(b *testing.B) {
 	ids := make([]string, accounts)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("ACC-%04d", i)
-		if _, _, err := s.CreateAccount(ctx, ids[i], "BRL"); err != nil {
+		if _, _, err := s.CreateAccount(ctx, ids[i], "BRL", ledgertest.Client); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := s.Deposit(ctx, uuid.New(), ids[i], 1_000_000_000_000); err != nil {
+		if _, _, err := s.Deposit(ctx, uuid.New(), ids[i], 1_000_000_000_000, ledgertest.Client); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if _, _, err := s.CreateAccount(ctx, "HOT", "BRL"); err != nil {
+	if _, _, err := s.CreateAccount(ctx, "HOT", "BRL", ledgertest.Client); err != nil {
 		b.Fatal(err)
 	}
-	if _, _, err := s.Deposit(ctx, uuid.New(), "HOT", ledger.MaxAmountCents); err != nil {
+	if _, _, err := s.Deposit(ctx, uuid.New(), "HOT", ledger.MaxAmountCents, ledgertest.Client); err != nil {
 		b.Fatal(err)
 	}
 
@@ -79,7 +79,7 @@ func BenchmarkSettlement(b *testing.B) {
 					dst = ids[(rnd.IntN(accounts-1)+1+indexOf(src))%accounts]
 				}
 				streams[w] = append(streams[w], ledger.Transfer{ID: uuid.New(), EventID: uuid.New(),
-					Source: src, Dest: dst, AmountCents: 1 + rnd.Int64N(1000), Currency: "BRL"})
+					Source: src, Dest: dst, AmountCents: 1 + rnd.Int64N(1000), Currency: "BRL", ClientID: ledgertest.Client})
 			}
 			// Every measured run starts from the same state: the previous
 			// runs' dead rows vacuumed and statistics fresh, so that no

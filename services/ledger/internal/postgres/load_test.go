@@ -188,7 +188,7 @@ func TestConservationUnderConcurrentLoad(t *testing.T) {
 						deposits = append(deposits, req)
 					}
 					mu.Unlock()
-					d, replayed, err := svc.Deposit(ctx, req.key, req.account.id, req.amount)
+					d, replayed, err := svc.Deposit(ctx, req.key, req.account.id, req.amount, ledgertest.Client)
 					if err != nil {
 						fail(err)
 						return
@@ -315,7 +315,7 @@ func TestConcurrentDepositsNeverDeadlock(t *testing.T) {
 				if w%3 == 0 {
 					_, err = settleVia(context.Background(), svc, []ledger.Transfer{transfer("HOT", "OTHER", 1, "BRL")})
 				} else {
-					_, _, err = s.Deposit(context.Background(), uuid.New(), "HOT", 1)
+					_, _, err = s.Deposit(context.Background(), uuid.New(), "HOT", 1, ledgertest.Client)
 				}
 				if err != nil {
 					errs <- err

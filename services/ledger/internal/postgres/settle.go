@@ -31,10 +31,10 @@ const (
 	// one committed by a concurrent delivery we waited for) is not
 	// returned.
 	claimSQL = `
-INSERT INTO processed_transfer (transfer_id, result, source_account, dest_account, amount_cents, currency, event_id)
-SELECT u.id, 'EM_PROCESSAMENTO', u.src, u.dst, u.amount, u.currency, u.event_id
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::uuid[])
-     AS u(id, src, dst, amount, currency, event_id)
+INSERT INTO processed_transfer (transfer_id, result, source_account, dest_account, amount_cents, currency, event_id, client_id)
+SELECT u.id, 'EM_PROCESSAMENTO', u.src, u.dst, u.amount, u.currency, u.event_id, NULLIF(u.client, '')
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::uuid[], $7::text[])
+     AS u(id, src, dst, amount, currency, event_id, client)
 ORDER BY u.id
 ON CONFLICT (transfer_id) DO NOTHING
 RETURNING transfer_id`
@@ -110,6 +110,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, now
 	var (
 		ids, eventIDs    [][16]byte
 		srcs, dsts, curs []string
+		clients          []string
 		amounts          []int64
 		accountIDs       []string
 		seenAccount      = map[string]bool{}
@@ -129,13 +130,14 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, now
 		eventIDs = append(eventIDs, [16]byte(t.EventID))
 		srcs, dsts, curs = append(srcs, t.Source), append(dsts, t.Dest), append(curs, t.Currency)
 		amounts = append(amounts, t.AmountCents)
+		clients = append(clients, t.ClientID)
 		addAccount(t.Source)
 		addAccount(t.Dest)
 	}
 
 	b := &pgx.Batch{}
 	b.Queue(noSeqScanSQL)
-	b.Queue(claimSQL, ids, srcs, dsts, amounts, curs, eventIDs)
+	b.Queue(claimSQL, ids, srcs, dsts, amounts, curs, eventIDs, clients)
 	b.Queue(lockAccountsSQL, accountIDs)
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()
@@ -172,7 +174,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, now
 			results[i] = ledger.Result{TransferID: t.ID, Outcome: ledger.Duplicate}
 			continue
 		}
-		outcome, reason := ledger.Decide(accounts[t.Source], accounts[t.Dest], t)
+		outcome, reason := ledger.Decide(accounts[t.Source], accounts[t.Dest], t, s.own)
 		results[i] = ledger.Result{TransferID: t.ID, Outcome: outcome, Reason: reason}
 		if outcome == ledger.Settled {
 			pEntries = append(pEntries, [16]byte(t.ID), [16]byte(t.ID))
@@ -246,7 +248,7 @@ func readLocked(br pgx.BatchResults) (map[string]*ledger.Account, error) {
 	accounts := map[string]*ledger.Account{}
 	for rows.Next() {
 		a := &ledger.Account{}
-		if err := rows.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.Funding); err != nil {
+		if err := rows.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.Holder, &a.Funding); err != nil {
 			return nil, fmt.Errorf("scan account: %w", err)
 		}
 		accounts[a.ID] = a

@@ -36,14 +36,14 @@ func newStore(tb testing.TB, opts ...postgres.Option) (*postgres.Store, *pgplatf
 func open(tb testing.TB, s *postgres.Store, id, currency string, balance int64) {
 	tb.Helper()
 	ctx := context.Background()
-	if _, _, err := s.CreateAccount(ctx, id, currency); err != nil {
+	if _, _, err := s.CreateAccount(ctx, id, currency, ledgertest.Client); err != nil {
 		tb.Fatalf("create account %s: %v", id, err)
 	}
 	if balance > 0 {
 		// A key derived from the account, so that two databases set up
 		// alike hold the same rows.
 		key := uuid.NewSHA1(uuid.NameSpaceOID, []byte("initial deposit "+id))
-		if _, _, err := s.Deposit(ctx, key, id, balance); err != nil {
+		if _, _, err := s.Deposit(ctx, key, id, balance, ledgertest.Client); err != nil {
 			tb.Fatalf("deposit %d into %s: %v", balance, id, err)
 		}
 	}
@@ -51,14 +51,14 @@ func open(tb testing.TB, s *postgres.Store, id, currency string, balance int64) 
 
 func deposit(tb testing.TB, s *postgres.Store, id string, cents int64) {
 	tb.Helper()
-	if _, _, err := s.Deposit(context.Background(), uuid.New(), id, cents); err != nil {
+	if _, _, err := s.Deposit(context.Background(), uuid.New(), id, cents, ledgertest.Client); err != nil {
 		tb.Fatalf("deposit %d into %s: %v", cents, id, err)
 	}
 }
 
 func transfer(src, dst string, cents int64, currency string) ledger.Transfer {
 	return ledger.Transfer{ID: uuid.New(), EventID: uuid.New(), Source: src, Dest: dst,
-		AmountCents: cents, Currency: currency, Traceparent: traceparent}
+		AmountCents: cents, Currency: currency, ClientID: ledgertest.Client, Traceparent: traceparent}
 }
 
 func settle(tb testing.TB, s *postgres.Store, ts ...ledger.Transfer) []ledger.Result {

@@ -32,6 +32,7 @@ type Store struct {
 	tx     TxRunner
 	outbox *outbox.Outbox
 	topics events.Topics
+	own    ledger.Ownership
 }
 
 // Option changes a Store.
@@ -41,6 +42,10 @@ type Option func(*Store)
 // DB's InTx (tests use a runner that never retries, so that a deadlock
 // would surface).
 func WithTxRunner(r TxRunner) Option { return func(s *Store) { s.tx = r } }
+
+// WithOwnership sets the ownership rule of settlements (default
+// ledger.OwnershipEnforced).
+func WithOwnership(o ledger.Ownership) Option { return func(s *Store) { s.own = o } }
 
 // New returns the store on db, enqueuing result events in ob for the topics
 // t.Settled and t.Rejected.
@@ -58,22 +63,28 @@ INSERT INTO account (id, currency, funding) VALUES ('__FUNDING__' || $1, $1, tru
 ON CONFLICT (id) DO NOTHING`
 
 	createAccountSQL = `
-INSERT INTO account (id, currency) VALUES ($1, $2)
+INSERT INTO account (id, currency, holder) VALUES ($1, $2, $3)
 ON CONFLICT (id) DO NOTHING
-RETURNING id, currency, balance_cents, funding, created_at`
+RETURNING id, currency, balance_cents, coalesce(holder, ''), funding, created_at`
 
 	accountSQL = `
-SELECT id, currency, balance_cents, funding, created_at FROM account WHERE id = $1`
+SELECT id, currency, balance_cents, coalesce(holder, ''), funding, created_at FROM account WHERE id = $1`
+
+	// claimHolderSQL gives a titular to an account opened before ownership
+	// existed; a titular, once set, never changes (a trigger enforces it).
+	claimHolderSQL = `
+UPDATE account SET holder = $2 WHERE id = $1 AND holder IS NULL AND NOT funding
+RETURNING id, currency, balance_cents, coalesce(holder, ''), funding, created_at`
 
 	insertDepositSQL = `
-INSERT INTO deposit (id, account_id, amount_cents, balance_after_cents) VALUES ($1, $2, $3, 0)
+INSERT INTO deposit (id, account_id, amount_cents, balance_after_cents, client_id) VALUES ($1, $2, $3, 0, $4)
 ON CONFLICT (id) DO NOTHING`
 
 	depositSQL = `
-SELECT id, account_id, amount_cents, balance_after_cents, created_at FROM deposit WHERE id = $1`
+SELECT id, account_id, amount_cents, balance_after_cents, coalesce(client_id, ''), created_at FROM deposit WHERE id = $1`
 
 	lockAccountsSQL = `
-SELECT id, currency, balance_cents, funding FROM account
+SELECT id, currency, balance_cents, coalesce(holder, ''), funding FROM account
 WHERE id = ANY($1::text[])
 ORDER BY id
 FOR UPDATE`
@@ -97,7 +108,7 @@ LIMIT $3`
 )
 
 // CreateAccount implements ledger.Store.
-func (s *Store) CreateAccount(ctx context.Context, id, currency string) (ledger.Account, bool, error) {
+func (s *Store) CreateAccount(ctx context.Context, id, currency, holder string) (ledger.Account, bool, error) {
 	var (
 		a       ledger.Account
 		created bool
@@ -107,7 +118,7 @@ func (s *Store) CreateAccount(ctx context.Context, id, currency string) (ledger.
 			return fmt.Errorf("ensure funding account %s: %w", currency, err)
 		}
 		var err error
-		a, err = scanAccount(tx.QueryRow(ctx, createAccountSQL, id, currency))
+		a, err = scanAccount(tx.QueryRow(ctx, createAccountSQL, id, currency, holder))
 		if err == nil {
 			created = true
 			return nil
@@ -121,6 +132,14 @@ func (s *Store) CreateAccount(ctx context.Context, id, currency string) (ledger.
 		}
 		if a.Currency != currency {
 			return ledger.ErrCurrencyConflict
+		}
+		if a.Holder == "" && !a.Funding {
+			if a, err = scanAccount(tx.QueryRow(ctx, claimHolderSQL, id, holder)); err != nil {
+				return fmt.Errorf("set titular of account %s: %w", id, err)
+			}
+		}
+		if a.Holder != holder {
+			return ledger.ErrHolderConflict
 		}
 		return nil
 	})
@@ -147,7 +166,7 @@ func (s *Store) Account(ctx context.Context, id string) (ledger.Account, error) 
 // the deposit id (a concurrent request with the same key waited on the
 // locks and now replays), writes the two postings and both balances, and
 // stores the balance after, which a replay returns.
-func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amount int64) (ledger.Deposit, bool, error) {
+func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amount int64, client string) (ledger.Deposit, bool, error) {
 	var (
 		d        ledger.Deposit
 		replayed bool
@@ -182,7 +201,7 @@ func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amo
 		}
 		// Claim the deposit id: a request with the same key that got the
 		// locks first has committed by now, and this one replays it.
-		tag, err := tx.Exec(ctx, insertDepositSQL, id, accountID, amount)
+		tag, err := tx.Exec(ctx, insertDepositSQL, id, accountID, amount, client)
 		if err != nil {
 			return fmt.Errorf("claim deposit %s: %w", id, err)
 		}
@@ -190,7 +209,7 @@ func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amo
 			if d, err = scanDeposit(tx.QueryRow(ctx, depositSQL, id)); err != nil {
 				return fmt.Errorf("read deposit %s: %w", id, err)
 			}
-			if d.AccountID != accountID || d.AmountCents != amount {
+			if d.AccountID != accountID || d.AmountCents != amount || d.ClientID != client {
 				return ledger.ErrKeyReused
 			}
 			replayed = true
@@ -206,7 +225,7 @@ func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amo
 		if err := tx.QueryRow(ctx, creditSQL, accountID, amount).Scan(&after); err != nil {
 			return mapOverflow(fmt.Errorf("credit account %s: %w", accountID, err))
 		}
-		d = ledger.Deposit{ID: id, AccountID: accountID, AmountCents: amount, BalanceAfterCents: after}
+		d = ledger.Deposit{ID: id, AccountID: accountID, AmountCents: amount, BalanceAfterCents: after, ClientID: client}
 		if err := tx.QueryRow(ctx, finishDepositSQL, id, after).Scan(&d.CreatedAt); err != nil {
 			return fmt.Errorf("record deposit %s: %w", id, err)
 		}
@@ -265,12 +284,12 @@ func (s *Store) Postings(ctx context.Context, accountID string, before int64, li
 
 func scanAccount(row pgx.Row) (ledger.Account, error) {
 	var a ledger.Account
-	err := row.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.Funding, &a.CreatedAt)
+	err := row.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.Holder, &a.Funding, &a.CreatedAt)
 	return a, err
 }
 
 func scanDeposit(row pgx.Row) (ledger.Deposit, error) {
 	var d ledger.Deposit
-	err := row.Scan(&d.ID, &d.AccountID, &d.AmountCents, &d.BalanceAfterCents, &d.CreatedAt)
+	err := row.Scan(&d.ID, &d.AccountID, &d.AmountCents, &d.BalanceAfterCents, &d.ClientID, &d.CreatedAt)
 	return d, err
 }

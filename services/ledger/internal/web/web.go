@@ -58,11 +58,13 @@ func (h *Handler) Routes(r chi.Router) {
 	auth.Mount(r, h.log, h.Table())
 }
 
-// AccountResponse is an account on the wire.
+// AccountResponse is an account on the wire. Holder (titular) is additive
+// to CONTRACTS.md section 2; absent for an account without one.
 type AccountResponse struct {
 	ID           string `json:"id"`
 	Currency     string `json:"moeda"`
 	BalanceCents int64  `json:"saldoEmCentavos"`
+	Holder       string `json:"titular,omitempty"`
 }
 
 // DepositResponse is a deposit on the wire.
@@ -94,13 +96,25 @@ type PostingsPage struct {
 type openAccountRequest struct {
 	ID       string `json:"id"`
 	Currency string `json:"moeda"`
+	// Holder is the titular; absent: the calling client.
+	Holder *string `json:"titular"`
 }
 
 type depositRequest struct {
 	AmountCents int64 `json:"valorEmCentavos"`
 }
 
+// openAccount and deposit are audited writes that need a principal in the
+// request context (pkg/auth).
 func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
+	h.audited(w, r, "account.open", h.openAccountAs)
+}
+
+func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
+	h.audited(w, r, "account.deposit", h.depositAs)
+}
+
+func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -111,7 +125,14 @@ func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	a, created, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency)
+	if ledger.ValidAccountID(req.ID) {
+		audit.resource("account_id", req.ID)
+	}
+	holder := p.Subject
+	if req.Holder != nil {
+		holder = *req.Holder
+	}
+	a, created, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency, holder)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -119,7 +140,6 @@ func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		h.log.InfoContext(r.Context(), "account opened", "account_id", a.ID, "moeda", a.Currency)
 	}
 	w.Header().Set("Location", "/contas/"+url.PathEscape(a.ID))
 	httpapi.WriteJSON(w, status, accountResponse(a))
@@ -139,17 +159,21 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, accountResponse(a))
 }
 
-func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
-	key, err := httpapi.IdempotencyKey(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
+func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
 	id, err := httpapi.PathParam(r, "id")
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
+	if ledger.ValidAccountID(id) {
+		audit.resource("account_id", id)
+	}
+	key, err := httpapi.IdempotencyKey(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	audit.resource("deposit_id", key)
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -160,15 +184,13 @@ func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	d, replayed, err := h.svc.Deposit(r.Context(), key, id, req.AmountCents)
+	d, replayed, err := h.svc.Deposit(r.Context(), key, id, req.AmountCents, p.Subject)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	if replayed {
 		w.Header().Set(HeaderReplayed, "true")
-	} else {
-		h.log.InfoContext(r.Context(), "deposit made", "deposit_id", d.ID, "account_id", d.AccountID)
 	}
 	httpapi.WriteJSON(w, http.StatusCreated, DepositResponse{
 		ID: d.ID, AccountID: d.AccountID, AmountCents: d.AmountCents,
@@ -244,7 +266,7 @@ func decodeCursor(s string) (int64, error) {
 }
 
 func accountResponse(a ledger.Account) AccountResponse {
-	return AccountResponse{ID: a.ID, Currency: a.Currency, BalanceCents: a.BalanceCents}
+	return AccountResponse{ID: a.ID, Currency: a.Currency, BalanceCents: a.BalanceCents, Holder: a.Holder}
 }
 
 // fail maps domain errors to the suite's error kinds; anything else is a
@@ -262,6 +284,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		err = httpapi.Errorf(httpapi.KindNotFound, "account not found")
 	case errors.Is(err, ledger.ErrCurrencyConflict):
 		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another currency")
+	case errors.Is(err, ledger.ErrHolderConflict):
+		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another titular")
 	case errors.Is(err, ledger.ErrKeyReused):
 		err = httpapi.Errorf(httpapi.KindKeyReused, "this %s was used for another deposit", HeaderIdempotencyKey)
 	case errors.Is(err, ledger.ErrFundingAccount):

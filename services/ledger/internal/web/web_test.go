@@ -12,12 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
+	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
@@ -27,20 +30,55 @@ import (
 type api struct {
 	srv   *httptest.Server
 	store *postgres.Store
+	db    *pgplatform.DB
+}
+
+// headerClient names the client a test request acts as; the test-only
+// middleware asClient turns it into the request's principal, as the
+// authentication middleware does with a verified token.
+const headerClient = "X-Test-Client"
+
+// noClient as the X-Test-Client value sends the request without a
+// principal.
+const noClient = "-"
+
+// asClient puts a principal with the accounts scopes into the request
+// context: the client of X-Test-Client, ledgertest.Client by default, none
+// for noClient.
+func asClient(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client := r.Header.Get(headerClient)
+		switch client {
+		case noClient:
+			next.ServeHTTP(w, r)
+			return
+		case "":
+			client = ledgertest.Client
+		}
+		p := auth.Principal{Subject: client, Scopes: []string{auth.ScopeAccountsAdmin, auth.ScopeAccountsRead}}
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
 }
 
 func newAPI(tb testing.TB) *api {
 	tb.Helper()
+	return newAPIWithLog(tb, slog.New(slog.DiscardHandler))
+}
+
+func newAPIWithLog(tb testing.TB, log *slog.Logger) *api {
+	tb.Helper()
 	db := ledgertest.NewDB(tb)
 	store := postgres.New(db, outbox.New(db), ledgertest.Topics)
-	log := slog.New(slog.DiscardHandler)
 	iss := authtest.New(tb)
 	r := httpapi.NewRouter(log, nil, nil, nil, iss.Authenticator(tb).Middleware)
-	web.New(ledger.NewService(store, nil), log).Routes(r)
+	r.Group(func(r chi.Router) {
+		r.Use(asClient)
+		web.New(ledger.NewService(store, nil), log).Routes(r)
+	})
 	// Every request is client-a's with every scope unless it says otherwise.
 	srv := httptest.NewServer(authtest.WithToken(r, iss.Bearer(tb, "client-a", authtest.AllScopes...)))
 	tb.Cleanup(srv.Close)
-	return &api{srv: srv, store: store}
+	return &api{srv: srv, store: store, db: db}
 }
 
 type response struct {
@@ -115,9 +153,18 @@ func TestOpenAccount(t *testing.T) {
 		want        map[string]any
 	}{
 		{name: "new account", body: `{"id":"CC-002","moeda":"USD"}`, status: 201,
-			want: map[string]any{"id": "CC-002", "moeda": "USD", "saldoEmCentavos": 0.0}},
+			want: map[string]any{"id": "CC-002", "moeda": "USD", "saldoEmCentavos": 0.0, "titular": ledgertest.Client}},
+		{name: "new account of another titular", body: `{"id":"CC-004","moeda":"BRL","titular":"ana"}`, status: 201,
+			want: map[string]any{"id": "CC-004", "moeda": "BRL", "saldoEmCentavos": 0.0, "titular": "ana"}},
+		{name: "same id, currency and titular again", body: `{"id":"CC-004","moeda":"BRL","titular":"ana"}`, status: 200,
+			want: map[string]any{"id": "CC-004", "moeda": "BRL", "saldoEmCentavos": 0.0, "titular": "ana"}},
+		{name: "same id and currency, other titular", body: `{"id":"CC-004","moeda":"BRL","titular":"bruno"}`, status: 409, problem: "conflict"},
+		{name: "same id and currency, caller not the titular", body: `{"id":"CC-004","moeda":"BRL"}`, status: 409, problem: "conflict"},
+		{name: "empty titular", body: `{"id":"CC-005","moeda":"BRL","titular":""}`, status: 422, problem: "validation-failed", fields: []string{"titular"}},
+		{name: "null titular is the caller", body: `{"id":"CC-005","moeda":"BRL","titular":null}`, status: 201,
+			want: map[string]any{"id": "CC-005", "moeda": "BRL", "saldoEmCentavos": 0.0, "titular": ledgertest.Client}},
 		{name: "same id and currency again", body: `{"id":"CC-001","moeda":"BRL"}`, status: 200,
-			want: map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 0.0}},
+			want: map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 0.0, "titular": ledgertest.Client}},
 		{name: "same id, other currency", body: `{"id":"CC-001","moeda":"USD"}`, status: 409, problem: "conflict"},
 		{name: "id too long", body: `{"id":"` + strings.Repeat("a", 33) + `","moeda":"BRL"}`, status: 422,
 			problem: "validation-failed", fields: []string{"id"}},
@@ -213,11 +260,16 @@ func TestDeposit(t *testing.T) {
 		secondKey   string
 		body        string
 		contentType string
+		client      string // X-Test-Client
 		status      int
 		problem     string
 		replayed    bool
 	}{
 		{name: "replay", path: "/contas/CC-001/depositos", key: key, body: `{"valorEmCentavos":100000}`, status: 201, replayed: true},
+		{name: "same key and body, another client", path: "/contas/CC-001/depositos", key: key, body: `{"valorEmCentavos":100000}`,
+			client: "bruno", status: 422, problem: "idempotency-key-reused"},
+		{name: "no principal", path: "/contas/CC-001/depositos", key: uuid.NewString(), body: `{"valorEmCentavos":1}`,
+			client: noClient, status: 401, problem: "unauthorized"},
 		{name: "same key, other amount", path: "/contas/CC-001/depositos", key: key, body: `{"valorEmCentavos":100001}`,
 			status: 422, problem: "idempotency-key-reused"},
 		{name: "same key, other account", path: "/contas/CC-002/depositos", key: key, body: `{"valorEmCentavos":100000}`,
@@ -262,6 +314,9 @@ func TestDeposit(t *testing.T) {
 			}
 			if tc.contentType != "" {
 				headers = append(headers, "Content-Type", tc.contentType)
+			}
+			if tc.client != "" {
+				headers = append(headers, headerClient, tc.client)
 			}
 			r := a.do(t, "POST", tc.path, tc.body, headers...)
 			if r.status != tc.status {
@@ -343,7 +398,7 @@ func TestGetAccount(t *testing.T) {
 		status int
 		want   map[string]any
 	}{
-		{"/contas/CC-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
+		{"/contas/CC-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client}},
 		{"/contas/__FUNDING__BRL", 200, map[string]any{"id": "__FUNDING__BRL", "moeda": "BRL", "saldoEmCentavos": -42.0}},
 		{"/contas/%43C-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
 		{"/contas/%43%43%2D001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0}},
@@ -397,7 +452,7 @@ func TestPostingsPagination(t *testing.T) {
 		if i%3 == 2 {
 			src, dst, dir = dst, src, "C"
 		}
-		tr := ledger.Transfer{ID: uuid.New(), EventID: uuid.New(), Source: src, Dest: dst, AmountCents: int64(10 + i), Currency: "BRL"}
+		tr := ledger.Transfer{ID: uuid.New(), EventID: uuid.New(), Source: src, Dest: dst, AmountCents: int64(10 + i), Currency: "BRL", ClientID: ledgertest.Client}
 		rs, err := a.store.Settle(ctx, []ledger.Transfer{tr}, time.Now())
 		if err != nil || rs[0].Outcome != ledger.Settled {
 			t.Fatalf("settle: %v %v", rs, err)
@@ -499,4 +554,114 @@ func TestPostingsErrors(t *testing.T) {
 func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+func TestOpenAccountWithoutPrincipalIs401(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	r := a.do(t, "POST", "/contas", `{"id":"CC-001","moeda":"BRL"}`, headerClient, noClient)
+	if r.status != http.StatusUnauthorized || problemType(t, r) != "unauthorized" {
+		t.Fatalf("open without a principal: %d %s", r.status, r.rawBody)
+	}
+	if r := a.do(t, "GET", "/contas/CC-001", ""); r.status != http.StatusNotFound {
+		t.Errorf("the account exists after a 401: %d %s", r.status, r.rawBody)
+	}
+}
+
+// An account opened before ownership existed has no titular: re-opening it
+// with the same currency gives it one, once; the titular never changes.
+func TestReopenGivesALegacyAccountItsTitularOnce(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	ctx := context.Background()
+	if _, err := a.db.Exec(ctx, `INSERT INTO account (id, currency) VALUES ('CC-OLD', 'BRL')`); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.do(t, "GET", "/contas/CC-OLD", ""); r.status != 200 || r.body["titular"] != nil {
+		t.Fatalf("legacy account: %d %s, want 200 without titular", r.status, r.rawBody)
+	}
+	r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"BRL","titular":"ana"}`)
+	if r.status != http.StatusOK || r.body["titular"] != "ana" {
+		t.Fatalf("re-open with a titular: %d %s, want 200 with titular ana", r.status, r.rawBody)
+	}
+	if r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"BRL","titular":"bruno"}`); r.status != http.StatusConflict {
+		t.Errorf("re-open with another titular: %d %s, want 409", r.status, r.rawBody)
+	}
+	if _, err := a.db.Exec(ctx, `UPDATE account SET holder = 'bruno' WHERE id = 'CC-OLD'`); err == nil {
+		t.Error("the schema let a titular change")
+	}
+	if r := a.do(t, "GET", "/contas/CC-OLD", ""); r.body["titular"] != "ana" {
+		t.Errorf("titular after the attempts = %v, want ana", r.body["titular"])
+	}
+}
+
+// Every write logs one audit line with the client, the request id and the
+// resource ids, and never the token or the body.
+func TestWritesAreAudited(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	a := newAPIWithLog(t, slog.New(slog.NewJSONHandler(&buf, nil)))
+	const token = "eyJhbGciOiJFZERTQSJ9.c2VjcmV0LXRva2Vu.c2lnbmF0dXJl"
+	bearer := []string{"Authorization", "Bearer " + token}
+	key := uuid.NewString()
+	requests := []struct {
+		path, body string
+		headers    []string
+		status     int
+	}{
+		{"/contas", `{"id":"CC-AUD","moeda":"BRL","titular":"ana-titular"}`, []string{headerClient, "ops"}, 201},
+		{"/contas/CC-AUD/depositos", `{"valorEmCentavos":987654}`, []string{headerClient, "ops", "Idempotency-Key", key}, 201},
+		{"/contas/CC-AUD/depositos", `{"valorEmCentavos":987654}`, []string{headerClient, "bruno", "Idempotency-Key", key}, 422},
+	}
+	var ids []string
+	for _, rq := range requests {
+		r := a.do(t, "POST", rq.path, rq.body, append(rq.headers, bearer...)...)
+		if r.status != rq.status {
+			t.Fatalf("POST %s: %d %s, want %d", rq.path, r.status, r.rawBody, rq.status)
+		}
+		ids = append(ids, r.header.Get("X-Request-Id"))
+	}
+	a.do(t, "GET", "/contas/CC-AUD", "") // reads are not audited
+
+	var got []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == "audit" {
+			got = append(got, rec["audit"].(map[string]any))
+		}
+	}
+	want := []map[string]any{
+		{"action": "account.open", "client": "ops", "request_id": ids[0], "status": 201.0, "account_id": "CC-AUD"},
+		{"action": "account.deposit", "client": "ops", "request_id": ids[1], "status": 201.0, "account_id": "CC-AUD", "deposit_id": key},
+		{"action": "account.deposit", "client": "bruno", "request_id": ids[2], "status": 422.0, "account_id": "CC-AUD", "deposit_id": key},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit lines mismatch (-want +got):\n%s", diff)
+	}
+	for _, secret := range []string{token, "ana-titular", "987654"} {
+		if strings.Contains(buf.String(), secret) {
+			t.Errorf("the log holds %q", secret)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -44,6 +44,7 @@ func (f fixture) pending(t *testing.T) uuid.UUID {
 	id := uuid.New()
 	_, _, err := f.svc.Submit(context.Background(), transfer.Submission{
 		ID:       id,
+		Client:   "client-a",
 		Request:  transfer.Request{Source: "CC-001", Destination: "CC-002", AmountCents: 100, Currency: "BRL"},
 		Response: transfer.Response{StatusCode: 202, Body: []byte("{}")},
 	})
@@ -69,6 +70,9 @@ func settled(id, eventID uuid.UUID) events.Settled {
 func rejected(id, eventID uuid.UUID, reason string) events.Rejected {
 	return events.Rejected{EventID: eventID, TransferID: id, Reason: reason, OccurredAt: time.Now().UTC()}
 }
+
+// operator reads every transfer.
+var operator = transfer.Viewer{All: true}
 
 type state struct {
 	Status transfer.Status
@@ -99,6 +103,8 @@ func TestProjection(t *testing.T) {
 		{"rejected twice with other reasons", func(id uuid.UUID) []any {
 			return []any{rejected(id, e1, events.ReasonCurrencyMismatch), rejected(id, e2, events.ReasonInsufficientFunds)}
 		}, state{transfer.StatusRejected, events.ReasonCurrencyMismatch}},
+		{"rejected: not the titular of the source", func(id uuid.UUID) []any { return []any{rejected(id, e1, events.ReasonUnauthorizedSource)} },
+			state{transfer.StatusRejected, events.ReasonUnauthorizedSource}},
 		{"unknown future reason is kept", func(id uuid.UUID) []any { return []any{rejected(id, e1, "LIMITE_DIARIO")} },
 			state{transfer.StatusRejected, "LIMITE_DIARIO"}},
 	}
@@ -117,7 +123,7 @@ func TestProjection(t *testing.T) {
 				if err := f.proj.Handle(ctx, record(t, topic, ev)); err != nil {
 					t.Fatalf("record %d: %v", i, err)
 				}
-				got, err := f.svc.Get(ctx, id)
+				got, err := f.svc.Get(ctx, id, operator)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -127,7 +133,7 @@ func TestProjection(t *testing.T) {
 					t.Errorf("record %d changed atualizadaEm from %v to %v", i, afterFirst, got.UpdatedAt)
 				}
 			}
-			got, err := f.svc.Get(ctx, id)
+			got, err := f.svc.Get(ctx, id, operator)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +171,7 @@ func TestProjectionPoison(t *testing.T) {
 			}
 		})
 	}
-	got, err := f.svc.Get(ctx, id)
+	got, err := f.svc.Get(ctx, id, operator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +188,7 @@ func TestProjectionUnknownTransfer(t *testing.T) {
 	if err := f.proj.Handle(context.Background(), record(t, topics.Settled, settled(uuid.New(), uuid.New()))); err != nil {
 		t.Fatalf("Handle = %v, want nil", err)
 	}
-	_, err := f.svc.Get(context.Background(), uuid.New())
+	_, err := f.svc.Get(context.Background(), uuid.New(), operator)
 	if !errors.Is(err, transfer.ErrNotFound) {
 		t.Fatalf("Get unknown = %v, want ErrNotFound", err)
 	}

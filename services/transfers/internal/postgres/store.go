@@ -74,14 +74,14 @@ const claimSQL = `SELECT pg_try_advisory_xact_lock($1), set_config('idle_in_tran
 const createSQL = `
 WITH ins AS (
     INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status,
-                               criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10)
+                               criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo, cliente_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 )
-SELECT true, NULL::bytea, NULL::smallint, NULL::bytea FROM ins
+SELECT true, NULL::bytea, NULL::smallint, NULL::bytea, NULL::text FROM ins
 UNION ALL
-SELECT false, hash_requisicao, resposta_status, resposta_corpo
+SELECT false, hash_requisicao, resposta_status, resposta_corpo, coalesce(cliente_id, '')
 FROM transferencia WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM ins)`
 
 // Create implements transfer.Store.
@@ -99,7 +99,7 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 			return transfer.ErrInProgress
 		}
 		rows, err := tx.Query(ctx, createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
-			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body) //nolint:gosec // HTTP status codes fit
+			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client) //nolint:gosec // HTTP status codes fit
 		if err != nil {
 			return fmt.Errorf("insert transfer %s: %w", t.ID, err)
 		}
@@ -109,10 +109,11 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 			fp      []byte
 			status  *int16
 			body    []byte
+			client  *string
 		)
 		for rows.Next() {
 			found = true
-			if err := rows.Scan(&created, &fp, &status, &body); err != nil {
+			if err := rows.Scan(&created, &fp, &status, &body, &client); err != nil {
 				rows.Close()
 				return fmt.Errorf("insert transfer %s: %w", t.ID, err)
 			}
@@ -132,6 +133,9 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 				return fmt.Errorf("transfer %s: corrupt idempotency record", t.ID)
 			}
 			rec = &transfer.Record{Response: transfer.Response{StatusCode: int(*status), Body: body}}
+			if client != nil {
+				rec.Client = *client
+			}
 			copy(rec.Fingerprint[:], fp)
 			return nil // nothing written: the commit only releases the claim
 		}
@@ -151,7 +155,7 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 
 const getSQL = `
 SELECT id, conta_origem, conta_destino, valor_centavos, moeda, status, coalesce(motivo_rejeicao, ''),
-       criada_em, atualizada_em
+       coalesce(cliente_id, ''), criada_em, atualizada_em
 FROM transferencia WHERE id = $1`
 
 // Get implements transfer.Store.
@@ -159,7 +163,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error
 	var t transfer.Transfer
 	var status string
 	err := s.db.QueryRow(ctx, getSQL, id).Scan(&t.ID, &t.Source, &t.Destination, &t.AmountCents, &t.Currency,
-		&status, &t.Reason, &t.CreatedAt, &t.UpdatedAt)
+		&status, &t.Reason, &t.Client, &t.CreatedAt, &t.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, transfer.ErrNotFound)
 	}

@@ -32,7 +32,9 @@ func NewService(store Store, requestedTopic string) *Service {
 // Submission is one POST of a transfer.
 type Submission struct {
 	// ID is the Idempotency-Key, which becomes the transfer id.
-	ID      uuid.UUID
+	ID uuid.UUID
+	// Client is the authenticated client (the token's sub) submitting it.
+	Client  string
 	Request Request
 	// Response is what the client gets if this submission creates the
 	// transfer; it is stored for replays.
@@ -45,11 +47,15 @@ type Submission struct {
 // traceparent), traceparent: the outbox takes it from ctx. It returns the response to give and whether it is the replay
 // of an earlier one. Errors: a *ValidationError when s.Request breaks a rule
 // (nothing is stored); ErrKeyReused when s.ID already belongs to another
-// request body; ErrInProgress while another request with s.ID is being
-// processed.
+// request body or to another client (the same error, so that a key says
+// nothing of who holds it); ErrInProgress while another request with s.ID
+// is being processed.
 func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, replayed bool, err error) {
 	if sub.ID == uuid.Nil {
 		return Response{}, false, errors.New("submit transfer: nil id")
+	}
+	if sub.Client == "" {
+		return Response{}, false, errors.New("submit transfer: no client")
 	}
 	if err := sub.Request.Validate(); err != nil {
 		return Response{}, false, err
@@ -62,6 +68,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		AmountCents: sub.Request.AmountCents,
 		Currency:    sub.Request.Currency,
 		Status:      StatusPending,
+		Client:      sub.Client,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 	}
@@ -73,6 +80,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		AmountCents:   t.AmountCents,
 		Currency:      t.Currency,
 		OccurredAt:    now,
+		ClientID:      t.Client,
 	}
 	payload, err := json.Marshal(ev)
 	if err != nil {
@@ -101,16 +109,25 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		return Response{}, false, err
 	case rec == nil:
 		return sub.Response, false, nil
-	case rec.Fingerprint != fp:
+	case rec.Client != sub.Client || rec.Fingerprint != fp:
 		return Response{}, false, ErrKeyReused
 	default:
 		return rec.Response, true, nil
 	}
 }
 
-// Get returns the transfer id, or ErrNotFound.
-func (s *Service) Get(ctx context.Context, id uuid.UUID) (Transfer, error) {
-	return s.store.Get(ctx, id)
+// Get returns the transfer id as v sees it: ErrNotFound when there is none
+// or when v may not read it (another client's transfer is not found, so
+// that its existence does not leak).
+func (s *Service) Get(ctx context.Context, id uuid.UUID, v Viewer) (Transfer, error) {
+	t, err := s.store.Get(ctx, id)
+	if err != nil {
+		return Transfer{}, err
+	}
+	if !v.Sees(t) {
+		return Transfer{}, fmt.Errorf("get transfer %s: %w", id, ErrNotFound)
+	}
+	return t, nil
 }
 
 // ApplyResult projects a settlement result: a PENDENTE transfer becomes

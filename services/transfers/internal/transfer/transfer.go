@@ -52,7 +52,10 @@ type Transfer struct {
 	Currency    string
 	Status      Status
 	// Reason is the rejection reason (motivo); empty unless REJEITADA.
-	Reason    string
+	Reason string
+	// Client is the client (the token's sub) that created the transfer;
+	// empty for transfers created before clients were recorded.
+	Client    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -140,12 +143,23 @@ type Response struct {
 	Body       []byte
 }
 
-// Record is what a key is bound to: the fingerprint of the request that
-// created the transfer and the response it got.
+// Record is what a key is bound to: the client and the fingerprint of the
+// request that created the transfer, and the response it got.
 type Record struct {
+	Client      string
 	Fingerprint [32]byte
 	Response    Response
 }
+
+// Viewer is who reads a transfer: a client sees only its own transfers, an
+// operator (All) sees every one.
+type Viewer struct {
+	Client string
+	All    bool
+}
+
+// Sees reports whether v may read t.
+func (v Viewer) Sees(t Transfer) bool { return v.All || (v.Client != "" && v.Client == t.Client) }
 
 // Creation is everything the creation of a transfer writes in its one
 // transaction.
@@ -173,7 +187,8 @@ var (
 	ErrNotFound = errors.New("transfer not found")
 	// ErrInProgress: another request with the same key is being processed.
 	ErrInProgress = errors.New("a request with this idempotency key is in progress")
-	// ErrKeyReused: the key was already used with another request body.
+	// ErrKeyReused: the key was already used with another request body, or
+	// by another client.
 	ErrKeyReused = errors.New("idempotency key reused with a different request")
 )
 

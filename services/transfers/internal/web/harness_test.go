@@ -18,6 +18,7 @@ import (
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/outbox"
@@ -42,6 +43,8 @@ type harness struct {
 
 type harnessOptions struct {
 	claimTimeout time.Duration
+	// log is the handler's logger; nil discards.
+	log *slog.Logger
 }
 
 func newHarness(tb testing.TB, opts harnessOptions) *harness {
@@ -51,9 +54,12 @@ func newHarness(tb testing.TB, opts harnessOptions) *harness {
 	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "test", nil), opts.claimTimeout)
 	holds := &holder{keys: map[uuid.UUID]*hold{}}
 	store.BeforeCommit = holds.hook
-	log := slog.New(slog.DiscardHandler)
+	log := opts.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	srv := httptest.NewServer(authedRouter(tb, log, func(r chi.Router) {
-		web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount(r)
+		mount(r, web.New(transfer.NewService(store, requestedTopic), log, testSpec))
 	}))
 	tb.Cleanup(srv.Close)
 	return &harness{url: srv.URL, pool: pool, store: store, holds: holds}
@@ -68,6 +74,46 @@ func authedRouter(tb testing.TB, log *slog.Logger, mount func(chi.Router)) http.
 	r := httpapi.NewRouter(log, nil, nil, nil, iss.Authenticator(tb).Middleware)
 	mount(r)
 	return authtest.WithToken(r, iss.Bearer(tb, "client-a", authtest.AllScopes...))
+}
+
+// Test-only authentication: the headers below become the request's
+// principal, as the authentication middleware does with a verified token.
+const (
+	// headerClient names the client: defaultClient when absent,
+	// no principal at all when noClient.
+	headerClient = "X-Test-Client"
+	// headerOperator "true" adds the operacoes scope.
+	headerOperator = "X-Test-Operator"
+	defaultClient  = "client-a"
+	noClient       = "-"
+)
+
+// asClient is the test-only middleware that puts the principal of the
+// X-Test-* headers into the request context.
+func asClient(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client := r.Header.Get(headerClient)
+		switch client {
+		case noClient:
+			next.ServeHTTP(w, r)
+			return
+		case "":
+			client = defaultClient
+		}
+		p := auth.Principal{Subject: client, Scopes: []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead}}
+		if r.Header.Get(headerOperator) == "true" {
+			p.Scopes = append(p.Scopes, auth.ScopeOperations)
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// mount mounts h's routes on r behind asClient.
+func mount(r chi.Router, h *web.Handler) {
+	r.Group(func(r chi.Router) {
+		r.Use(asClient)
+		h.Mount(r)
+	})
 }
 
 // holder holds chosen requests inside their transaction, just before the

@@ -101,12 +101,19 @@ func DecodeRequest(body []byte) (transfer.Request, error) {
 	return req, nil
 }
 
+// create is an audited write, get a read; both need a principal in the
+// request context (pkg/auth).
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	h.audited(w, r, "transfer.create", h.createAs)
+}
+
+func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
 	id, err := httpapi.IdempotencyKey(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
+	audit.resource("transfer_id", id)
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -124,6 +131,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, replayed, err := h.svc.Submit(r.Context(), transfer.Submission{
 		ID:       id,
+		Client:   p.Subject,
 		Request:  req,
 		Response: transfer.Response{StatusCode: http.StatusAccepted, Body: append(first, '\n')},
 	})
@@ -136,9 +144,6 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if replayed {
 		w.Header().Set(HeaderReplayed, "true")
-		h.log.DebugContext(r.Context(), "idempotent replay", "transfer_id", id)
-	} else {
-		h.log.InfoContext(r.Context(), "transfer requested", "transfer_id", id)
 	}
 	w.Header().Set("Location", "/transferencias/"+id.String())
 	w.Header().Set("Content-Type", "application/json")
@@ -147,6 +152,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	p, ok := auth.FromContext(r.Context())
+	if !ok {
+		unauthenticated(w, r)
+		return
+	}
 	raw, err := httpapi.PathParam(r, "id")
 	if err != nil {
 		h.fail(w, r, err)
@@ -157,7 +167,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
 		return
 	}
-	t, err := h.svc.Get(r.Context(), id)
+	t, err := h.svc.Get(r.Context(), id, transfer.Viewer{Client: p.Subject, All: p.Operator()})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -200,6 +210,8 @@ func problemOf(err error) error {
 		}
 		return &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the transfer breaks the rules of its fields", Fields: fields}
 	case errors.Is(err, transfer.ErrKeyReused):
+		// The same answer for another body and for another client's key:
+		// nothing tells whose key it is.
 		return httpapi.Errorf(httpapi.KindKeyReused, "this Idempotency-Key was already used with a different request body")
 	case errors.Is(err, transfer.ErrInProgress):
 		return httpapi.Errorf(httpapi.KindInProgress, "a request with this Idempotency-Key is still in progress; retry later")

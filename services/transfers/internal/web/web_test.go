@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
@@ -519,7 +520,9 @@ func TestInternalErrors(t *testing.T) {
 		get:    func(context.Context, uuid.UUID) (transfer.Transfer, error) { panic(secret) },
 	}
 	log := slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(authedRouter(t, log, web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount))
+	srv := httptest.NewServer(authedRouter(t, log, func(r chi.Router) {
+		mount(r, web.New(transfer.NewService(store, requestedTopic), log, testSpec))
+	}))
 	defer srv.Close()
 	for name, res := range map[string]response{
 		"panic in GET": do(t, http.MethodGet, srv.URL+"/transferencias/"+uuid.NewString(), nil, nil),

@@ -1,0 +1,142 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/postgres"
+)
+
+// analysedBy is analysed with clienteId client; "" leaves the field out,
+// as a producer that predates it would.
+func analysedBy(t *testing.T, client string, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
+	t.Helper()
+	m := analysed(t, id, src, dst, cents)
+	var ev map[string]any
+	if err := json.Unmarshal(m.Value, &ev); err != nil {
+		t.Fatal(err)
+	}
+	delete(ev, "clienteId")
+	if client != "" {
+		ev["clienteId"] = client
+	}
+	var err error
+	if m.Value, err = json.Marshal(ev); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// openFor opens account id of holder with balance cents.
+func (e *env) openFor(t *testing.T, holder, id string, balance int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := e.store.CreateAccount(ctx, id, "BRL", holder); err != nil {
+		t.Fatal(err)
+	}
+	if balance > 0 {
+		if _, _, err := e.store.Deposit(ctx, uuid.New(), id, balance, "operador"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOnlyTheTitularDebitsAnAccount: through the real consumer and
+// PostgreSQL, client B's transfer from client A's account and a record
+// naming no client are rejected with ORIGEM_NAO_AUTORIZADA (a result event
+// like any other rejection) and move nothing; A's own transfer settles.
+func TestOnlyTheTitularDebitsAnAccount(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		ownership ledger.Ownership
+		want      map[string]string // client ("" for none) -> result reason
+		balances  map[string]int64
+	}{
+		{"enforced", ledger.OwnershipEnforced,
+			map[string]string{"ana": "", "bruno": ledger.ReasonUnauthorized, "": ledger.ReasonUnauthorized},
+			map[string]int64{"ANA-1": 900, "BRUNO-1": 100}},
+		{"LEDGER_OWNERSHIP=off", ledger.OwnershipOff,
+			map[string]string{"ana": "", "bruno": "", "": ""},
+			map[string]int64{"ANA-1": 700, "BRUNO-1": 300}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.store = postgres.New(e.db, outbox.New(e.db), ledgertest.Topics, postgres.WithOwnership(tc.ownership))
+			e.failing.Store = e.store
+			e.openFor(t, "ana", "ANA-1", 1_000)
+			e.openFor(t, "bruno", "BRUNO-1", 0)
+			ids := map[string]uuid.UUID{"bruno": uuid.New(), "": uuid.New(), "ana": uuid.New()}
+			e.produce(t,
+				analysedBy(t, "bruno", ids["bruno"], "ANA-1", "BRUNO-1", 100),
+				analysedBy(t, "", ids[""], "ANA-1", "BRUNO-1", 100),
+				analysedBy(t, "ana", ids["ana"], "ANA-1", "BRUNO-1", 100))
+			e.run(t, consumer.LedgerPolicy, true)
+			for client, reason := range tc.want {
+				want := "LIQUIDADA"
+				if reason != "" {
+					want = "REJEITADA"
+				}
+				e.waitResult(t, ids[client], want)
+			}
+
+			st := ledgertest.ReadState(t, e.db)
+			got := map[string]string{}
+			for client, id := range ids {
+				for _, m := range st.Markers {
+					if m.TransferID == id {
+						got[client] = m.Reason
+					}
+				}
+				// The result event says the same, keyed by the source
+				// account, on the topic of its outcome.
+				var ev *ledgertest.Event
+				for i := range st.Events {
+					if st.Events[i].Payload["transferenciaId"] == id.String() {
+						ev = &st.Events[i]
+					}
+				}
+				switch {
+				case ev == nil:
+					t.Errorf("no result event for the transfer of %q", client)
+				case tc.want[client] != "" && (ev.Topic != ledgertest.Topics.Rejected || ev.Payload["motivo"] != tc.want[client] || ev.Key != "ANA-1"):
+					t.Errorf("result event of %q: %s %v keyed %q, want %s on %s", client, ev.Topic, ev.Payload, ev.Key,
+						tc.want[client], ledgertest.Topics.Rejected)
+				case tc.want[client] == "" && ev.Topic != ledgertest.Topics.Settled:
+					t.Errorf("result event of %q on %s, want %s", client, ev.Topic, ledgertest.Topics.Settled)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("reasons by client mismatch (-want +got):\n%s", diff)
+			}
+			balances := map[string]int64{}
+			for _, a := range st.Accounts {
+				if !a.Funding {
+					balances[a.ID] = a.Balance
+				}
+			}
+			if diff := cmp.Diff(tc.balances, balances); diff != "" {
+				t.Errorf("balances mismatch (-want +got):\n%s", diff)
+			}
+			// The marker records the client each transfer named.
+			var recorded int
+			if err := e.db.QueryRow(context.Background(),
+				`SELECT count(*) FROM processed_transfer WHERE client_id IS NOT DISTINCT FROM NULLIF($1, '') AND transfer_id = $2`,
+				"bruno", ids["bruno"]).Scan(&recorded); err != nil || recorded != 1 {
+				t.Errorf("processed_transfer of bruno's transfer records client bruno: %d rows, %v", recorded, err)
+			}
+			ledgertest.CheckInvariants(t, e.db)
+		})
+	}
+}
