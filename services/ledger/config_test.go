@@ -23,7 +23,8 @@ func TestLedgerOwnershipSetting(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.value, func(t *testing.T) {
 			cfg, err := ledger.ConfigFromEnv(func(k string) string {
-				return map[string]string{"DATABASE_URL": "postgres://x", "LEDGER_OWNERSHIP": tc.value}[k]
+				return map[string]string{"DATABASE_URL": "postgres://x", "LEDGER_OWNERSHIP": tc.value,
+					"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test"}[k]
 			})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)

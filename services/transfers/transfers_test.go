@@ -253,7 +253,7 @@ func TestPostPublishesOneRequestedEvent(t *testing.T) {
 		delete(payload, "eventoId")
 		delete(payload, "ocorridoEm")
 		wantPayload := map[string]any{"transferenciaId": w.id, "contaOrigem": w.source, "contaDestino": w.dest,
-			"valorEmCentavos": w.amount, "moeda": "BRL"}
+			"valorEmCentavos": w.amount, "moeda": "BRL", "clienteId": "client-a"}
 		if diff := cmp.Diff(wantPayload, payload); diff != "" {
 			t.Errorf("payload mismatch (-want +got):\n%s", diff)
 		}

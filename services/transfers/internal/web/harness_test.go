@@ -73,7 +73,7 @@ func authedRouter(tb testing.TB, log *slog.Logger, mount func(chi.Router)) http.
 	iss := authtest.New(tb)
 	r := httpapi.NewRouter(log, nil, nil, nil, iss.Authenticator(tb).Middleware)
 	mount(r)
-	return authtest.WithToken(r, iss.Bearer(tb, "client-a", authtest.AllScopes...))
+	return tokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...))
 }
 
 // Test-only authentication: the headers below become the request's
@@ -227,3 +227,17 @@ func (h *harness) count(tb testing.TB, table string) int {
 const validBody = `{"contaOrigem":"CC-001","contaDestino":"CC-002","valorEmCentavos":30000,"moeda":"BRL"}`
 
 func acceptedBody(id string) string { return `{"id":"` + id + `","status":"PENDENTE"}` + "\n" }
+
+// tokenUnlessNoClient sends bearer with every request that has no
+// Authorization of its own, except those of noClient, which go without a
+// token (and so meet the authentication middleware's 401).
+func tokenUnlessNoClient(h http.Handler, bearer string) http.Handler {
+	withToken := authtest.WithToken(h, bearer)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(headerClient) == noClient {
+			h.ServeHTTP(w, r)
+			return
+		}
+		withToken.ServeHTTP(w, r)
+	})
+}
