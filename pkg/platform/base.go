@@ -62,8 +62,9 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 		Relay: outbox.RelayConfig{
 			BatchSize:    env.Int("OUTBOX_BATCH_SIZE", 500),
 			Workers:      env.Int("OUTBOX_WORKERS", 2),
-			PollInterval: env.Duration("OUTBOX_POLL_INTERVAL", time.Second),
+			PollInterval: env.Duration("OUTBOX_POLL_INTERVAL", 500*time.Millisecond),
 			Lease:        env.Duration("OUTBOX_LEASE", 30*time.Second),
+			SendTimeout:  env.Duration("OUTBOX_SEND_TIMEOUT", 15*time.Second),
 			MaxAttempts:  env.Int("OUTBOX_MAX_ATTEMPTS", 12),
 			BackoffBase:  env.Duration("OUTBOX_BACKOFF_BASE", 500*time.Millisecond),
 			BackoffMax:   env.Duration("OUTBOX_BACKOFF_MAX", time.Minute),
@@ -98,6 +99,9 @@ type Base struct {
 // which closes it.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	log = log.With("service", cfg.Service)
+	if err := cfg.Relay.Validate(); err != nil {
+		return nil, err
+	}
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, int32(min(cfg.DBMaxConns, 1000))) //nolint:gosec // bounded
 	if err != nil {
 		return nil, err
