@@ -3,7 +3,6 @@ package platform
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -131,22 +130,24 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 }
 
 // Ready reports whether the service can work: the database answers, its
-// migrations are applied, and a Kafka broker answers.
+// migrations are applied, and a Kafka broker answers. A failure is an
+// *httpapi.NotReady naming the check ("database", "migrations", "kafka"):
+// /readyz shows the name and logs the cause.
 func (b *Base) Ready(ctx context.Context) error {
 	if err := b.DB.Ping(ctx); err != nil {
-		return fmt.Errorf("database: %w", err)
+		return &httpapi.NotReady{Check: "database", Err: err}
 	}
 	sqlDB := b.DB.SQL()
 	defer sqlDB.Close()
 	pending, err := migrations.Pending(ctx, sqlDB, migrations.ForService(b.Cfg.Service)...)
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return &httpapi.NotReady{Check: "migrations", Err: err}
 	}
 	if pending {
-		return errors.New("migrations: not applied")
+		return &httpapi.NotReady{Check: "migrations", Err: errors.New("not applied")}
 	}
 	if len(b.Cfg.Kafka.Brokers) == 0 {
-		return errors.New("kafka: no brokers configured")
+		return &httpapi.NotReady{Check: "kafka", Err: errors.New("no brokers configured")}
 	}
 	d := net.Dialer{Timeout: time.Second}
 	var lastErr error
@@ -162,7 +163,7 @@ func (b *Base) Ready(ctx context.Context) error {
 		}
 		lastErr = err
 	}
-	return fmt.Errorf("kafka: %w", lastErr)
+	return &httpapi.NotReady{Check: "kafka", Err: lastErr}
 }
 
 // Task is a long-running part of a service; it returns when ctx ends.

@@ -76,8 +76,8 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 func TestOpenAPIStatuses(t *testing.T) {
 	doc := parseOpenAPI(t)
 	want := map[string][]int{
-		"POST /transferencias":     {202, 400, 409, 413, 415, 422, 500},
-		"GET /transferencias/{id}": {200, 400, 404, 500},
+		"POST /transferencias":     {202, 400, 409, 413, 415, 422, 500, 503},
+		"GET /transferencias/{id}": {200, 400, 404, 500, 503},
 		"GET /openapi.yaml":        {200},
 		"GET /healthz":             {200},
 		"GET /readyz":              {200, 503},
