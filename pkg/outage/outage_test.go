@@ -61,7 +61,7 @@ func TestUnavailableOnRealPostgres(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("nothing listens", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}

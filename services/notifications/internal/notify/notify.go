@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paysuite/payments/pkg/outage"
 )
 
 // Notification is the result of a transfer to tell its customer about.
@@ -217,5 +219,7 @@ func (s *Service) Notify(ctx context.Context, n Notification) error {
 		return nil
 	}
 	log.WarnContext(ctx, "notification failed", "attempts", entry.Attempts, "outcome", outcome, "err", sendErr)
-	return fmt.Errorf("notify event %s: %w", n.EventID, sendErr)
+	// A receiver that is down is what the retry topics are for, not an
+	// outage of this service (which the consumer loop waits out).
+	return fmt.Errorf("notify event %s: %w", n.EventID, outage.Exempt(sendErr))
 }
