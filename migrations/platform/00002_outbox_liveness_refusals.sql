@@ -1,6 +1,7 @@
 -- +goose Up
 -- Relay liveness, broker refusals counted apart, DEAD events that hold their
--- key back, and audited operator actions (issue 14).
+-- key back, audited operator actions, and the inbox cleanup's index
+-- (issue 14).
 
 -- lease_owner is the advisory-lock key of the relay instance that holds the
 -- lease (pg_advisory_lock(hashtext('outbox_relay'), lease_owner), session
@@ -35,7 +36,11 @@ CREATE TABLE outbox_audit (
     reason    TEXT        NOT NULL DEFAULT ''
 );
 
+-- Cleanup of processed-event rows by age (inbox.Cleanup).
+CREATE INDEX inbox_event_processed_at ON inbox_event (processed_at);
+
 -- +goose Down
+DROP INDEX inbox_event_processed_at;
 DROP TABLE outbox_audit;
 DROP INDEX outbox_event_dead_key;
 UPDATE outbox_event SET status = 'DEAD' WHERE status = 'DISCARDED';

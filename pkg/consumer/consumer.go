@@ -299,6 +299,12 @@ func (l *loop) process(ctx context.Context, batch []kafka.Message) ([]kafka.Mess
 func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 	if l.level > 0 {
 		if due := DueAt(m); !due.IsZero() {
+			if err := l.dueTooFar(m, due); err != nil {
+				l.cfg.Metrics.observe(l.group, m.Topic, "poison", 0)
+				l.cfg.Logger.ErrorContext(ctx, "retry record due too far ahead; sending it to the DLT", "group", l.group,
+					"topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
+				return l.forward(ctx, m, err, "")
+			}
 			// Pause this retry topic until the record is due; records
 			// behind it were written later and are due later.
 			if !sleep(ctx, due.Sub(l.cfg.Now())) {

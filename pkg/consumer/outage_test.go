@@ -2,6 +2,8 @@ package consumer_test
 
 import (
 	"context"
+	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/netfault"
 	"github.com/paysuite/payments/test/pgtest"
 )
@@ -103,4 +106,37 @@ func committed(t *testing.T, f *fixture) int64 {
 		}
 	}
 	return -1
+}
+
+// A record on a retry topic whose due time lies far beyond the policy's
+// largest delay (a skewed clock, a forged header) does not stall its retry
+// partition: it goes to the DLT as poison, and the records behind it go on.
+func TestRetryRecordDueTooFarAheadIsPoison(t *testing.T) {
+	t.Parallel()
+	pc := policies[1]
+	rt := pc.policy.(consumer.RetryTopics)
+	f := newFixture(t, pc)
+	retryTopic := broker.RetryTopic(f.topic, rt.Delays[0])
+	due := func(at time.Time) []byte { return big.NewInt(at.UnixMilli()).Bytes() }
+	rec := func(v string, at time.Time) kafka.Message {
+		return kafka.Message{Topic: retryTopic, Key: []byte("CC-001"), Value: []byte(v), Headers: []kafka.Header{
+			{Key: events.HeaderEventID, Value: []byte("id-" + v)},
+			{Key: consumer.HeaderDLTOriginalTopic, Value: []byte(f.topic)},
+			{Key: consumer.HeaderRetryBackoffUntil, Value: due(at)},
+		}}
+	}
+	if err := f.writer.WriteMessages(context.Background(),
+		rec("forged", time.Now().Add(time.Hour)), rec("honest", time.Now().Add(100*time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	handled := &recorder{}
+	f.run(t, pc, func(_ context.Context, m kafka.Message) error { handled.record(string(m.Value)); return nil })
+	dlt := readDLT(t, f, 1)[0]
+	if string(dlt.Value) != "forged" || !strings.Contains(consumer.ExceptionMessage(dlt), "ahead") {
+		t.Errorf("DLT record %q (%s), want the forged one with its cause", dlt.Value, consumer.ExceptionMessage(dlt))
+	}
+	waitFor(t, 30*time.Second, "the honest retry handled", func() bool { return handled.count("honest") == 1 })
+	if n := handled.count("forged"); n != 0 {
+		t.Errorf("the forged record was handled %d times", n)
+	}
 }

@@ -40,6 +40,10 @@ type Config struct {
 	// MigrateOnStart applies migrations at start (MIGRATE_ON_START, default
 	// true).
 	MigrateOnStart bool
+	// InboxRetention is how long processed-event rows are kept
+	// (INBOX_RETENTION, default 14 days: longer than a record can come
+	// back).
+	InboxRetention time.Duration
 	// RelayDisabled turns the outbox relay off (OUTBOX_RELAY_ENABLED=false)
 	// when Debezium's outbox router publishes instead. The zero value runs
 	// the relay.
@@ -70,6 +74,7 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 			Retention:    env.Duration("OUTBOX_RETENTION", 7*24*time.Hour),
 		},
 		MigrateOnStart: env.Bool("MIGRATE_ON_START", true),
+		InboxRetention: env.Duration("INBOX_RETENTION", inbox.DefaultRetention),
 		RelayDisabled:  !env.Bool("OUTBOX_RELAY_ENABLED", true),
 	}
 }
@@ -184,6 +189,13 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), tasks ...Task)
 	} else {
 		b.Log.InfoContext(ctx, "outbox relay disabled (OUTBOX_RELAY_ENABLED=false): another publisher reads the outbox")
 	}
+	all = append(all, func(ctx context.Context) error {
+		retention := b.Cfg.InboxRetention
+		if retention <= 0 {
+			retention = inbox.DefaultRetention
+		}
+		return inbox.CleanupLoop(ctx, b.DB, retention, time.Minute, b.Log)
+	})
 	all = append(all, tasks...)
 	errc := make(chan error, len(all))
 	for _, t := range all {

@@ -70,6 +70,7 @@ type Config struct {
 //	OUTBOX_BACKOFF_BASE        500ms           relay retry delay base
 //	OUTBOX_BACKOFF_MAX         1m              relay retry delay cap
 //	OUTBOX_RETENTION           168h            how long published events are kept
+//	INBOX_RETENTION            336h            how long processed-event rows are kept
 //	IDEMPOTENCY_CLAIM_TIMEOUT  30s             longest a stalled request keeps its key in flight
 //
 // Every problem is reported at once.
