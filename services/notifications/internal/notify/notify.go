@@ -72,8 +72,9 @@ type Outcome struct {
 // Store is the notification log.
 type Store interface {
 	// Claim creates the entry of n.EventID (PENDING) if there is none and
-	// holds it locked while attempt runs: a concurrent Claim of the same
-	// event waits and then sees what this one recorded. attempt receives the
+	// holds the event's claim while attempt runs, in no transaction: a
+	// concurrent Claim of the same event waits and then sees what this one
+	// recorded. attempt receives the
 	// entry as it was; when it returns ok = false nothing is recorded,
 	// otherwise its Outcome is recorded (attempts + 1). attempt runs exactly
 	// once per call. Claim returns the entry as left.
@@ -158,8 +159,8 @@ func NewService(store Store, sender Sender, metrics *Metrics, log *slog.Logger) 
 }
 
 // Notify sends n unless its event was already notified. While it sends, the
-// event's log entry stays locked, so a concurrent delivery of the same event
-// waits and then sends nothing.
+// event stays claimed (no transaction is open), so a concurrent delivery of
+// the same event waits and then sends nothing.
 //
 // It returns nil when n was delivered now or before, or when there is no
 // destination for its account (recorded as NO_DESTINATION: a later

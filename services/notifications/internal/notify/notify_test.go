@@ -151,8 +151,9 @@ func TestGetUnknown(t *testing.T) {
 }
 
 // Concurrent deliveries of one event (the main topic and a replay, say)
-// send once: the others wait on the log entry's lock while the first one
-// sends, and then find it delivered. That holds for a new event (the entry
+// send once: the others wait on the event's claim (an advisory lock) while
+// the first one sends, and then find it delivered. The send itself runs in
+// no transaction and holds no row lock. That holds for a new event (the entry
 // is being created) and for one whose earlier attempt failed (the entry
 // exists).
 func TestConcurrentDeliveriesSendOnce(t *testing.T) {
@@ -211,6 +212,14 @@ func TestConcurrentDeliveriesSendOnce(t *testing.T) {
 				return err == nil && requests.Load() == 1 && waiting == deliveries-1,
 					fmt.Sprintf("%d requests in flight, %d deliveries waiting on a lock, err %v", requests.Load(), waiting, err)
 			})
+			var inTx int
+			if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&inTx); err != nil || inTx != 0 {
+				t.Errorf("%d sessions idle in a transaction during the send (err %v), want 0", inTx, err)
+			}
+			if _, err := db.Exec(context.Background(), `SELECT 1 FROM notification WHERE event_id = $1 FOR UPDATE NOWAIT`, n.EventID); err != nil {
+				t.Errorf("the log entry is locked during the send: %v", err)
+			}
 			release <- struct{}{}
 			for range deliveries {
 				if err := <-errs; err != nil {
