@@ -69,6 +69,22 @@ func (m *Metrics) prime(group string, topics []string, p Policy) {
 	for _, t := range topics {
 		m.DLT.WithLabelValues(t)
 	}
+	// The retries each loop can count: attempt n of the blocking policy;
+	// for retry topics, the loop of level i forwards attempt i+1.
+	switch p := p.(type) {
+	case Blocking:
+		for n := 1; n <= p.Retries; n++ {
+			m.Retries.WithLabelValues(group, strconv.Itoa(n))
+		}
+	case RetryTopics:
+		for i := range p.Delays {
+			g := group
+			if i > 0 {
+				g = retryGroup(group, p.Delays[i-1])
+			}
+			m.Retries.WithLabelValues(g, strconv.Itoa(i+1))
+		}
+	}
 }
 
 // waitOutage is called when the handler failed on m with err. If err is an
