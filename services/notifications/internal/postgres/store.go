@@ -71,7 +71,7 @@ func (s *Store) Claim(ctx context.Context, n notify.Notification, channel string
 			err = fmt.Errorf("notification log %s: %w", n.EventID, err)
 		}
 	}()
-	conn, err := s.db.Pool.Acquire(ctx)
+	conn, err := s.db.Acquire(ctx)
 	if err != nil {
 		return notify.Entry{}, fmt.Errorf("acquire connection: %w", err)
 	}
