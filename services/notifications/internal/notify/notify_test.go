@@ -18,10 +18,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/outage"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/notifications/internal/channels"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
+	"github.com/paysuite/payments/test/netfault"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
 )
@@ -237,5 +239,34 @@ func TestConcurrentDeliveriesSendOnce(t *testing.T) {
 				t.Errorf("entry = %+v, want DELIVERED after %d attempt(s)", e, tt.wantAttempts)
 			}
 		})
+	}
+}
+
+// The consumer loop tells an outage of this service's own database (wait
+// it out, never forward the record) from a webhook receiver that is down
+// (the retry topics' business) by outage.Unavailable: Notify's errors must
+// say which is which.
+func TestNotifyErrorsTellOwnOutageFromReceiverDown(t *testing.T) {
+	t.Parallel()
+	dsn, proxy := netfault.PostgresURL(t, pgtest.NewDSN(t, migrations.ForService("notifications")...))
+	db, err := pg.Open(context.Background(), dsn, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close() // nothing listens there any more: connection refused
+	receiverDown := channels.NewWebhook(channels.WebhookConfig{DefaultURL: goneURL, Secret: []byte("0123456789abcdef"), Timeout: 5 * time.Second})
+	svc := notify.NewService(postgres.New(db), receiverDown, nil, slog.New(slog.DiscardHandler))
+
+	err = svc.Notify(context.Background(), notification())
+	if err == nil || outage.Unavailable(err) {
+		t.Errorf("receiver down: Notify = %v, Unavailable = %v; want an error that is not an outage", err, outage.Unavailable(err))
+	}
+	proxy.Cut()
+	err = svc.Notify(context.Background(), notification())
+	if err == nil || !outage.Unavailable(err) {
+		t.Errorf("own database down: Notify = %v, Unavailable = %v; want an outage", err, outage.Unavailable(err))
 	}
 }
