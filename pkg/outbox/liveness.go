@@ -65,15 +65,23 @@ func (l *liveness) owner() (int32, bool) {
 	return k, k != 0
 }
 
-// run holds the lock until ctx ends, replacing a lost connection.
+// run holds the lock until ctx ends, replacing a lost connection. A loss is
+// logged once, not at every reconnection attempt of an outage.
 func (l *liveness) run(ctx context.Context) {
+	held := false
 	for ctx.Err() == nil {
-		err := l.hold(ctx)
+		err := l.hold(ctx, &held)
 		l.key.Store(0)
 		if ctx.Err() != nil {
 			return
 		}
-		l.log.WarnContext(ctx, "outbox relay liveness session lost; its leases are free to other relays", "relay", l.relay, "err", err)
+		if held {
+			l.log.WarnContext(ctx, "outbox relay liveness session lost; its leases are free to other relays, it claims nothing until it has a new one",
+				"relay", l.relay, "err", err)
+			held = false
+		} else {
+			l.log.DebugContext(ctx, "outbox relay liveness session not established", "relay", l.relay, "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -84,7 +92,7 @@ func (l *liveness) run(ctx context.Context) {
 
 // hold connects, takes a free key and checks the connection until it
 // fails or ctx ends. Closing the connection releases the lock.
-func (l *liveness) hold(ctx context.Context) error {
+func (l *liveness) hold(ctx context.Context, held *bool) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	conn, err := pgx.ConnectConfig(cctx, l.connConfig.Copy())
 	cancel()
@@ -112,6 +120,7 @@ func (l *liveness) hold(ctx context.Context) error {
 		return fmt.Errorf("no free liveness key after 10 draws")
 	}
 	l.key.Store(key)
+	*held = true
 	if l.upOnce.CompareAndSwap(false, true) {
 		close(l.up)
 	}

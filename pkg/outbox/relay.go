@@ -141,6 +141,8 @@ type Relay struct {
 	// claims numbers this relay's claims; each claim's lease is
 	// "<name>/<n>", so that no two claims, even of one relay, share one.
 	claims atomic.Uint64
+	// running is set by Run: claims then need the liveness session.
+	running atomic.Bool
 }
 
 // NewRelay returns a relay publishing ob's events through pub. metrics may be
@@ -164,6 +166,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.cfg.Validate(); err != nil {
 		return err
 	}
+	r.running.Store(true)
 	var wg sync.WaitGroup
 	wake := make(chan struct{}, r.cfg.Workers)
 	fanout := func() {
@@ -528,6 +531,9 @@ type lease struct {
 // Run calls it in a loop. Called outside Run, its leases carry no liveness
 // key and end only with time.
 func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
+	if _, live := r.live.owner(); r.running.Load() && !live {
+		return 0, nil // no liveness session (lost, or not yet back): claim nothing
+	}
 	start := time.Now()
 	batch, l, err := r.claim(ctx)
 	if err != nil || len(batch) == 0 {
