@@ -33,6 +33,9 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) tool golangci-lint run --allow-serial-runners $(PKGS)
+	bash test/infra/ensure-promtool.sh
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool check config deploy/prometheus/prometheus.yml
 
 bench:
 	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -benchmem -timeout 60m $(PKGS)

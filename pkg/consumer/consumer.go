@@ -181,6 +181,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Metrics.prime(cfg.Group, cfg.Topics, cfg.Policy)
 	rt, isRetryTopics := cfg.Policy.(RetryTopics)
 	if !isRetryTopics {
 		return (&loop{cfg: cfg, group: cfg.Group, topics: cfg.Topics, level: 0}).run(ctx)
@@ -440,6 +441,12 @@ func (l *loop) process(ctx context.Context, batch []kafka.Message, markers map[p
 func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 	if l.level > 0 {
 		if due := DueAt(m); !due.IsZero() {
+			if err := l.dueTooFar(m, due); err != nil {
+				l.cfg.Metrics.observe(l.group, m.Topic, "poison", 0)
+				l.cfg.Logger.ErrorContext(ctx, "retry record due too far ahead; sending it to the DLT", "group", l.group,
+					"topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", err)
+				return l.forward(ctx, m, err, "")
+			}
 			// Pause this retry topic until the record is due; records
 			// behind it were written later and are due later.
 			if !sleep(ctx, due.Sub(l.cfg.Now())) {
@@ -451,16 +458,25 @@ func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 	// the producer's trace.
 	hctx, span := l.startSpan(ctx, m)
 	defer span.End()
+	waits := 0 // retries while a dependency is unavailable (outage.go)
 	for retry := 0; ; retry++ {
 		start := l.cfg.Now()
 		err := l.cfg.Handler(hctx, m)
 		if err == nil {
+			l.outageOver(ctx, waits)
 			l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
 			return nil
 		}
 		span.RecordError(err)
 		log := l.cfg.Logger.With("group", l.group, "topic", m.Topic, "partition", m.Partition,
 			"offset", m.Offset, "evento_id", broker.Header(m, events.HeaderEventID))
+		if wait, stopped := l.waitOutage(ctx, log, err, &waits); wait {
+			if stopped {
+				return errStopping
+			}
+			retry-- // not an attempt: the record is not at fault
+			continue
+		}
 		if IsPermanent(err) {
 			l.cfg.Metrics.observe(l.group, m.Topic, "poison", l.cfg.Now().Sub(start))
 			log.ErrorContext(ctx, "record cannot be processed; sending it to the DLT", "err", err)

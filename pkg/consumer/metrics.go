@@ -14,6 +14,8 @@ type Metrics struct {
 	DLT       *prometheus.CounterVec
 	Lag       *prometheus.GaugeVec
 	BatchSize prometheus.Histogram
+	// Outage counts the waits for unavailable dependencies (outage.go).
+	Outage outageMetrics
 }
 
 // NewMetrics creates the consumer metrics and registers them on reg (nil:
@@ -38,9 +40,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "consumer_batch_size", Help: "Records per batch handed to a batch handler.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
+		Outage: newOutageMetrics(),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Records, m.Duration, m.Retries, m.DLT, m.Lag, m.BatchSize)
+		reg.MustRegister(m.Outage.Waits, m.Outage.Waiting)
 	}
 	return m
 }

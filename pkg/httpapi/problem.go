@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/paysuite/payments/pkg/outage"
 )
 
 // ProblemTypeBase prefixes every problem type URI.
@@ -120,12 +122,25 @@ type Problem struct {
 // long path is not sent back whole.
 const maxInstanceSize = 256
 
+// RetryAfterSeconds is the Retry-After of every 503: about how long a
+// database failover or restart takes.
+const RetryAfterSeconds = "2"
+
 // WriteError writes err as application/problem+json. An *Error anywhere in
-// err's chain gives its kind; anything else is a 500 that tells the client
-// only "internal error" and logs the cause with the request id.
+// err's chain gives its kind; an outage of a dependency (outage.Unavailable:
+// the database or the broker unreachable) is a 503 with Retry-After, which
+// tells the client to retry the same request (with the same
+// Idempotency-Key); anything else is a 500 that tells the client only
+// "internal error". Both log the cause with the request id; neither shows
+// it to the client.
 func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var e *Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
+	case outage.Unavailable(err):
+		log.WarnContext(r.Context(), "dependency unavailable", "err", err, "method", r.Method, "path", r.URL.Path)
+		e = &Error{Kind: KindUnavailable, Detail: "a dependency is unavailable; retry the same request later"}
+	default:
 		log.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
 		e = &Error{Kind: KindInternal, Detail: "internal error"}
 	}
@@ -144,6 +159,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
+	if p.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", RetryAfterSeconds)
+	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p) //nolint:errchkjson // the client went away; nothing to do
 }

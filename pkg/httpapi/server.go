@@ -108,6 +108,17 @@ func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
 	return m
 }
 
+// NotReady is a failed readiness check. /readyz answers 503 naming Check
+// ("database", "migrations", "kafka") and logs Err; any other error from the
+// ready function gives a bare "not ready".
+type NotReady struct {
+	Check string
+	Err   error
+}
+
+func (e *NotReady) Error() string { return e.Check + ": " + e.Err.Error() }
+func (e *NotReady) Unwrap() error { return e.Err }
+
 // NewRouter returns a chi router with the suite's middleware (request id,
 // panic recovery as a 500 problem, access log and metrics), problem+json
 // answers for unknown routes and methods, and the operational routes:
@@ -146,8 +157,15 @@ func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gathe
 		defer cancel()
 		if ready != nil {
 			if err := ready(ctx); err != nil {
+				// The cause (a driver error: host, user, database) is
+				// logged, never shown: the body names the check only.
 				log.WarnContext(r.Context(), "not ready", "err", err)
-				WriteError(w, r, log, Errorf(KindUnavailable, "not ready: %v", err))
+				detail := "not ready"
+				var nr *NotReady
+				if errors.As(err, &nr) {
+					detail = "not ready: " + nr.Check
+				}
+				WriteError(w, r, log, Errorf(KindUnavailable, "%s", detail))
 				return
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
@@ -162,5 +163,36 @@ func TestDuplicateDeliveryThroughKafka(t *testing.T) {
 	}
 	if n != 1 || effects(t, db) != 2 {
 		t.Fatalf("effects of the duplicated event = %d (total %d); want 1 (total 2)", n, effects(t, db))
+	}
+}
+
+// Cleanup deletes processed-event rows older than the retention, of every
+// consumer, in batches; newer rows stay, so their redeliveries are still
+// duplicates.
+func TestCleanup(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, `
+		INSERT INTO inbox_event (consumer, event_id, processed_at)
+		SELECT c, gen_random_uuid(), now() - (d || ' days')::interval
+		  FROM unnest(ARRAY['a', 'b']) c, unnest(ARRAY[1, 13, 15, 20, 30]) d`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := inbox.Cleanup(ctx, db, inbox.DefaultRetention, 2)
+	if err != nil || n != 6 {
+		t.Fatalf("Cleanup = %d, %v; want 6", n, err)
+	}
+	var left []string
+	rows, err := db.Query(ctx, `SELECT consumer || ':' || round(EXTRACT(EPOCH FROM now() - processed_at) / 86400) FROM inbox_event ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a:1", "a:13", "b:1", "b:13"}, left); diff != "" {
+		t.Errorf("rows left (-want +got):\n%s", diff)
 	}
 }

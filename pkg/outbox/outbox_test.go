@@ -464,19 +464,19 @@ func TestOutboxPoisonEventGoesDead(t *testing.T) {
 		}
 	}
 	waitFor(t, 30*time.Second, "poison event DEAD", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND attempts = 3 AND last_error <> ''`, poisonID) == 1, nil
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND refusals = 3 AND last_error <> ''`, poisonID) == 1, nil
 	})
 	dead, err := e.ob.ListDead(context.Background(), 10)
 	if err != nil || len(dead) != 1 || dead[0].ID != poisonID {
 		t.Fatalf("ListDead = %+v, %v; want the poison event", dead, err)
 	}
 	// Requeue gives it a fresh budget; it dies again, as it must.
-	n, err := e.ob.Requeue(context.Background(), outbox.RequeueFilter{ID: poisonID})
+	n, err := e.ob.Requeue(context.Background(), outbox.RequeueFilter{ID: poisonID}, outbox.Audit{Operator: "test"})
 	if err != nil || n != 1 {
 		t.Fatalf("Requeue = %d, %v; want 1", n, err)
 	}
 	waitFor(t, 30*time.Second, "poison event DEAD again", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND attempts = 3`, poisonID) == 1, nil
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND refusals = 3`, poisonID) == 1, nil
 	})
 }
 

@@ -43,6 +43,10 @@ type Config struct {
 	// MigrateOnStart applies migrations at start (MIGRATE_ON_START, default
 	// true).
 	MigrateOnStart bool
+	// InboxRetention is how long processed-event rows are kept
+	// (INBOX_RETENTION, default 14 days: longer than a record can come
+	// back).
+	InboxRetention time.Duration
 	// RelayDisabled turns the outbox relay off (OUTBOX_RELAY_ENABLED=false)
 	// when Debezium's outbox router publishes instead. The zero value runs
 	// the relay.
@@ -71,14 +75,16 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 		Relay: outbox.RelayConfig{
 			BatchSize:    env.Int("OUTBOX_BATCH_SIZE", 500),
 			Workers:      env.Int("OUTBOX_WORKERS", 2),
-			PollInterval: env.Duration("OUTBOX_POLL_INTERVAL", time.Second),
+			PollInterval: env.Duration("OUTBOX_POLL_INTERVAL", 500*time.Millisecond),
 			Lease:        env.Duration("OUTBOX_LEASE", 30*time.Second),
+			SendTimeout:  env.Duration("OUTBOX_SEND_TIMEOUT", 15*time.Second),
 			MaxAttempts:  env.Int("OUTBOX_MAX_ATTEMPTS", 12),
 			BackoffBase:  env.Duration("OUTBOX_BACKOFF_BASE", 500*time.Millisecond),
 			BackoffMax:   env.Duration("OUTBOX_BACKOFF_MAX", time.Minute),
 			Retention:    env.Duration("OUTBOX_RETENTION", 7*24*time.Hour),
 		},
 		MigrateOnStart: env.Bool("MIGRATE_ON_START", true),
+		InboxRetention: env.Duration("INBOX_RETENTION", inbox.DefaultRetention),
 		RelayDisabled:  !env.Bool("OUTBOX_RELAY_ENABLED", true),
 		Auth:           AuthFromEnv(env),
 	}
@@ -133,6 +139,9 @@ type Base struct {
 // which closes it.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	log = log.With("service", cfg.Service)
+	if err := cfg.Relay.Validate(); err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	authn, err := auth.New(ctx, cfg.Auth, log, reg)
@@ -170,24 +179,26 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 
 // Ready reports whether the service can work: the database answers, its
 // migrations are applied, and a Kafka broker accepts a connection with the
-// service's TLS and SASL settings (a wrong password makes it not ready).
+// service's TLS and SASL settings (a wrong password makes it not ready). A
+// failure is an *httpapi.NotReady naming the check ("database",
+// "migrations", "kafka"): /readyz shows the name and logs the cause.
 func (b *Base) Ready(ctx context.Context) error {
 	if err := b.DB.Ping(ctx); err != nil {
-		return fmt.Errorf("database: %w", err)
+		return &httpapi.NotReady{Check: "database", Err: err}
 	}
 	sqlDB := b.DB.SQL()
 	defer sqlDB.Close()
 	pending, err := migrations.Pending(ctx, sqlDB, migrations.ForService(b.Cfg.Service)...)
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return &httpapi.NotReady{Check: "migrations", Err: err}
 	}
 	if pending {
-		return errors.New("migrations: not applied")
+		return &httpapi.NotReady{Check: "migrations", Err: errors.New("not applied")}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // within the probes' timeout
 	defer cancel()
 	if err := broker.Check(ctx, b.Cfg.Kafka); err != nil {
-		return fmt.Errorf("kafka: %w", err)
+		return &httpapi.NotReady{Check: "kafka", Err: err}
 	}
 	return nil
 }
@@ -214,6 +225,13 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), tasks ...Task)
 	} else {
 		b.Log.InfoContext(ctx, "outbox relay disabled (OUTBOX_RELAY_ENABLED=false): another publisher reads the outbox")
 	}
+	all = append(all, func(ctx context.Context) error {
+		retention := b.Cfg.InboxRetention
+		if retention <= 0 {
+			retention = inbox.DefaultRetention
+		}
+		return inbox.CleanupLoop(ctx, b.DB, retention, time.Minute, b.Log)
+	})
 	all = append(all, tasks...)
 	errc := make(chan error, len(all))
 	for _, t := range all {

@@ -63,12 +63,14 @@ type Config struct {
 //	MIGRATE_ON_START           true            apply migrations at start
 //	OUTBOX_BATCH_SIZE          500             events per relay claim
 //	OUTBOX_WORKERS             2               relay claim-send-mark loops
-//	OUTBOX_POLL_INTERVAL       1s              relay fallback scan period
-//	OUTBOX_LEASE               30s             relay claim lease
+//	OUTBOX_POLL_INTERVAL       500ms           relay fallback scan period
+//	OUTBOX_LEASE               30s             relay claim lease (>= OUTBOX_SEND_TIMEOUT + 2s)
+//	OUTBOX_SEND_TIMEOUT        15s             bound of one relay broker call
 //	OUTBOX_MAX_ATTEMPTS        12              refused sends before an event is DEAD
 //	OUTBOX_BACKOFF_BASE        500ms           relay retry delay base
 //	OUTBOX_BACKOFF_MAX         1m              relay retry delay cap
 //	OUTBOX_RETENTION           168h            how long published events are kept
+//	INBOX_RETENTION            336h            how long processed-event rows are kept
 //	IDEMPOTENCY_CLAIM_TIMEOUT  30s             longest a stalled request keeps its key in flight
 //	AUTH_JWKS_URL | AUTH_JWKS_FILE, AUTH_ISSUER (required), AUTH_AUDIENCE,
 //	RATE_LIMIT_RPS, RATE_LIMIT_BURST            authentication (platform.AuthFromEnv)

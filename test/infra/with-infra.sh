@@ -414,6 +414,10 @@ else
 	fi
 fi
 
+# promtool runs the alert rules' unit tests (deploy/deploytest); a missing
+# one fails them loudly.
+"$ROOT/test/infra/ensure-promtool.sh" || log "promtool: NONE (the alert rule tests will fail)"
+
 # CMD runs in its own process group (set -m) so that a signal to this script
 # can be passed on to CMD and everything it started (go test's test binaries).
 set -m

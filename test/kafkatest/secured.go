@@ -61,8 +61,8 @@ type SecuredBroker struct {
 	// Passwords are the users' passwords, admin's included.
 	Passwords map[string]string
 
-	dir  string
-	cmd  *exec.Cmd
+	dir string
+	cmd *exec.Cmd
 	// done is closed when the broker process has exited, with its Wait
 	// error in exitErr.
 	done    chan struct{}

@@ -43,6 +43,8 @@ var (
 		{"consumer_dlt_records_total", counter, []string{"origin_topic"}},
 		{"consumer_lag", gauge, []string{"group", "partition", "topic"}},
 		{"consumer_batch_size", histogram, nil},
+		{"consumer_dependency_waits_total", counter, []string{"group"}},
+		{"consumer_dependency_waiting", gauge, []string{"group"}},
 	}
 	httpFamilies = []family{
 		{"http_requests_total", counter, []string{"method", "route", "status"}},

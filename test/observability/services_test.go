@@ -41,7 +41,7 @@ func TestServiceObservability(t *testing.T) {
 				{"outbox gauges follow the publisher", checkOutboxGauges},
 				{"service traffic", traffic[service]},
 				{"poison record goes to the DLT", checkPoisonToDLT},
-				{"database failure is retried", checkRetryOnDatabaseFailure},
+				{"database outage is waited out", checkDatabaseOutageWaitedOut},
 				{"metric families", checkFamilies},
 				{"consumer lag per partition", checkLagPerPartition},
 			}
@@ -193,14 +193,17 @@ func checkPoisonToDLT(t *testing.T, h *harness) {
 	h.expectRecord(events.DLT(h.consumed()), func(m kafka.Message) bool { return string(m.Value) == "{not json" })
 }
 
-// checkRetryOnDatabaseFailure cuts the database while a valid record
-// arrives: the handler fails, the retry is counted by attempt, and once the
-// database is back the record is handled.
-func checkRetryOnDatabaseFailure(t *testing.T, h *harness) {
+// checkDatabaseOutageWaitedOut cuts the database while a valid record
+// arrives: the handler fails, the wait is counted (not as a retry attempt,
+// and nothing is dead-lettered), and once the database is back the record
+// is handled.
+func checkDatabaseOutageWaitedOut(t *testing.T, h *harness) {
 	ok := map[string]string{"outcome": "ok"}
 	handled := mustScrape(t, h.url).value("consumer_records_total", ok)
-	retries := map[string]string{"group": h.group, "attempt": "1"}
-	was := mustScrape(t, h.url).value("consumer_retries_total", retries)
+	waits := map[string]string{"group": h.group}
+	was := mustScrape(t, h.url).value("consumer_dependency_waits_total", waits)
+	origin := map[string]string{"origin_topic": h.consumed()}
+	dlt := mustScrape(t, h.url).value("consumer_dlt_records_total", origin)
 
 	h.db.Cut()
 	restored := false
@@ -210,14 +213,19 @@ func checkRetryOnDatabaseFailure(t *testing.T, h *harness) {
 		}
 	}()
 	h.produce(h.validInput())
-	waitMetrics(t, h.url, wait, "a retry counted while the database is cut", func(m metrics) (bool, string) {
-		return m.value("consumer_retries_total", retries) > was, m.series("consumer_retries_total")
+	waitMetrics(t, h.url, wait, "a wait counted while the database is cut", func(m metrics) (bool, string) {
+		return m.value("consumer_dependency_waits_total", waits) > was && m.value("consumer_dependency_waiting", waits) == 1,
+			m.series("consumer_dependency_waits_total") + "; " + m.series("consumer_dependency_waiting")
 	})
 	h.db.Restore()
 	restored = true
-	waitMetrics(t, h.url, wait, "the record handled once the database is back", func(m metrics) (bool, string) {
-		return m.value("consumer_records_total", ok) > handled, m.series("consumer_records_total")
+	m := waitMetrics(t, h.url, wait, "the record handled once the database is back", func(m metrics) (bool, string) {
+		return m.value("consumer_records_total", ok) > handled && m.value("consumer_dependency_waiting", waits) == 0,
+			m.series("consumer_records_total") + "; " + m.series("consumer_dependency_waiting")
 	})
+	if got := m.value("consumer_dlt_records_total", origin); got != dlt {
+		t.Errorf("consumer_dlt_records_total went from %v to %v during a database outage", dlt, got)
+	}
 }
 
 // checkFamilies scrapes /metrics and checks every family the service must
@@ -255,7 +263,7 @@ func checkFamilies(t *testing.T, h *harness) {
 		{"consumer_records_total", map[string]string{"group": h.group, "topic": h.consumed(), "outcome": "ok"}},
 		{"consumer_handler_duration_seconds", map[string]string{"group": h.group, "topic": h.consumed()}},
 		{"consumer_dlt_records_total", map[string]string{"origin_topic": h.consumed()}},
-		{"consumer_retries_total", map[string]string{"group": h.group, "attempt": "1"}},
+		{"consumer_dependency_waits_total", map[string]string{"group": h.group}},
 		{"http_requests_total", map[string]string{"method": "GET", "route": "/readyz", "status": "503"}},
 	}
 	if h.service == "transfers" {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paysuite/payments/pkg/outage"
 )
 
 // Notification is the result of a transfer to tell its customer about.
@@ -70,8 +72,9 @@ type Outcome struct {
 // Store is the notification log.
 type Store interface {
 	// Claim creates the entry of n.EventID (PENDING) if there is none and
-	// holds it locked while attempt runs: a concurrent Claim of the same
-	// event waits and then sees what this one recorded. attempt receives the
+	// holds the event's claim while attempt runs, in no transaction: a
+	// concurrent Claim of the same event waits and then sees what this one
+	// recorded. attempt receives the
 	// entry as it was; when it returns ok = false nothing is recorded,
 	// otherwise its Outcome is recorded (attempts + 1). attempt runs exactly
 	// once per call. Claim returns the entry as left.
@@ -156,8 +159,8 @@ func NewService(store Store, sender Sender, metrics *Metrics, log *slog.Logger) 
 }
 
 // Notify sends n unless its event was already notified. While it sends, the
-// event's log entry stays locked, so a concurrent delivery of the same event
-// waits and then sends nothing.
+// event stays claimed (no transaction is open), so a concurrent delivery of
+// the same event waits and then sends nothing.
 //
 // It returns nil when n was delivered now or before, or when there is no
 // destination for its account (recorded as NO_DESTINATION: a later
@@ -217,5 +220,7 @@ func (s *Service) Notify(ctx context.Context, n Notification) error {
 		return nil
 	}
 	log.WarnContext(ctx, "notification failed", "attempts", entry.Attempts, "outcome", outcome, "err", sendErr)
-	return fmt.Errorf("notify event %s: %w", n.EventID, sendErr)
+	// A receiver that is down is what the retry topics are for, not an
+	// outage of this service (which the consumer loop waits out).
+	return fmt.Errorf("notify event %s: %w", n.EventID, outage.Exempt(sendErr))
 }

@@ -18,10 +18,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/outage"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/notifications/internal/channels"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
+	"github.com/paysuite/payments/test/netfault"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
 )
@@ -151,8 +153,9 @@ func TestGetUnknown(t *testing.T) {
 }
 
 // Concurrent deliveries of one event (the main topic and a replay, say)
-// send once: the others wait on the log entry's lock while the first one
-// sends, and then find it delivered. That holds for a new event (the entry
+// send once: the others wait on the event's claim (an advisory lock) while
+// the first one sends, and then find it delivered. The send itself runs in
+// no transaction and holds no row lock. That holds for a new event (the entry
 // is being created) and for one whose earlier attempt failed (the entry
 // exists).
 func TestConcurrentDeliveriesSendOnce(t *testing.T) {
@@ -212,6 +215,14 @@ func TestConcurrentDeliveriesSendOnce(t *testing.T) {
 				return err == nil && requests.Load() == 1 && waiting == deliveries-1,
 					fmt.Sprintf("%d requests in flight, %d deliveries waiting on a lock, err %v", requests.Load(), waiting, err)
 			})
+			var inTx int
+			if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&inTx); err != nil || inTx != 0 {
+				t.Errorf("%d sessions idle in a transaction during the send (err %v), want 0", inTx, err)
+			}
+			if _, err := db.Exec(context.Background(), `SELECT 1 FROM notification WHERE event_id = $1 FOR UPDATE NOWAIT`, n.EventID); err != nil {
+				t.Errorf("the log entry is locked during the send: %v", err)
+			}
 			release <- struct{}{}
 			for range deliveries {
 				if err := <-errs; err != nil {
@@ -229,5 +240,34 @@ func TestConcurrentDeliveriesSendOnce(t *testing.T) {
 				t.Errorf("entry = %+v, want DELIVERED after %d attempt(s)", e, tt.wantAttempts)
 			}
 		})
+	}
+}
+
+// The consumer loop tells an outage of this service's own database (wait
+// it out, never forward the record) from a webhook receiver that is down
+// (the retry topics' business) by outage.Unavailable: Notify's errors must
+// say which is which.
+func TestNotifyErrorsTellOwnOutageFromReceiverDown(t *testing.T) {
+	t.Parallel()
+	dsn, proxy := netfault.PostgresURL(t, pgtest.NewDSN(t, migrations.ForService("notifications")...))
+	db, err := pg.Open(context.Background(), dsn, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close() // nothing listens there any more: connection refused
+	receiverDown := channels.NewWebhook(channels.WebhookConfig{Default: channels.Destination{URL: goneURL, Secrets: [][]byte{[]byte("0123456789abcdef")}}, Timeout: 5 * time.Second})
+	svc := notify.NewService(postgres.New(db), receiverDown, nil, slog.New(slog.DiscardHandler))
+
+	err = svc.Notify(context.Background(), notification())
+	if err == nil || outage.Unavailable(err) {
+		t.Errorf("receiver down: Notify = %v, Unavailable = %v; want an error that is not an outage", err, outage.Unavailable(err))
+	}
+	proxy.Cut()
+	err = svc.Notify(context.Background(), notification())
+	if err == nil || !outage.Unavailable(err) {
+		t.Errorf("own database down: Notify = %v, Unavailable = %v; want an outage", err, outage.Unavailable(err))
 	}
 }

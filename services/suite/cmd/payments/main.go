@@ -5,7 +5,8 @@
 //	payments topics create     create the Kafka topics of CONTRACTS.md
 //	payments migrate           apply a service's database migrations
 //	payments outbox list-dead  list DEAD outbox events of a service
-//	payments outbox requeue    move DEAD outbox events back to PENDING
+//	payments outbox requeue    move DEAD outbox events back to PENDING (audited)
+//	payments outbox discard    drop a DEAD outbox event for good (audited)
 //	payments dlt list|replay   inspect and replay dead-letter topics
 //	payments probe URL         exit 0 when URL answers 200 (container health checks)
 //	payments auth keygen       make the suite's own Ed25519 token signing key and JWKS
@@ -61,7 +62,8 @@ commands:
   topics create          create the Kafka topics (idempotent)
   migrate                apply a service's database migrations
   outbox list-dead       list DEAD outbox events of a service's database
-  outbox requeue         requeue DEAD outbox events (by id, topic or type)
+  outbox requeue         requeue DEAD outbox events (by id, topic or type; audited)
+  outbox discard         drop a DEAD outbox event for good (by id; audited)
   dlt list               list records of a dead-letter topic
   dlt replay             replay dead-letter records to their original topic
   probe URL              exit 0 when URL answers 200
@@ -118,6 +120,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return outboxListDead(ctx, r, getenv, stdout)
 		case "requeue":
 			return outboxRequeue(ctx, r, getenv, stdout)
+		case "discard":
+			return outboxDiscard(ctx, r, getenv, stdout)
 		}
 		return usageError{"outbox: unknown subcommand " + s}
 	case "dlt":

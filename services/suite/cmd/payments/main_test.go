@@ -61,6 +61,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		{"outbox", "--help"},
 		{"outbox", "list-dead", "--help"},
 		{"outbox", "requeue", "--help"},
+		{"outbox", "discard", "--help"},
 		{"dlt", "--help"},
 		{"dlt", "list", "--help"},
 		{"dlt", "replay", "--help"},
@@ -105,6 +106,9 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"auth", "token", "--client", "c"}, 2, "--scopes is required"},
 		{[]string{"auth", "token", "--client", "c", "--scopes", "contas:ler", "--ttl", "-1h"}, 2, "--ttl must be positive"},
 		{[]string{"auth", "token", "--client", "c", "--scopes", "contas:ler", "--key", "/nonexistent/key.jwk"}, 1, "payments auth keygen makes one"},
+		{[]string{"outbox", "requeue", "--id", "8a1c6f0e-5b7a-4a8e-9c1e-2f3d4b5a6c7d", "--database-url-file", "/dev/null"}, 2, "the action is audited"},
+		{[]string{"outbox", "discard", "--database-url-file", "/dev/null"}, 2, "give --id"},
+		{[]string{"outbox", "discard", "--id", "8a1c6f0e-5b7a-4a8e-9c1e-2f3d4b5a6c7d", "--database-url-file", "/dev/null"}, 2, "the action is audited"},
 		{[]string{"outbox", "list-dead", "--limit", "many"}, 2, "invalid value"},
 		{[]string{"outbox", "list-dead", "extra"}, 2, "unexpected argument"},
 		{[]string{"migrate", "--service", "bank"}, 2, "--service must be one of"},
@@ -177,7 +181,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 	}
 	// The state the relay leaves after the broker refused it for good.
 	if _, err := pool.Exec(context.Background(),
-		`UPDATE outbox_event SET status = 'DEAD', attempts = 12, last_error = 'kafka: Message Size Too Large' WHERE id = $1`, id); err != nil {
+		`UPDATE outbox_event SET status = 'DEAD', attempts = 12, refusals = 12, last_error = 'kafka: Message Size Too Large' WHERE id = $1`, id); err != nil {
 		t.Fatalf("make the event DEAD: %v", err)
 	}
 
@@ -186,18 +190,19 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("list-dead: exit %d: %v", code, err)
 		}
-		row := regexp.MustCompile(`(?m)^` + id.String() + `\s+` + regexp.QuoteMeta(topic) + `\s+CC-001\s+TransferenciaLiquidada\s+12\s+\S+\s+kafka: Message Size Too Large$`)
+		row := regexp.MustCompile(`(?m)^` + id.String() + `\s+` + regexp.QuoteMeta(topic) + `\s+CC-001\s+TransferenciaLiquidada\s+12\s+12\s+\S+\s+kafka: Message Size Too Large$`)
 		if !row.MatchString(stdout) || !strings.Contains(stdout, "1 dead event(s)") {
 			t.Errorf("list-dead output does not show the event as a row:\n%s", stdout)
 		}
 	})
 
 	t.Run("requeue by id", func(t *testing.T) {
-		code, stdout, _, err := cli(t, env, "outbox", "requeue", "--id", id.String())
+		code, stdout, _, err := cli(t, env, "outbox", "requeue", "--id", id.String(),
+			"--operator", "alice", "--reason", "OPS-7")
 		if code != 0 {
 			t.Fatalf("requeue: exit %d: %v", code, err)
 		}
-		if !strings.Contains(stdout, "1 event(s) requeued") {
+		if !strings.Contains(stdout, "1 event(s) requeued") || !strings.Contains(stdout, `operator="alice" action=requeue`) {
 			t.Errorf("requeue output: %q", stdout)
 		}
 		var status string
@@ -266,9 +271,35 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 	})
 
 	t.Run("requeue with nothing DEAD fails", func(t *testing.T) {
-		code, stdout, _, err := cli(t, env, "outbox", "requeue", "--id", id.String())
+		code, stdout, _, err := cli(t, map[string]string{"DATABASE_URL": dsn, "USER": "bob"}, "outbox", "requeue", "--id", id.String())
 		if code != 1 || err == nil || !strings.Contains(err.Error(), "no DEAD event matched") {
 			t.Errorf("exit %d, err %v; want exit 1, no DEAD event matched (stdout %q)", code, err, stdout)
+		}
+	})
+
+	t.Run("discard by id, audited", func(t *testing.T) {
+		if _, err := pool.Exec(context.Background(), `UPDATE outbox_event SET status = 'DEAD' WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, _, err := cli(t, map[string]string{"DATABASE_URL": dsn, "USER": "carol"}, "outbox", "discard", "--id", id.String(), "--reason", "duplicate")
+		if code != 0 || !strings.Contains(stdout, `operator="carol" action=discard`) {
+			t.Fatalf("discard: exit %d, %v, stdout %q", code, err, stdout)
+		}
+		var got []string
+		rows, err := pool.Query(context.Background(), `SELECT operator || ' ' || action || ' ' || reason FROM outbox_audit ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"alice requeue OPS-7", "carol discard duplicate"}, got); diff != "" {
+			t.Errorf("outbox_audit (-want +got):\n%s", diff)
+		}
+		var status string
+		if err := pool.QueryRow(context.Background(), `SELECT status FROM outbox_event WHERE id = $1`, id).Scan(&status); err != nil || status != "DISCARDED" {
+			t.Errorf("status after discard = %q, %v; want DISCARDED", status, err)
 		}
 	})
 }

@@ -191,9 +191,9 @@ func outboxListDead(ctx context.Context, args []string, getenv func(string) stri
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTOPIC\tKEY\tTYPE\tATTEMPTS\tENQUEUED\tLAST ERROR")
+	fmt.Fprintln(tw, "ID\tTOPIC\tKEY\tTYPE\tATTEMPTS\tREFUSALS\tENQUEUED\tLAST ERROR")
 	for _, d := range dead {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Topic, d.Key, d.Type, d.Attempts,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.ID, d.Topic, d.Key, d.Type, d.Attempts, d.Refusals,
 			d.EnqueuedAt.UTC().Format(time.RFC3339), oneLine(d.LastError, 80))
 	}
 	if err := tw.Flush(); err != nil {
@@ -203,12 +203,37 @@ func outboxListDead(ctx context.Context, args []string, getenv func(string) stri
 	return nil
 }
 
+// auditFlags adds the flags every audited operator command takes.
+func auditFlags(fs *flag.FlagSet) (operator, reason *string) {
+	operator = fs.String("operator", "", "who does this, for the audit (default $PAYMENTS_OPERATOR, then $USER)")
+	reason = fs.String("reason", "", "why, for the audit (a ticket, a sentence)")
+	return operator, reason
+}
+
+func audit(operator, reason string, getenv func(string) string) (outbox.Audit, error) {
+	operator = orEnv(operator, "PAYMENTS_OPERATOR", getenv)
+	operator = orEnv(operator, "USER", getenv)
+	if operator == "" {
+		return outbox.Audit{}, usageError{"--operator, $PAYMENTS_OPERATOR or $USER is required: the action is audited"}
+	}
+	return outbox.Audit{Operator: operator, Reason: reason}, nil
+}
+
+// auditLine prints what was done, by whom, when: the same facts the
+// outbox_audit table keeps.
+func auditLine(stdout io.Writer, action string, a outbox.Audit, what string, n int64) error {
+	_, err := fmt.Fprintf(stdout, "audit: at=%s operator=%q action=%s %s events=%d reason=%q\n",
+		time.Now().UTC().Format(time.RFC3339), a.Operator, action, what, n, a.Reason)
+	return err
+}
+
 func outboxRequeue(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("outbox requeue", "outbox requeue [--database-url-file FILE] (--id UUID | --topic T | --type T)", stdout)
+	fs := newFlags("outbox requeue", "outbox requeue [--database-url-file FILE] (--id UUID | --topic T | --type T) [--operator NAME] [--reason TEXT]", stdout)
 	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
 	id := fs.String("id", "", "requeue this event")
 	topic := fs.String("topic", "", "requeue every DEAD event of this topic")
 	typ := fs.String("type", "", "requeue every DEAD event of this type")
+	operator, reason := auditFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -224,19 +249,60 @@ func outboxRequeue(ctx context.Context, args []string, getenv func(string) strin
 	if f.ID == uuid.Nil && f.Topic == "" && f.Type == "" {
 		return usageError{"outbox requeue: give --id, --topic or --type"}
 	}
+	a, err := audit(*operator, *reason, getenv)
+	if err != nil {
+		return err
+	}
 	db, err := openDB(ctx, *dbURL, getenv)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	n, err := outbox.New(db).Requeue(ctx, f)
+	n, err := outbox.New(db).Requeue(ctx, f, a)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
 		return errors.New("no DEAD event matched")
 	}
-	_, err = fmt.Fprintf(stdout, "%d event(s) requeued; the service's relay publishes them\n", n)
+	if err := auditLine(stdout, "requeue", a, fmt.Sprintf("id=%q topic=%q type=%q", *id, f.Topic, f.Type), n); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%d event(s) requeued; the service's relay publishes them before the later events of their keys\n", n)
+	return err
+}
+
+func outboxDiscard(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := newFlags("outbox discard", "outbox discard [--database-url-file FILE] --id UUID [--operator NAME] [--reason TEXT]", stdout)
+	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
+	id := fs.String("id", "", "the DEAD event to drop for good")
+	operator, reason := auditFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *id == "" {
+		return usageError{"outbox discard: give --id"}
+	}
+	u, err := uuid.Parse(*id)
+	if err != nil {
+		return usageError{"--id: not a UUID"}
+	}
+	a, err := audit(*operator, *reason, getenv)
+	if err != nil {
+		return err
+	}
+	db, err := openDB(ctx, *dbURL, getenv)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := outbox.New(db).Discard(ctx, u, a); err != nil {
+		return err
+	}
+	if err := auditLine(stdout, "discard", a, fmt.Sprintf("id=%q", *id), 1); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, "event discarded; the later events of its key go on")
 	return err
 }
 

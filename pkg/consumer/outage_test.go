@@ -1,0 +1,142 @@
+package consumer_test
+
+import (
+	"context"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/test/netfault"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+// While the handler's database is unreachable, its records are neither
+// dead-lettered nor forwarded to a retry topic, however long it lasts (well
+// past the policy's attempts), and their offsets are not committed; once the
+// database is back, they are handled, in order, and committed.
+func testWaitsOutDatabaseOutage(t *testing.T, pc policyCase) {
+	f := newFixture(t, pc)
+	dsn, proxy := netfault.PostgresURL(t, pgtest.NewDSN(t))
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = time.Second
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE handled (v text PRIMARY KEY, at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut() // the database "stops"
+	f.produce(t, "a", "b")
+	rec := &recorder{}
+	f.run(t, pc, func(ctx context.Context, m kafka.Message) error {
+		rec.record(string(m.Value))
+		_, err := pool.Exec(ctx, `INSERT INTO handled (v) VALUES ($1) ON CONFLICT DO NOTHING`, string(m.Value))
+		return err
+	})
+	// Far more tries than the policy allows a failing record.
+	waitFor(t, 60*time.Second, "the record tried through the outage", func() bool { return rec.count("a") >= 3*pc.attempts })
+	if end := dltEnd(t, f); end != 0 {
+		t.Fatalf("%d records dead-lettered during a database outage", end)
+	}
+	if rt, ok := pc.policy.(consumer.RetryTopics); ok {
+		for _, d := range rt.Delays {
+			if end := lastOffset(t, f, broker.RetryTopic(f.topic, d)); end != 0 {
+				t.Fatalf("%d records forwarded to %s during a database outage", end, broker.RetryTopic(f.topic, d))
+			}
+		}
+	}
+	if n := rec.count("b"); n != 0 {
+		t.Fatalf("b handled %d times while a waited: the partition must hold", n)
+	}
+	if off := committed(t, f); off > 0 {
+		t.Fatalf("offset %d committed before any record was handled", off)
+	}
+	proxy.Restore()
+	waitFor(t, 30*time.Second, "both records handled after the outage", func() bool {
+		var n int
+		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM handled`).Scan(&n)
+		return n == 2
+	})
+	waitFor(t, 30*time.Second, "offsets committed after handling", func() bool { return committed(t, f) == 2 })
+	if end := dltEnd(t, f); end != 0 {
+		t.Errorf("%d records dead-lettered", end)
+	}
+}
+
+func lastOffset(t *testing.T, f *fixture, topic string) int64 {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", f.kcfg.Brokers[0], topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	last, err := conn.ReadLastOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+// committed returns the group's committed offset of partition 0 of the
+// main topic (-1: none).
+func committed(t *testing.T, f *fixture) int64 {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(f.kcfg.Brokers...)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: f.group, Topics: map[string][]int{f.topic: {0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Topics[f.topic] {
+		if p.Partition == 0 {
+			return p.CommittedOffset
+		}
+	}
+	return -1
+}
+
+// A record on a retry topic whose due time lies far beyond the policy's
+// largest delay (a skewed clock, a forged header) does not stall its retry
+// partition: it goes to the DLT as poison, and the records behind it go on.
+func TestRetryRecordDueTooFarAheadIsPoison(t *testing.T) {
+	t.Parallel()
+	pc := policies[1]
+	rt := pc.policy.(consumer.RetryTopics)
+	f := newFixture(t, pc)
+	retryTopic := broker.RetryTopic(f.topic, rt.Delays[0])
+	due := func(at time.Time) []byte { return big.NewInt(at.UnixMilli()).Bytes() }
+	rec := func(v string, at time.Time) kafka.Message {
+		return kafka.Message{Topic: retryTopic, Key: []byte("CC-001"), Value: []byte(v), Headers: []kafka.Header{
+			{Key: events.HeaderEventID, Value: []byte("id-" + v)},
+			{Key: consumer.HeaderDLTOriginalTopic, Value: []byte(f.topic)},
+			{Key: consumer.HeaderRetryBackoffUntil, Value: due(at)},
+		}}
+	}
+	if err := f.writer.WriteMessages(context.Background(),
+		rec("forged", time.Now().Add(time.Hour)), rec("honest", time.Now().Add(100*time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	handled := &recorder{}
+	f.run(t, pc, func(_ context.Context, m kafka.Message) error { handled.record(string(m.Value)); return nil })
+	dlt := readDLT(t, f, 1)[0]
+	if string(dlt.Value) != "forged" || !strings.Contains(consumer.ExceptionMessage(dlt), "ahead") {
+		t.Errorf("DLT record %q (%s), want the forged one with its cause", dlt.Value, consumer.ExceptionMessage(dlt))
+	}
+	waitFor(t, 30*time.Second, "the honest retry handled", func() bool { return handled.count("honest") == 1 })
+	if n := handled.count("forged"); n != 0 {
+		t.Errorf("the forged record was handled %d times", n)
+	}
+}

@@ -1,0 +1,106 @@
+package platform_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/netfault"
+	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/poll"
+)
+
+// /readyz names the failing check and never the driver's error (host,
+// port, user, database), which goes to the log instead.
+func TestReadyzNamesTheCheckNotTheDriverError(t *testing.T) {
+	t.Parallel()
+	dsn, dbProxy := netfault.PostgresURL(t, pgtest.NewDSN(t, migrations.ForService("transfers")...))
+	kafkaProxy := netfault.NewProxy(t, kafkatest.Brokers(t)[0])
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))
+	b, err := platform.Open(context.Background(), platform.Config{
+		Service: "transfers", DatabaseURL: dsn, DBMaxConns: 4, MigrateOnStart: true,
+		Kafka: broker.Config{Brokers: []string{kafkaProxy.Addr()}},
+	}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	srv := httptest.NewServer(b.Router)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(dsn)
+	secrets := []string{dbProxy.Addr(), kafkaProxy.Addr(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), "dial", "refused"}
+
+	readyz := func() (int, httpapi.Problem, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/readyz", nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		var p httpapi.Problem
+		_ = json.Unmarshal(body, &p)
+		return res.StatusCode, p, string(body)
+	}
+	if status, _, body := readyz(); status != http.StatusOK {
+		t.Fatalf("/readyz before any fault: %d %s", status, body)
+	}
+	for _, tc := range []struct {
+		check string
+		proxy *netfault.Proxy
+	}{
+		{"database", dbProxy},
+		{"kafka", kafkaProxy},
+	} {
+		t.Run(tc.check, func(t *testing.T) {
+			tc.proxy.Cut()
+			defer tc.proxy.Restore()
+			var p httpapi.Problem
+			var body string
+			poll.Until(t, 10*time.Second, "/readyz 503", func() (bool, string) {
+				var status int
+				status, p, body = readyz()
+				return status == http.StatusServiceUnavailable, body
+			})
+			if want := "not ready: " + tc.check; p.Detail != want {
+				t.Errorf("detail = %q, want %q", p.Detail, want)
+			}
+			for _, s := range secrets {
+				if s != "" && strings.Contains(body, s) {
+					t.Errorf("/readyz body shows %q: %s", s, body)
+				}
+			}
+		})
+	}
+	if !strings.Contains(logs.String(), "not ready") {
+		t.Errorf("the cause was not logged:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
