@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/platform"
@@ -35,6 +36,7 @@ func TestReadyzNamesTheCheckNotTheDriverError(t *testing.T) {
 	b, err := platform.Open(context.Background(), platform.Config{
 		Service: "transfers", DatabaseURL: dsn, DBMaxConns: 4, MigrateOnStart: true,
 		Kafka: broker.Config{Brokers: []string{kafkaProxy.Addr()}},
+		Auth:  authtest.New(t).Config(),
 	}, log)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ func TestACLGroupsAreTheServicesGroups(t *testing.T) {
 		m := map[string]string{
 			"DATABASE_URL": "postgres://u@localhost/db", "NOTIFY_CHANNEL": "webhook",
 			"WEBHOOK_DEFAULT_URL": "http://localhost:9999/hook", "WEBHOOK_SECRET": "0123456789abcdef0123",
+			"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test",
 		}
 		for k, v := range extra {
 			m[k] = v

@@ -215,7 +215,9 @@ func requested(topic string, id uuid.UUID, from, to string, cents int64) kafka.M
 
 func analysed(topic string, id uuid.UUID, from, to string, cents int64) kafka.Message {
 	ev := uuid.New()
-	return record(topic, from, events.TypeAnalysed, ev, events.Analysed{EventID: ev, TransferID: id,
+	// The client is the one the harness's token names, so the accounts it
+	// opened (their titular) are its own to debit.
+	return record(topic, from, events.TypeAnalysed, ev, events.Analysed{EventID: ev, TransferID: id, ClientID: "observability",
 		SourceAccount: from, DestAccount: to, AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC()})
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/ledger"
@@ -79,6 +81,11 @@ func startSuite(tb testing.TB) *suite {
 				}, err
 			}},
 	}
+	// Every HTTP call of the suite carries one client's token with every
+	// scope: accounts are opened as that client, so its transfers may
+	// debit them.
+	iss := authtest.New(tb)
+	bearer = iss.Bearer(tb, "secure-client", authtest.AllScopes...)
 	out := make([]*service, len(specs))
 	for i, sp := range specs {
 		dsn := pgtest.NewDSN(tb, migrations.ForService(sp.name)...)
@@ -86,6 +93,7 @@ func startSuite(tb testing.TB) *suite {
 		env["HTTP_ADDR"] = "127.0.0.1:0"
 		env["DATABASE_URL"] = dsn
 		env["DATABASE_MAX_CONNS"] = "5"
+		maps.Copy(env, iss.Env())
 		for k, v := range sp.extra {
 			env[k] = v
 		}
@@ -143,6 +151,9 @@ func startSuite(tb testing.TB) *suite {
 // call is the one place the tests speak HTTP to the services: method on
 // url, with key as Idempotency-Key when not empty and body as JSON when not
 // nil. It returns the status and the body.
+// bearer is the Authorization of every call (startSuite sets it).
+var bearer string
+
 func call(ctx context.Context, method, url, key string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
@@ -164,6 +175,7 @@ func call(ctx context.Context, method, url, key string, body any) (int, []byte, 
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	req.Header.Set("Authorization", bearer)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -44,9 +44,7 @@ func TestDatabaseOutageAnswers503WithRetryAfter(t *testing.T) {
 	db := pg.Wrap(pool)
 	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "test", nil), 0)
 	log := slog.New(slog.DiscardHandler)
-	r := httpapi.NewRouter(log, nil, nil, nil)
-	web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount(r)
-	srv := httptest.NewServer(r)
+	srv := httptest.NewServer(authedRouter(t, log, web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount))
 	t.Cleanup(srv.Close)
 	h := &harness{url: srv.URL, pool: pool}
 
