@@ -65,8 +65,7 @@ func (s *scoped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, ok := FromContext(r.Context())
 	if !ok {
 		// Mounted on a router without the Authenticator: fail closed.
-		w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`"`)
-		httpapi.WriteError(w, r, s.log, httpapi.Errorf(httpapi.KindUnauthorized, "a bearer token is required (Authorization: Bearer <token>)"))
+		Unauthenticated(w, r, s.log)
 		return
 	}
 	needed := strings.Fields(s.scope)

@@ -251,7 +251,7 @@ func traced(next http.Handler) http.Handler {
 		method := methodLabel(r.Method)
 		ctx, span := tracing.Tracer().Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := NewStatusRecorder(w)
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			span.SetName(method + " " + rc.RoutePattern())
@@ -281,19 +281,30 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-type statusWriter struct {
+// StatusRecorder is a ResponseWriter that remembers the status code
+// written, for middleware and handlers that log or count it.
+type StatusRecorder struct {
 	http.ResponseWriter
 	status int
 }
 
-func (s *statusWriter) WriteHeader(code int) {
+// NewStatusRecorder wraps w.
+func NewStatusRecorder(w http.ResponseWriter) *StatusRecorder { return &StatusRecorder{ResponseWriter: w} }
+
+// Status is the status code written so far (200 once a body was written
+// without one), or 0 when nothing was written.
+func (s *StatusRecorder) Status() int { return s.status }
+
+// WriteHeader implements http.ResponseWriter.
+func (s *StatusRecorder) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusWriter) Write(b []byte) (int, error) {
+// Write implements http.ResponseWriter.
+func (s *StatusRecorder) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
@@ -304,7 +315,7 @@ func access(log *slog.Logger, m *HTTPMetrics) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			sw := &statusWriter{ResponseWriter: w}
+			sw := NewStatusRecorder(w)
 			next.ServeHTTP(sw, r)
 			route := routeLabel(r)
 			method := methodLabel(r.Method)

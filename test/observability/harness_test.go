@@ -31,6 +31,7 @@ import (
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/netfault"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
 )
@@ -47,7 +48,7 @@ type harness struct {
 	// service's outbox.
 	probeTopic string
 
-	db     *tcpProxy
+	db     *netfault.Proxy
 	kafka  *kafkatest.Dialer
 	pool   *pgxpool.Pool // direct, not through the proxy
 	writer *kafka.Writer // the test's producer, never cut
@@ -72,7 +73,7 @@ func start(t *testing.T, service string) *harness {
 	if err != nil {
 		t.Fatalf("parse DSN: %v", err)
 	}
-	h.db = newTCPProxy(t, u.Host)
+	h.db = netfault.NewProxy(t, u.Host)
 	proxied := *u
 	proxied.Host = h.db.Addr()
 

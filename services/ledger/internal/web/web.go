@@ -107,14 +107,14 @@ type depositRequest struct {
 // openAccount and deposit are audited writes that need a principal in the
 // request context (pkg/auth).
 func (h *Handler) openAccount(w http.ResponseWriter, r *http.Request) {
-	h.audited(w, r, "account.open", h.openAccountAs)
+	auth.Audited(h.log, "account.open", h.openAccountAs)(w, r)
 }
 
 func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
-	h.audited(w, r, "account.deposit", h.depositAs)
+	auth.Audited(h.log, "account.deposit", h.depositAs)(w, r)
 }
 
-func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
+func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord) {
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -126,7 +126,7 @@ func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.P
 		return
 	}
 	if ledger.ValidAccountID(req.ID) {
-		audit.resource("account_id", req.ID)
+		audit.Resource("account_id", req.ID)
 	}
 	holder := p.Subject
 	if req.Holder != nil {
@@ -159,21 +159,21 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, accountResponse(a))
 }
 
-func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
+func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord) {
 	id, err := httpapi.PathParam(r, "id")
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	if ledger.ValidAccountID(id) {
-		audit.resource("account_id", id)
+		audit.Resource("account_id", id)
 	}
 	key, err := httpapi.IdempotencyKey(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	audit.resource("deposit_id", key)
+	audit.Resource("deposit_id", key)
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)

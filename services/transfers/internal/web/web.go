@@ -104,16 +104,16 @@ func DecodeRequest(body []byte) (transfer.Request, error) {
 // create is an audited write, get a read; both need a principal in the
 // request context (pkg/auth).
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
-	h.audited(w, r, "transfer.create", h.createAs)
+	auth.Audited(h.log, "transfer.create", h.createAs)(w, r)
 }
 
-func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auditRecord) {
+func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord) {
 	id, err := httpapi.IdempotencyKey(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	audit.resource("transfer_id", id)
+	audit.Resource("transfer_id", id)
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -154,7 +154,7 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	p, ok := auth.FromContext(r.Context())
 	if !ok {
-		unauthenticated(w, r)
+		auth.Unauthenticated(w, r, h.log)
 		return
 	}
 	raw, err := httpapi.PathParam(r, "id")
