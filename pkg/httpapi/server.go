@@ -289,7 +289,9 @@ type StatusRecorder struct {
 }
 
 // NewStatusRecorder wraps w.
-func NewStatusRecorder(w http.ResponseWriter) *StatusRecorder { return &StatusRecorder{ResponseWriter: w} }
+func NewStatusRecorder(w http.ResponseWriter) *StatusRecorder {
+	return &StatusRecorder{ResponseWriter: w}
+}
 
 // Status is the status code written so far (200 once a body was written
 // without one), or 0 when nothing was written.
