@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -55,6 +55,31 @@ type Config struct {
 	// (AUTH_JWKS_URL or AUTH_JWKS_FILE, AUTH_ISSUER, AUTH_AUDIENCE,
 	// RATE_LIMIT_RPS, RATE_LIMIT_BURST). There is no way to turn it off.
 	Auth auth.Config
+	// ShutdownDrain is how long the service keeps serving, /readyz
+	// unready, once asked to stop (SHUTDOWN_DRAIN, default
+	// DefaultShutdownDrain): longer than a load balancer's probe period, so
+	// that it stops sending requests before the listener closes. Zero
+	// closes the listener at once.
+	ShutdownDrain time.Duration
+}
+
+// DefaultShutdownDrain is SHUTDOWN_DRAIN's default: longer than the
+// readiness probe period of the Kubernetes manifests (5 s) and of most load
+// balancers' health checks.
+const DefaultShutdownDrain = 5 * time.Second
+
+// MaxShutdownDrain bounds SHUTDOWN_DRAIN: the drain, the HTTP shutdown
+// timeout and the consumers' last batch must fit in the orchestrator's
+// grace period (45 s in deploy/k8s) before it kills the process.
+const MaxShutdownDrain = time.Minute
+
+// ValidateShutdownDrain refuses a negative drain or one above
+// MaxShutdownDrain.
+func ValidateShutdownDrain(d time.Duration) error {
+	if d < 0 || d > MaxShutdownDrain {
+		return fmt.Errorf("SHUTDOWN_DRAIN: %s is outside [0, %s]", d, MaxShutdownDrain)
+	}
+	return nil
 }
 
 // ConfigFromEnv reads the common configuration of service, listening on
@@ -87,7 +112,14 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 		InboxRetention: env.Duration("INBOX_RETENTION", inbox.DefaultRetention),
 		RelayDisabled:  !env.Bool("OUTBOX_RELAY_ENABLED", true),
 		Auth:           AuthFromEnv(env),
+		ShutdownDrain:  shutdownDrainFromEnv(env),
 	}
+}
+
+func shutdownDrainFromEnv(env *Env) time.Duration {
+	d := env.Duration("SHUTDOWN_DRAIN", DefaultShutdownDrain)
+	env.Check(ValidateShutdownDrain(d))
+	return d
 }
 
 // AuthFromEnv reads the authentication configuration and records its
@@ -131,6 +163,8 @@ type Base struct {
 	// through auth.Mount with their scopes.
 	Auth *auth.Authenticator
 
+	// stopping is set once Run begins to stop: /readyz answers 503.
+	stopping  atomic.Bool
 	closeOnce sync.Once
 }
 
@@ -140,6 +174,9 @@ type Base struct {
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	log = log.With("service", cfg.Service)
 	if err := cfg.Relay.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ValidateShutdownDrain(cfg.ShutdownDrain); err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
@@ -177,12 +214,20 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	return b, nil
 }
 
-// Ready reports whether the service can work: the database answers, its
-// migrations are applied, and a Kafka broker accepts a connection with the
-// service's TLS and SASL settings (a wrong password makes it not ready). A
-// failure is an *httpapi.NotReady naming the check ("database",
-// "migrations", "kafka"): /readyz shows the name and logs the cause.
+// CheckShuttingDown is the readiness check that fails from the moment Run
+// begins to stop: load balancers stop sending requests during the drain.
+const CheckShuttingDown = "shutting-down"
+
+// Ready reports whether the service can work: it is not stopping, the
+// database answers, its migrations are applied, and a Kafka broker accepts
+// a connection with the service's TLS and SASL settings (a wrong password
+// makes it not ready). A failure is an *httpapi.NotReady naming the check
+// ("shutting-down", "database", "migrations", "kafka"): /readyz shows the
+// name and logs the cause.
 func (b *Base) Ready(ctx context.Context) error {
+	if b.stopping.Load() {
+		return &httpapi.NotReady{Check: CheckShuttingDown, Err: errors.New("the service is stopping; draining")}
+	}
 	if err := b.DB.Ping(ctx); err != nil {
 		return &httpapi.NotReady{Check: "database", Err: err}
 	}
@@ -201,69 +246,6 @@ func (b *Base) Ready(ctx context.Context) error {
 		return &httpapi.NotReady{Check: "kafka", Err: err}
 	}
 	return nil
-}
-
-// Task is a long-running part of a service; it returns when ctx ends.
-type Task func(ctx context.Context) error
-
-// Run serves HTTP, runs the relay and the given tasks until ctx is
-// cancelled or one of them fails, then shuts down in order: HTTP stops
-// accepting, consumers finish the record in hand and commit, the relay
-// finishes its batch, and the writer and the pool close last. listening, if
-// not nil, receives the HTTP address once bound. A router with a route
-// that is neither public nor mounted with a scope does not start.
-func (b *Base) Run(ctx context.Context, listening func(net.Addr), tasks ...Task) error {
-	defer b.Close()
-	if bad, err := auth.Uncovered(b.Router); err != nil || len(bad) > 0 {
-		return fmt.Errorf("%s: routes without a scope %v (mount them through auth.Mount): %w", b.Cfg.Service, bad, err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	all := []Task{func(ctx context.Context) error { return httpapi.Serve(ctx, b.Cfg.HTTPAddr, b.Router, b.Log, listening) }}
-	if !b.Cfg.RelayDisabled {
-		all = append(all, b.Relay.Run)
-	} else {
-		b.Log.InfoContext(ctx, "outbox relay disabled (OUTBOX_RELAY_ENABLED=false): another publisher reads the outbox")
-	}
-	all = append(all, func(ctx context.Context) error {
-		retention := b.Cfg.InboxRetention
-		if retention <= 0 {
-			retention = inbox.DefaultRetention
-		}
-		return inbox.CleanupLoop(ctx, b.DB, retention, time.Minute, b.Log)
-	})
-	all = append(all, tasks...)
-	errc := make(chan error, len(all))
-	for _, t := range all {
-		go func() {
-			err := t(ctx)
-			if err != nil {
-				cancel() // one part failing stops the service
-			}
-			errc <- err
-		}()
-	}
-	var errs []error
-	for range all {
-		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
-		}
-	}
-	b.Log.InfoContext(ctx, "service stopped")
-	return errors.Join(errs...)
-}
-
-// Close releases the writer and the pool. Run calls it.
-func (b *Base) Close() {
-	b.closeOnce.Do(func() {
-		if err := b.Writer.Close(); err != nil {
-			b.Log.Warn("close kafka writer", "err", err)
-		}
-		b.DB.Close()
-		if err := b.Auth.Close(context.Background()); err != nil {
-			b.Log.Warn("close authenticator", "err", err)
-		}
-	})
 }
 
 // Consumer returns a consumer config with the service's brokers, logger and
