@@ -65,7 +65,22 @@ type ConsumerConfig struct {
 	// Logger receives the client's warnings and errors (a group it cannot
 	// join, a broker it cannot reach); nil: none.
 	Logger *slog.Logger
+	// SessionTimeout is how long the group waits for a member that stopped
+	// heartbeating (a killed process) before it moves its partitions;
+	// default DefaultSessionTimeout. A member that stops cleanly leaves
+	// the group at once instead.
+	SessionTimeout time.Duration
+	// RebalanceTimeout is how long a rebalance waits for a member to
+	// finish its records in hand and rejoin before it drops the member;
+	// default DefaultRebalanceTimeout.
+	RebalanceTimeout time.Duration
 }
+
+// Defaults of ConsumerConfig's group timeouts.
+const (
+	DefaultSessionTimeout   = 10 * time.Second
+	DefaultRebalanceTimeout = 60 * time.Second
+)
 
 // NewConsumerClient returns the consumer-group client every consumer loop
 // of the suite uses:
@@ -105,9 +120,9 @@ func NewConsumerClient(cfg Config, cc ConsumerConfig) (*kgo.Client, error) {
 		kgo.FetchMaxWait(maxWait),
 		kgo.FetchMaxBytes(int32(max(cfg.maxMessageBytes()*10, 10<<20))),      //nolint:gosec // bounded
 		kgo.FetchMaxPartitionBytes(int32(max(cfg.maxMessageBytes(), 1<<20))), //nolint:gosec // bounded
-		kgo.SessionTimeout(10*time.Second),
+		kgo.SessionTimeout(orDefault(cc.SessionTimeout, DefaultSessionTimeout)),
 		kgo.HeartbeatInterval(time.Second),
-		kgo.RebalanceTimeout(60*time.Second),
+		kgo.RebalanceTimeout(orDefault(cc.RebalanceTimeout, DefaultRebalanceTimeout)),
 	)
 	if cc.OnRevoked != nil {
 		opts = append(opts, kgo.OnPartitionsRevoked(cc.OnRevoked))
@@ -127,6 +142,13 @@ func NewConsumerClient(cfg Config, cc ConsumerConfig) (*kgo.Client, error) {
 		return nil, fmt.Errorf("kafka consumer %s: %w", cc.Group, err)
 	}
 	return cl, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // NewPartitionClient returns a client that reads the given partitions of

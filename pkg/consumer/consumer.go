@@ -24,7 +24,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -144,6 +143,10 @@ type Config struct {
 	Metrics   *Metrics
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
+	// SessionTimeout and RebalanceTimeout tune the group membership
+	// (broker.ConsumerConfig); zero: broker.DefaultSessionTimeout and
+	// broker.DefaultRebalanceTimeout.
+	SessionTimeout, RebalanceTimeout time.Duration
 }
 
 // errStopping aborts a record because the consumer is shutting down: the
@@ -219,13 +222,15 @@ type loop struct {
 
 func (l *loop) run(ctx context.Context) error {
 	log := l.cfg.Logger.With("group", l.group)
-	c := &committer{log: log}
+	c := &committer{log: log, group: l.group, failures: l.cfg.Metrics.CommitFailures}
 	cl, err := broker.NewConsumerClient(l.cfg.Broker, broker.ConsumerConfig{
 		Group: l.group, Topics: l.topics,
 		OnRevoked:          c.onRevoked,
 		OnLost:             c.onLost,
 		OnRebalanceWaiting: func() { l.rebalanceWaiting.Store(true) },
 		Logger:             log,
+		SessionTimeout:     l.cfg.SessionTimeout,
+		RebalanceTimeout:   l.cfg.RebalanceTimeout,
 	})
 	if err != nil {
 		return err
@@ -327,49 +332,6 @@ func rewind(recs []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
 		}
 	}
 	return out
-}
-
-// committer commits handled records and keeps those whose commit failed,
-// to commit them with the next ones or when their partitions are revoked.
-type committer struct {
-	log *slog.Logger
-
-	mu      sync.Mutex
-	pending []*kgo.Record
-}
-
-func (c *committer) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	all := append(c.pending, recs...)
-	if len(all) == 0 {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := cl.CommitRecords(cctx, all...); err != nil {
-		c.log.WarnContext(ctx, "kafka commit failed; retrying with the next commit, else the records are redelivered", "err", err)
-		c.pending = all
-		return
-	}
-	c.pending = nil
-}
-
-// onRevoked commits what a failed commit left behind before the partitions
-// go to another member. The loop commits each batch before it allows a
-// rebalance, so this is usually nothing.
-func (c *committer) onRevoked(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
-	c.commit(ctx, cl, nil)
-	c.mu.Lock()
-	c.pending = nil // committed, or to be redelivered to the new owner
-	c.mu.Unlock()
-}
-
-// onLost forgets pending commits: the member was fenced and cannot commit.
-func (c *committer) onLost(context.Context, *kgo.Client, map[string][]int32) {
-	c.mu.Lock()
-	c.pending = nil
-	c.mu.Unlock()
 }
 
 // process handles a fetched batch and returns the records that may be

@@ -16,6 +16,9 @@ type Metrics struct {
 	BatchSize prometheus.Histogram
 	// Outage counts the waits for unavailable dependencies (outage.go).
 	Outage outageMetrics
+	// CommitFailures counts offsets whose commit failed, by group and
+	// reason (commit.go).
+	CommitFailures *prometheus.CounterVec
 }
 
 // NewMetrics creates the consumer metrics and registers them on reg (nil:
@@ -41,10 +44,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "consumer_batch_size", Help: "Records per batch handed to a batch handler.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		Outage: newOutageMetrics(),
+		CommitFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_commit_failures_total",
+			Help: "Partition offsets whose commit failed (refused by the broker: rebalance_in_progress, illegal_generation, unknown_member_id; or timeout, other), by group and reason."},
+			[]string{"group", "reason"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Records, m.Duration, m.Retries, m.DLT, m.Lag, m.BatchSize)
-		reg.MustRegister(m.Outage.Waits, m.Outage.Waiting)
+		reg.MustRegister(m.Outage.Waits, m.Outage.Waiting, m.CommitFailures)
 	}
 	return m
 }

@@ -65,6 +65,9 @@ func (m *Metrics) prime(group string, topics []string, p Policy) {
 	for _, g := range groups {
 		m.Outage.Waits.WithLabelValues(g)
 		m.Outage.Waiting.WithLabelValues(g)
+		for _, r := range CommitReasons {
+			m.CommitFailures.WithLabelValues(g, r)
+		}
 	}
 	for _, t := range topics {
 		m.DLT.WithLabelValues(t)
