@@ -45,6 +45,7 @@ var (
 		{"consumer_batch_size", histogram, nil},
 		{"consumer_dependency_waits_total", counter, []string{"group"}},
 		{"consumer_dependency_waiting", gauge, []string{"group"}},
+		{"consumer_commit_failures_total", counter, []string{"group", "reason"}},
 	}
 	httpFamilies = []family{
 		{"http_requests_total", counter, []string{"method", "route", "status"}},

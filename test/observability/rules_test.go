@@ -49,6 +49,7 @@ func TestAlertRules(t *testing.T) {
 		"OutboxDeadEvents":             {"outbox_dead_events", nil, ">", 0, 0, "critical"},
 		"OutboxSendBlocked":            {"outbox_send_failures_total", []string{"increase"}, ">", 0, 0, "critical"},
 		"ConsumerDLTRecords":           {"consumer_dlt_records_total", []string{"increase"}, ">", 0, 0, "warning"},
+		"ConsumerCommitsRefused":       {"consumer_commit_failures_total", []string{"increase"}, ">", 0, 0, "warning"},
 		"ConsumerLagGrowing":           {"consumer_lag", []string{"deriv"}, ">", 0, 5 * time.Minute, "warning"},
 		"ConsumerWaitingForDependency": {"consumer_dependency_waits_total", []string{"increase"}, ">", 0, 0, "warning"},
 		"TransfersErrorRatioHigh":      {"http_requests_total", []string{"rate"}, ">", 0.01, 5 * time.Minute, "critical"},
