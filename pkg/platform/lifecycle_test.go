@@ -71,7 +71,10 @@ func runBase(tb testing.TB, b *platform.Base, tasks ...platform.Task) *running {
 	tb.Cleanup(func() {
 		cancel()
 		select {
-		case <-r.done:
+		case err := <-r.done:
+			if err != nil {
+				tb.Errorf("Run: %v", err)
+			}
 		case <-time.After(time.Minute):
 			tb.Error("Run did not return within a minute of the cancel")
 		}
