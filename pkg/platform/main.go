@@ -66,10 +66,16 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 
 // Exit is the main function of every service binary: it calls run with
 // os.Args and the environment, under a context cancelled by SIGINT or
-// SIGTERM (run returns once its service has shut down), and exits 1 with
-// the error on stderr, prefixed by name, when run fails.
+// SIGTERM (run returns once its service has shut down, in the order
+// Base.Run states), and exits 1 with the error on stderr, prefixed by name,
+// when run fails. A second signal during the shutdown ends the process at
+// once.
 func Exit(name string, run func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // the next signal has its default effect
+	}()
 	err := run(ctx, os.Args, os.Getenv, os.Stdout)
 	stop()
 	if err != nil {
