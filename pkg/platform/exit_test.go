@@ -35,7 +35,7 @@ func TestSecondSignalEndsTheProcess(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$") //nolint:gosec // this test binary itself
 	cmd.Env = append(os.Environ(), "PLATFORM_EXIT_CHILD=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
