@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
@@ -252,4 +254,29 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Each commit error has one reason label value, one of CommitReasons.
+func TestCommitReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{kerr.RebalanceInProgress, consumer.CommitRebalanceInProgress},
+		{fmt.Errorf("commit: %w", kerr.IllegalGeneration), consumer.CommitIllegalGeneration},
+		{kerr.UnknownMemberID, consumer.CommitUnknownMember},
+		{context.DeadlineExceeded, consumer.CommitTimeout},
+		{kerr.RequestTimedOut, consumer.CommitTimeout},
+		{kerr.CoordinatorNotAvailable, consumer.CommitOther},
+		{errors.New("connection reset"), consumer.CommitOther},
+	} {
+		got := consumer.CommitReason(tc.err)
+		if got != tc.want {
+			t.Errorf("CommitReason(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+		if !slices.Contains(consumer.CommitReasons, got) {
+			t.Errorf("CommitReason(%v) = %q, not among CommitReasons %v", tc.err, got, consumer.CommitReasons)
+		}
+	}
 }
