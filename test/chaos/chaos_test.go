@@ -917,7 +917,7 @@ SELECT count(*) FROM (
 
 	// DLTs hold exactly the poison.
 	wantDLT := results["poison"].(map[string]int)
-	gotDLT, foreign := map[string]int{}, map[string]int{}
+	var gotDLT, foreign map[string]int
 	var lagTotal int64
 	var lagDetail []string
 	deadline = time.Now().Add(30 * time.Second)

@@ -490,7 +490,7 @@ func startPrometheus(tb testing.TB, root string, jobs map[string][]string) *prom
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "alerts.yml"), alertsForTest(rules), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "alerts.yml"), alertsForTest(rules), 0o600); err != nil { //nolint:gosec // the test's own temp folder
 		tb.Fatal(err)
 	}
 	var cfg strings.Builder
