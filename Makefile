@@ -8,6 +8,11 @@
 #                make bench BENCH=Relay BENCHTIME=5s PKGS=./pkg/outbox/...
 #   make demo    the whole suite in one process, a scripted flow, then it serves
 #   make run     the same without the script
+#   make chaos   the fault test of issue 14 (test/chaos, build tag chaos): the
+#                four services as OS processes over a PostgreSQL (fsync on) and
+#                a Kafka broker it starts itself, kill -9s, restarts, outages,
+#                poison, a real Prometheus; prints a table of figures.
+#                make chaos CHAOS_FLAGS='-chaos.dbstop=15s' shortens the outage
 #   make vuln    govulncheck; needs vuln.go.dev, so not part of CI
 #
 # The throwaway PostgreSQL runs with fsync=off, synchronous_commit=off and
@@ -23,7 +28,7 @@ BENCHCOUNT ?= 1
 BENCH_KAFKA_JVM_OPTS ?= -Xmx1g
 WITH_INFRA := bash test/infra/with-infra.sh
 
-.PHONY: test lint bench demo run vuln
+.PHONY: test lint bench demo run vuln chaos
 
 test:
 	$(WITH_INFRA) $(GO) test -race -count=1 -timeout 40m $(PKGS)
@@ -50,6 +55,13 @@ bench:
 # NAME --scopes S1,S2` then prints a token for them.
 demo run:
 	@url=$$(bash deploy/local/postgres.sh) && DATABASE_URL="$$url" $(GO) run ./services/suite/cmd/payments $@
+
+# Needs java and the Kafka jars (resolved like with-infra.sh does, into
+# .cache/kafka), PostgreSQL's server binaries and Debian's prometheus package.
+CHAOS_FLAGS ?=
+chaos:
+	bash test/infra/ensure-promtool.sh
+	$(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestChaos$$' ./test/chaos/ $(CHAOS_FLAGS)
 
 vuln:
 	$(GO) tool govulncheck $(PKGS)

@@ -483,10 +483,21 @@ func (l *loop) startSpan(ctx context.Context, m kafka.Message) (context.Context,
 			attribute.String("messaging.message.id", broker.Header(m, events.HeaderEventID))))
 }
 
-// mainTopic is the topic m first came from (its origin when m is on a retry
-// topic).
+// mainTopic is the main topic m belongs to: the topic this loop consumes
+// it from at level 0, the topic whose retry topic that is otherwise. It is
+// found from the topic m was read from, never from m's headers: a forged
+// or foreign retry record may carry no original topic, or one without
+// retry topics or a DLT, and forwarding to a topic that does not exist
+// would stall the partition for good.
 func (l *loop) mainTopic(m kafka.Message) string {
-	return OriginOf(m, l.cfg.Group).Topic
+	if l.level > 0 {
+		for i, rt := range l.topics {
+			if rt == m.Topic && i < len(l.cfg.Topics) {
+				return l.cfg.Topics[i]
+			}
+		}
+	}
+	return m.Topic
 }
 
 // forward publishes m with its original headers plus origin and exception
@@ -513,8 +524,9 @@ func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target
 	set(HeaderDLTExceptionFQCN, []byte(errorType(cause)))
 	set(HeaderDLTExceptionMessage, []byte(truncate(cause.Error(), 4000)))
 	if target == "" {
-		out.Topic = events.DLT(origin.Topic)
-		l.cfg.Metrics.DLT.WithLabelValues(origin.Topic).Inc()
+		main := l.mainTopic(m)
+		out.Topic = events.DLT(main)
+		l.cfg.Metrics.DLT.WithLabelValues(main).Inc()
 	} else {
 		out.Topic = target
 		rt := l.cfg.Policy.(RetryTopics)

@@ -110,33 +110,51 @@ func committed(t *testing.T, f *fixture) int64 {
 
 // A record on a retry topic whose due time lies far beyond the policy's
 // largest delay (a skewed clock, a forged header) does not stall its retry
-// partition: it goes to the DLT as poison, and the records behind it go on.
+// partition: it goes to the DLT of the retry topic's main topic as poison,
+// whatever its original-topic header says (a forged or foreign record may
+// have none, or name a topic that has no DLT), and the records behind it
+// go on.
 func TestRetryRecordDueTooFarAheadIsPoison(t *testing.T) {
 	t.Parallel()
-	pc := policies[1]
-	rt := pc.policy.(consumer.RetryTopics)
-	f := newFixture(t, pc)
-	retryTopic := broker.RetryTopic(f.topic, rt.Delays[0])
-	due := func(at time.Time) []byte { return big.NewInt(at.UnixMilli()).Bytes() }
-	rec := func(v string, at time.Time) kafka.Message {
-		return kafka.Message{Topic: retryTopic, Key: []byte("CC-001"), Value: []byte(v), Headers: []kafka.Header{
-			{Key: events.HeaderEventID, Value: []byte("id-" + v)},
-			{Key: consumer.HeaderDLTOriginalTopic, Value: []byte(f.topic)},
-			{Key: consumer.HeaderRetryBackoffUntil, Value: due(at)},
-		}}
-	}
-	if err := f.writer.WriteMessages(context.Background(),
-		rec("forged", time.Now().Add(time.Hour)), rec("honest", time.Now().Add(100*time.Millisecond))); err != nil {
-		t.Fatal(err)
-	}
-	handled := &recorder{}
-	f.run(t, pc, func(_ context.Context, m kafka.Message) error { handled.record(string(m.Value)); return nil })
-	dlt := readDLT(t, f, 1)[0]
-	if string(dlt.Value) != "forged" || !strings.Contains(consumer.ExceptionMessage(dlt), "ahead") {
-		t.Errorf("DLT record %q (%s), want the forged one with its cause", dlt.Value, consumer.ExceptionMessage(dlt))
-	}
-	waitFor(t, 30*time.Second, "the honest retry handled", func() bool { return handled.count("honest") == 1 })
-	if n := handled.count("forged"); n != 0 {
-		t.Errorf("the forged record was handled %d times", n)
+	for _, tc := range []struct {
+		name   string
+		origin func(main string) string // the original-topic header; "" sends none
+	}{
+		{"origin header names the main topic", func(main string) string { return main }},
+		{"no origin header", func(string) string { return "" }},
+		{"origin header names a topic without a DLT", func(string) string { return "no-such-topic" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pc := policies[1]
+			rt := pc.policy.(consumer.RetryTopics)
+			f := newFixture(t, pc)
+			retryTopic := broker.RetryTopic(f.topic, rt.Delays[0])
+			due := func(at time.Time) []byte { return big.NewInt(at.UnixMilli()).Bytes() }
+			rec := func(v string, at time.Time) kafka.Message {
+				m := kafka.Message{Topic: retryTopic, Key: []byte("CC-001"), Value: []byte(v), Headers: []kafka.Header{
+					{Key: events.HeaderEventID, Value: []byte("id-" + v)},
+					{Key: consumer.HeaderRetryBackoffUntil, Value: due(at)},
+				}}
+				if o := tc.origin(f.topic); o != "" {
+					m.Headers = append(m.Headers, kafka.Header{Key: consumer.HeaderDLTOriginalTopic, Value: []byte(o)})
+				}
+				return m
+			}
+			if err := f.writer.WriteMessages(context.Background(),
+				rec("forged", time.Now().Add(time.Hour)), rec("honest", time.Now().Add(100*time.Millisecond))); err != nil {
+				t.Fatal(err)
+			}
+			handled := &recorder{}
+			f.run(t, pc, func(_ context.Context, m kafka.Message) error { handled.record(string(m.Value)); return nil })
+			dlt := readDLT(t, f, 1)[0]
+			if string(dlt.Value) != "forged" || !strings.Contains(consumer.ExceptionMessage(dlt), "ahead") {
+				t.Errorf("DLT record %q (%s), want the forged one with its cause", dlt.Value, consumer.ExceptionMessage(dlt))
+			}
+			waitFor(t, 30*time.Second, "the honest retry handled", func() bool { return handled.count("honest") == 1 })
+			if n := handled.count("forged"); n != 0 {
+				t.Errorf("the forged record was handled %d times", n)
+			}
+		})
 	}
 }

@@ -1,0 +1,262 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// transferReq is the body of POST /transferencias.
+type transferReq struct {
+	From        string `json:"contaOrigem"`
+	To          string `json:"contaDestino"`
+	AmountCents int64  `json:"valorEmCentavos"`
+	Currency    string `json:"moeda"`
+}
+
+// clientStats counts what the load's client saw.
+type clientStats struct {
+	posts, accepted202, conflict409, unavailable503, noRetryAfter, connErrors, status5xx, refused4xx atomic.Int64
+}
+
+// load is the open-loop client: it sends transfers on a fixed schedule,
+// whatever the answers, and retries each unknown outcome (connection
+// refused or reset, timeout, 503, 409 while the first request is in
+// flight) with the same Idempotency-Key until it gets an answer, as the
+// README tells API users to do.
+type load struct {
+	urls   []string // the transfers instances
+	bearer string
+	client *http.Client
+	stats  clientStats
+
+	mu       sync.Mutex
+	requests map[string]transferReq // every key sent
+	accepted map[string]time.Time   // key -> first 202
+	refused  map[string]string      // key -> a final 4xx answer
+	wg       sync.WaitGroup
+}
+
+func newLoad(urls []string, bearer string) *load {
+	return &load{
+		urls: urls, bearer: bearer,
+		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
+		}},
+		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{},
+	}
+}
+
+// post sends one request; err is an unknown outcome.
+func (l *load) post(ctx context.Context, base, key string, body []byte) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/transferencias", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", l.bearer)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return resp.StatusCode, resp.Header, b, nil
+}
+
+// submit sends req under key until it gets an answer (202 or a 4xx other
+// than 409), or ctx ends.
+func (l *load) submit(ctx context.Context, key string, r transferReq) {
+	body, _ := json.Marshal(r)
+	l.mu.Lock()
+	l.requests[key] = r
+	l.mu.Unlock()
+	start := rand.IntN(len(l.urls))
+	for attempt := 0; ; attempt++ {
+		l.stats.posts.Add(1)
+		status, hdr, b, err := l.post(ctx, l.urls[(start+attempt)%len(l.urls)], key, body)
+		wait := 100 * time.Millisecond
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			l.stats.connErrors.Add(1)
+		case status == http.StatusAccepted:
+			l.stats.accepted202.Add(1)
+			l.mu.Lock()
+			if _, ok := l.accepted[key]; !ok {
+				l.accepted[key] = time.Now()
+			}
+			l.mu.Unlock()
+			return
+		case status == http.StatusConflict:
+			l.stats.conflict409.Add(1)
+		case status == http.StatusServiceUnavailable:
+			l.stats.unavailable503.Add(1)
+			if ra, perr := strconv.Atoi(hdr.Get("Retry-After")); perr == nil && ra >= 0 {
+				wait = min(time.Duration(ra)*time.Second, time.Second)
+			} else {
+				l.stats.noRetryAfter.Add(1)
+			}
+		case status >= 500:
+			l.stats.status5xx.Add(1)
+		default:
+			l.stats.refused4xx.Add(1)
+			l.mu.Lock()
+			l.refused[key] = fmt.Sprintf("%d %s", status, b)
+			l.mu.Unlock()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// run sends rate transfers a second until stop is closed; one in dupEvery
+// is sent twice at once (a duplicate POST). Submissions go on after stop
+// until answered or ctx ends; wait waits for them.
+func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick func() transferReq) {
+	const dupEvery = 10
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		key, r := uuid.NewString(), pick()
+		copies := 1
+		if n%dupEvery == 0 {
+			copies = 2
+		}
+		for range copies {
+			l.wg.Go(func() { l.submit(ctx, key, r) })
+		}
+	}
+}
+
+func (l *load) wait() { l.wg.Wait() }
+
+// snapshot returns copies of the bookkeeping.
+func (l *load) snapshot() (requests map[string]transferReq, accepted map[string]time.Time, refused map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	requests, accepted, refused = map[string]transferReq{}, map[string]time.Time{}, map[string]string{}
+	for k, v := range l.requests {
+		requests[k] = v
+	}
+	for k, v := range l.accepted {
+		accepted[k] = v
+	}
+	for k, v := range l.refused {
+		refused[k] = v
+	}
+	return requests, accepted, refused
+}
+
+// api sends one request to a service and decodes a JSON answer; for the
+// set-up (accounts, deposits), which runs before any fault.
+func api(ctx context.Context, c *http.Client, bearer, method, u, key string, body, out any, want int) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", bearer)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s, want %d", method, u, resp.StatusCode, b, want)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// queryAlerts returns the alerts Prometheus had firing at any time in
+// [from, to], as "alertname{job}" (plus origin_topic or group when set).
+func (p *promServer) queryAlerts(ctx context.Context, from, to time.Time) (map[string]bool, error) {
+	q := url.Values{
+		"query": {`ALERTS{alertstate="firing"}`},
+		"start": {strconv.FormatFloat(float64(from.UnixMilli())/1000, 'f', 3, 64)},
+		"end":   {strconv.FormatFloat(float64(to.UnixMilli())/1000, 'f', 3, 64)},
+		"step":  {"1"},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/api/v1/query_range?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, errors.Join(errNoProm, errors.New(body.Error))
+	}
+	out := map[string]bool{}
+	for _, r := range body.Data.Result {
+		m := r.Metric
+		s := m["alertname"] + "{" + m["job"]
+		if v := m["origin_topic"]; v != "" {
+			s += "," + v
+		}
+		out[s+"}"] = true
+	}
+	return out, nil
+}
