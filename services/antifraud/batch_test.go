@@ -6,11 +6,15 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
+	"github.com/paysuite/payments/test/netfault"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // TestBatchWithARecordTheDatabaseRefuses hands the service one fetched
@@ -94,5 +98,53 @@ CREATE TRIGGER refuse_poison BEFORE INSERT ON decision FOR EACH ROW EXECUTE FUNC
 	}
 	if sum, _ := strconv.ParseFloat(m[1], 64); sum < 2 {
 		t.Errorf("consumer_batch_size_sum = %v: no batch was handed to the batch handler", sum)
+	}
+}
+
+// TestBatchWaitsOutADatabaseOutage: while the database is unreachable, a
+// fetched batch fails, and its records, handled one by one, wait for it
+// (pkg/outage) well past the policy's retries without being dead-lettered
+// or decided; once it is back, each is decided once, in order.
+func TestBatchWaitsOutADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1)
+	dsn, proxy := netfault.PostgresURL(t, h.dsn)
+	h.dsn = dsn // the service goes through the proxy; h.pool does not
+	inst := h.start(risk.DefaultConfig())
+	proxy.Cut()
+	var reqs []events.Requested
+	for range 10 {
+		req := request("CC-001", 100)
+		h.produce(req, nil)
+		reqs = append(reqs, req)
+	}
+	waits := regexp.MustCompile(`(?m)^consumer_dependency_waits_total(?:\{[^}]*\})? (\S+)$`)
+	poll.Until(t, 90*time.Second, "the records waiting past the policy's retries", func() (bool, string) {
+		_, body := inst.get(t, "/metrics")
+		m := waits.FindStringSubmatch(body)
+		if m == nil {
+			return false, "no consumer_dependency_waits_total"
+		}
+		n, _ := strconv.ParseFloat(m[1], 64)
+		return n > float64(consumer.LedgerPolicy.Retries+1), m[1]
+	})
+	if dlt := h.list(events.DLT(h.topics.Requested)); len(dlt) != 0 {
+		t.Fatalf("%d records dead-lettered during a database outage", len(dlt))
+	}
+	proxy.Restore()
+	h.settle()
+	var want []string
+	for _, req := range reqs {
+		want = append(want, events.DerivedID("analisada", req.TransferID).String())
+	}
+	var got []string
+	for _, r := range h.list(h.topics.Analysed) {
+		got = append(got, headers(r)[events.HeaderEventID])
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("analysed events after the outage (-want +got):\n%s", diff)
+	}
+	if dlt := h.list(events.DLT(h.topics.Requested)); len(dlt) != 0 {
+		t.Errorf("%d records dead-lettered", len(dlt))
 	}
 }
