@@ -82,6 +82,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	logDir := fs.String("logs", "", "folder for the services' logs (default: a temporary folder, kept)")
 	envFlag := fs.String("env", "", "extra service settings, comma-separated NAME=VALUE (e.g. ANTIFRAUD_BATCH_MAX=1)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	o := options{step: *step, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
@@ -136,6 +139,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if b.bins, err = build(ctx, root, tmp); err != nil {
 		return err
 	}
+	defer func() { // the logs stay
+		for _, bin := range b.bins {
+			_ = os.Remove(bin)
+		}
+	}()
 	keyDir := filepath.Join(tmp, "auth")
 	if _, err := auth.GenerateKey(keyDir); err != nil {
 		return err
