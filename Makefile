@@ -6,6 +6,9 @@
 #   make lint    gofmt, go vet, golangci-lint (pinned in go.mod's tool block)
 #   make bench   benchmarks against the same throwaway servers:
 #                make bench BENCH=Relay BENCHTIME=5s PKGS=./pkg/outbox/...
+#   make bench-e2e  the whole flow under open-loop load (test/benche2e), all
+#                in one process and as four processes, on the same servers:
+#                make bench-e2e BENCH_E2E_FLAGS='-rates 100,300,600 -step 60s'
 #   make demo    the whole suite in one process, a scripted flow, then it serves
 #   make run     the same without the script
 #   make chaos   the fault test of issue 14 (test/chaos, build tag chaos): the
@@ -28,7 +31,7 @@ BENCHCOUNT ?= 1
 BENCH_KAFKA_JVM_OPTS ?= -Xmx1g
 WITH_INFRA := bash test/infra/with-infra.sh
 
-.PHONY: test lint bench demo run vuln chaos
+.PHONY: test lint bench bench-e2e demo run vuln chaos
 
 test:
 	$(WITH_INFRA) $(GO) test -race -count=1 -timeout 40m $(PKGS)
@@ -44,6 +47,12 @@ lint:
 
 bench:
 	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -benchmem -timeout 60m $(PKGS)
+
+# Not part of CI. It drops and creates the databases payments_<service> and
+# the suite's default topics on the servers it is given: with-infra's own.
+BENCH_E2E_FLAGS ?=
+bench-e2e:
+	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) run ./test/benche2e $(BENCH_E2E_FLAGS)
 
 # The four services in one process on the default ports (8080-8083): a local
 # PostgreSQL found or started by deploy/local/postgres.sh (or DATABASE_URL),

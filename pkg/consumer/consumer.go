@@ -24,6 +24,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -218,6 +219,9 @@ type loop struct {
 	// rebalanceWaiting is set when the group wants to rebalance while
 	// this member holds polled records.
 	rebalanceWaiting atomic.Bool
+	// waiting counts the records (one per partition at most) waiting for
+	// an unavailable dependency.
+	waiting atomic.Int32
 }
 
 func (l *loop) run(ctx context.Context) error {
@@ -337,62 +341,120 @@ func rewind(recs []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
 // process handles a fetched batch and returns the records that may be
 // committed: for each partition, the prefix that was handled.
 //
+// The partitions of a batch are handled concurrently, each in offset order:
+// records of one partition never overtake each other, and a partition
+// waiting (a retry, an outage, a slow transaction) no longer delays the
+// records of the others fetched with it, which handled one partition after
+// another queued behind every transaction of the fetch.
+//
 // markers are the transaction markers of the batch: they are committed with
 // the records around them and never handed to a handler.
 func (l *loop) process(ctx context.Context, batch []kafka.Message, markers map[position]bool) ([]kafka.Message, error) {
-	isMarker := func(m kafka.Message) bool { return markers[positionOf(m)] }
+	parts := byPartition(batch)
+	if len(parts) == 1 {
+		return l.processPartition(ctx, parts[0], markers)
+	}
+	type result struct {
+		done []kafka.Message
+		err  error
+	}
+	results := make([]result, len(parts))
+	var wg sync.WaitGroup
+	for i, all := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i].done, results[i].err = l.processPartition(ctx, all, markers)
+		}()
+	}
+	wg.Wait()
 	var done []kafka.Message
-	for _, all := range byPartition(batch) {
-		if l.rebalanceWaiting.Load() {
-			// Finish no more partitions of this batch: a rebalance waits
-			// for it (and the member would be dropped from the group past
-			// the rebalance timeout).
-			return done, errRebalance
+	var err error
+	for _, r := range results {
+		done = append(done, r.done...)
+		err = graver(err, r.err)
+	}
+	return done, err
+}
+
+// graver returns the error of a and b that decides what the loop does
+// next: a failure of the loop itself, then stopping, then a rebalance.
+func graver(a, b error) error {
+	rank := func(err error) int {
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, errRebalance):
+			return 1
+		case errors.Is(err, errStopping):
+			return 2
+		default:
+			return 3
 		}
-		part := slices.DeleteFunc(slices.Clone(all), isMarker)
-		if len(part) == 0 {
-			done = append(done, all...)
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
+// processPartition handles the records of one partition, in offset order,
+// and returns the prefix handled.
+func (l *loop) processPartition(ctx context.Context, all []kafka.Message, markers map[position]bool) ([]kafka.Message, error) {
+	isMarker := func(m kafka.Message) bool { return markers[positionOf(m)] }
+	if l.rebalanceWaiting.Load() {
+		// Start no more partitions of this batch: a rebalance waits for it
+		// (and the member would be dropped from the group past the
+		// rebalance timeout).
+		return nil, errRebalance
+	}
+	part := slices.DeleteFunc(slices.Clone(all), isMarker)
+	if len(part) == 0 {
+		return all, nil
+	}
+	if l.cfg.Batch != nil && l.level == 0 && len(part) > 1 {
+		start := l.cfg.Now()
+		spans := make([]trace.Span, len(part))
+		for i, m := range part {
+			_, spans[i] = l.startSpan(ctx, m)
+		}
+		err := l.cfg.Batch(context.WithoutCancel(ctx), part)
+		for _, sp := range spans {
+			if err != nil {
+				sp.RecordError(err)
+			}
+			sp.End()
+		}
+		l.cfg.Metrics.BatchSize.Observe(float64(len(part)))
+		if err == nil {
+			for _, m := range part {
+				l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
+			}
+			return all, nil
+		}
+		l.cfg.Logger.WarnContext(ctx, "batch failed; handling its records one by one",
+			"group", l.group, "topic", part[0].Topic, "partition", part[0].Partition, "records", len(part), "err", err)
+	}
+	var done []kafka.Message
+	for _, m := range all {
+		if isMarker(m) {
+			done = append(done, m)
 			continue
 		}
-		if l.cfg.Batch != nil && l.level == 0 && len(part) > 1 {
-			start := l.cfg.Now()
-			spans := make([]trace.Span, len(part))
-			for i, m := range part {
-				_, spans[i] = l.startSpan(ctx, m)
-			}
-			err := l.cfg.Batch(context.WithoutCancel(ctx), part)
-			for _, sp := range spans {
-				if err != nil {
-					sp.RecordError(err)
-				}
-				sp.End()
-			}
-			l.cfg.Metrics.BatchSize.Observe(float64(len(part)))
-			if err == nil {
-				for _, m := range part {
-					l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
-				}
-				done = append(done, all...)
-				continue
-			}
-			l.cfg.Logger.WarnContext(ctx, "batch failed; handling its records one by one",
-				"group", l.group, "topic", part[0].Topic, "partition", part[0].Partition, "records", len(part), "err", err)
+		if ctx.Err() != nil {
+			// Stopping: the record in hand was finished; the rest of
+			// the fetch is delivered again to whoever consumes next.
+			return done, errStopping
 		}
-		for _, m := range all {
-			if isMarker(m) {
-				done = append(done, m)
-				continue
-			}
-			if ctx.Err() != nil {
-				// Stopping: the record in hand was finished; the rest of
-				// the fetch is delivered again to whoever consumes next.
-				return done, errStopping
-			}
-			if err := l.handle(ctx, m); err != nil {
-				return done, err
-			}
-			done = append(done, m)
+		if len(done) > 0 && l.rebalanceWaiting.Load() {
+			// A rebalance waits: with every partition of the fetch in
+			// hand at once, each stops after its record in hand.
+			return done, errRebalance
 		}
+		if err := l.handle(ctx, m); err != nil {
+			return done, err
+		}
+		done = append(done, m)
 	}
 	return done, nil
 }

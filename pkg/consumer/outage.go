@@ -98,12 +98,15 @@ func (m *Metrics) prime(group string, topics []string, p Policy) {
 func (l *loop) waitOutage(ctx context.Context, log *slog.Logger, err error, waits *int) (wait, stopped bool) {
 	if !outage.Unavailable(err) || IsPermanent(err) {
 		if *waits > 0 {
-			l.cfg.Metrics.Outage.Waiting.WithLabelValues(l.group).Set(0)
+			l.waitOver()
 			*waits = 0
 		}
 		return false, false
 	}
 	*waits++
+	if *waits == 1 {
+		l.waiting.Add(1)
+	}
 	l.cfg.Metrics.Outage.Waits.WithLabelValues(l.group).Inc()
 	l.cfg.Metrics.Outage.Waiting.WithLabelValues(l.group).Set(1)
 	// One line when the wait starts, then one every 30 retries or so (about
@@ -122,8 +125,17 @@ func (l *loop) outageOver(ctx context.Context, waits int) {
 	if waits == 0 {
 		return
 	}
-	l.cfg.Metrics.Outage.Waiting.WithLabelValues(l.group).Set(0)
+	l.waitOver()
 	l.cfg.Logger.InfoContext(ctx, "the dependency is back; the record went through", "group", l.group, "waits", waits)
+}
+
+// waitOver records that one record stopped waiting for a dependency; the
+// group's waiting gauge goes to 0 when no partition of this loop waits any
+// more (partitions are handled concurrently).
+func (l *loop) waitOver() {
+	if l.waiting.Add(-1) <= 0 {
+		l.cfg.Metrics.Outage.Waiting.WithLabelValues(l.group).Set(0)
+	}
 }
 
 // retryGroup is the group of the retry topic of delay d (as Run names it).

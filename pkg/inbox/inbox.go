@@ -49,6 +49,18 @@ func New(db *postgres.DB, consumer string, dups DuplicatesCounter) *Inbox {
 
 const markSQL = `INSERT INTO inbox_event (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 
+// Consumer is the consumer name the inbox records event ids under, for
+// callers that mark a batch of events in their own statement.
+func (i *Inbox) Consumer() string { return i.consumer }
+
+// CountDuplicates adds n deliveries skipped as already processed to the
+// duplicates counter, for callers that mark events in their own statement.
+func (i *Inbox) CountDuplicates(n int) {
+	if n > 0 {
+		i.duplicates.Add(float64(n))
+	}
+}
+
 // Process runs fn and records eventID in one transaction. If eventID was
 // already processed, fn does not run and Process returns duplicate = true.
 // A concurrent delivery of the same event waits on the first one's row lock

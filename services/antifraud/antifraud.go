@@ -12,6 +12,7 @@ package antifraud
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 
@@ -43,7 +44,14 @@ type Config struct {
 	Group string
 	// Risk parameterises the risk engine.
 	Risk risk.Config
+	// BatchMax is the most records of one partition decided in one
+	// database transaction; 1 decides each record alone.
+	BatchMax int
 }
+
+// DefaultBatchMax is how many records of one partition are decided in one
+// transaction unless ANTIFRAUD_BATCH_MAX says otherwise.
+const DefaultBatchMax = 50
 
 // ConfigFromEnv reads the configuration. Besides the variables every
 // service reads (platform.ConfigFromEnv: HTTP_ADDR, default ":8082";
@@ -65,6 +73,8 @@ type Config struct {
 //	ANTIFRAUD_BLOCKLIST          comma-separated accounts blocked as
 //	                             source or destination               empty
 //	ANTIFRAUD_BLOCKLIST_SCORE    score of the blocklist rules        100
+//	ANTIFRAUD_BATCH_MAX          records of one partition decided in
+//	                             one transaction (1..1000)           50
 //
 // Every problem is reported at once, in one error.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
@@ -86,6 +96,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			Blocklist:        risk.ParseList(env.String("ANTIFRAUD_BLOCKLIST", "")),
 			BlocklistScore:   env.Int("ANTIFRAUD_BLOCKLIST_SCORE", def.BlocklistScore),
 		},
+		BatchMax: env.Int("ANTIFRAUD_BATCH_MAX", DefaultBatchMax),
+	}
+	if cfg.BatchMax < 1 || cfg.BatchMax > 1000 {
+		env.Check(fmt.Errorf("ANTIFRAUD_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
 	}
 	if _, err := risk.New(cfg.Risk); err != nil {
 		env.Check(err)
@@ -117,8 +131,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(base.Registry))
 	handler := kafka.NewHandler(svc, base.Log)
 	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.LedgerPolicy)
+	if cfg.BatchMax < 1 {
+		cfg.BatchMax = DefaultBatchMax
+	}
+	if cfg.BatchMax > 1 {
+		// A fetched batch is decided in one transaction; on any error the
+		// loop decides its records one by one with handler.
+		requests.Batch = kafka.NewBatchHandler(svc, base.Log)
+		requests.MaxBatch = cfg.BatchMax
+	}
 
 	base.Log.InfoContext(ctx, "antifraud starting", "http_addr", cfg.HTTPAddr, "group", cfg.Group,
-		"topic", cfg.Topics.Requested, "rules", engine.RuleNames(), "risk", cfg.Risk.String())
+		"topic", cfg.Topics.Requested, "batch_max", cfg.BatchMax, "rules", engine.RuleNames(), "risk", cfg.Risk.String())
 	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, requests) })
 }

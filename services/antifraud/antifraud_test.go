@@ -287,8 +287,9 @@ func TestConfigFromEnv(t *testing.T) {
 		Topics   events.Topics
 		Group    string
 		Risk     risk.Config
+		BatchMax int
 	}
-	defaults := own{Service: "antifraud", HTTPAddr: ":8082", Topics: events.DefaultTopics, Group: "antifraude",
+	defaults := own{Service: "antifraud", HTTPAddr: ":8082", Topics: events.DefaultTopics, Group: "antifraude", BatchMax: 50,
 		Risk: risk.Config{BaseScore: 10, BlockThreshold: 80, HighAmountCents: 10_000_000, HighAmountScore: 95,
 			VelocityWindow: time.Hour, VelocityMaxCount: 20, VelocityMaxCents: 20_000_000, VelocityScore: 90,
 			BlocklistScore: 100}}
@@ -314,9 +315,11 @@ func TestConfigFromEnv(t *testing.T) {
 				"ANTIFRAUD_VELOCITY_SCORE":     "85",
 				"ANTIFRAUD_BLOCKLIST":          " CC-666, CC-013 ,",
 				"ANTIFRAUD_BLOCKLIST_SCORE":    "99",
+				"ANTIFRAUD_BATCH_MAX":          "1",
 			},
 			want: func(o *own) {
 				o.HTTPAddr = ":9999"
+				o.BatchMax = 1
 				o.Risk = risk.Config{BaseScore: 5, BlockThreshold: 70, HighAmountCents: 500_000, HighAmountScore: 75,
 					VelocityWindow: 10 * time.Minute, VelocityMaxCount: 0, VelocityMaxCents: 123, VelocityScore: 85,
 					Blocklist: []string{"CC-666", "CC-013"}, BlocklistScore: 99}
@@ -331,6 +334,11 @@ func TestConfigFromEnv(t *testing.T) {
 			name:    "negative limit",
 			env:     map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/a", "ANTIFRAUD_VELOCITY_MAX_CENTS": "-1"},
 			wantErr: []string{"velocity max cents -1 is negative"},
+		},
+		{
+			name:    "batch size out of range",
+			env:     map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/a", "ANTIFRAUD_BATCH_MAX": "0"},
+			wantErr: []string{"ANTIFRAUD_BATCH_MAX: 0 is not within 1..1000"},
 		},
 	}
 	for _, tt := range tests {
@@ -357,7 +365,7 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 			want := defaults
 			tt.want(&want)
-			got := own{Service: cfg.Service, HTTPAddr: cfg.HTTPAddr, Topics: cfg.Topics, Group: cfg.Group, Risk: cfg.Risk}
+			got := own{Service: cfg.Service, HTTPAddr: cfg.HTTPAddr, Topics: cfg.Topics, Group: cfg.Group, Risk: cfg.Risk, BatchMax: cfg.BatchMax}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("config mismatch (-want +got):\n%s", diff)
 			}

@@ -299,6 +299,9 @@ func checkURL(name, raw string) error {
 	return nil
 }
 
+// notifyBatchMax is the most records of one partition notified together.
+const notifyBatchMax = 100
+
 // Run runs the service until ctx is cancelled: HTTP (health, metrics) and
 // the consumers of the result topics and their retry topics. listening, if
 // not nil, receives the HTTP address once bound.
@@ -322,6 +325,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	handler := kafka.NewHandler(svc, cfg.Topics)
 	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
 		handler.Handle, consumer.NotificationPolicy)
+	// The records of one partition fetched together are notified with their
+	// log entries claimed and recorded at once; on any error the loop
+	// handles them one by one.
+	consume.Batch, consume.MaxBatch = handler.HandleBatch, notifyBatchMax
 	names := make([]string, len(cfg.Webhook.Destinations))
 	for i, d := range cfg.Webhook.Destinations {
 		names[i] = d.Name

@@ -40,6 +40,10 @@ const DefaultHTTPAddr = ":8080"
 //go:embed openapi.yaml
 var OpenAPI []byte
 
+// projectionBatchMax is the most results of one partition the projection
+// applies in one statement.
+const projectionBatchMax = 100
+
 // Config is the transfers service's configuration.
 type Config struct {
 	platform.Config
@@ -107,6 +111,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	mount(base.Router, svc, base.Log)
 	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
 	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.LedgerPolicy)
+	// The results of one partition fetched together are applied in one
+	// statement; on any error the loop applies them one by one.
+	pcfg.Batch, pcfg.MaxBatch = projection.HandleBatch, projectionBatchMax
 	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, pcfg) })
 }
 

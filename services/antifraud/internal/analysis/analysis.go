@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,8 +100,28 @@ type Tx interface {
 	// Insert stores d; it returns ErrDuplicate if the transfer already has
 	// a decision.
 	Insert(ctx context.Context, d Decision) error
-	// Enqueue writes an event to the outbox.
-	Enqueue(ctx context.Context, m outbox.Message) error
+	// Enqueue writes events to the outbox.
+	Enqueue(ctx context.Context, msgs ...outbox.Message) error
+
+	// The batch forms, which cost one round trip whatever the batch size.
+
+	// Load locks the source accounts (in one fixed order, so that two
+	// batches sharing accounts cannot deadlock), then returns the stored
+	// decisions of transfers and the history of each query, as History
+	// would; the three statements go in one round trip.
+	Load(ctx context.Context, accounts []string, transfers []uuid.UUID, history []HistoryQuery) (map[uuid.UUID]Decision, []risk.History, error)
+	// InsertAll stores ds and enqueues msgs in one round trip; it returns
+	// ErrDuplicate, and the caller rolls back, if any transfer of ds
+	// already has a decision.
+	InsertAll(ctx context.Context, ds []Decision, msgs []outbox.Message) error
+}
+
+// HistoryQuery asks for the history of one client on one account since a
+// time (Tx.History's arguments).
+type HistoryQuery struct {
+	Account string
+	Client  string
+	Since   time.Time
 }
 
 // Store runs transactions. InTx commits when fn returns nil and rolls back
@@ -173,14 +194,7 @@ func (s *Service) Analyse(ctx context.Context, req events.Requested, traceparent
 			Currency:      req.Currency,
 		}}
 		if w := s.engine.Window(); w > 0 {
-			// The window ends at the request's time, so that a backlog
-			// processed late is judged as it happened; a time in the future
-			// (clock skew) counts as now, so it cannot shrink the history.
-			ref := req.OccurredAt
-			if now := s.now(); ref.After(now) {
-				ref = now
-			}
-			if in.History, err = tx.History(ctx, req.SourceAccount, req.ClientID, ref.Add(-w)); err != nil {
+			if in.History, err = tx.History(ctx, req.SourceAccount, req.ClientID, s.windowStart(req, w)); err != nil {
 				return err
 			}
 		}
@@ -219,6 +233,138 @@ func (s *Service) Analyse(ctx context.Context, req events.Requested, traceparent
 		s.metrics.observe(res.Decision)
 	}
 	return res, nil
+}
+
+// windowStart is where the velocity window of req begins. The window ends
+// at the request's time, so that a backlog processed late is judged as it
+// happened; a time in the future (clock skew) counts as now, so it cannot
+// shrink the history.
+func (s *Service) windowStart(req events.Requested, w time.Duration) time.Time {
+	ref := req.OccurredAt
+	if now := s.now(); ref.After(now) {
+		ref = now
+	}
+	return ref.Add(-w)
+}
+
+// Request is one requested transfer and the traceparent of its record.
+type Request struct {
+	Transfer    events.Requested
+	Traceparent string
+}
+
+// AnalyseBatch decides reqs, in their order, in one transaction, and
+// returns what Analyse called on each in turn would have returned: the
+// locks of all the source accounts are taken first, the stored decisions
+// and the velocity histories are read once for the batch, and a transfer's
+// history also counts the transfers approved before it in the batch (one
+// by one, they would have been stored by then). The decisions are stored
+// and their events enqueued with one statement each. All or nothing: on
+// any error nothing is stored; in particular ErrDuplicate, when a
+// concurrent instance decided one of the transfers under another source
+// account's lock, for the caller to decide them one by one.
+func (s *Service) AnalyseBatch(ctx context.Context, reqs []Request) ([]Result, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	w := s.engine.Window()
+	var res []Result
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		res = make([]Result, len(reqs)) // the closure may run again
+		var (
+			accounts = make([]string, 0, len(reqs))
+			locked   = map[string]bool{}
+			ids      = make([]uuid.UUID, len(reqs))
+			queries  []HistoryQuery
+		)
+		for i, r := range reqs {
+			if a := r.Transfer.SourceAccount; !locked[a] {
+				locked[a] = true
+				accounts = append(accounts, a)
+			}
+			ids[i] = r.Transfer.TransferID
+			if w > 0 {
+				queries = append(queries, HistoryQuery{Account: r.Transfer.SourceAccount,
+					Client: r.Transfer.ClientID, Since: s.windowStart(r.Transfer, w)})
+			}
+		}
+		stored, history, err := tx.Load(ctx, accounts, ids, queries)
+		if err != nil {
+			return err
+		}
+		type owner struct{ account, client string }
+		var (
+			approved = map[owner][]Decision{} // approved earlier in this batch
+			decided  = map[uuid.UUID]Decision{}
+			ds       []Decision
+			msgs     []outbox.Message
+		)
+		for i, r := range reqs {
+			req := r.Transfer
+			if d, ok := stored[req.TransferID]; ok {
+				res[i] = Result{Decision: d, Duplicate: true}
+				continue
+			}
+			if d, ok := decided[req.TransferID]; ok {
+				res[i] = Result{Decision: d, Duplicate: true}
+				continue
+			}
+			in := risk.Input{Transfer: risk.Transfer{
+				SourceAccount: req.SourceAccount,
+				DestAccount:   req.DestAccount,
+				AmountCents:   req.AmountCents,
+				Currency:      req.Currency,
+			}}
+			k := owner{req.SourceAccount, req.ClientID}
+			if w > 0 {
+				in.History = history[i]
+				// The database compares microseconds (what it stores).
+				since := queries[i].Since.Truncate(time.Microsecond)
+				for _, d := range approved[k] {
+					if d.OccurredAt.After(since) {
+						in.History.Count++
+						in.History.AmountCents = addCapped(in.History.AmountCents, d.AmountCents)
+					}
+				}
+			}
+			a := s.engine.Assess(in)
+			d := s.decision(req, a)
+			msg, err := s.event(d, r.Traceparent)
+			if err != nil {
+				return err
+			}
+			ds, msgs = append(ds, d), append(msgs, msg)
+			decided[req.TransferID] = d
+			if d.Outcome == Approved {
+				approved[k] = append(approved[k], d)
+			}
+			res[i] = Result{Decision: d, Explanation: a.Explain(s.engine.Base())}
+		}
+		if len(ds) == 0 {
+			return nil
+		}
+		return tx.InsertAll(ctx, ds, msgs)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("analyse %d transfers: %w", len(reqs), err)
+	}
+	for _, r := range res {
+		if r.Duplicate {
+			s.metrics.Duplicates.Inc()
+		} else {
+			s.metrics.observe(r.Decision)
+		}
+	}
+	return res, nil
+}
+
+// addCapped is a+b for non-negative a and b, at most math.MaxInt64, as the
+// history query caps its sum.
+func addCapped(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 func (s *Service) decision(req events.Requested, a risk.Assessment) Decision {

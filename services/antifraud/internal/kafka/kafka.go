@@ -20,40 +20,85 @@ type Analyser interface {
 	Analyse(ctx context.Context, req events.Requested, traceparent string) (analysis.Result, error)
 }
 
+// BatchAnalyser decides requested transfers in one transaction
+// (analysis.Service).
+type BatchAnalyser interface {
+	AnalyseBatch(ctx context.Context, reqs []analysis.Request) ([]analysis.Result, error)
+}
+
 // NewHandler returns the handler of the requested topic. A record that
 // cannot be decoded, misses a required field or carries another event type
 // is returned as a permanent error (the loop sends it to the DLT at once);
 // any other failure is returned as is, for the loop to retry.
 func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
 	return func(ctx context.Context, m kafkago.Message) error {
-		if t := broker.Header(m, events.HeaderEventType); t != "" && t != events.TypeRequested {
-			return consumer.Permanent(fmt.Errorf("unexpected event type %q on %s", t, m.Topic))
-		}
-		var req events.Requested
-		if err := events.Decode(m.Value, &req); err != nil {
-			return fmt.Errorf("decode %s: %w", events.TypeRequested, err)
+		req, err := decode(m)
+		if err != nil {
+			return err
 		}
 		res, err := a.Analyse(ctx, req, broker.Header(m, events.HeaderTraceparent))
 		if err != nil {
 			return err
 		}
-		d := res.Decision
-		if res.Duplicate {
-			if d.SourceAccount != req.SourceAccount || d.DestAccount != req.DestAccount ||
-				d.AmountCents != req.AmountCents || d.Currency != req.Currency || d.ClientID != req.ClientID {
-				// The decision stands; an operator should know that the
-				// same transfer id arrived with other contents.
-				log.WarnContext(ctx, "transfer already decided with other contents; request ignored",
-					"transfer_id", d.TransferID, "evento_id", req.EventID, "decided_evento_id", d.RequestEventID)
-				return nil
-			}
-			log.InfoContext(ctx, "transfer already decided; redelivery ignored",
-				"transfer_id", d.TransferID, "evento_id", req.EventID, "outcome", d.Outcome)
-			return nil
-		}
-		log.InfoContext(ctx, "transfer decided",
-			"transfer_id", d.TransferID, "evento_id", req.EventID, "outcome", d.Outcome,
-			"score", d.Score, "rules", d.Rules, "explanation", res.Explanation, "output_evento_id", d.EventID)
+		logResult(ctx, log, req, res)
 		return nil
 	}
+}
+
+// NewBatchHandler returns the batch handler of the requested topic: the
+// records of one partition decided in one transaction
+// (analysis.Service.AnalyseBatch), all or nothing. Any error, an
+// undecodable record included, makes the consumer loop handle each record
+// again with the handler of NewHandler, where a poison record goes to the
+// DLT alone and the others are decided one by one.
+func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
+	return func(ctx context.Context, ms []kafkago.Message) error {
+		reqs := make([]analysis.Request, len(ms))
+		for i, m := range ms {
+			req, err := decode(m)
+			if err != nil {
+				return err
+			}
+			reqs[i] = analysis.Request{Transfer: req, Traceparent: broker.Header(m, events.HeaderTraceparent)}
+		}
+		rs, err := a.AnalyseBatch(ctx, reqs)
+		if err != nil {
+			return err
+		}
+		for i, r := range rs {
+			logResult(ctx, log, reqs[i].Transfer, r)
+		}
+		return nil
+	}
+}
+
+func decode(m kafkago.Message) (events.Requested, error) {
+	if t := broker.Header(m, events.HeaderEventType); t != "" && t != events.TypeRequested {
+		return events.Requested{}, consumer.Permanent(fmt.Errorf("unexpected event type %q on %s", t, m.Topic))
+	}
+	var req events.Requested
+	if err := events.Decode(m.Value, &req); err != nil {
+		return events.Requested{}, fmt.Errorf("decode %s: %w", events.TypeRequested, err)
+	}
+	return req, nil
+}
+
+func logResult(ctx context.Context, log *slog.Logger, req events.Requested, res analysis.Result) {
+	d := res.Decision
+	if res.Duplicate {
+		if d.SourceAccount != req.SourceAccount || d.DestAccount != req.DestAccount ||
+			d.AmountCents != req.AmountCents || d.Currency != req.Currency || d.ClientID != req.ClientID {
+			// The decision stands; an operator should know that the
+			// same transfer id arrived with other contents.
+			log.WarnContext(ctx, "transfer already decided with other contents; request ignored",
+				"transfer_id", d.TransferID, "evento_id", req.EventID, "decided_evento_id", d.RequestEventID)
+			return
+		}
+		log.InfoContext(ctx, "transfer already decided; redelivery ignored",
+			"transfer_id", d.TransferID, "evento_id", req.EventID, "outcome", d.Outcome)
+		return
+	}
+	log.InfoContext(ctx, "transfer decided",
+		"transfer_id", d.TransferID, "evento_id", req.EventID, "outcome", d.Outcome,
+		"score", d.Score, "rules", d.Rules, "explanation", res.Explanation, "output_evento_id", d.EventID)
 }

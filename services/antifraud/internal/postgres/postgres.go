@@ -4,12 +4,14 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
@@ -125,6 +127,184 @@ func (t *tx) Insert(ctx context.Context, d analysis.Decision) error {
 	return nil
 }
 
-func (t *tx) Enqueue(ctx context.Context, m outbox.Message) error {
-	return t.ob.Enqueue(ctx, t.tx, m)
+func (t *tx) Enqueue(ctx context.Context, msgs ...outbox.Message) error {
+	return t.ob.Enqueue(ctx, t.tx, msgs...)
+}
+
+// The batch statements. lockAccountsSQL takes the locks of lockAccountSQL
+// in the order of their keys, so that two batches sharing accounts wait for
+// each other in one order and cannot deadlock.
+const (
+	lockAccountsSQL = `
+SELECT pg_advisory_xact_lock(hashtext('antifraud.account'), k.h)
+FROM (SELECT DISTINCT hashtext(a) AS h FROM unnest($1::text[]) AS a ORDER BY h) AS k`
+
+	decisionsSQL = `
+SELECT transfer_id, request_event_id, source_account, dest_account, amount_cents, currency, client_id,
+       occurred_at, score, threshold, outcome, rules, event_id, decided_at
+FROM decision
+WHERE transfer_id = ANY($1::uuid[])`
+
+	// historiesSQL is historySQL for each query, in query order.
+	historiesSQL = `
+SELECT h.n, h.count, h.amount
+FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS q(account, client, since, n)
+CROSS JOIN LATERAL (
+    SELECT q.n, count(*) AS count, LEAST(COALESCE(sum(d.amount_cents), 0), 9223372036854775807)::bigint AS amount
+    FROM decision AS d
+    WHERE d.source_account = q.account AND d.client_id = q.client AND d.outcome = 'APPROVED' AND d.occurred_at > q.since
+) AS h
+ORDER BY h.n`
+
+	// insertAllSQL is insertSQL for many decisions; the rules go as one
+	// JSON array per decision, since PostgreSQL has no arrays of arrays of
+	// different lengths.
+	insertAllSQL = `
+INSERT INTO decision (transfer_id, request_event_id, source_account, dest_account, amount_cents, currency,
+                      occurred_at, score, threshold, outcome, rules, event_id, decided_at, client_id)
+SELECT u.id, u.req, u.src, u.dst, u.amount, u.cur, u.occurred, u.score, u.threshold, u.outcome,
+       ARRAY(SELECT jsonb_array_elements_text(u.rules)), u.event_id, u.decided, u.client
+FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::timestamptz[],
+            $8::int[], $9::int[], $10::text[], $11::jsonb[], $12::uuid[], $13::timestamptz[], $14::text[])
+     AS u(id, req, src, dst, amount, cur, occurred, score, threshold, outcome, rules, event_id, decided, client)
+ON CONFLICT DO NOTHING`
+)
+
+// Load implements analysis.Tx: the locks, the stored decisions and the
+// histories in one round trip.
+func (t *tx) Load(ctx context.Context, accounts []string, transfers []uuid.UUID, history []analysis.HistoryQuery) (map[uuid.UUID]analysis.Decision, []risk.History, error) {
+	ids := make([][16]byte, len(transfers))
+	for i, id := range transfers {
+		ids[i] = id
+	}
+	qAccounts, qClients := make([]string, len(history)), make([]string, len(history))
+	qSince := make([]time.Time, len(history))
+	for i, q := range history {
+		qAccounts[i], qClients[i], qSince[i] = q.Account, q.Client, q.Since
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockAccountsSQL, accounts)
+	b.Queue(decisionsSQL, ids)
+	if len(history) > 0 {
+		b.Queue(historiesSQL, qAccounts, qClients, qSince)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	defer func() { _ = br.Close() }() // the first error is returned below
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, fmt.Errorf("lock accounts: %w", err)
+	}
+	stored, err := readDecisions(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	var hs []risk.History
+	if len(history) > 0 {
+		if hs, err = readHistories(br, len(history)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, fmt.Errorf("load batch: %w", err)
+	}
+	return stored, hs, nil
+}
+
+func readDecisions(br pgx.BatchResults) (map[uuid.UUID]analysis.Decision, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("read decisions: %w", err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]analysis.Decision{}
+	for rows.Next() {
+		var d analysis.Decision
+		var outcome string
+		if err := rows.Scan(&d.TransferID, &d.RequestEventID, &d.SourceAccount, &d.DestAccount, &d.AmountCents, &d.Currency,
+			&d.ClientID, &d.OccurredAt, &d.Score, &d.Threshold, &outcome, &d.Rules, &d.EventID, &d.DecidedAt); err != nil {
+			return nil, fmt.Errorf("scan decision: %w", err)
+		}
+		d.Outcome = analysis.Outcome(outcome)
+		d.OccurredAt, d.DecidedAt = d.OccurredAt.UTC(), d.DecidedAt.UTC()
+		if d.Rules == nil {
+			d.Rules = []string{}
+		}
+		out[d.TransferID] = d
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read decisions: %w", err)
+	}
+	return out, nil
+}
+
+func readHistories(br pgx.BatchResults, n int) ([]risk.History, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("read histories: %w", err)
+	}
+	defer rows.Close()
+	out := make([]risk.History, n)
+	for rows.Next() {
+		var i int64
+		var h risk.History
+		if err := rows.Scan(&i, &h.Count, &h.AmountCents); err != nil {
+			return nil, fmt.Errorf("scan history: %w", err)
+		}
+		if i < 1 || i > int64(n) {
+			return nil, fmt.Errorf("read histories: row %d of %d queries", i, n)
+		}
+		out[i-1] = h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read histories: %w", err)
+	}
+	return out, nil
+}
+
+// InsertAll implements analysis.Tx: the decisions and their events in one
+// round trip.
+func (t *tx) InsertAll(ctx context.Context, ds []analysis.Decision, msgs []outbox.Message) error {
+	n := len(ds)
+	var (
+		ids, reqs, eventIDs = make([][16]byte, n), make([][16]byte, n), make([][16]byte, n)
+		srcs, dsts, curs    = make([]string, n), make([]string, n), make([]string, n)
+		outcomes, clients   = make([]string, n), make([]string, n)
+		rules               = make([]string, n)
+		amounts             = make([]int64, n)
+		scores, thresholds  = make([]int32, n), make([]int32, n)
+		occurred, decidedAt = make([]time.Time, n), make([]time.Time, n)
+	)
+	for i, d := range ds {
+		ids[i], reqs[i], eventIDs[i] = d.TransferID, d.RequestEventID, d.EventID
+		srcs[i], dsts[i], curs[i] = d.SourceAccount, d.DestAccount, d.Currency
+		outcomes[i], clients[i] = string(d.Outcome), d.ClientID
+		amounts[i] = d.AmountCents
+		scores[i], thresholds[i] = int32(d.Score), int32(d.Threshold) //nolint:gosec // scores are 0..100, thresholds 1..100
+		occurred[i], decidedAt[i] = d.OccurredAt, d.DecidedAt
+		r := d.Rules
+		if r == nil {
+			r = []string{}
+		}
+		js, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode rules of %s: %w", d.TransferID, err)
+		}
+		rules[i] = string(js)
+	}
+	b := &pgx.Batch{}
+	var inserted int64
+	b.Queue(insertAllSQL, ids, reqs, srcs, dsts, amounts, curs, occurred, scores, thresholds, outcomes, rules,
+		eventIDs, decidedAt, clients).Exec(func(tag pgconn.CommandTag) error {
+		inserted = tag.RowsAffected()
+		return nil
+	})
+	if err := t.ob.Queue(ctx, t.tx, b, msgs...); err != nil {
+		return err
+	}
+	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("insert %d decisions and their events: %w", n, err)
+	}
+	if inserted != int64(n) {
+		return fmt.Errorf("insert %d decisions: %d already decided: %w", n, int64(n)-inserted, analysis.ErrDuplicate)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/segmentio/kafka-go"
@@ -42,6 +43,32 @@ func (h *Handler) Handle(ctx context.Context, m kafka.Message) error {
 		return err
 	}
 	return h.notifier.Notify(ctx, n)
+}
+
+// BatchNotifier notifies a batch at once (notify.Service).
+type BatchNotifier interface {
+	NotifyBatch(ctx context.Context, ns []notify.Notification) error
+}
+
+// HandleBatch is a consumer.BatchHandler: the records of one partition
+// notified with their log entries claimed, read and recorded together
+// (notify.Service.NotifyBatch). On any error, a poison record or a failed
+// send included, the consumer loop handles the records again one by one
+// with Handle: those delivered here are duplicates there and send nothing.
+func (h *Handler) HandleBatch(ctx context.Context, ms []kafka.Message) error {
+	bn, ok := h.notifier.(BatchNotifier)
+	if !ok {
+		return errors.New("the notifier cannot notify batches")
+	}
+	ns := make([]notify.Notification, len(ms))
+	for i, m := range ms {
+		n, err := h.decode(m)
+		if err != nil {
+			return err
+		}
+		ns[i] = n
+	}
+	return bn.NotifyBatch(ctx, ns)
 }
 
 func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {

@@ -79,6 +79,14 @@ type Store interface {
 	// otherwise its Outcome is recorded (attempts + 1). attempt runs exactly
 	// once per call. Claim returns the entry as left.
 	Claim(ctx context.Context, n Notification, channel string, attempt func(e Entry) (o Outcome, ok bool)) (Entry, error)
+	// ClaimAll is Claim for many events at once: the claims of all of ns
+	// are held while attempt runs for each of them in order, their entries
+	// are created and read in one round trip, and the outcomes are
+	// recorded with one statement. attempt returns stop = true to attempt
+	// none of the events after ns[i] (their entries are left as they
+	// were). ns must have distinct event ids. ClaimAll returns the entries
+	// as left.
+	ClaimAll(ctx context.Context, ns []Notification, channel string, attempt func(i int, e Entry) (o Outcome, ok, stop bool)) ([]Entry, error)
 	// Get returns the entry of eventID, or ErrNotFound.
 	Get(ctx context.Context, eventID uuid.UUID) (Entry, error)
 }
@@ -172,43 +180,101 @@ func NewService(store Store, sender Sender, metrics *Metrics, log *slog.Logger) 
 // id.
 func (s *Service) Notify(ctx context.Context, n Notification) error {
 	channel := s.sender.Channel()
-	log := s.log.With("evento_id", n.EventID, "transferencia_id", n.TransferID, "channel", channel)
-	var (
-		sendErr error
-		outcome string
-	)
+	var a attempt
 	entry, err := s.store.Claim(ctx, n, channel, func(e Entry) (Outcome, bool) {
-		if e.Status == StatusDelivered {
-			outcome = OutcomeDuplicate
-			return Outcome{}, false
-		}
-		start := s.now()
-		sendErr = s.sender.Send(ctx, n)
-		s.metrics.Duration.WithLabelValues(channel).Observe(s.now().Sub(start).Seconds())
-		switch {
-		case sendErr == nil:
-			outcome = OutcomeDelivered
-			return Outcome{Status: StatusDelivered, At: s.now()}, true
-		case errors.Is(sendErr, ErrNoDestination):
-			outcome = OutcomeNoDestination
-			return Outcome{Status: StatusNoDestination, Err: sendErr}, true
-		case errors.Is(sendErr, ErrOutcomeUnknown):
-			outcome = OutcomeTimeout
-		default:
-			outcome = OutcomeFailed
-		}
-		return Outcome{Status: StatusFailed, Err: sendErr}, true
+		a = s.attempt(ctx, n, e)
+		return a.recorded, a.record
 	})
-	if outcome != "" {
-		s.metrics.Sends.WithLabelValues(channel, outcome).Inc()
+	return s.finish(ctx, n, channel, a, entry, err)
+}
+
+// NotifyBatch is Notify for each of ns in order, their claims held together
+// and their log entries read and written with one statement each. It stops
+// at the first notification that fails (after recording its attempt) and
+// returns that error: the caller handles ns again one by one, where the
+// notifications delivered here are duplicates and the failed one is tried
+// again at once, then retried as Notify's errors are. An event id repeated
+// in ns is an error too, for the same one-by-one pass.
+func (s *Service) NotifyBatch(ctx context.Context, ns []Notification) error {
+	seen := make(map[uuid.UUID]bool, len(ns))
+	for _, n := range ns {
+		if seen[n.EventID] {
+			return fmt.Errorf("notify batch: event %s twice", n.EventID)
+		}
+		seen[n.EventID] = true
+	}
+	channel := s.sender.Channel()
+	as := make([]attempt, len(ns))
+	entries, err := s.store.ClaimAll(ctx, ns, channel, func(i int, e Entry) (Outcome, bool, bool) {
+		as[i] = s.attempt(ctx, ns[i], e)
+		return as[i].recorded, as[i].record, as[i].failed()
+	})
+	var first error
+	for i, n := range ns {
+		if as[i].outcome == "" {
+			continue // not attempted: an earlier one failed, or the claim did
+		}
+		var e Entry
+		if i < len(entries) {
+			e = entries[i]
+		}
+		if ferr := s.finish(ctx, n, channel, as[i], e, err); ferr != nil && first == nil {
+			first = ferr
+		}
+	}
+	if first == nil && err != nil {
+		first = fmt.Errorf("notify %d events: %w", len(ns), err)
+	}
+	return first
+}
+
+// attempt is one try at a notification: what was sent and what to record.
+type attempt struct {
+	outcome  string // a notifications_sends_total outcome; "" when not attempted
+	sendErr  error
+	recorded Outcome
+	record   bool
+}
+
+func (a attempt) failed() bool {
+	return a.outcome == OutcomeFailed || a.outcome == OutcomeTimeout
+}
+
+// attempt sends n unless its entry e says it was delivered.
+func (s *Service) attempt(ctx context.Context, n Notification, e Entry) attempt {
+	if e.Status == StatusDelivered {
+		return attempt{outcome: OutcomeDuplicate}
+	}
+	channel := s.sender.Channel()
+	start := s.now()
+	err := s.sender.Send(ctx, n)
+	s.metrics.Duration.WithLabelValues(channel).Observe(s.now().Sub(start).Seconds())
+	switch {
+	case err == nil:
+		return attempt{outcome: OutcomeDelivered, recorded: Outcome{Status: StatusDelivered, At: s.now()}, record: true}
+	case errors.Is(err, ErrNoDestination):
+		return attempt{outcome: OutcomeNoDestination, sendErr: err, recorded: Outcome{Status: StatusNoDestination, Err: err}, record: true}
+	case errors.Is(err, ErrOutcomeUnknown):
+		return attempt{outcome: OutcomeTimeout, sendErr: err, recorded: Outcome{Status: StatusFailed, Err: err}, record: true}
+	default:
+		return attempt{outcome: OutcomeFailed, sendErr: err, recorded: Outcome{Status: StatusFailed, Err: err}, record: true}
+	}
+}
+
+// finish counts and logs attempt a of n, whose claim ended with entry and
+// err, and returns Notify's error.
+func (s *Service) finish(ctx context.Context, n Notification, channel string, a attempt, entry Entry, err error) error {
+	log := s.log.With("evento_id", n.EventID, "transferencia_id", n.TransferID, "channel", channel)
+	if a.outcome != "" {
+		s.metrics.Sends.WithLabelValues(channel, a.outcome).Inc()
 	}
 	if err != nil {
-		if outcome == OutcomeDelivered {
+		if a.outcome == OutcomeDelivered {
 			log.WarnContext(ctx, "notification sent but not recorded; it will be sent again", "err", err)
 		}
 		return fmt.Errorf("notify event %s: %w", n.EventID, err)
 	}
-	switch outcome {
+	switch a.outcome {
 	case OutcomeDuplicate:
 		log.InfoContext(ctx, "notification already delivered; nothing sent", "delivered_at", entry.DeliveredAt)
 		return nil
@@ -219,8 +285,8 @@ func (s *Service) Notify(ctx context.Context, n Notification) error {
 		log.WarnContext(ctx, "no destination for the account; nothing sent", "account", n.Account)
 		return nil
 	}
-	log.WarnContext(ctx, "notification failed", "attempts", entry.Attempts, "outcome", outcome, "err", sendErr)
+	log.WarnContext(ctx, "notification failed", "attempts", entry.Attempts, "outcome", a.outcome, "err", a.sendErr)
 	// A receiver that is down is what the retry topics are for, not an
 	// outage of this service (which the consumer loop waits out).
-	return fmt.Errorf("notify event %s: %w", n.EventID, outage.Exempt(sendErr))
+	return fmt.Errorf("notify event %s: %w", n.EventID, outage.Exempt(a.sendErr))
 }

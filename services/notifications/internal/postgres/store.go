@@ -122,6 +122,177 @@ func (s *Store) Claim(ctx context.Context, n notify.Notification, channel string
 	return out, nil
 }
 
+// The batch statements of ClaimAll. The claims are taken in key order, so
+// that two batches sharing events cannot deadlock (Claim takes one claim
+// and holds no other).
+const (
+	lockAllSQL = `
+SELECT pg_advisory_lock(hashtext('notification'), k.h)
+FROM (SELECT DISTINCT hashtext(e::text) AS h FROM unnest($1::uuid[]) AS e ORDER BY h) AS k`
+	unlockAllSQL = `
+SELECT pg_advisory_unlock(hashtext('notification'), k.h)
+FROM (SELECT DISTINCT hashtext(e::text) AS h FROM unnest($1::uuid[]) AS e) AS k`
+
+	insertAllSQL = `
+INSERT INTO notification (event_id, transfer_id, event_type, source_account, channel)
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[])
+ON CONFLICT (event_id) DO NOTHING`
+
+	readAllSQL = `
+SELECT event_id, transfer_id, channel, status, attempts, delivered_at, last_error
+FROM notification
+WHERE event_id = ANY($1::uuid[])`
+
+	recordAllSQL = `
+UPDATE notification AS n
+SET status = u.status, channel = $6, attempts = n.attempts + 1, delivered_at = u.delivered_at,
+    last_error = CASE WHEN u.has_error THEN u.last_error END, updated_at = now()
+FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[], $5::bool[])
+     AS u(event_id, status, delivered_at, last_error, has_error)
+WHERE n.event_id = u.event_id
+RETURNING n.event_id, n.transfer_id, n.channel, n.status, n.attempts, n.delivered_at, n.last_error`
+)
+
+// ClaimAll implements notify.Store: Claim's three steps for a batch, each
+// step one round trip (the claims, the entries created and read, pipelined;
+// the sends; the outcomes recorded).
+func (s *Store) ClaimAll(ctx context.Context, ns []notify.Notification, channel string,
+	attempt func(i int, e notify.Entry) (notify.Outcome, bool, bool)) (entries []notify.Entry, err error) {
+	if len(ns) == 0 {
+		return nil, nil
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("notification log, %d events: %w", len(ns), err)
+		}
+	}()
+	n := len(ns)
+	ids, transfers := make([][16]byte, n), make([][16]byte, n)
+	types, accounts, channels := make([]string, n), make([]string, n), make([]string, n)
+	for i, x := range ns {
+		ids[i], transfers[i] = x.EventID, x.TransferID
+		types[i], accounts[i], channels[i] = x.EventType, x.Account, channel
+	}
+	conn, err := s.db.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire connection: %w", err)
+	}
+	defer conn.Release()
+	locked := false
+	defer func() {
+		if !locked {
+			return
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, uerr := conn.Exec(uctx, unlockAllSQL, ids); uerr != nil {
+			// A connection that may still hold the locks must not go back
+			// to the pool: closing it releases them.
+			_ = conn.Conn().Close(uctx)
+		}
+	}()
+	b := &pgx.Batch{}
+	b.Queue(lockAllSQL, ids)
+	b.Queue(insertAllSQL, ids, transfers, types, accounts, channels)
+	b.Queue(readAllSQL, ids)
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	// Whatever came back, the locks may be held: unlock them at the end
+	// (unlocking a lock not held only warns).
+	locked = true
+	if err != nil {
+		_ = br.Close()
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	if _, err = br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, fmt.Errorf("insert notifications: %w", err)
+	}
+	byID, err := scanAll(br.Query())
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read notifications: %w", err)
+	}
+
+	entries = make([]notify.Entry, n)
+	var (
+		rIDs               [][16]byte
+		rStatuses, rErrors []string
+		rDelivered         []*time.Time
+		rHasError          []bool
+	)
+	for i, x := range ns {
+		e, ok := byID[x.EventID]
+		if !ok {
+			return nil, fmt.Errorf("notification %s neither created nor found", x.EventID)
+		}
+		entries[i] = e
+		o, record, stop := attempt(i, e)
+		if record {
+			var deliveredAt *time.Time
+			if o.Status == notify.StatusDelivered {
+				at := o.At.UTC()
+				deliveredAt = &at
+			}
+			msg := ""
+			if o.Err != nil {
+				msg = o.Err.Error()
+				if len(msg) > maxErrorLen {
+					msg = msg[:maxErrorLen]
+				}
+			}
+			rIDs = append(rIDs, x.EventID)
+			rStatuses, rDelivered = append(rStatuses, string(o.Status)), append(rDelivered, deliveredAt)
+			rErrors, rHasError = append(rErrors, msg), append(rHasError, o.Err != nil)
+		}
+		if stop {
+			break
+		}
+	}
+	if len(rIDs) == 0 {
+		return entries, nil
+	}
+	// The outcomes are recorded even if ctx ended during the sends.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	rows, err := conn.Query(rctx, recordAllSQL, rIDs, rStatuses, rDelivered, rErrors, rHasError, channel)
+	if err != nil {
+		return nil, fmt.Errorf("record notifications: %w", err)
+	}
+	recorded, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("record notifications: %w", err)
+	}
+	for i, x := range ns {
+		if e, ok := recorded[x.EventID]; ok {
+			entries[i] = e
+		}
+	}
+	return entries, nil
+}
+
+func scanAll(rows pgx.Rows, err error) (map[uuid.UUID]notify.Entry, error) {
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
+}
+
+func collect(rows pgx.Rows) (map[uuid.UUID]notify.Entry, error) {
+	defer rows.Close()
+	out := map[uuid.UUID]notify.Entry{}
+	for rows.Next() {
+		e, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[e.EventID] = e
+	}
+	return out, rows.Err()
+}
+
 // Get implements notify.Store; it returns notify.ErrNotFound when the event
 // has no entry.
 func (s *Store) Get(ctx context.Context, eventID uuid.UUID) (notify.Entry, error) {

@@ -43,35 +43,69 @@ func (p *Projection) Topics() []string { return []string{p.settled, p.rejected} 
 // content the contract forbids, is a poison message (straight to the DLT);
 // a database failure is returned for the consumer loop to retry.
 func (p *Projection) Handle(ctx context.Context, m kafka.Message) error {
-	var r transfer.Result
-	switch m.Topic {
-	case p.settled:
-		var ev events.Settled
-		if err := events.Decode(m.Value, &ev); err != nil {
-			return fmt.Errorf("decode %s: %w", events.TypeSettled, err)
-		}
-		r = transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusSettled}
-	case p.rejected:
-		var ev events.Rejected
-		if err := events.Decode(m.Value, &ev); err != nil {
-			return fmt.Errorf("decode %s: %w", events.TypeRejected, err)
-		}
-		if !reasonRE.MatchString(ev.Reason) {
-			return consumer.Permanent(fmt.Errorf("%w: motivo is not a reason code", events.ErrMalformed))
-		}
-		r = transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusRejected, Reason: ev.Reason}
-	default:
-		return consumer.Permanent(fmt.Errorf("projection: unexpected topic %q", m.Topic))
+	r, err := p.decode(m)
+	if err != nil {
+		return err
 	}
 	changed, err := p.svc.ApplyResult(ctx, r)
 	if err != nil {
 		return err
 	}
+	p.logResult(ctx, r, changed)
+	return nil
+}
+
+// HandleBatch is a consumer.BatchHandler: it applies the results of one
+// partition's records, in offset order, in one transaction and one
+// statement. Any error, a poison record included, makes the consumer loop
+// handle each record again with Handle, where a poison record goes to the
+// DLT alone.
+func (p *Projection) HandleBatch(ctx context.Context, ms []kafka.Message) error {
+	rs := make([]transfer.Result, len(ms))
+	for i, m := range ms {
+		r, err := p.decode(m)
+		if err != nil {
+			return err
+		}
+		rs[i] = r
+	}
+	changed, err := p.svc.ApplyResults(ctx, rs)
+	if err != nil {
+		return err
+	}
+	for i, r := range rs {
+		p.logResult(ctx, r, changed[i])
+	}
+	return nil
+}
+
+func (p *Projection) decode(m kafka.Message) (transfer.Result, error) {
+	switch m.Topic {
+	case p.settled:
+		var ev events.Settled
+		if err := events.Decode(m.Value, &ev); err != nil {
+			return transfer.Result{}, fmt.Errorf("decode %s: %w", events.TypeSettled, err)
+		}
+		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusSettled}, nil
+	case p.rejected:
+		var ev events.Rejected
+		if err := events.Decode(m.Value, &ev); err != nil {
+			return transfer.Result{}, fmt.Errorf("decode %s: %w", events.TypeRejected, err)
+		}
+		if !reasonRE.MatchString(ev.Reason) {
+			return transfer.Result{}, consumer.Permanent(fmt.Errorf("%w: motivo is not a reason code", events.ErrMalformed))
+		}
+		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusRejected, Reason: ev.Reason}, nil
+	default:
+		return transfer.Result{}, consumer.Permanent(fmt.Errorf("projection: unexpected topic %q", m.Topic))
+	}
+}
+
+func (p *Projection) logResult(ctx context.Context, r transfer.Result, changed bool) {
 	if changed {
 		p.log.InfoContext(ctx, "transfer result projected", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
 	} else {
 		// A duplicate, a late result or a transfer this service does not know.
 		p.log.DebugContext(ctx, "transfer result changed nothing", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
 	}
-	return nil
 }

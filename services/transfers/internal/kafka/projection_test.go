@@ -27,6 +27,7 @@ import (
 var topics = events.DefaultTopics.WithSuffix(".test")
 
 type fixture struct {
+	db   *pg.DB
 	svc  *transfer.Service
 	proj *kafka.Projection
 }
@@ -36,7 +37,7 @@ func newFixture(t *testing.T) fixture {
 	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService("transfers")...))
 	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, kafka.Group, nil), 0)
 	svc := transfer.NewService(store, topics.Requested)
-	return fixture{svc: svc, proj: kafka.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
+	return fixture{db: db, svc: svc, proj: kafka.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
 }
 
 func (f fixture) pending(t *testing.T) uuid.UUID {
@@ -109,6 +110,30 @@ func TestProjection(t *testing.T) {
 			state{transfer.StatusRejected, "LIMITE_DIARIO"}},
 	}
 	for _, tt := range tests {
+		t.Run(tt.name+" (one batch)", func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := context.Background()
+			id := f.pending(t)
+			var ms []kafkago.Message
+			for _, ev := range tt.records(id) {
+				topic := topics.Settled
+				if _, ok := ev.(events.Rejected); ok {
+					topic = topics.Rejected
+				}
+				ms = append(ms, record(t, topic, ev))
+			}
+			if err := f.proj.HandleBatch(ctx, ms); err != nil {
+				t.Fatal(err)
+			}
+			got, err := f.svc.Get(ctx, id, operator)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, state{got.Status, got.Reason}); diff != "" {
+				t.Errorf("state mismatch (-want +got):\n%s", diff)
+			}
+		})
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
@@ -191,5 +216,94 @@ func TestProjectionUnknownTransfer(t *testing.T) {
 	_, err := f.svc.Get(context.Background(), uuid.New(), operator)
 	if !errors.Is(err, transfer.ErrNotFound) {
 		t.Fatalf("Get unknown = %v, want ErrNotFound", err)
+	}
+}
+
+// TestProjectionBatchIsAllOrNothing applies a batch of results for many
+// transfers in which one record is poison, or one result the database
+// refuses: no transfer of the batch changes and no event id is recorded,
+// so that the one-by-one pass the consumer loop then makes applies each
+// result once. Without the failing record, the batch applies every result,
+// an event already applied changing nothing.
+func TestProjectionBatchIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var ids []uuid.UUID
+	var ms []kafkago.Message
+	for i := range 30 {
+		id := f.pending(t)
+		ids = append(ids, id)
+		if i%3 == 0 {
+			ms = append(ms, record(t, topics.Rejected, rejected(id, uuid.New(), events.ReasonInsufficientFunds)))
+		} else {
+			ms = append(ms, record(t, topics.Settled, settled(id, uuid.New())))
+		}
+	}
+	// Applied before the batch: its redelivery in the batch is a duplicate.
+	if err := f.proj.Handle(ctx, ms[4]); err != nil {
+		t.Fatal(err)
+	}
+	statuses := func() map[uuid.UUID]transfer.Status {
+		out := map[uuid.UUID]transfer.Status{}
+		for _, id := range ids {
+			got, err := f.svc.Get(ctx, id, operator)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[id] = got.Status
+		}
+		return out
+	}
+	before := statuses()
+	inboxRows := func() int {
+		var n int
+		if err := f.db.QueryRow(ctx, `SELECT count(*) FROM inbox_event`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	poison := kafkago.Message{Topic: topics.Settled, Value: []byte("{not json")}
+	withPoison := append(append(append([]kafkago.Message{}, ms[:10]...), poison), ms[10:]...)
+	if err := f.proj.HandleBatch(ctx, withPoison); err == nil || !consumer.IsPermanent(err) {
+		t.Fatalf("HandleBatch with a poison record = %v, want a permanent error", err)
+	}
+	// A result the database refuses, as a constraint or a fault would.
+	if _, err := f.db.Exec(ctx, `
+CREATE FUNCTION refuse_transfer() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'refused'; END $$;
+CREATE TRIGGER refuse_transfer BEFORE UPDATE ON transferencia FOR EACH ROW
+    WHEN (OLD.id = '`+ids[20].String()+`') EXECUTE FUNCTION refuse_transfer();`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.proj.HandleBatch(ctx, ms); err == nil {
+		t.Fatal("HandleBatch with a refused update succeeded")
+	}
+	if diff := cmp.Diff(before, statuses()); diff != "" {
+		t.Errorf("failed batches changed transfers (-before +after):\n%s", diff)
+	}
+	if n := inboxRows(); n != 1 {
+		t.Errorf("%d inbox rows after the failed batches, want 1 (the result applied before)", n)
+	}
+
+	if _, err := f.db.Exec(ctx, `DROP TRIGGER refuse_transfer ON transferencia`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.proj.HandleBatch(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uuid.UUID]transfer.Status{}
+	for i, id := range ids {
+		want[id] = transfer.StatusSettled
+		if i%3 == 0 {
+			want[id] = transfer.StatusRejected
+		}
+	}
+	if diff := cmp.Diff(want, statuses()); diff != "" {
+		t.Errorf("statuses after the batch (-want +got):\n%s", diff)
+	}
+	if n := inboxRows(); n != len(ms) {
+		t.Errorf("%d inbox rows, want %d", n, len(ms))
 	}
 }

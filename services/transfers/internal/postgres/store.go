@@ -204,6 +204,73 @@ func (s *Store) ApplyResult(ctx context.Context, r transfer.Result) (bool, error
 	return changed, nil
 }
 
+// applyAllSQL is applySQL for a batch, with the inbox marks, in one
+// statement: the results whose event id the inbox had not seen ($1 is the
+// consumer) are marked; of those, each transfer takes its first in batch
+// (offset) order, as one-by-one handling would, since only a PENDENTE
+// transfer moves. It returns how many events were new and the event ids of
+// the results that moved a transfer.
+const applyAllSQL = `
+WITH input AS (
+    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[]) WITH ORDINALITY
+        AS u(event_id, transfer_id, status, reason, n)
+), marked AS (
+    INSERT INTO inbox_event (consumer, event_id)
+    SELECT $1, i.event_id FROM input AS i ORDER BY i.n
+    ON CONFLICT DO NOTHING
+    RETURNING event_id
+), first AS (
+    SELECT DISTINCT ON (i.transfer_id) i.transfer_id, i.status, i.reason, i.event_id
+    FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
+    ORDER BY i.transfer_id, i.n
+), moved AS (
+    UPDATE transferencia AS t
+    SET status = f.status, motivo_rejeicao = NULLIF(f.reason, ''), atualizada_em = greatest(now(), t.criada_em)
+    FROM first AS f
+    WHERE t.id = f.transfer_id AND t.status = 'PENDENTE'
+    RETURNING f.event_id
+)
+SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved)`
+
+// ApplyResults implements transfer.Store: one transaction, one statement.
+// A result whose event id repeats an earlier one of rs is a duplicate, as
+// its redelivery would be.
+func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]bool, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	seen := make(map[uuid.UUID]bool, len(rs))
+	var eventIDs, transferIDs [][16]byte
+	var statuses, reasons []string
+	for _, r := range rs {
+		if seen[r.EventID] {
+			continue
+		}
+		seen[r.EventID] = true
+		eventIDs, transferIDs = append(eventIDs, r.EventID), append(transferIDs, r.TransferID)
+		statuses, reasons = append(statuses, string(r.Status)), append(reasons, r.Reason)
+	}
+	var fresh int64
+	var moved []uuid.UUID
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons).Scan(&fresh, &moved)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply %d results: %w", len(rs), err)
+	}
+	s.inbox.CountDuplicates(len(rs) - int(fresh))
+	isMoved := make(map[uuid.UUID]bool, len(moved))
+	for _, id := range moved {
+		isMoved[id] = true
+	}
+	changed := make([]bool, len(rs))
+	for i, r := range rs {
+		changed[i] = isMoved[r.EventID]
+		delete(isMoved, r.EventID) // a repeated event id changes nothing
+	}
+	return changed, nil
+}
+
 // lockKey folds a key into the 64-bit advisory lock space. Two keys that
 // fold alike only make one of them wait for a retry (409), never merge.
 func lockKey(id uuid.UUID) int64 {

@@ -135,11 +135,29 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID, v Viewer) (Transfer, er
 // out-of-order result, an unknown transfer) changes nothing. It reports
 // whether the transfer changed.
 func (s *Service) ApplyResult(ctx context.Context, r Result) (bool, error) {
-	if r.Status != StatusSettled && r.Status != StatusRejected {
-		return false, fmt.Errorf("apply result: status %q is not final", r.Status)
-	}
-	if r.Status == StatusRejected && r.Reason == "" {
-		return false, errors.New("apply result: rejection without a reason")
+	if err := checkResult(r); err != nil {
+		return false, err
 	}
 	return s.store.ApplyResult(ctx, r)
+}
+
+// ApplyResults is ApplyResult for each of rs in order, in one transaction
+// and one statement: all or nothing.
+func (s *Service) ApplyResults(ctx context.Context, rs []Result) ([]bool, error) {
+	for _, r := range rs {
+		if err := checkResult(r); err != nil {
+			return nil, err
+		}
+	}
+	return s.store.ApplyResults(ctx, rs)
+}
+
+func checkResult(r Result) error {
+	if r.Status != StatusSettled && r.Status != StatusRejected {
+		return fmt.Errorf("apply result: status %q is not final", r.Status)
+	}
+	if r.Status == StatusRejected && r.Reason == "" {
+		return errors.New("apply result: rejection without a reason")
+	}
+	return nil
 }

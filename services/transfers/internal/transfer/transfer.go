@@ -206,4 +206,8 @@ type Store interface {
 	// r.EventID. It reports whether the transfer changed: a duplicate event,
 	// a transfer already final, or an unknown transfer change nothing.
 	ApplyResult(ctx context.Context, r Result) (changed bool, err error)
+	// ApplyResults is ApplyResult for each of rs in order, in one
+	// transaction: all or nothing. changed[i] reports whether rs[i] moved
+	// its transfer.
+	ApplyResults(ctx context.Context, rs []Result) (changed []bool, err error)
 }

@@ -511,6 +511,9 @@ func (f fakeStore) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, er
 func (f fakeStore) ApplyResult(context.Context, transfer.Result) (bool, error) {
 	return false, errors.New("not used")
 }
+func (f fakeStore) ApplyResults(context.Context, []transfer.Result) ([]bool, error) {
+	return nil, errors.New("not used")
+}
 
 // TestInternalErrors: a panicking handler and a failing store both give a
 // 500 problem that says only "internal error".

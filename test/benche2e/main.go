@@ -1,0 +1,661 @@
+// Command benche2e is the whole-flow load generator of `make bench-e2e`
+// (issue 15): it runs the four services on a real Kafka broker and
+// PostgreSQL, as the all-in-one binary (`payments run`) and as four
+// processes, offers a series of rates open loop (each request leaves on a
+// fixed schedule, whatever the answers to the earlier ones), and prints per
+// rate the accepted and settled rates, the end-to-end latency from a
+// transfer's creation (criada_em) to its terminal status (atualizada_em),
+// the time per hop from the rows' timestamps, and each process's CPU and
+// memory; then the highest rate sustained. Baselines of the same run:
+// POST /transferencias alone (closed loop, transfers the only service
+// running) and the floor: one record's produce-to-consume time on the same
+// broker with the suite's client settings, times three hops.
+//
+// It needs TEST_DATABASE_URL (a PostgreSQL server; the bench drops and
+// creates the databases payments_<service> on it) and TEST_KAFKA_BROKERS
+// (it deletes and creates the suite's default topics): run it through
+// test/infra/with-infra.sh, as `make bench-e2e` does, never against
+// servers whose data matters.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+)
+
+type options struct {
+	modes        []string
+	rates        []float64
+	step         time.Duration
+	drain        time.Duration
+	accounts     int
+	postClients  int
+	postFor      time.Duration
+	floorSamples int
+	basePort     int
+	maxInFlight  int
+	logDir       string
+	env          map[string]string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench-e2e", flag.ContinueOnError)
+	modes := fs.String("modes", "all-in-one,four-processes", "deployments to measure, in order: all-in-one (payments run), four-processes")
+	rates := fs.String("rates", "50,100,200,400,800", "offered rates, requests per second, in order (a rate left undrained ends the series)")
+	step := fs.Duration("step", 15*time.Second, "how long each rate is offered")
+	drain := fs.Duration("drain", 30*time.Second, "longest wait after a step for its transfers to reach a terminal status")
+	accounts := fs.Int("accounts", 1000, "funded accounts the transfers pick from")
+	postClients := fs.Int("post-clients", 8, "clients of the POST-alone baseline (closed loop)")
+	postFor := fs.Duration("post-for", 10*time.Second, "duration of the POST-alone baseline")
+	floorSamples := fs.Int("floor-samples", 50, "records of the produce-to-consume floor")
+	basePort := fs.Int("port", 18080, "first of the four HTTP ports (transfers, ledger, antifraud, notifications)")
+	maxInFlight := fs.Int("max-in-flight", 4000, "most outstanding requests; a request that finds them all busy leaves late (reported)")
+	logDir := fs.String("logs", "", "folder for the services' logs (default: a temporary folder, kept)")
+	envFlag := fs.String("env", "", "extra service settings, comma-separated NAME=VALUE (e.g. ANTIFRAUD_BATCH_MAX=1)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	o := options{step: *step, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
+		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, logDir: *logDir, env: map[string]string{}}
+	for m := range strings.SplitSeq(*modes, ",") {
+		if m = strings.TrimSpace(m); m != "all-in-one" && m != "four-processes" {
+			return fmt.Errorf("-modes: unknown deployment %q", m)
+		}
+		o.modes = append(o.modes, strings.TrimSpace(m))
+	}
+	for r := range strings.SplitSeq(*rates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("-rates: %q is not a positive rate", r)
+		}
+		o.rates = append(o.rates, v)
+	}
+	for kv := range strings.SplitSeq(*envFlag, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("-env: %q is not NAME=VALUE", kv)
+		}
+		o.env[k] = v
+	}
+	if o.accounts < 2 || o.step <= 0 || o.postClients < 1 || o.floorSamples < 1 {
+		return errors.New("-accounts must be at least 2; -step, -post-clients and -floor-samples positive")
+	}
+	serverURL, brokers := os.Getenv("TEST_DATABASE_URL"), os.Getenv("TEST_KAFKA_BROKERS")
+	if serverURL == "" || brokers == "" {
+		return errors.New("TEST_DATABASE_URL and TEST_KAFKA_BROKERS are required: run through test/infra/with-infra.sh (make bench-e2e)")
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "bench-e2e-")
+	if err != nil {
+		return err
+	}
+	if o.logDir == "" {
+		o.logDir = filepath.Join(tmp, "logs")
+	}
+	if err := os.MkdirAll(o.logDir, 0o755); err != nil { //nolint:gosec // logs
+		return err
+	}
+	b := &bench{o: o, out: out, serverURL: serverURL, kcfg: broker.Config{Brokers: broker.ParseBrokers(brokers)}}
+
+	fmt.Fprintf(out, "bench-e2e: building the binaries into %s\n", tmp)
+	if b.bins, err = build(ctx, root, tmp); err != nil {
+		return err
+	}
+	defer func() { // the logs stay
+		for _, bin := range b.bins {
+			_ = os.Remove(bin)
+		}
+	}()
+	keyDir := filepath.Join(tmp, "auth")
+	if _, err := auth.GenerateKey(keyDir); err != nil {
+		return err
+	}
+	key, err := auth.ReadSigningKey(filepath.Join(keyDir, auth.KeyFile))
+	if err != nil {
+		return err
+	}
+	token, err := key.Sign(auth.Claims{Issuer: "bench-e2e", Audience: auth.DefaultAudience, Subject: "bench",
+		Scopes: []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin, auth.ScopeAccountsRead, auth.ScopeOperations},
+		TTL:    12 * time.Hour})
+	if err != nil {
+		return err
+	}
+	b.api = newAPI(token)
+	b.baseEnv = map[string]string{
+		"AUTH_JWKS_FILE": filepath.Join(keyDir, auth.JWKSFile), "AUTH_ISSUER": "bench-e2e",
+		"KAFKA_BROKERS": brokers, "LOG_LEVEL": "warn", "LOG_FORMAT": "text",
+		// One client sends everything: no rate limit in the way.
+		"RATE_LIMIT_RPS": "1000000", "RATE_LIMIT_BURST": "1000000",
+		// Velocity rules off, as in the issue's run: random transfers
+		// between a fixed set of accounts would trip them.
+		"ANTIFRAUD_VELOCITY_MAX_COUNT": "0", "ANTIFRAUD_VELOCITY_MAX_CENTS": "0",
+	}
+	for k, v := range o.env {
+		b.baseEnv[k] = v
+	}
+	fmt.Fprintf(out, "bench-e2e: logs in %s; PostgreSQL %s; Kafka %s\n", o.logDir, redact(serverURL), brokers)
+	fmt.Fprintf(out, "bench-e2e: %d accounts, rates %v/s for %s each, %s drain\n\n", o.accounts, o.rates, o.step, o.drain)
+
+	if err := b.baselines(ctx); err != nil {
+		return fmt.Errorf("baselines: %w", err)
+	}
+	for _, m := range o.modes {
+		if err := b.deployment(ctx, m); err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
+	}
+	b.summary()
+	return nil
+}
+
+type bench struct {
+	o         options
+	out       io.Writer
+	serverURL string
+	kcfg      broker.Config
+	bins      map[string]string
+	api       *api
+	baseEnv   map[string]string
+
+	postRate  float64
+	postP99   time.Duration
+	floorP50  time.Duration
+	sustained map[string]float64
+	rows      map[string][]stepRow
+}
+
+func (b *bench) url(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", b.o.basePort+i) }
+
+// reset drops the services' databases and the suite's topics, and creates
+// both afresh.
+func (b *bench) reset(ctx context.Context) (dbs, error) {
+	conn, err := pgx.Connect(ctx, b.serverURL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	d := dbs{}
+	for _, s := range services {
+		name := "payments_" + s
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			return nil, err
+		}
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+			return nil, err
+		}
+		pool, err := pgxpool.New(ctx, dbURL(b.serverURL, name))
+		if err != nil {
+			return nil, err
+		}
+		d[s] = pool
+	}
+	specs := broker.SuiteTopics(events.DefaultTopics, 1)
+	adm, err := broker.NewAdminClient(b.kcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	if _, err := adm.DeleteTopics(ctx, names...); err != nil {
+		return nil, fmt.Errorf("delete topics: %w", err)
+	}
+	// Deletion completes in the background: retry the creation.
+	for attempt := 0; ; attempt++ {
+		created, err := broker.CreateTopics(ctx, b.kcfg, specs)
+		if err == nil && len(created) == len(specs) {
+			break
+		}
+		if attempt == 60 {
+			return nil, fmt.Errorf("create topics: %d of %d created: %v", len(created), len(specs), err)
+		}
+		if err == nil && len(created) > 0 {
+			// Some existed still; delete those again on the next round.
+			specs = remaining(specs, created)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return d, nil
+}
+
+func remaining(specs []broker.TopicSpec, created []string) []broker.TopicSpec {
+	done := map[string]bool{}
+	for _, c := range created {
+		done[c] = true
+	}
+	var out []broker.TopicSpec
+	for _, s := range specs {
+		if !done[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// startServices starts the deployment and waits until every service is
+// ready. only, when set, starts that one service alone (four-processes).
+func (b *bench) startServices(ctx context.Context, mode, only string) ([]*proc, error) {
+	var procs []*proc
+	var urls []string
+	if mode == "all-in-one" {
+		env := map[string]string{"DATABASE_URL": b.serverURL}
+		for k, v := range b.baseEnv {
+			env[k] = v
+		}
+		for i, s := range services {
+			env[strings.ToUpper(s)+"_HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", b.o.basePort+i)
+			urls = append(urls, b.url(i))
+		}
+		p, err := start("payments", b.bins["payments"], []string{"run"}, env, b.o.logDir)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+	} else {
+		for i, s := range services {
+			if only != "" && s != only {
+				continue
+			}
+			env := map[string]string{"DATABASE_URL": dbURL(b.serverURL, "payments_"+s),
+				"HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", b.o.basePort+i)}
+			for k, v := range b.baseEnv {
+				env[k] = v
+			}
+			p, err := start(s, b.bins[s], nil, env, b.o.logDir)
+			if err != nil {
+				stopAll(procs)
+				return nil, err
+			}
+			procs = append(procs, p)
+			urls = append(urls, b.url(i))
+		}
+	}
+	if err := waitReady(ctx, procs, urls); err != nil {
+		stopAll(procs)
+		return nil, err
+	}
+	return procs, nil
+}
+
+func stopAll(ps []*proc) {
+	for i := len(ps) - 1; i >= 0; i-- {
+		ps[i].stop()
+	}
+}
+
+// baselines measures POST alone and the three-hop floor.
+func (b *bench) baselines(ctx context.Context) error {
+	fmt.Fprintln(b.out, "== Baselines")
+	if _, err := b.reset(ctx); err != nil {
+		return err
+	}
+	// Accounts live in the ledger: start it alone to open them, then the
+	// transfers service alone (the consumers not running).
+	ledgerProcs, err := b.startServices(ctx, "four-processes", "ledger")
+	if err != nil {
+		return err
+	}
+	accounts, err := b.api.openAccounts(ctx, b.url(1), "P-"+uuid.NewString()[:8], min(b.o.accounts, 100))
+	stopAll(ledgerProcs)
+	if err != nil {
+		return err
+	}
+	procs, err := b.startServices(ctx, "four-processes", "transfers")
+	if err != nil {
+		return err
+	}
+	b.api.closedLoop(ctx, b.url(0), accounts, b.o.postClients, 2*time.Second) // warm-up
+	rs := b.api.closedLoop(ctx, b.url(0), accounts, b.o.postClients, b.o.postFor)
+	stopAll(procs)
+	var lat []time.Duration
+	for _, r := range rs {
+		if r.status == http.StatusAccepted {
+			lat = append(lat, r.latency)
+		}
+	}
+	dl := summarise(lat)
+	b.postRate, b.postP99 = float64(len(lat))/b.o.postFor.Seconds(), dl.p99
+	fmt.Fprintf(b.out, "POST /transferencias alone (transfers process only, %d clients closed loop, %s): %.0f accepted/s, p50 %s ms, p99 %s ms (%d of %d answered 202)\n",
+		b.o.postClients, b.o.postFor, b.postRate, ms(dl.p50), ms(dl.p99), len(lat), len(rs))
+
+	samples, err := floor(ctx, b.kcfg, "bench-e2e.floor."+uuid.NewString()[:8], b.o.floorSamples)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	fl := summarise(samples)
+	b.floorP50 = fl.p50
+	fmt.Fprintf(b.out, "floor: one record produce-to-consume (broker.NewWriter -> broker.NewConsumerClient, %d records): p50 %s ms, p99 %s ms; three hops: %s ms\n\n",
+		fl.n, ms(fl.p50), ms(fl.p99), ms(3*fl.p50))
+	return nil
+}
+
+// stepRow is one rate's line.
+type stepRow struct {
+	offered, accepted, settled float64
+	late                       int
+	errors                     map[int]int
+	post                       dist
+	e2e                        dist
+	pendingEnd                 int
+	undrained                  int
+	sustained                  bool
+	hops                       map[string]dist
+	usage                      map[string][2]usage
+}
+
+// deployment measures one deployment at every rate.
+func (b *bench) deployment(ctx context.Context, mode string) error {
+	fmt.Fprintf(b.out, "== %s\n", mode)
+	d, err := b.reset(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range d {
+			p.Close()
+		}
+	}()
+	procs, err := b.startServices(ctx, mode, "")
+	if err != nil {
+		return err
+	}
+	defer stopAll(procs)
+	accounts, err := b.api.openAccounts(ctx, b.url(1), "B-"+uuid.NewString()[:8], b.o.accounts)
+	if err != nil {
+		return err
+	}
+	heapStart := b.heaps(ctx, mode)
+	// Warm-up: a few seconds at the first rate, not reported.
+	b.api.openLoop(ctx, b.url(0), accounts, b.o.rates[0], 3*time.Second, b.o.maxInFlight)
+	b.waitDrained(ctx, d, b.o.drain)
+
+	var rows []stepRow
+	for _, rate := range b.o.rates {
+		row, err := b.step(ctx, d, procs, accounts, rate)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
+		for _, p := range procs {
+			if err := p.exited(); err != nil {
+				return err
+			}
+		}
+		if row.undrained > 0 {
+			fmt.Fprintf(b.out, "(%.0f/s left %d transfers PENDENTE after the %s drain: higher rates not offered)\n", rate, row.undrained, b.o.drain)
+			break
+		}
+	}
+	heapEnd := b.heaps(ctx, mode)
+	b.table(mode, procs, rows)
+	fmt.Fprint(b.out, "heap in use (MiB, go_memstats_heap_inuse_bytes) start -> end:")
+	for _, s := range heapOrder(mode) {
+		fmt.Fprintf(b.out, " %s %.1f -> %.1f;", s, heapStart[s], heapEnd[s])
+	}
+	fmt.Fprintln(b.out)
+	if b.sustained == nil {
+		b.sustained, b.rows = map[string]float64{}, map[string][]stepRow{}
+	}
+	b.rows[mode] = rows
+	for _, r := range rows {
+		if r.sustained {
+			b.sustained[mode] = max(b.sustained[mode], r.offered)
+		}
+	}
+	fmt.Fprintf(b.out, "highest rate sustained (%s; pending at the step's end under one second of arrivals, end-to-end p99 under 1 s): %.0f/s\n\n",
+		mode, b.sustained[mode])
+	return nil
+}
+
+func heapOrder(mode string) []string {
+	if mode == "all-in-one" {
+		return []string{"payments"}
+	}
+	return services
+}
+
+// heaps reads the Go heap of each process (the all-in-one binary serves
+// one process's figures on each port).
+func (b *bench) heaps(ctx context.Context, mode string) map[string]float64 {
+	out := map[string]float64{}
+	if mode == "all-in-one" {
+		out["payments"] = heapInUse(ctx, b.url(0))
+		return out
+	}
+	for i, s := range services {
+		out[s] = heapInUse(ctx, b.url(i))
+	}
+	return out
+}
+
+// waitDrained waits up to limit for no transfer to be PENDENTE and returns
+// how many still are.
+func (b *bench) waitDrained(ctx context.Context, d dbs, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		n, err := pendingCount(ctx, d["transfers"])
+		if err == nil && n == 0 {
+			return 0
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return n
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (b *bench) step(ctx context.Context, d dbs, procs []*proc, accounts []string, rate float64) (stepRow, error) {
+	row := stepRow{offered: rate, errors: map[int]int{}, usage: map[string][2]usage{}}
+	before := map[string]usage{}
+	for _, p := range procs {
+		before[p.name], _ = readUsage(p.cmd.Process.Pid)
+	}
+	start := time.Now()
+	rs := b.api.openLoop(ctx, b.url(0), accounts, rate, b.o.step, b.o.maxInFlight)
+	end := time.Now()
+	for _, p := range procs {
+		after, _ := readUsage(p.cmd.Process.Pid)
+		row.usage[p.name] = [2]usage{before[p.name], after}
+	}
+	var ids []uuid.UUID
+	var lat []time.Duration
+	for _, r := range rs {
+		if r.late > 10*time.Millisecond {
+			row.late++
+		}
+		if r.status == http.StatusAccepted {
+			ids = append(ids, r.id)
+			lat = append(lat, r.latency)
+		} else {
+			row.errors[r.status]++
+		}
+	}
+	row.accepted = float64(len(ids)) / b.o.step.Seconds()
+	row.post = summarise(lat)
+	var err error
+	if row.pendingEnd, err = pendingCount(ctx, d["transfers"]); err != nil {
+		return row, err
+	}
+	settled, err := terminalBetween(ctx, d["transfers"], start, end)
+	if err != nil {
+		return row, err
+	}
+	row.settled = float64(settled) / end.Sub(start).Seconds()
+	row.undrained = b.waitDrained(ctx, d, b.o.drain)
+	f, err := measureFlow(ctx, d, ids)
+	if err != nil {
+		return row, err
+	}
+	row.e2e = summarise(f.e2e)
+	row.hops = map[string]dist{}
+	for _, h := range hops {
+		row.hops[h] = summarise(f.hops[h])
+	}
+	row.sustained = row.undrained == 0 && float64(row.pendingEnd) < rate && row.e2e.n > 0 && row.e2e.p99 < time.Second
+	return row, nil
+}
+
+func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
+	fmt.Fprintf(b.out, "\n%s: per rate (latencies in ms; end to end = criada_em -> atualizada_em)\n", mode)
+	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "offered/s\taccepted/s\tsettled/s\tPOST p50\tPOST p99\te2e p50\tp90\tp99\tmax\tpending at end\tlate sends\terrors\tsustained\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%v\t%v\t\n", r.offered, r.accepted, r.settled,
+			ms(r.post.p50), ms(r.post.p99), ms(r.e2e.p50), ms(r.e2e.p90), ms(r.e2e.p99), ms(r.e2e.max), r.pendingEnd, r.late, r.errors, r.sustained)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(b.out, "\n%s: time per hop, p50 / p99 ms (rows' timestamps; an outbox's figure is its wait and its send together)\n", mode)
+	tw = tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "hop\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%.0f/s\t", r.offered)
+	}
+	fmt.Fprintln(tw)
+	for _, h := range hops {
+		fmt.Fprintf(tw, "%s\t", h)
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s / %s\t", ms(r.hops[h].p50), ms(r.hops[h].p99))
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(b.out, "\n%s: processes, CPU (cores busy, from /proc/<pid>/stat) and RSS at the step's end (MiB)\n", mode)
+	tw = tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "process\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%.0f/s\t", r.offered)
+	}
+	fmt.Fprintln(tw)
+	for _, p := range procs {
+		fmt.Fprintf(tw, "%s\t", p.name)
+		for _, r := range rows {
+			u := r.usage[p.name]
+			wall := u[1].at.Sub(u[0].at).Seconds()
+			fmt.Fprintf(tw, "%.2f cores, %.0f MiB\t", (u[1].cpu-u[0].cpu).Seconds()/wall, float64(u[1].rssKiB)/1024)
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+}
+
+func (b *bench) summary() {
+	fmt.Fprintln(b.out, "== Summary (aims of issue 15; each figure from this run)")
+	fmt.Fprintf(b.out, "POST alone: %.0f/s; three-hop floor: %s ms\n", b.postRate, ms(3*b.floorP50))
+	for _, m := range b.o.modes {
+		s := b.sustained[m]
+		ratio := 0.0
+		if b.postRate > 0 {
+			ratio = s / b.postRate
+		}
+		rows := b.rows[m]
+		bound := ""
+		if len(rows) > 0 && rows[len(rows)-1].sustained && rows[len(rows)-1].offered == s {
+			bound = " (the highest rate offered: offer more with -rates)"
+		}
+		fmt.Fprintf(b.out, "%s: sustained %.0f/s%s = %.2f x POST alone (aim >= 0.5)\n", m, s, bound, ratio)
+		// The offered rate nearest half the sustained one.
+		if half, ok := nearest(rows, s/2); ok {
+			fmt.Fprintf(b.out, "%s: e2e p99 at %.0f/s (nearest half the sustained rate): %s ms (aim < 250)\n", m, half.offered, ms(half.e2e.p99))
+		}
+		if at50, ok := nearest(rows, 50); ok && at50.offered == 50 && b.floorP50 > 0 {
+			fmt.Fprintf(b.out, "%s: e2e p50 at 50/s: %s ms = %.1f x the three-hop floor (aim <= 2)\n", m, ms(at50.e2e.p50),
+				float64(at50.e2e.p50)/float64(3*b.floorP50))
+		}
+	}
+}
+
+// nearest returns the row whose offered rate is nearest rate.
+func nearest(rows []stepRow, rate float64) (stepRow, bool) {
+	var best stepRow
+	found := false
+	for _, r := range rows {
+		if !found || abs(r.offered-rate) < abs(best.offered-rate) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+// dbURL is serverURL with its database replaced by name.
+func dbURL(serverURL, name string) string {
+	i := strings.Index(serverURL, "://")
+	rest := serverURL[i+3:]
+	path := strings.IndexByte(rest, '/')
+	query := ""
+	if q := strings.IndexByte(rest, '?'); q >= 0 {
+		query = rest[q:]
+		rest = rest[:q]
+	}
+	if path >= 0 && path < len(rest) {
+		rest = rest[:path]
+	}
+	return serverURL[:i+3] + rest + "/" + name + query
+}
+
+// redact hides the password of a URL.
+func redact(u string) string {
+	at := strings.LastIndexByte(u, '@')
+	scheme := strings.Index(u, "://")
+	if at < 0 || scheme < 0 {
+		return u
+	}
+	cred := u[scheme+3 : at]
+	if user, _, ok := strings.Cut(cred, ":"); ok {
+		return u[:scheme+3] + user + ":***" + u[at:]
+	}
+	return u
+}

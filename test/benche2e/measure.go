@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// dbs are pools on the four services' databases.
+type dbs map[string]*pgxpool.Pool
+
+// dist summarises durations.
+type dist struct {
+	n                  int
+	p50, p90, p99, max time.Duration
+}
+
+func summarise(ds []time.Duration) dist {
+	if len(ds) == 0 {
+		return dist{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return dist{n: len(s), p50: at(0.50), p90: at(0.90), p99: at(0.99), max: s[len(s)-1]}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d.Microseconds())/1000) }
+
+// hops are the stages a transfer goes through, in order, as the rows'
+// timestamps show them.
+var hops = []string{
+	"transfers outbox (enqueue to ack)",
+	"antifraud consume (ack to decision)",
+	"antifraud outbox (enqueue to ack)",
+	"ledger consume (ack to settlement)",
+	"ledger outbox (enqueue to ack)",
+	"projection (ack to atualizada_em)",
+	"notifications (ack to log row written)",
+}
+
+// flow is what the rows of one step's transfers say.
+type flow struct {
+	e2e      []time.Duration // criada_em to atualizada_em, terminal transfers
+	pending  int             // still PENDENTE
+	hops     map[string][]time.Duration
+	statuses map[string]int
+}
+
+type stamps struct{ enqueued, published time.Time }
+
+func outboxStamps(ctx context.Context, db *pgxpool.Pool, topicLike string, ids []string) (map[string]stamps, error) {
+	rows, err := db.Query(ctx, `
+SELECT aggregate_id, enqueued_at, published_at FROM outbox_event
+WHERE aggregate_id = ANY($1::text[]) AND topic LIKE $2 AND published_at IS NOT NULL`, ids, topicLike)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]stamps{}
+	for rows.Next() {
+		var id string
+		var s stamps
+		if err := rows.Scan(&id, &s.enqueued, &s.published); err != nil {
+			return nil, err
+		}
+		out[id] = s
+	}
+	return out, rows.Err()
+}
+
+func timesByID(ctx context.Context, db *pgxpool.Pool, sql string, ids []uuid.UUID) (map[string]time.Time, error) {
+	rows, err := db.Query(ctx, sql, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var id uuid.UUID
+		var t time.Time
+		if err := rows.Scan(&id, &t); err != nil {
+			return nil, err
+		}
+		out[id.String()] = t
+	}
+	return out, rows.Err()
+}
+
+// measureFlow reads the rows of the transfers ids in the four databases.
+func measureFlow(ctx context.Context, d dbs, ids []uuid.UUID) (flow, error) {
+	f := flow{hops: map[string][]time.Duration{}, statuses: map[string]int{}}
+	strs := make([]string, len(ids))
+	for i, id := range ids {
+		strs[i] = id.String()
+	}
+	rows, err := d["transfers"].Query(ctx, `SELECT id, status, criada_em, atualizada_em FROM transferencia WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return f, err
+	}
+	type tr struct {
+		status           string
+		created, updated time.Time
+	}
+	trs := map[string]tr{}
+	for rows.Next() {
+		var id uuid.UUID
+		var t tr
+		if err := rows.Scan(&id, &t.status, &t.created, &t.updated); err != nil {
+			rows.Close()
+			return f, err
+		}
+		trs[id.String()] = t
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
+	tOut, err := outboxStamps(ctx, d["transfers"], "%", strs)
+	if err != nil {
+		return f, fmt.Errorf("transfers outbox: %w", err)
+	}
+	decided, err := timesByID(ctx, d["antifraud"], `SELECT transfer_id, decided_at FROM decision WHERE transfer_id = ANY($1)`, ids)
+	if err != nil {
+		return f, fmt.Errorf("decisions: %w", err)
+	}
+	aOut, err := outboxStamps(ctx, d["antifraud"], "%", strs)
+	if err != nil {
+		return f, fmt.Errorf("antifraud outbox: %w", err)
+	}
+	lOut, err := outboxStamps(ctx, d["ledger"], "%", strs)
+	if err != nil {
+		return f, fmt.Errorf("ledger outbox: %w", err)
+	}
+	notified, err := timesByID(ctx, d["notifications"], `SELECT transfer_id, updated_at FROM notification WHERE transfer_id = ANY($1)`, ids)
+	if err != nil {
+		return f, fmt.Errorf("notifications: %w", err)
+	}
+	add := func(hop string, from, to time.Time) {
+		if !from.IsZero() && !to.IsZero() {
+			f.hops[hop] = append(f.hops[hop], to.Sub(from))
+		}
+	}
+	for _, id := range strs {
+		t, ok := trs[id]
+		if !ok {
+			continue
+		}
+		f.statuses[t.status]++
+		if t.status == "PENDENTE" {
+			f.pending++
+			continue
+		}
+		f.e2e = append(f.e2e, t.updated.Sub(t.created))
+		to, ao, lo := tOut[id], aOut[id], lOut[id]
+		add(hops[0], to.enqueued, to.published)
+		add(hops[1], to.published, decided[id])
+		add(hops[2], ao.enqueued, ao.published)
+		add(hops[3], ao.published, lo.enqueued)
+		add(hops[4], lo.enqueued, lo.published)
+		add(hops[5], lo.published, t.updated)
+		add(hops[6], lo.published, notified[id])
+	}
+	return f, nil
+}
+
+// terminalBetween counts the transfers that reached a terminal status
+// within [from, to].
+func terminalBetween(ctx context.Context, db *pgxpool.Pool, from, to time.Time) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM transferencia WHERE status <> 'PENDENTE' AND atualizada_em BETWEEN $1 AND $2`, from, to).Scan(&n)
+	return n, err
+}
+
+// pendingCount counts the PENDENTE transfers.
+func pendingCount(ctx context.Context, db *pgxpool.Pool) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM transferencia WHERE status = 'PENDENTE'`).Scan(&n)
+	return n, err
+}
