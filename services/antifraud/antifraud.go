@@ -15,11 +15,14 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/kafka"
+	"github.com/paysuite/payments/services/antifraud/internal/opsweb"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 )
@@ -115,6 +118,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	store := postgres.NewStore(base.DB, base.Outbox)
 	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(base.Registry))
+	auth.Mount(base.Router, base.Log, append(opsapi.Routes(base.Outbox, base.Log), opsweb.Routes(base.DB, base.Log)...))
 	handler := kafka.NewHandler(svc, base.Log)
 	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.LedgerPolicy)
 

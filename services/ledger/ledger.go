@@ -16,11 +16,14 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/ledger/internal/kafka"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/opsweb"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/web"
 )
@@ -145,7 +148,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.New(base.DB, base.Outbox, cfg.Topics, postgres.WithOwnership(cfg.Ownership))
 	svc := domain.NewService(store, cfg.Now)
 
-	mount(base.Router, svc, log)
+	mount(base.Router, svc, opsRoutes(base, log), log)
 
 	settlement := kafka.NewSettlement(svc, log, kafka.NewMetrics(base.Registry))
 	settle := base.Consumer(cfg.Group, []string{cfg.Topics.Analysed}, settlement.Handle, cfg.Policy)
@@ -165,11 +168,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:
-// the accounts API and its OpenAPI document.
-func mount(r chi.Router, svc *domain.Service, log *slog.Logger) {
+// the accounts API, the operator routes ops and the OpenAPI document.
+func mount(r chi.Router, svc *domain.Service, ops []auth.Route, log *slog.Logger) {
 	web.New(svc, log).Routes(r)
+	auth.Mount(r, log, ops)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(OpenAPI)
 	})
+}
+
+// opsRoutes are the operator routes (scope operacoes): the shared outbox
+// ones and the ledger's own; base may be nil (a test's router).
+func opsRoutes(base *platform.Base, log *slog.Logger) []auth.Route {
+	if base == nil {
+		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
+	}
+	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(base.DB, log)...)
 }

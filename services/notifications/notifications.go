@@ -18,12 +18,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/notifications/internal/channels"
 	"github.com/paysuite/payments/services/notifications/internal/kafka"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
+	"github.com/paysuite/payments/services/notifications/internal/opsweb"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
 )
 
@@ -319,6 +322,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		sender = channels.NewLog(base.Log)
 	}
 	svc := notify.NewService(postgres.New(base.DB), sender, notify.NewMetrics(base.Registry), base.Log)
+	auth.Mount(base.Router, base.Log, append(opsapi.Routes(base.Outbox, base.Log), opsweb.Routes(base.DB, base.Log)...))
 	handler := kafka.NewHandler(svc, cfg.Topics)
 	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
 		handler.Handle, consumer.NotificationPolicy)
