@@ -56,6 +56,7 @@ type Events struct {
 type Event struct {
 	ID            string `json:"id"`
 	Topico        string `json:"topico"`
+	Chave         string `json:"chave"`
 	Tipo          string `json:"tipo"`
 	Status        string `json:"status"`
 	Tentativas    int    `json:"tentativas"`
@@ -135,7 +136,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 	out := Events{Eventos: make([]Event, len(evs))}
 	for i, e := range evs {
-		out.Eventos[i] = Event{ID: e.ID.String(), Topico: e.Topic, Tipo: e.Type, Status: e.Status,
+		out.Eventos[i] = Event{ID: e.ID.String(), Topico: e.Topic, Chave: e.Key, Tipo: e.Type, Status: e.Status,
 			Tentativas: e.Attempts, Erro: e.LastError, EnfileiradoEm: Time(e.EnqueuedAt)}
 		if e.PublishedAt != nil {
 			out.Eventos[i].PublicadoEm = Time(*e.PublishedAt)

@@ -324,6 +324,7 @@ func nullable(s string) *string {
 type EventInfo struct {
 	ID          uuid.UUID
 	Topic       string
+	Key         string
 	Type        string
 	Status      string
 	Attempts    int
@@ -333,7 +334,7 @@ type EventInfo struct {
 }
 
 const eventsOfSQL = `
-SELECT id, topic, event_type, status, attempts, COALESCE(last_error, ''), enqueued_at, published_at
+SELECT id, topic, key, event_type, status, attempts, COALESCE(last_error, ''), enqueued_at, published_at
   FROM outbox_event WHERE aggregate_id = $1 ORDER BY seq LIMIT 100`
 
 // EventsOf returns the events of one aggregate (a transfer id in every
@@ -348,7 +349,7 @@ func (o *Outbox) EventsOf(ctx context.Context, aggregateID string) ([]EventInfo,
 	out := []EventInfo{}
 	for rows.Next() {
 		var e EventInfo
-		if err := rows.Scan(&e.ID, &e.Topic, &e.Type, &e.Status, &e.Attempts, &e.LastError, &e.EnqueuedAt, &e.PublishedAt); err != nil {
+		if err := rows.Scan(&e.ID, &e.Topic, &e.Key, &e.Type, &e.Status, &e.Attempts, &e.LastError, &e.EnqueuedAt, &e.PublishedAt); err != nil {
 			return nil, fmt.Errorf("scan outbox event: %w", err)
 		}
 		out = append(out, e)

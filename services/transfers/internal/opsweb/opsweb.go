@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -171,17 +172,10 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
-func validAccount(s string) bool {
-	if len(s) < 1 || len(s) > 32 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func validAccount(s string) bool { return accountShape.MatchString(s) }
+
+// accountShape is the shape of an account id (CONTRACTS.md section 2).
+var accountShape = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)
 
 // A cursor is the creation time and id of the last transfer of a page.
 func encodeCursor(at time.Time, id string) string {
