@@ -18,8 +18,12 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/console"
 	"github.com/paysuite/payments/test/e2e"
 	"github.com/paysuite/payments/test/poll"
@@ -413,6 +417,64 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		}
 	})
 
+	t.Run("DLT record replayed once from the page", func(t *testing.T) {
+		// A record the ledger cannot read is poison: it dead-letters it at
+		// once (analisada-dlt), and a replay of it is dead-lettered again,
+		// so each replay that happened leaves one record on analisada
+		// marked dlt-replayed-at.
+		key := "POISON-" + suffix
+		w := broker.NewWriter(broker.Config{Brokers: s.Brokers})
+		defer w.Close()
+		if err := w.WriteMessages(t.Context(), kafka.Message{Topic: s.Topics.Analysed, Key: []byte(key), Value: []byte("{not json"),
+			Headers: []kafka.Header{{Key: events.HeaderEventType, Value: []byte("TransferenciaAnalisada")}}}); err != nil {
+			t.Fatal(err)
+		}
+		dltTopic := events.DLT(s.Topics.Analysed)
+		keyed := func(topic string, replayed bool) int {
+			msgs, err := s.ReadTopic(t.Context(), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, m := range msgs {
+				if string(m.Key) == key && (broker.Header(m, consumer.HeaderReplayed) != "") == replayed {
+					n++
+				}
+			}
+			return n
+		}
+		poll.Until(t, 30*time.Second, "the poison record on the DLT", func() (bool, string) {
+			n := keyed(dltTopic, false)
+			return n == 1, fmt.Sprintf("%d records", n)
+		})
+		e.run(t, "open backlogs", chromedp.Navigate(e.url+"/backlogs"), chromedp.WaitVisible(chromedp.CSS("a.replay")))
+		if got := e.text(t, "#backlog-ledger"); !strings.Contains(got, dltTopic) || !strings.Contains(got, key) {
+			t.Errorf("the ledger's backlog does not show the DLT record:\n%s", got)
+		}
+		e.screenshot(t, "backlogs.png")
+		e.run(t, "confirm the replay", chromedp.Click(chromedp.CSS("a.replay")), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+		csrf := value(t, e, "csrf", chromedp.Value(chromedp.CSS(`main input[name=csrf]`)))
+		e.screenshot(t, "replay.png")
+		// A double click sends the form twice: the second is refused.
+		e.run(t, "double-click replay", chromedp.DoubleClick(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS(".message")))
+		poll.Until(t, 30*time.Second, "the replayed record dead-lettered again", func() (bool, string) {
+			n := keyed(dltTopic, true)
+			return n >= 1, fmt.Sprintf("%d replayed records on the DLT", n)
+		})
+		if got := keyed(s.Topics.Analysed, true); got != 1 {
+			t.Errorf("%d replayed records on %s, want 1 (a double click replays once)", got, s.Topics.Analysed)
+		}
+		c := e.httpClient(t, true)
+		status, _ := postForm(t, c, e.url+"/actions/replay", url.Values{"csrf": {csrf}, "service": {"ledger"},
+			"topic": {dltTopic}, "partition": {"0"}, "offset": {"0"}})
+		if status != http.StatusForbidden {
+			t.Errorf("replay with a spent CSRF token = %d, want 403", status)
+		}
+		if got := keyed(s.Topics.Analysed, true); got != 1 {
+			t.Errorf("%d replayed records on %s after a stale form, want 1", got, s.Topics.Analysed)
+		}
+	})
+
 	t.Run("no session or a bad CSRF token changes nothing", func(t *testing.T) {
 		before := requeueAudits(t, s)
 		ev := uuid.NewString()
@@ -476,11 +538,6 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 			}
 		}
 		e.screenshot(t, "")
-	})
-
-	t.Run("backlogs", func(t *testing.T) {
-		e.run(t, "open backlogs", chromedp.Navigate(e.url+"/backlogs"), chromedp.WaitVisible(chromedp.CSS("#backlog-ledger")))
-		e.screenshot(t, "backlogs.png")
 	})
 
 	t.Run("phone width", func(t *testing.T) {

@@ -12,11 +12,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
@@ -148,7 +150,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.New(base.DB, base.Outbox, cfg.Topics, postgres.WithOwnership(cfg.Ownership))
 	svc := domain.NewService(store, cfg.Now)
 
-	mount(base.Router, svc, opsRoutes(base, log), log)
+	mount(base.Router, svc, opsRoutes(base, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
 
 	settlement := kafka.NewSettlement(svc, log, kafka.NewMetrics(base.Registry))
 	settle := base.Consumer(cfg.Group, []string{cfg.Topics.Analysed}, settlement.Handle, cfg.Policy)
@@ -179,10 +181,11 @@ func mount(r chi.Router, svc *domain.Service, ops []auth.Route, log *slog.Logger
 }
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox
-// ones and the ledger's own; base may be nil (a test's router).
-func opsRoutes(base *platform.Base, log *slog.Logger) []auth.Route {
+// and dead-letter ones (on the DLTs the ledger writes) and the ledger's
+// own; base may be nil (a test's router).
+func opsRoutes(base *platform.Base, dlts []string, log *slog.Logger) []auth.Route {
 	if base == nil {
-		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
+		return slices.Concat(opsapi.Routes(nil, log), opsapi.DLTRoutes(broker.Config{}, dlts, log), opsweb.Routes(nil, log))
 	}
-	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(base.DB, log)...)
+	return slices.Concat(opsapi.Routes(base.Outbox, log), opsapi.DLTRoutes(base.Cfg.Kafka, dlts, log), opsweb.Routes(base.DB, log))
 }

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -322,7 +323,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		sender = channels.NewLog(base.Log)
 	}
 	svc := notify.NewService(postgres.New(base.DB), sender, notify.NewMetrics(base.Registry), base.Log)
-	auth.Mount(base.Router, base.Log, append(opsapi.Routes(base.Outbox, base.Log), opsweb.Routes(base.DB, base.Log)...))
+	auth.Mount(base.Router, base.Log, slices.Concat(opsapi.Routes(base.Outbox, base.Log), opsweb.Routes(base.DB, base.Log),
+		opsapi.DLTRoutes(base.Cfg.Kafka, []string{events.DLT(cfg.Topics.Settled), events.DLT(cfg.Topics.Rejected)}, base.Log)))
 	handler := kafka.NewHandler(svc, cfg.Topics)
 	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
 		handler.Handle, consumer.NotificationPolicy)

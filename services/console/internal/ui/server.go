@@ -65,7 +65,7 @@ func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, verifier: verifier, sessions: newSessions(cfg.SessionTTL),
 		client: newClient(), pages: map[string]*template.Template{}, now: time.Now}
 	funcs := template.FuncMap{"clock": clock, "money": money}
-	for _, page := range []string{"signin", "find", "journey", "account", "backlogs", "confirm", "message"} {
+	for _, page := range []string{"signin", "find", "journey", "account", "backlogs", "confirm", "replay", "message"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -91,6 +91,8 @@ func (s *Server) Mount(r chi.Router) {
 		r.Get("/backlogs", s.signedIn(s.backlogs))
 		r.Get("/actions/requeue", s.signedIn(s.confirmRequeue))
 		r.Post("/actions/requeue", s.signedIn(s.action("console.requeue", s.requeue)))
+		r.Get("/actions/replay", s.signedIn(s.confirmReplay))
+		r.Post("/actions/replay", s.signedIn(s.action("console.replay", s.replay)))
 	})
 }
 
