@@ -53,6 +53,7 @@ func startConsole(tb testing.TB, s *e2e.Suite) string {
 		Auth:             s.Issuer.Config(),
 		SessionTTL:       time.Hour,
 		ActionsPerMinute: 100,
+		SampleInterval:   200 * time.Millisecond,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
@@ -447,9 +448,19 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 			n := keyed(dltTopic, false)
 			return n == 1, fmt.Sprintf("%d records", n)
 		})
-		e.run(t, "open backlogs", chromedp.Navigate(e.url+"/backlogs"), chromedp.WaitVisible(chromedp.CSS("a.replay")))
+		// The console samples /metrics: the ledger's consumer groups show
+		// with their lag, and the charts are drawn.
+		poll.Until(t, 30*time.Second, "the ledger's consumer lag on the Backlogs page", func() (bool, string) {
+			e.run(t, "open backlogs", chromedp.Navigate(e.url+"/backlogs"), chromedp.WaitVisible(chromedp.CSS("a.replay")))
+			got := e.text(t, "#backlog-ledger")
+			return strings.Contains(got, s.Groups.Ledger) && strings.Contains(got, "Consumer lag"), got
+		})
 		if got := e.text(t, "#backlog-ledger"); !strings.Contains(got, dltTopic) || !strings.Contains(got, key) {
 			t.Errorf("the ledger's backlog does not show the DLT record:\n%s", got)
+		}
+		charts := value(t, e, "charts", chromedp.Evaluate[int](`document.querySelectorAll('#backlog-ledger svg.chart polyline[points]').length`))
+		if charts != 3 {
+			t.Errorf("%d charts on the ledger's backlog, want 3", charts)
 		}
 		e.screenshot(t, "backlogs.png")
 		e.run(t, "confirm the replay", chromedp.Click(chromedp.CSS("a.replay")), chromedp.WaitVisible(chromedp.CSS("#confirm")))

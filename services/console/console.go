@@ -10,6 +10,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"time"
@@ -38,6 +39,9 @@ type Config struct {
 	// actions.
 	SessionTTL       time.Duration
 	ActionsPerMinute int
+	// SampleInterval is how often the services' /metrics are sampled for
+	// the Backlogs charts.
+	SampleInterval time.Duration
 }
 
 // ConfigFromEnv reads the configuration. Variables, with their defaults:
@@ -49,6 +53,7 @@ type Config struct {
 //	CONSOLE_NOTIFICATIONS_URL   http://localhost:8083  notifications
 //	CONSOLE_SESSION_TTL         8h                     longest sign-in
 //	CONSOLE_ACTIONS_PER_MINUTE  10                     actions per session and minute
+//	CONSOLE_SAMPLE_INTERVAL     10s                    how often the services' /metrics are sampled (15 min kept)
 //	AUTH_JWKS_URL | AUTH_JWKS_FILE, AUTH_ISSUER (required), AUTH_AUDIENCE
 //	                                                   token verification (platform.AuthFromEnv)
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
@@ -62,6 +67,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Auth:             platform.AuthFromEnv(env),
 		SessionTTL:       env.Duration("CONSOLE_SESSION_TTL", 8*time.Hour),
 		ActionsPerMinute: env.Int("CONSOLE_ACTIONS_PER_MINUTE", 10),
+		SampleInterval:   env.Duration("CONSOLE_SAMPLE_INTERVAL", 10*time.Second),
+	}
+	if cfg.SampleInterval < 100*time.Millisecond {
+		env.Check(errors.New("CONSOLE_SAMPLE_INTERVAL must be at least 100ms"))
 	}
 	return cfg, env.Err()
 }
@@ -82,6 +91,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Notifications:    ui.Upstream{Name: "notifications", URL: cfg.NotificationsURL},
 		SessionTTL:       cfg.SessionTTL,
 		ActionsPerMinute: cfg.ActionsPerMinute,
+		SampleInterval:   cfg.SampleInterval,
 	}, verifier, log)
 	if err != nil {
 		return err
@@ -90,5 +100,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	srv.Mount(r)
 	log.InfoContext(ctx, "console starting", "http_addr", cfg.HTTPAddr, "transfers", cfg.TransfersURL,
 		"ledger", cfg.LedgerURL, "antifraud", cfg.AntifraudURL, "notifications", cfg.NotificationsURL)
-	return httpapi.Serve(ctx, cfg.HTTPAddr, r, log, listening)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); srv.Sample(ctx) }()
+	err = httpapi.Serve(ctx, cfg.HTTPAddr, r, log, listening)
+	cancel()
+	<-sampled
+	return err
 }

@@ -262,6 +262,9 @@ type ServiceBacklog struct {
 	Backlog *opsBacklog
 	// DLTs are the service's dead-letter topics (ledger, notifications).
 	DLTs *opsapi.DLTs
+	// Metrics are the consumer lags and charts from its /metrics; nil
+	// before the first sample.
+	Metrics *Metrics
 	// Oldest is the age of the oldest pending event, in words.
 	Oldest string
 }
@@ -307,6 +310,7 @@ func (s *Server) backlogs(w http.ResponseWriter, r *http.Request, sess *session)
 		if foundDLT[i] {
 			sb.DLTs = &dlts[i]
 		}
+		sb.Metrics = s.sampler.metrics(u.Name)
 		out = append(out, sb)
 	}
 	s.render(w, r, sess, http.StatusOK, "backlogs", "Backlogs", down, out)

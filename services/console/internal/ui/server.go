@@ -36,6 +36,9 @@ type Config struct {
 	SessionTTL time.Duration
 	// ActionsPerMinute limits the actions of one session.
 	ActionsPerMinute int
+	// SampleInterval is how often the services' /metrics are read for the
+	// Backlogs charts (default 10 s; 15 minutes are kept).
+	SampleInterval time.Duration
 }
 
 // Verifier checks a pasted bearer token (pkg/auth's *Verifier).
@@ -52,6 +55,7 @@ type Server struct {
 	client   *client
 	pages    map[string]*template.Template
 	now      func() time.Time
+	sampler  *sampler
 }
 
 // New returns the console's interface.
@@ -62,8 +66,12 @@ func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
 	if cfg.ActionsPerMinute <= 0 {
 		cfg.ActionsPerMinute = 10
 	}
+	if cfg.SampleInterval <= 0 {
+		cfg.SampleInterval = 10 * time.Second
+	}
 	s := &Server{cfg: cfg, log: log, verifier: verifier, sessions: newSessions(cfg.SessionTTL),
 		client: newClient(), pages: map[string]*template.Template{}, now: time.Now}
+	s.sampler = newSampler(cfg.SampleInterval, s.upstreams())
 	funcs := template.FuncMap{"clock": clock, "money": money}
 	for _, page := range []string{"signin", "find", "journey", "account", "backlogs", "confirm", "replay", "message"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
@@ -74,6 +82,10 @@ func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Sample reads the services' /metrics for the Backlogs charts until ctx
+// ends.
+func (s *Server) Sample(ctx context.Context) { s.sampler.run(ctx) }
 
 // Mount adds the console's routes to r.
 func (s *Server) Mount(r chi.Router) {
