@@ -63,6 +63,8 @@ type Event struct {
 	Erro          string `json:"erro,omitempty"`
 	EnfileiradoEm string `json:"enfileiradoEm"`
 	PublicadoEm   string `json:"publicadoEm,omitempty"`
+	// Traceparent is the event's W3C trace context, when traced.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Requeued is the body of POST /ops/outbox/{id}/reenfileirar.
@@ -137,7 +139,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	out := Events{Eventos: make([]Event, len(evs))}
 	for i, e := range evs {
 		out.Eventos[i] = Event{ID: e.ID.String(), Topico: e.Topic, Chave: e.Key, Tipo: e.Type, Status: e.Status,
-			Tentativas: e.Attempts, Erro: e.LastError, EnfileiradoEm: Time(e.EnqueuedAt)}
+			Tentativas: e.Attempts, Erro: e.LastError, EnfileiradoEm: Time(e.EnqueuedAt), Traceparent: e.Traceparent}
 		if e.PublishedAt != nil {
 			out.Eventos[i].PublicadoEm = Time(*e.PublishedAt)
 		}

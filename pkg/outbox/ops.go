@@ -331,10 +331,14 @@ type EventInfo struct {
 	LastError   string
 	EnqueuedAt  time.Time
 	PublishedAt *time.Time
+	// Traceparent is the W3C trace context the event carries, when the
+	// request that caused it was traced.
+	Traceparent string
 }
 
 const eventsOfSQL = `
-SELECT id, topic, key, event_type, status, attempts, COALESCE(last_error, ''), enqueued_at, published_at
+SELECT id, topic, key, event_type, status, attempts, COALESCE(last_error, ''), enqueued_at, published_at,
+       COALESCE(headers->>'traceparent', '')
   FROM outbox_event WHERE aggregate_id = $1 ORDER BY seq LIMIT 100`
 
 // EventsOf returns the events of one aggregate (a transfer id in every
@@ -349,7 +353,7 @@ func (o *Outbox) EventsOf(ctx context.Context, aggregateID string) ([]EventInfo,
 	out := []EventInfo{}
 	for rows.Next() {
 		var e EventInfo
-		if err := rows.Scan(&e.ID, &e.Topic, &e.Key, &e.Type, &e.Status, &e.Attempts, &e.LastError, &e.EnqueuedAt, &e.PublishedAt); err != nil {
+		if err := rows.Scan(&e.ID, &e.Topic, &e.Key, &e.Type, &e.Status, &e.Attempts, &e.LastError, &e.EnqueuedAt, &e.PublishedAt, &e.Traceparent); err != nil {
 			return nil, fmt.Errorf("scan outbox event: %w", err)
 		}
 		out = append(out, e)

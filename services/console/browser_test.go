@@ -319,7 +319,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 		}
 		page := e.text(t, "#steps")
-		for _, w := range []string{"client cliente-a", "score", "debit", "credit", "700.00 BRL", "300.00 BRL"} {
+		for _, w := range []string{"client cliente-a, request id ", "score", "debit", "credit", "700.00 BRL", "300.00 BRL"} {
 			if !strings.Contains(page, w) {
 				t.Errorf("journey lacks %q:\n%s", w, page)
 			}

@@ -50,7 +50,9 @@ type Journey struct {
 	// EndToEnd is the time from acceptance to the projected status, when
 	// both happened.
 	EndToEnd string
-	Marks    []Mark
+	// TraceID is the W3C trace id of the request, when it was traced.
+	TraceID string
+	Marks   []Mark
 }
 
 // Mark is a step's dot on the drawn timeline: X in 0..1000 of the SVG.
@@ -198,7 +200,7 @@ func buildJourney(id string, p journeyParts, now time.Time) Journey {
 		t := p.transfer
 		accepted.At = parseTime(t.CriadaEm)
 		accepted.Lines = []string{
-			"client " + t.ClienteID,
+			"client " + t.ClienteID + requestIDPart(t.RequestID),
 			fmt.Sprintf("%s from %s to %s", money(t.ValorEmCentavos, t.Moeda), t.ContaOrigem, t.ContaDestino),
 			"idempotency key " + t.ID,
 		}
@@ -322,7 +324,22 @@ func buildJourney(id string, p journeyParts, now time.Time) Journey {
 		j.EndToEnd = humanDuration(projected.At.Sub(accepted.At))
 	}
 	j.Marks = marks(j.Steps)
+	if p.transfersOut != nil {
+		for _, ev := range p.transfersOut.Eventos {
+			if parts := strings.Split(ev.Traceparent, "-"); len(parts) == 4 && len(parts[1]) == 32 {
+				j.TraceID = parts[1]
+				break
+			}
+		}
+	}
 	return j
+}
+
+func requestIDPart(id string) string {
+	if id == "" {
+		return ""
+	}
+	return ", request id " + id
 }
 
 // marks places each step with a time on a 1000-wide line, in proportion

@@ -130,3 +130,19 @@ func TestFormTokensAreSpentOnce(t *testing.T) {
 		t.Error("a fourth action in a minute was allowed with a limit of 3")
 	}
 }
+
+// TestJourneyTraceAndRequestID: the journey names the request id of the
+// accepting request and the trace id of its event, when recorded.
+func TestJourneyTraceAndRequestID(t *testing.T) {
+	t.Parallel()
+	tr := &opsTransfer{ID: "t1", Status: "PENDENTE", ClienteID: "loja", RequestID: "req-42", CriadaEm: opsapi.Time(time.Now())}
+	out := &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Tipo: "TransferenciaSolicitada", Status: "PENDING",
+		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", EnfileiradoEm: opsapi.Time(time.Now())}}}
+	j := buildJourney("t1", journeyParts{transfer: tr, transfersOut: out}, time.Now())
+	if j.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("trace id = %q", j.TraceID)
+	}
+	if got := j.Steps[0].Lines[0]; got != "client loja, request id req-42" {
+		t.Errorf("accepted line = %q", got)
+	}
+}

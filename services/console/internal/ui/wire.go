@@ -14,6 +14,7 @@ type opsTransfer struct {
 	Status          string `json:"status"`
 	Motivo          string `json:"motivo"`
 	ClienteID       string `json:"clienteId"`
+	RequestID       string `json:"requestId"`
 	CriadaEm        string `json:"criadaEm"`
 	AtualizadaEm    string `json:"atualizadaEm"`
 }

@@ -32,8 +32,10 @@ type Transfer struct {
 	Status          string `json:"status"`
 	Motivo          string `json:"motivo,omitempty"`
 	ClienteID       string `json:"clienteId"`
-	CriadaEm        string `json:"criadaEm"`
-	AtualizadaEm    string `json:"atualizadaEm"`
+	// RequestID is the id of the request that created it, when recorded.
+	RequestID    string `json:"requestId,omitempty"`
+	CriadaEm     string `json:"criadaEm"`
+	AtualizadaEm string `json:"atualizadaEm"`
 }
 
 // Page is the body of GET /ops/contas/{id}/transferencias.
@@ -51,7 +53,7 @@ const (
 )
 
 const columns = `id::text, conta_origem, conta_destino, valor_centavos, moeda, status,
-       COALESCE(motivo_rejeicao, ''), COALESCE(cliente_id, ''), criada_em, atualizada_em`
+       COALESCE(motivo_rejeicao, ''), COALESCE(cliente_id, ''), COALESCE(request_id, ''), criada_em, atualizada_em`
 
 const byIDSQL = `SELECT ` + columns + ` FROM transferencia WHERE id = $1`
 
@@ -86,7 +88,7 @@ func scan(row pgx.Row) (Transfer, error) {
 	var t Transfer
 	var created, updated time.Time
 	err := row.Scan(&t.ID, &t.ContaOrigem, &t.ContaDestino, &t.ValorEmCentavos, &t.Moeda, &t.Status,
-		&t.Motivo, &t.ClienteID, &created, &updated)
+		&t.Motivo, &t.ClienteID, &t.RequestID, &created, &updated)
 	t.CriadaEm, t.AtualizadaEm = opsapi.Time(created), opsapi.Time(updated)
 	return t, err
 }
