@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,8 +43,27 @@ type env struct {
 	browser  context.Context
 }
 
-// startConsole runs the console in this process against s.
-func startConsole(tb testing.TB, s *e2e.Suite) string {
+// logBuffer collects the console's log lines for the audit checks.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startConsole runs the console in this process against s; its logs go
+// to logs.
+func startConsole(tb testing.TB, s *e2e.Suite, logs io.Writer) string {
 	tb.Helper()
 	cfg := console.Config{
 		HTTPAddr:         "127.0.0.1:0",
@@ -59,7 +80,7 @@ func startConsole(tb testing.TB, s *e2e.Suite) string {
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- console.Run(ctx, cfg, slog.New(slog.DiscardHandler), func(a net.Addr) { addr <- a.String() })
+		done <- console.Run(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)), func(a net.Addr) { addr <- a.String() })
 	}()
 	tb.Cleanup(func() {
 		cancel()
@@ -249,7 +270,8 @@ func requeueAudits(t *testing.T, s *e2e.Suite) int {
 // suite on the shared PostgreSQL and Kafka.
 func TestConsoleInBrowser(t *testing.T) {
 	s := e2e.NewSuite(t, e2e.Options{Partitions: 2})
-	e := &env{suite: s, url: startConsole(t, s), operator: s.Issuer.Token(t, "ana", auth.ScopeOperations), browser: newBrowser(t)}
+	logs := &logBuffer{}
+	e := &env{suite: s, url: startConsole(t, s, logs), operator: s.Issuer.Token(t, "ana", auth.ScopeOperations), browser: newBrowser(t)}
 	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	rich, dest, empty := "RICH-"+suffix, "DEST-"+suffix, "EMPTY-"+suffix
 	for _, a := range []string{rich, dest, empty} {
@@ -405,6 +427,9 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		if got := requeueAudits(t, s); got != before+1 {
 			t.Errorf("requeue audit rows = %d, want %d", got, before+1)
 		}
+		if !strings.Contains(logs.String(), `"action":"console.requeue","client":"ana"`) {
+			t.Errorf("no audit line of the console naming the operator:\n%s", logs.String())
+		}
 
 		// The same form sent again (an old CSRF token, or the second
 		// click of a double click) changes nothing.
@@ -507,6 +532,43 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		}
 		if got := requeueAudits(t, s); got != before {
 			t.Errorf("audit rows = %d, want %d (nothing changed)", got, before)
+		}
+	})
+
+	t.Run("keyboard and labels", func(t *testing.T) {
+		// The find field has the focus on load: typing and Enter find.
+		e.run(t, "find by keyboard", chromedp.Navigate(e.url+"/find"), chromedp.WaitVisible(chromedp.CSS("#q")),
+			chromedp.KeyEvent(settled.ID), chromedp.KeyEvent("\r"))
+		poll.Until(t, 30*time.Second, "the journey after Enter", func() (bool, string) {
+			ctx, cancel := context.WithTimeout(e.browser, 5*time.Second)
+			defer cancel()
+			loc, err := chromedp.Run(ctx, chromedp.Location())
+			return err == nil && strings.HasSuffix(loc, "/transfers/"+settled.ID), loc
+		})
+		// Every visible input of every page has a label.
+		for _, page := range []string{"/find", "/transfers/" + settled.ID, "/accounts/" + rich, "/backlogs"} {
+			e.run(t, "open "+page, chromedp.Navigate(e.url+page), chromedp.WaitReady(chromedp.CSS("main h1")))
+			unlabelled := value(t, e, "labels", chromedp.Evaluate[[]string](`[...document.querySelectorAll('input:not([type=hidden]), textarea, select')].filter(i => i.labels.length === 0).map(i => i.name)`))
+			if len(unlabelled) > 0 {
+				t.Errorf("%s: inputs without a label: %q", page, unlabelled)
+			}
+		}
+		// A page asked for without a session leads to the sign-in page.
+		c := e.httpClient(t, false)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, e.url+"/transfers/"+settled.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+			t.Errorf("GET without a session = %d to %q, want 303 to /signin", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
+			t.Errorf("Content-Security-Policy = %q, want default-src 'none' and no script source", csp)
 		}
 	})
 
