@@ -306,6 +306,13 @@ func buildJourney(id string, p journeyParts, now time.Time) Journey {
 			st := Step{Title: "Notification (" + n.Canal + ")", Service: "notifications", State: stateDone}
 			st.At = parseTime(n.AtualizadaEm)
 			line := fmt.Sprintf("%s for %s after %d attempt(s)", n.Status, n.TipoEvento, n.Tentativas)
+			if n.Tentativas > 1 {
+				// Notifications retry through their retry topics, never in place.
+				line += fmt.Sprintf(", %d of them from the retry topics", n.Tentativas-1)
+			}
+			if n.Erro != "" && n.Status != "DELIVERED" {
+				line += "; last error: " + n.Erro
+			}
 			st.Lines = []string{line}
 			switch n.Status {
 			case "DELIVERED":
