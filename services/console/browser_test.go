@@ -597,8 +597,19 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		}
 	})
 
+	t.Run("phone width", func(t *testing.T) {
+		e.run(t, "phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.url+"/transfers/"+settled.ID),
+			chromedp.WaitVisible(chromedp.CSS("#steps")))
+		overflow := value(t, e, "overflow", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+		if overflow {
+			t.Errorf("the journey page scrolls sideways at 390 px")
+		}
+		e.screenshot(t, "journey-phone.png")
+	})
 	t.Run("a service down is named and the rest renders", func(t *testing.T) {
 		s.Ledger.Stop()
+		// Last: a restarted ledger listens on another port than the
+		// console was given.
 		defer s.Ledger.Start()
 		e.find(t, settled.ID)
 		if got := e.text(t, ".down"); !strings.Contains(got, "ledger is unavailable") {
@@ -613,13 +624,4 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		e.screenshot(t, "")
 	})
 
-	t.Run("phone width", func(t *testing.T) {
-		e.run(t, "phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.url+"/transfers/"+settled.ID),
-			chromedp.WaitVisible(chromedp.CSS("#steps")))
-		overflow := value(t, e, "overflow", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
-		if overflow {
-			t.Errorf("the journey page scrolls sideways at 390 px")
-		}
-		e.screenshot(t, "journey-phone.png")
-	})
 }
