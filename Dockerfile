@@ -8,6 +8,7 @@
 #   /usr/local/bin/ledger         :8081
 #   /usr/local/bin/antifraud      :8082
 #   /usr/local/bin/notifications  :8083
+#   /usr/local/bin/console        :8084  the operator console (no database; reads the services over HTTP)
 #   /usr/local/bin/payments       run | demo | topics create | migrate | outbox ... | dlt ... | probe URL
 #
 # Build:  docker build -t paysuite/payments:dev .
@@ -28,7 +29,7 @@ ENV CGO_ENABLED=0 \
 
 ARG TARGETOS
 ARG TARGETARCH
-ARG BINARIES="transfers ledger antifraud notifications payments"
+ARG BINARIES="transfers ledger antifraud notifications console payments"
 
 # The source is bind-mounted, not copied: nothing of it lands in a layer. The
 # module and build caches outlive the build, so a source change downloads
@@ -42,7 +43,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     for bin in ${BINARIES}; do \
       case "$bin" in \
         payments) pkgs="$pkgs ./services/suite/cmd/payments" ;; \
-        transfers|ledger|antifraud|notifications) pkgs="$pkgs ./services/$bin/cmd/$bin" ;; \
+        transfers|ledger|antifraud|notifications|console) pkgs="$pkgs ./services/$bin/cmd/$bin" ;; \
         *) echo "unknown binary: $bin" >&2; exit 1 ;; \
       esac; \
     done; \
@@ -55,14 +56,14 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 FROM gcr.io/distroless/static-debian13:nonroot AS runtime
 
 LABEL org.opencontainers.image.title="payments" \
-      org.opencontainers.image.description="Payments suite: transfers, ledger, antifraud, notifications" \
+      org.opencontainers.image.description="Payments suite: transfers, ledger, antifraud, notifications, operator console" \
       org.opencontainers.image.source="https://github.com/paysuite/payments"
 
 COPY --from=build /out/ /usr/local/bin/
 
 USER 65532:65532
 
-EXPOSE 8080 8081 8082 8083
+EXPOSE 8080 8081 8082 8083 8084
 
 # No ENTRYPOINT: `command` picks the binary. The default is the all-in-one.
 CMD ["/usr/local/bin/payments", "run"]

@@ -34,6 +34,7 @@ WITH_INFRA := bash test/infra/with-infra.sh
 .PHONY: test lint bench bench-e2e demo run vuln chaos
 
 test:
+	bash test/infra/ensure-chromium.sh
 	$(WITH_INFRA) $(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 lint:

@@ -83,7 +83,7 @@ func TestComposeLoaderRejectsInvalidFiles(t *testing.T) {
 
 func TestComposeServices(t *testing.T) {
 	p := composeProject(t)
-	want := []string{"antifraud", "auth-keygen", "demo", "kafka", "kafka-init", "ledger", "notifications", "postgres", "transfers"}
+	want := []string{"antifraud", "auth-keygen", "console", "demo", "kafka", "kafka-init", "ledger", "notifications", "postgres", "transfers"}
 	if diff := cmp.Diff(want, sortedKeys(p.Services)); diff != "" {
 		t.Errorf("services mismatch (-want +got):\n%s", diff)
 	}
@@ -105,6 +105,7 @@ func TestComposeImages(t *testing.T) {
 		{"antifraud", appImage, true},
 		{"notifications", appImage, true},
 		{"demo", appImage, true},
+		{"console", appImage, true},
 	} {
 		t.Run(tc.service, func(t *testing.T) {
 			s := composeService(t, p, tc.service)
@@ -279,7 +280,8 @@ func TestComposeDependencies(t *testing.T) {
 		"ledger":        serviceDeps,
 		"antifraud":     serviceDeps,
 		"notifications": serviceDeps,
-		"demo":          {"transfers": healthy, "ledger": healthy, "antifraud": healthy, "notifications": healthy},
+		"console":       {"transfers": healthy, "ledger": healthy, "antifraud": healthy, "notifications": healthy},
+		"demo":          {"transfers": healthy, "ledger": healthy, "antifraud": healthy, "notifications": healthy, "console": healthy},
 	}
 	got := map[string]map[string]string{}
 	for name, s := range p.Services {
@@ -497,5 +499,52 @@ func TestComposePostgresInit(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantDBs, script.databases); diff != "" {
 		t.Errorf("databases (name -> owner) mismatch (-DATABASE_URLs +init script):\n%s", diff)
+	}
+}
+
+// The console reads the four services over HTTP on the compose network,
+// publishes 8084, trusts the same token issuer as the services, and holds
+// no database URL or Kafka credential.
+func TestComposeConsole(t *testing.T) {
+	p := composeProject(t)
+	s := composeService(t, p, "console")
+	if diff := cmp.Diff(types.ShellCommand{"/usr/local/bin/console"}, s.Command); diff != "" {
+		t.Errorf("command mismatch (-want +got):\n%s", diff)
+	}
+	var ports []string
+	for _, port := range s.Ports {
+		ports = append(ports, port.Published+":"+strconv.FormatUint(uint64(port.Target), 10))
+	}
+	if diff := cmp.Diff([]string{"8084:8084"}, ports); diff != "" {
+		t.Errorf("ports mismatch (-want +got):\n%s", diff)
+	}
+	known := knownEnv(t)
+	for name := range s.Environment {
+		if !known[name] {
+			t.Errorf("environment variable %s is read by no suite program", name)
+		}
+		if strings.HasPrefix(name, "DATABASE_") || strings.HasPrefix(name, "KAFKA_") {
+			t.Errorf("the console has %s: it must reach the services only over HTTP", name)
+		}
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"CONSOLE_HTTP_ADDR", ":8084"},
+		{"CONSOLE_TRANSFERS_URL", "http://transfers:8080"},
+		{"CONSOLE_LEDGER_URL", "http://ledger:8081"},
+		{"CONSOLE_ANTIFRAUD_URL", "http://antifraud:8082"},
+		{"CONSOLE_NOTIFICATIONS_URL", "http://notifications:8083"},
+		{"AUTH_JWKS_FILE", env(composeService(t, p, "transfers"), "AUTH_JWKS_FILE")},
+		{"AUTH_ISSUER", env(composeService(t, p, "transfers"), "AUTH_ISSUER")},
+	} {
+		if got := env(s, tc.name); got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	h := s.HealthCheck
+	if h == nil || h.Disable {
+		t.Fatal("no healthcheck")
+	}
+	if diff := cmp.Diff(types.HealthCheckTest{"CMD", suiteBinary, "probe", "http://localhost:8084/readyz"}, h.Test); diff != "" {
+		t.Errorf("healthcheck mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -304,7 +304,7 @@ func TestDockerignore(t *testing.T) {
 
 // TestDockerfileBuild runs the Dockerfile's build step as written — its ENV,
 // its ARG defaults, its shell script — with the local Go toolchain, on the
-// context that .dockerignore leaves, and checks the result: the five
+// context that .dockerignore leaves, and checks the result: the six
 // binaries, statically linked, stripped, with no build path inside.
 func TestDockerfileBuild(t *testing.T) {
 	df := parseDockerfile(t)
@@ -354,7 +354,7 @@ func TestDockerfileBuild(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, e.Name())
 	}
-	if diff := cmp.Diff([]string{"antifraud", "ledger", "notifications", "payments", "transfers"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"antifraud", "console", "ledger", "notifications", "payments", "transfers"}, got); diff != "" {
 		t.Fatalf("binaries mismatch (-want +got):\n%s", diff)
 	}
 	for _, name := range got {

@@ -273,6 +273,7 @@ func TestKustomizeOverlays(t *testing.T) {
 			for _, svc := range services {
 				names = append(names, svc.Name)
 			}
+			names = append(names, "console")
 			sort.Strings(names)
 			if diff := cmp.Diff(names, sortedKeys(b.deployments)); diff != "" {
 				t.Errorf("deployments mismatch (-want +got):\n%s", diff)
@@ -293,7 +294,61 @@ func TestKustomizeOverlays(t *testing.T) {
 				})
 			}
 			checkTopicsJob(t, b, ov)
+			t.Run("console", func(t *testing.T) { checkConsole(t, b, known) })
 		})
+	}
+}
+
+// checkConsole: one replica (sessions live in memory), the console
+// binary on 8084 behind a Service, the services by their cluster names,
+// the services' token issuer, and no database or Kafka setting.
+func checkConsole(t *testing.T, b built, known map[string]bool) {
+	d, ok := b.deployments["console"]
+	if !ok {
+		t.Fatal("no console Deployment")
+	}
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("containers = %d, want 1", len(d.Spec.Template.Spec.Containers))
+	}
+	if r := d.Spec.Replicas; r == nil || *r != 1 {
+		t.Errorf("replicas = %v, want 1: sessions are in the process's memory", r)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if diff := cmp.Diff([]string{"/usr/local/bin/console"}, c.Command); diff != "" {
+		t.Errorf("command mismatch (-want +got):\n%s", diff)
+	}
+	checkContainerSecurity(t, "console", c)
+	checkResources(t, "console", c)
+	envs := containerEnv(t, b, c)
+	for name := range envs {
+		if !known[name] {
+			t.Errorf("environment variable %s is read by no suite program", name)
+		}
+		if strings.HasPrefix(name, "DATABASE_") || strings.HasPrefix(name, "KAFKA_") {
+			t.Errorf("the console has %s: it must reach the services only over HTTP", name)
+		}
+	}
+	want := map[string]string{
+		"CONSOLE_HTTP_ADDR":         ":8084",
+		"CONSOLE_TRANSFERS_URL":     "http://transfers:8080",
+		"CONSOLE_LEDGER_URL":        "http://ledger:8081",
+		"CONSOLE_ANTIFRAUD_URL":     "http://antifraud:8082",
+		"CONSOLE_NOTIFICATIONS_URL": "http://notifications:8083",
+	}
+	for k, v := range want {
+		if envs[k] != v {
+			t.Errorf("%s = %q, want %q", k, envs[k], v)
+		}
+	}
+	transfers := containerEnv(t, b, b.deployments["transfers"].Spec.Template.Spec.Containers[0])
+	for _, k := range []string{"AUTH_JWKS_URL", "AUTH_ISSUER", "AUTH_AUDIENCE"} {
+		if envs[k] == "" || envs[k] != transfers[k] {
+			t.Errorf("%s = %q, want the services' %q", k, envs[k], transfers[k])
+		}
+	}
+	s, ok := b.services["console"]
+	if !ok || len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 8084 {
+		t.Errorf("console Service = %+v, want one port 8084", s)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/console"
 )
 
 // service describes one of the four services as every artefact must agree.
@@ -57,6 +58,7 @@ func knownEnv(tb testing.TB) map[string]bool {
 	known := map[string]bool{}
 	record := func(name string) string { known[name] = true; return "" }
 	platform.ConfigFromEnv(platform.NewEnv(record), "transfers", ":8080")
+	_, _ = console.ConfigFromEnv(record)
 	if len(known) < 5 {
 		tb.Fatalf("platform.ConfigFromEnv read only %v: the recording getenv is not used", sortedKeys(known))
 	}

@@ -318,3 +318,45 @@ func nullable(s string) *string {
 	}
 	return &s
 }
+
+// EventInfo is one outbox event of an aggregate, for operators following
+// it: where it stands and when it was published.
+type EventInfo struct {
+	ID          uuid.UUID
+	Topic       string
+	Key         string
+	Type        string
+	Status      string
+	Attempts    int
+	LastError   string
+	EnqueuedAt  time.Time
+	PublishedAt *time.Time
+	// Traceparent is the W3C trace context the event carries, when the
+	// request that caused it was traced.
+	Traceparent string
+}
+
+const eventsOfSQL = `
+SELECT id, topic, key, event_type, status, attempts, COALESCE(last_error, ''), enqueued_at, published_at,
+       COALESCE(headers->>'traceparent', '')
+  FROM outbox_event WHERE aggregate_id = $1 ORDER BY seq LIMIT 100`
+
+// EventsOf returns the events of one aggregate (a transfer id in every
+// service of the suite), oldest first, at most 100. Published events are
+// deleted after the retention period, so an old aggregate may have none.
+func (o *Outbox) EventsOf(ctx context.Context, aggregateID string) ([]EventInfo, error) {
+	rows, err := o.db.Query(ctx, eventsOfSQL, aggregateID)
+	if err != nil {
+		return nil, fmt.Errorf("outbox events of %s: %w", aggregateID, err)
+	}
+	defer rows.Close()
+	out := []EventInfo{}
+	for rows.Next() {
+		var e EventInfo
+		if err := rows.Scan(&e.ID, &e.Topic, &e.Key, &e.Type, &e.Status, &e.Attempts, &e.LastError, &e.EnqueuedAt, &e.PublishedAt, &e.Traceparent); err != nil {
+			return nil, fmt.Errorf("scan outbox event: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -16,11 +16,14 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/kafka"
+	"github.com/paysuite/payments/services/antifraud/internal/opsweb"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 )
@@ -129,6 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	store := postgres.NewStore(base.DB, base.Outbox)
 	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(base.Registry))
+	auth.Mount(base.Router, base.Log, opsRoutes(base, base.Log))
 	handler := kafka.NewHandler(svc, base.Log)
 	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.LedgerPolicy)
 	if cfg.BatchMax < 1 {
@@ -144,4 +148,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	base.Log.InfoContext(ctx, "antifraud starting", "http_addr", cfg.HTTPAddr, "group", cfg.Group,
 		"topic", cfg.Topics.Requested, "batch_max", cfg.BatchMax, "rules", engine.RuleNames(), "risk", cfg.Risk.String())
 	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, requests) })
+}
+
+// opsRoutes are the operator routes (scope operacoes): the shared outbox
+// ones and antifraud's decision; base may be nil (a test's router).
+func opsRoutes(base *platform.Base, log *slog.Logger) []auth.Route {
+	if base == nil {
+		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
+	}
+	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(base.DB, log)...)
 }

@@ -6,15 +6,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
-// TestEveryRouteHasAScope: every route of the service's router (only the
-// platform's health and metrics routes today) is public or declares the
-// scope it needs. Base.Run also refuses to start otherwise.
+// TestEveryRouteHasAScope: every route of the service's router (the
+// platform's health and metrics routes and the operator routes) is public
+// or declares the scope it needs. Base.Run also refuses to start otherwise.
 func TestEveryRouteHasAScope(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
-	authtest.CheckRoutes(t, httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil))
+	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
+	auth.Mount(r, log, opsRoutes(nil, log))
+	authtest.CheckRoutes(t, r)
 }

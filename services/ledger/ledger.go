@@ -12,15 +12,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/ledger/internal/kafka"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/opsweb"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/web"
 )
@@ -145,7 +150,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.New(base.DB, base.Outbox, cfg.Topics, postgres.WithOwnership(cfg.Ownership))
 	svc := domain.NewService(store, cfg.Now)
 
-	mount(base.Router, svc, log)
+	mount(base.Router, svc, opsRoutes(base, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
 
 	settlement := kafka.NewSettlement(svc, log, kafka.NewMetrics(base.Registry))
 	settle := base.Consumer(cfg.Group, []string{cfg.Topics.Analysed}, settlement.Handle, cfg.Policy)
@@ -165,11 +170,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:
-// the accounts API and its OpenAPI document.
-func mount(r chi.Router, svc *domain.Service, log *slog.Logger) {
+// the accounts API, the operator routes ops and the OpenAPI document.
+func mount(r chi.Router, svc *domain.Service, ops []auth.Route, log *slog.Logger) {
 	web.New(svc, log).Routes(r)
+	auth.Mount(r, log, ops)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(OpenAPI)
 	})
+}
+
+// opsRoutes are the operator routes (scope operacoes): the shared outbox
+// and dead-letter ones (on the DLTs the ledger writes) and the ledger's
+// own; base may be nil (a test's router).
+func opsRoutes(base *platform.Base, dlts []string, log *slog.Logger) []auth.Route {
+	if base == nil {
+		return slices.Concat(opsapi.Routes(nil, log), opsapi.DLTRoutes(broker.Config{}, dlts, log), opsweb.Routes(nil, log))
+	}
+	return slices.Concat(opsapi.Routes(base.Outbox, log), opsapi.DLTRoutes(base.Cfg.Kafka, dlts, log), opsweb.Routes(base.DB, log))
 }

@@ -18,7 +18,7 @@ import (
 func router() chi.Router {
 	log := slog.New(slog.DiscardHandler)
 	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
-	mount(r, nil, log)
+	mount(r, nil, opsRoutes(nil, nil, log), log)
 	return r
 }
 

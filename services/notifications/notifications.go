@@ -15,15 +15,20 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/notifications/internal/channels"
 	"github.com/paysuite/payments/services/notifications/internal/kafka"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
+	"github.com/paysuite/payments/services/notifications/internal/opsweb"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
 )
 
@@ -322,6 +327,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		sender = channels.NewLog(base.Log)
 	}
 	svc := notify.NewService(postgres.New(base.DB), sender, notify.NewMetrics(base.Registry), base.Log)
+	auth.Mount(base.Router, base.Log, opsRoutes(base, []string{events.DLT(cfg.Topics.Settled), events.DLT(cfg.Topics.Rejected)}, base.Log))
 	handler := kafka.NewHandler(svc, cfg.Topics)
 	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
 		handler.Handle, consumer.NotificationPolicy)
@@ -355,4 +361,14 @@ func (w WebhookConfig) channel() channels.WebhookConfig {
 		}
 	}
 	return cfg
+}
+
+// opsRoutes are the operator routes (scope operacoes): the shared outbox
+// and dead-letter ones (on the DLTs the service writes) and the
+// notifications of a transfer; base may be nil (a test's router).
+func opsRoutes(base *platform.Base, dlts []string, log *slog.Logger) []auth.Route {
+	if base == nil {
+		return slices.Concat(opsapi.Routes(nil, log), opsapi.DLTRoutes(broker.Config{}, dlts, log), opsweb.Routes(nil, log))
+	}
+	return slices.Concat(opsapi.Routes(base.Outbox, log), opsapi.DLTRoutes(base.Cfg.Kafka, dlts, log), opsweb.Routes(base.DB, log))
 }

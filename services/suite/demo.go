@@ -54,6 +54,8 @@ type Demo struct {
 const (
 	DemoClient   = "demo"
 	ReaderClient = "demo-leitura"
+	// OperatorClient is the demo's operator, who signs in to the console.
+	OperatorClient = "operador"
 )
 
 // DemoScopes are the demo client's scopes; ReaderScopes the second

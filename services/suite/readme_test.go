@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/paysuite/payments/services/antifraud"
+	"github.com/paysuite/payments/services/console"
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
@@ -59,6 +60,9 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 	}
 	if _, err := notifications.ConfigFromEnv(r.getenv); err != nil {
 		t.Fatalf("notifications: %v", err)
+	}
+	if _, err := console.ConfigFromEnv(r.getenv); err != nil {
+		t.Fatalf("console: %v", err)
 	}
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {

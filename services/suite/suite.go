@@ -23,6 +23,7 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud"
+	"github.com/paysuite/payments/services/console"
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
@@ -34,6 +35,7 @@ const (
 	LedgerAddr        = ":8081"
 	AntifraudAddr     = ":8082"
 	NotificationsAddr = ":8083"
+	ConsoleAddr       = console.DefaultHTTPAddr
 )
 
 // Options configure the embedded suite.
@@ -56,6 +58,9 @@ type Options struct {
 // Endpoints are the base URLs of the running services.
 type Endpoints struct {
 	Transfers, Ledger, Antifraud, Notifications string
+	// Console is the operator console, started once the services are
+	// ready (it reads them over HTTP like any operator).
+	Console string
 }
 
 // Run starts the suite and blocks until ctx is cancelled or a service
@@ -135,6 +140,16 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 		return fmt.Errorf("notifications: %w", err)
 	}
 
+	ccfg, err := console.ConfigFromEnv(func(name string) string {
+		if name == "CONSOLE_HTTP_ADDR" {
+			return firstNonEmpty(opts.Getenv(name), ConsoleAddr)
+		}
+		return opts.Getenv(name)
+	})
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+
 	var mu sync.Mutex
 	addrs := map[string]string{}
 	listening := func(name string) func(net.Addr) {
@@ -148,7 +163,7 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 		name string
 		err  error
 	}
-	results := make(chan result, 4)
+	results := make(chan result, 5)
 	start := func(name string, run func() error) {
 		go func() { results <- result{name, run()} }()
 	}
@@ -166,14 +181,30 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	readyErr := make(chan error, 1)
 	go func() {
 		ep, err := waitReady(ctx, &mu, addrs)
-		if err == nil && ready != nil {
+		if err != nil {
+			results <- result{"console", nil} // never started
+			readyErr <- err
+			return
+		}
+		ccfg.TransfersURL, ccfg.LedgerURL, ccfg.AntifraudURL, ccfg.NotificationsURL = ep.Transfers, ep.Ledger, ep.Antifraud, ep.Notifications
+		bound := make(chan string, 1)
+		start("console", func() error {
+			return console.Run(ctx, ccfg, opts.Log, func(a net.Addr) { bound <- baseURL(a) })
+		})
+		select {
+		case ep.Console = <-bound:
+		case <-ctx.Done():
+			readyErr <- ctx.Err()
+			return
+		}
+		if ready != nil {
 			ready(ep)
 		}
-		readyErr <- err
+		readyErr <- nil
 	}()
 
 	var errs []error
-	pending := 4
+	pending := 5
 	for pending > 0 {
 		select {
 		case r := <-results:
@@ -277,4 +308,13 @@ func redact(dsn string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

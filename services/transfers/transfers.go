@@ -17,11 +17,14 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/inbox"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/transfers/internal/kafka"
+	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
@@ -108,7 +111,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	store := postgres.NewStore(base.DB, base.Outbox, inbox.New(base.DB, cfg.ProjectionGroup, base.InboxDuplicates), cfg.ClaimTimeout)
 	svc := transfer.NewService(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), cfg.Topics.Requested)
-	mount(base.Router, svc, base.Log)
+	mount(base.Router, svc, opsRoutes(base, base.Log), base.Log)
 	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
 	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.LedgerPolicy)
 	// The results of one partition fetched together are applied in one
@@ -117,7 +120,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, pcfg) })
 }
 
-// mount adds the service's routes to r, a router from httpapi.NewRouter.
-func mount(r chi.Router, svc *transfer.Service, log *slog.Logger) {
+// mount adds the service's routes to r, a router from httpapi.NewRouter:
+// the API, then the operator routes ops.
+func mount(r chi.Router, svc *transfer.Service, ops []auth.Route, log *slog.Logger) {
 	web.New(svc, log, OpenAPI).Mount(r)
+	auth.Mount(r, log, ops)
+}
+
+// opsRoutes are the operator routes (scope operacoes): the shared outbox
+// ones and the transfers' own; base may be nil (a test's router).
+func opsRoutes(base *platform.Base, log *slog.Logger) []auth.Route {
+	if base == nil {
+		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
+	}
+	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(base.DB, log)...)
 }

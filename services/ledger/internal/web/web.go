@@ -46,9 +46,9 @@ func New(svc *ledger.Service, log *slog.Logger) *Handler {
 func (h *Handler) Table() []auth.Route {
 	return []auth.Route{
 		{Method: http.MethodPost, Pattern: "/contas", Scope: auth.ScopeAccountsAdmin, Handler: h.openAccount},
-		{Method: http.MethodGet, Pattern: "/contas/{id}", Scope: auth.ScopeAccountsRead, Handler: h.account},
+		{Method: http.MethodGet, Pattern: "/contas/{id}", Scope: auth.ScopeAccountsRead + " " + auth.ScopeOperations, Handler: h.account},
 		{Method: http.MethodPost, Pattern: "/contas/{id}/depositos", Scope: auth.ScopeAccountsAdmin, Handler: h.deposit},
-		{Method: http.MethodGet, Pattern: "/contas/{id}/lancamentos", Scope: auth.ScopeAccountsRead, Handler: h.postings},
+		{Method: http.MethodGet, Pattern: "/contas/{id}/lancamentos", Scope: auth.ScopeAccountsRead + " " + auth.ScopeOperations, Handler: h.postings},
 	}
 }
 

@@ -163,6 +163,20 @@ func demoTokens(d *suite.Demo, keyFile string, getenv func(string) string) error
 	return err
 }
 
+// operatorToken signs the demo operator's console sign-in token (scope
+// operacoes) with the key in keyFile.
+func operatorToken(keyFile string, getenv func(string) string) (string, error) {
+	k, err := auth.ReadSigningKey(keyFile)
+	if err != nil {
+		return "", fmt.Errorf("operator token: %w", err)
+	}
+	return k.Sign(auth.Claims{
+		Issuer:   firstOf(getenv("AUTH_ISSUER"), auth.DevIssuer),
+		Audience: firstOf(getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
+		Subject:  suite.OperatorClient, Scopes: []string{auth.ScopeOperations}, TTL: 8 * time.Hour,
+	})
+}
+
 // secretValue reads a secret (a database URL) from file when given, else
 // from the environment variable name: never from a flag, which any user
 // of the machine sees in the process list.

@@ -83,8 +83,17 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 	ready := func(ep suite.Endpoints) {
 		fmt.Fprintf(stdout, "\nReady:\n  transfers      %s  (POST /transferencias, GET /transferencias/{id}, GET /openapi.yaml)\n"+
 			"  ledger         %s  (POST /contas, POST /contas/{id}/depositos, GET /contas/{id}, GET /contas/{id}/lancamentos)\n"+
-			"  antifraud      %s\n  notifications  %s\n  every service: /healthz /readyz /metrics\n",
-			ep.Transfers, ep.Ledger, ep.Antifraud, ep.Notifications)
+			"  antifraud      %s\n  notifications  %s\n  every service: /healthz /readyz /metrics\n"+
+			"  console        %s  (operator console; sign in with a token of scope operacoes)\n",
+			ep.Transfers, ep.Ledger, ep.Antifraud, ep.Notifications, ep.Console)
+		if demo {
+			if tok, err := operatorToken(*keyFile, getenv); err == nil {
+				fmt.Fprintf(stdout, "\nConsole:    open %s and paste this sign-in token (operator %q, scope operacoes, valid 8 h):\n%s\n",
+					ep.Console, suite.OperatorClient, tok)
+			} else {
+				fmt.Fprintf(stdout, "Console:    no sign-in token: %v\n", err)
+			}
+		}
 		if !demo {
 			fmt.Fprintln(stdout, "Press Ctrl+C to stop.")
 			return

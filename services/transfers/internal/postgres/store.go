@@ -74,8 +74,8 @@ const claimSQL = `SELECT pg_try_advisory_xact_lock($1), set_config('idle_in_tran
 const createSQL = `
 WITH ins AS (
     INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status,
-                               criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo, cliente_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
+                               criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo, cliente_id, request_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, NULLIF($12, ''))
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 )
@@ -99,7 +99,7 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 			return transfer.ErrInProgress
 		}
 		rows, err := tx.Query(ctx, createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
-			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client) //nolint:gosec // HTTP status codes fit
+			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client, truncateRequestID(t.RequestID)) //nolint:gosec // HTTP status codes fit
 		if err != nil {
 			return fmt.Errorf("insert transfer %s: %w", t.ID, err)
 		}
@@ -275,4 +275,13 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]bool,
 // fold alike only make one of them wait for a retry (409), never merge.
 func lockKey(id uuid.UUID) int64 {
 	return int64(binary.BigEndian.Uint64(id[:8]) ^ binary.BigEndian.Uint64(id[8:])) //nolint:gosec // a bit pattern
+}
+
+// truncateRequestID keeps a request id within the column's 128 characters
+// (pkg/httpapi already bounds the ids it accepts).
+func truncateRequestID(id string) string {
+	if len(id) > 128 {
+		return id[:128]
+	}
+	return id
 }

@@ -34,8 +34,11 @@ type Submission struct {
 	// ID is the Idempotency-Key, which becomes the transfer id.
 	ID uuid.UUID
 	// Client is the authenticated client (the token's sub) submitting it.
-	Client  string
-	Request Request
+	Client string
+	// RequestID is the id of the HTTP request submitting it, recorded
+	// with the transfer for operators; may be empty.
+	RequestID string
+	Request   Request
 	// Response is what the client gets if this submission creates the
 	// transfer; it is stored for replays.
 	Response Response
@@ -69,6 +72,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		Currency:    sub.Request.Currency,
 		Status:      StatusPending,
 		Client:      sub.Client,
+		RequestID:   sub.RequestID,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 	}

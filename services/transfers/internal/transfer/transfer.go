@@ -55,7 +55,10 @@ type Transfer struct {
 	Reason string
 	// Client is the client (the token's sub) that created the transfer;
 	// empty for transfers created before clients were recorded.
-	Client    string
+	Client string
+	// RequestID is the id of the request that created it (for operators);
+	// empty when not recorded.
+	RequestID string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

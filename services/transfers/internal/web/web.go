@@ -130,10 +130,11 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 		return
 	}
 	resp, replayed, err := h.svc.Submit(r.Context(), transfer.Submission{
-		ID:       id,
-		Client:   p.Subject,
-		Request:  req,
-		Response: transfer.Response{StatusCode: http.StatusAccepted, Body: append(first, '\n')},
+		ID:        id,
+		Client:    p.Subject,
+		RequestID: httpapi.RequestIDFrom(r.Context()),
+		Request:   req,
+		Response:  transfer.Response{StatusCode: http.StatusAccepted, Body: append(first, '\n')},
 	})
 	if err != nil {
 		if errors.Is(err, transfer.ErrInProgress) {

@@ -1,0 +1,150 @@
+package opsapi
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/dlt"
+	"github.com/paysuite/payments/pkg/httpapi"
+)
+
+// Paths of the shared dead-letter endpoints.
+const (
+	PathDLT       = "/ops/dlt"
+	PathDLTReplay = "/ops/dlt/reenviar"
+)
+
+// DLTListLimit bounds the records listed per dead-letter topic.
+const DLTListLimit = 50
+
+// DLTs is the body of GET /ops/dlt: the service's dead-letter topics.
+type DLTs struct {
+	Topicos []DLTTopic `json:"topicos"`
+}
+
+// DLTTopic is one dead-letter topic with its oldest records.
+type DLTTopic struct {
+	Topico string `json:"topico"`
+	// Registros are at most DLTListLimit records, oldest first; Mais says
+	// there are more.
+	Registros []DLTRecord `json:"registros"`
+	Mais      bool        `json:"mais"`
+}
+
+// DLTRecord is one dead-lettered record (pkg/dlt.Record on the wire).
+type DLTRecord struct {
+	Particao     int    `json:"particao"`
+	Offset       int64  `json:"offset"`
+	Chave        string `json:"chave"`
+	TopicoOrigem string `json:"topicoOrigem"`
+	TipoEvento   string `json:"tipoEvento"`
+	EventoID     string `json:"eventoId"`
+	Excecao      string `json:"excecao"`
+	Mensagem     string `json:"mensagem"`
+	Tentativas   int    `json:"tentativas"`
+	Em           string `json:"em"`
+	ReenviadoEm  string `json:"reenviadoEm,omitempty"`
+}
+
+// Replayed is the body of POST /ops/dlt/reenviar.
+type Replayed struct {
+	Reenviados int `json:"reenviados"`
+}
+
+// dltHandler serves the dead-letter endpoints of one service.
+type dltHandler struct {
+	cfg    broker.Config
+	topics []string
+	log    *slog.Logger
+}
+
+// DLTRoutes returns the dead-letter routes on the service's own DLTs
+// (topics), each behind operacoes: the records of each, and their replay
+// to the topic they came from (pkg/dlt.Replay), one record (topico,
+// particao, offset) or every record of a key (topico, chave). Consumers
+// deduplicate on the event id, so a record replayed twice has one effect.
+// The broker writes with the service's own principal: where Kafka ACLs
+// keep it from writing the origin topic, the broker's refusal is the
+// answer (503) and the CLI's `payments dlt replay` with its own
+// credential is the way.
+func DLTRoutes(cfg broker.Config, topics []string, log *slog.Logger) []auth.Route {
+	h := &dltHandler{cfg: cfg, topics: topics, log: log}
+	return []auth.Route{
+		{Method: http.MethodGet, Pattern: PathDLT, Scope: auth.ScopeOperations, Handler: h.list},
+		{Method: http.MethodPost, Pattern: PathDLTReplay, Scope: auth.ScopeOperations,
+			Handler: auth.Audited(log, "dlt.replay", h.replay)},
+	}
+}
+
+func (h *dltHandler) list(w http.ResponseWriter, r *http.Request) {
+	out := DLTs{Topicos: []DLTTopic{}}
+	for _, t := range h.topics {
+		recs, err := dlt.List(r.Context(), h.cfg, dlt.Filter{Topic: t, Limit: DLTListLimit + 1})
+		if err != nil {
+			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindUnavailable, "the dead-letter topic %s cannot be read now", t))
+			h.log.WarnContext(r.Context(), "list dead-letter topic", "topic", t, "err", err)
+			return
+		}
+		dt := DLTTopic{Topico: t, Registros: []DLTRecord{}, Mais: len(recs) > DLTListLimit}
+		for _, rec := range recs[:min(len(recs), DLTListLimit)] {
+			dt.Registros = append(dt.Registros, DLTRecord{
+				Particao: rec.Partition, Offset: rec.Offset, Chave: string(rec.Key), TopicoOrigem: rec.Origin.Topic,
+				TipoEvento: rec.EventType, EventoID: rec.EventID, Excecao: rec.ExceptionType, Mensagem: rec.ExceptionMessage,
+				Tentativas: rec.Attempts, Em: Time(rec.Time), ReenviadoEm: rec.ReplayedAt,
+			})
+		}
+		out.Topicos = append(out.Topicos, dt)
+	}
+	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Principal, a *auth.AuditRecord) {
+	q := r.URL.Query()
+	topic := q.Get("topico")
+	if !slices.Contains(h.topics, topic) {
+		httpapi.WriteError(w, r, h.log, &httpapi.Error{Kind: httpapi.KindValidation, Detail: "not a dead-letter topic of this service",
+			Fields: []httpapi.FieldError{{Field: "topico", Message: "must be one of the service's dead-letter topics"}}})
+		return
+	}
+	f := dlt.Filter{Topic: topic}
+	switch key := q.Get("chave"); {
+	case key != "" && q.Get("offset") == "" && q.Get("particao") == "":
+		f.Key = key
+	case key == "":
+		p, perr := strconv.Atoi(q.Get("particao"))
+		o, oerr := strconv.ParseInt(q.Get("offset"), 10, 64)
+		if perr != nil || oerr != nil || p < 0 || o < 0 {
+			httpapi.WriteError(w, r, h.log, &httpapi.Error{Kind: httpapi.KindValidation, Detail: "choose one record (particao and offset) or a key (chave)",
+				Fields: []httpapi.FieldError{{Field: "offset", Message: "particao and offset must be non-negative integers"}}})
+			return
+		}
+		f.Partitions, f.Offsets = []int{p}, []int64{o}
+	default:
+		httpapi.WriteError(w, r, h.log, &httpapi.Error{Kind: httpapi.KindValidation, Detail: "choose one record (particao and offset) or a key (chave), not both"})
+		return
+	}
+	a.Resource("topic", topic)
+	recs, err := dlt.List(r.Context(), h.cfg, f)
+	if err != nil {
+		h.log.WarnContext(r.Context(), "list dead-letter topic", "topic", topic, "err", err)
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindUnavailable, "the dead-letter topic cannot be read now"))
+		return
+	}
+	if len(recs) == 0 {
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindNotFound, "no record of %s matches", topic))
+		return
+	}
+	n, err := dlt.Replay(r.Context(), h.cfg, nil, recs, 0)
+	a.Resource("replayed", n)
+	if err != nil {
+		h.log.WarnContext(r.Context(), "replay dead-letter records", "topic", topic, "replayed", n, "err", err)
+		httpapi.WriteError(w, r, h.log, &httpapi.Error{Kind: httpapi.KindUnavailable,
+			Detail: "the broker refused the replay after " + strconv.Itoa(n) + " record(s)"})
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, Replayed{Reenviados: n})
+}

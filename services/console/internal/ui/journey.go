@@ -1,0 +1,381 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/paysuite/payments/pkg/opsapi"
+)
+
+// Step states, also the CSS class of a step.
+const (
+	stateDone    = "done"
+	stateWaiting = "waiting"
+	stateStuck   = "stuck"
+	stateUnknown = "unknown"
+	stateSkipped = "skipped"
+)
+
+// Step is one step of a transfer's journey.
+type Step struct {
+	Title   string
+	Service string
+	At      time.Time // zero when the step has not happened
+	State   string
+	// Lines are the step's facts; Note says in words why it waits.
+	Lines []string
+	Note  string
+	// Postings of a ledger step.
+	Postings []PostingLine
+	// Requeue, when set, is a DEAD outbox event an operator can requeue.
+	Requeue *RequeueTarget
+}
+
+// PostingLine is one posting with the account's balance after it.
+type PostingLine struct {
+	Account, Side, Amount, BalanceAfter string
+}
+
+// RequeueTarget names a DEAD event and its service.
+type RequeueTarget struct {
+	Service, EventID string
+}
+
+// Journey is a transfer's path through the four services.
+type Journey struct {
+	ID       string
+	Transfer *opsTransfer
+	Steps    []Step
+	// EndToEnd is the time from acceptance to the projected status, when
+	// both happened.
+	EndToEnd string
+	// TraceID is the W3C trace id of the request, when it was traced.
+	TraceID string
+	Marks   []Mark
+}
+
+// Mark is a step's dot on the drawn timeline: X in 0..1000 of the SVG.
+type Mark struct {
+	X     int
+	Label string
+	State string
+}
+
+// journeyParts are the services' answers for one transfer; a nil part was
+// not found (or its service is down: see down).
+type journeyParts struct {
+	transfer                                  *opsTransfer
+	decision                                  *opsDecision
+	settlement                                *opsSettlement
+	notifications                             *opsNotifications
+	transfersOut, antifraudOut, ledgerOut     *opsEvents
+	transfersLog, antifraudLog, ledgerBacklog *opsBacklog
+	down                                      map[string]bool
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// humanDuration says d in words a person reads at a glance: "850 ms",
+// "42 s", "3 min 5 s", "2 h 10 min".
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+func money(cents int64, currency string) string {
+	sign := ""
+	if cents < 0 {
+		sign, cents = "-", -cents
+	}
+	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, currency)
+}
+
+// possessive is how the stuck wording names a service's outbox.
+func possessive(service string) string {
+	if strings.HasSuffix(service, "s") {
+		return "the " + service + "'"
+	}
+	return "the " + service + "'s"
+}
+
+// outboxStep fills st from the service's outbox events of the given types:
+// published (a fact line), waiting or DEAD (in words, with the requeue
+// target), or unknown.
+func outboxStep(st *Step, service string, evs *opsEvents, backlog *opsBacklog, now time.Time, types ...string) {
+	if evs == nil {
+		return
+	}
+	var ev *opsapi.Event
+	for i := range evs.Eventos {
+		for _, t := range types {
+			if evs.Eventos[i].Tipo == t {
+				ev = &evs.Eventos[i]
+			}
+		}
+	}
+	if ev == nil {
+		return
+	}
+	switch ev.Status {
+	case "PUBLISHED":
+		at := parseTime(ev.PublicadoEm)
+		// published_at is when the relay recorded the broker's ack: a
+		// fast consumer may have read the record a moment before.
+		st.Lines = append(st.Lines, fmt.Sprintf("%s published to %s (acknowledged at %s)", ev.Tipo, ev.Topico, clock(at)))
+		if st.At.IsZero() {
+			st.At = at
+		}
+	case "DEAD":
+		st.State = stateStuck
+		st.Note = fmt.Sprintf("DEAD in %s outbox after %d attempts: %s. Requeue it once the cause is fixed.",
+			possessive(service), ev.Tentativas, ev.Erro)
+		st.Requeue = &RequeueTarget{Service: service, EventID: ev.ID}
+	case "DISCARDED":
+		st.State = stateStuck
+		st.Note = fmt.Sprintf("discarded by an operator from %s outbox: it will never be published", possessive(service))
+	default:
+		st.State = stateWaiting
+		waited := humanDuration(now.Sub(parseTime(ev.EnfileiradoEm)))
+		note := fmt.Sprintf("waiting in %s outbox for %s", possessive(service), waited)
+		if held := heldBackBy(backlog, ev); held != nil {
+			note += fmt.Sprintf(": the key %s has an older event held back (DEAD: %s)", ev.Chave, held.Erro)
+		} else if ev.Tentativas > 0 {
+			note += fmt.Sprintf(", after %d failed attempts: %s", ev.Tentativas, ev.Erro)
+		}
+		st.Note = note
+	}
+}
+
+// heldBackBy returns the DEAD event of the backlog that holds ev's key
+// back, if any.
+func heldBackBy(b *opsBacklog, ev *opsapi.Event) *opsapi.DeadEvent {
+	if b == nil {
+		return nil
+	}
+	for i, d := range b.EventosMortos {
+		if d.Chave == ev.Chave && d.Topico == ev.Topico && d.ID != ev.ID {
+			return &b.EventosMortos[i]
+		}
+	}
+	return nil
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+}
+
+// buildJourney turns the services' answers into the steps of the page.
+func buildJourney(id string, p journeyParts, now time.Time) Journey {
+	j := Journey{ID: id, Transfer: p.transfer}
+	downNote := func(st *Step) bool {
+		if p.down[st.Service] {
+			st.State = stateUnknown
+			st.Note = st.Service + " is unavailable: this step cannot be shown now"
+			return true
+		}
+		return false
+	}
+
+	accepted := Step{Title: "Request accepted", Service: "transfers", State: stateDone}
+	published := Step{Title: "Published to Kafka", Service: "transfers", State: stateWaiting}
+	if !downNote(&accepted) {
+		t := p.transfer
+		accepted.At = parseTime(t.CriadaEm)
+		accepted.Lines = []string{
+			"client " + t.ClienteID + requestIDPart(t.RequestID),
+			fmt.Sprintf("%s from %s to %s", money(t.ValorEmCentavos, t.Moeda), t.ContaOrigem, t.ContaDestino),
+			"idempotency key " + t.ID,
+		}
+		outboxStep(&published, "transfers", p.transfersOut, p.transfersLog, now, "TransferenciaSolicitada")
+		if published.At.IsZero() && published.Note == "" {
+			// Published long ago and cleaned after the outbox retention, or
+			// already decided downstream: the next steps say more.
+			published.State = stateUnknown
+			published.Note = "no outbox row left (published events are deleted after the retention period)"
+		} else if !published.At.IsZero() {
+			published.State = stateDone
+		}
+	} else {
+		published.State, published.Note = stateUnknown, accepted.Note
+	}
+
+	decision := Step{Title: "Antifraud decision", Service: "antifraud"}
+	blocked := false
+	if !downNote(&decision) {
+		if d := p.decision; d != nil {
+			decision.State = stateDone
+			decision.At = parseTime(d.DecididaEm)
+			rules := "no rule fired"
+			if len(d.Regras) > 0 {
+				rules = "rules fired: " + strings.Join(d.Regras, ", ")
+			}
+			decision.Lines = []string{fmt.Sprintf("%s, score %d (threshold %d)", d.Resultado, d.Pontuacao, d.Limiar), rules}
+			blocked = d.Resultado == "BLOCKED"
+			outboxStep(&decision, "antifraud", p.antifraudOut, p.antifraudLog, now,
+				"TransferenciaAnalisada", "TransferenciaRejeitada")
+		} else if !published.At.IsZero() {
+			decision.State = stateWaiting
+			decision.Note = fmt.Sprintf("waiting for antifraud for %s since the request was published (see its consumer lag in Backlogs)",
+				humanDuration(now.Sub(published.At)))
+		} else {
+			decision.State = stateWaiting
+			decision.Note = "not reached yet"
+		}
+	}
+
+	ledger := Step{Title: "Ledger settlement", Service: "ledger"}
+	if !downNote(&ledger) {
+		switch s := p.settlement; {
+		case s != nil:
+			ledger.State = stateDone
+			ledger.At = parseTime(s.ProcessadaEm)
+			if s.Resultado == "REJEITADA" {
+				ledger.Title = "Ledger rejection"
+				ledger.Lines = []string{"rejected: " + s.Motivo}
+			} else {
+				ledger.Lines = []string{s.Resultado}
+			}
+			for _, l := range s.Lancamentos {
+				side := "credit"
+				if l.Direcao == "D" {
+					side = "debit"
+				}
+				cur := ""
+				if p.transfer != nil {
+					cur = p.transfer.Moeda
+				}
+				ledger.Postings = append(ledger.Postings, PostingLine{Account: l.Conta, Side: side,
+					Amount: money(l.ValorEmCentavos, cur), BalanceAfter: money(l.SaldoApos, cur)})
+			}
+			outboxStep(&ledger, "ledger", p.ledgerOut, p.ledgerBacklog, now,
+				"TransferenciaLiquidada", "TransferenciaRejeitada")
+		case blocked:
+			ledger.State = stateSkipped
+			ledger.Note = "not sent to the ledger: antifraud blocked the transfer"
+		case p.decision != nil && decision.State == stateDone:
+			ledger.State = stateWaiting
+			ledger.Note = fmt.Sprintf("waiting for the ledger for %s since antifraud decided", humanDuration(now.Sub(decision.At)))
+		default:
+			ledger.State = stateWaiting
+			ledger.Note = "not reached yet"
+		}
+	}
+
+	projected := Step{Title: "Status projected", Service: "transfers"}
+	if !downNote(&projected) {
+		t := p.transfer
+		if t.Status != "PENDENTE" {
+			projected.State = stateDone
+			projected.At = parseTime(t.AtualizadaEm)
+			line := "status " + t.Status
+			if t.Motivo != "" {
+				line += ": " + t.Motivo
+			}
+			projected.Lines = []string{line}
+		} else {
+			projected.State = stateWaiting
+			projected.Note = "status PENDENTE: waiting for the result of antifraud and the ledger"
+		}
+	}
+
+	j.Steps = []Step{accepted, published, decision, ledger, projected}
+	if p.down["notifications"] {
+		st := Step{Title: "Notification", Service: "notifications"}
+		downNote(&st)
+		j.Steps = append(j.Steps, st)
+	} else if p.notifications != nil {
+		for _, n := range p.notifications.Notificacoes {
+			st := Step{Title: "Notification (" + n.Canal + ")", Service: "notifications", State: stateDone}
+			st.At = parseTime(n.AtualizadaEm)
+			line := fmt.Sprintf("%s for %s after %d attempt(s)", n.Status, n.TipoEvento, n.Tentativas)
+			if n.Tentativas > 1 {
+				// Notifications retry through their retry topics, never in place.
+				line += fmt.Sprintf(", %d of them from the retry topics", n.Tentativas-1)
+			}
+			if n.Erro != "" && n.Status != "DELIVERED" {
+				line += "; last error: " + n.Erro
+			}
+			st.Lines = []string{line}
+			switch n.Status {
+			case "DELIVERED":
+				st.At = parseTime(n.EntregueEm)
+			case "PENDING":
+				st.State = stateWaiting
+				st.Note = "waiting in the notifications' retry topics since " + clock(parseTime(n.CriadaEm))
+			case "FAILED":
+				st.State = stateStuck
+				st.Note = "delivery failed for good (on the notifications' dead-letter topic): " + n.Erro
+			}
+			j.Steps = append(j.Steps, st)
+		}
+	}
+	if !accepted.At.IsZero() && !projected.At.IsZero() {
+		j.EndToEnd = humanDuration(projected.At.Sub(accepted.At))
+	}
+	j.Marks = marks(j.Steps)
+	if p.transfersOut != nil {
+		for _, ev := range p.transfersOut.Eventos {
+			if parts := strings.Split(ev.Traceparent, "-"); len(parts) == 4 && len(parts[1]) == 32 {
+				j.TraceID = parts[1]
+				break
+			}
+		}
+	}
+	return j
+}
+
+func requestIDPart(id string) string {
+	if id == "" {
+		return ""
+	}
+	return ", request id " + id
+}
+
+// marks places each step with a time on a 1000-wide line, in proportion
+// to its time since the first step.
+func marks(steps []Step) []Mark {
+	var first, last time.Time
+	for _, s := range steps {
+		if s.At.IsZero() {
+			continue
+		}
+		if first.IsZero() || s.At.Before(first) {
+			first = s.At
+		}
+		if s.At.After(last) {
+			last = s.At
+		}
+	}
+	span := last.Sub(first)
+	var out []Mark
+	for i, s := range steps {
+		x := 40 + i*920/max(len(steps)-1, 1) // no time: evenly spaced
+		if !s.At.IsZero() && span > 0 {
+			x = 40 + int(float64(s.At.Sub(first))/float64(span)*920)
+		}
+		label := s.Title
+		if !s.At.IsZero() && !first.IsZero() {
+			label += " +" + humanDuration(s.At.Sub(first))
+		}
+		out = append(out, Mark{X: x, Label: label, State: s.State})
+	}
+	return out
+}

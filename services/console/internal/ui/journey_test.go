@@ -1,0 +1,148 @@
+package ui
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/paysuite/payments/pkg/opsapi"
+)
+
+// TestJourneyStuckWording: a transfer stuck at a step says where and for
+// how long, in words, and offers the requeue of a DEAD event.
+func TestJourneyStuckWording(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return opsapi.Time(now.Add(-d)) }
+	pending := &opsTransfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
+		Status: "PENDENTE", ClienteID: "loja", CriadaEm: at(time.Minute), AtualizadaEm: at(time.Minute)}
+	published := &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Chave: "CC-1", Tipo: "TransferenciaSolicitada",
+		Status: "PUBLISHED", EnfileiradoEm: at(time.Minute), PublicadoEm: at(59 * time.Second)}}}
+	approved := &opsDecision{Pontuacao: 10, Limiar: 80, Resultado: "APPROVED", DecididaEm: at(58 * time.Second)}
+	settled := &opsSettlement{Resultado: "LIQUIDADA", ProcessadaEm: at(57 * time.Second)}
+
+	for _, tc := range []struct {
+		name  string
+		parts journeyParts
+		step  int
+		want  Step
+	}{
+		{
+			name:  "waiting in the transfers' outbox",
+			parts: journeyParts{transfer: pending, transfersOut: &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Chave: "CC-1", Tipo: "TransferenciaSolicitada", Status: "PENDING", EnfileiradoEm: at(42 * time.Second)}}}},
+			step:  1,
+			want:  Step{Title: "Published to Kafka", Service: "transfers", State: stateWaiting, Note: "waiting in the transfers' outbox for 42 s"},
+		},
+		{
+			name: "held back by an older DEAD event of its key",
+			parts: journeyParts{transfer: pending, decision: approved, settlement: settled,
+				ledgerOut:     &opsEvents{Eventos: []opsapi.Event{{ID: "e3", Topico: "liquidada", Chave: "CC-1", Tipo: "TransferenciaLiquidada", Status: "PENDING", EnfileiradoEm: at(42 * time.Second)}}},
+				ledgerBacklog: &opsBacklog{EventosMortos: []opsapi.DeadEvent{{ID: "e0", Topico: "liquidada", Chave: "CC-1", Erro: "MESSAGE_TOO_LARGE"}}}},
+			step: 3,
+			want: Step{Title: "Ledger settlement", Service: "ledger", State: stateWaiting, At: now.Add(-57 * time.Second), Lines: []string{"LIQUIDADA"},
+				Note: "waiting in the ledger's outbox for 42 s: the key CC-1 has an older event held back (DEAD: MESSAGE_TOO_LARGE)"},
+		},
+		{
+			name:  "DEAD in the transfers' outbox",
+			parts: journeyParts{transfer: pending, transfersOut: &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Tipo: "TransferenciaSolicitada", Status: "DEAD", Tentativas: 12, Erro: "refused", EnfileiradoEm: at(time.Minute)}}}},
+			step:  1,
+			want: Step{Title: "Published to Kafka", Service: "transfers", State: stateStuck,
+				Note:    "DEAD in the transfers' outbox after 12 attempts: refused. Requeue it once the cause is fixed.",
+				Requeue: &RequeueTarget{Service: "transfers", EventID: "e1"}},
+		},
+		{
+			name:  "waiting for the ledger",
+			parts: journeyParts{transfer: pending, transfersOut: published, decision: approved},
+			step:  3,
+			want:  Step{Title: "Ledger settlement", Service: "ledger", State: stateWaiting, Note: "waiting for the ledger for 58 s since antifraud decided"},
+		},
+		{
+			name:  "blocked by antifraud never reaches the ledger",
+			parts: journeyParts{transfer: pending, transfersOut: published, decision: &opsDecision{Pontuacao: 95, Limiar: 80, Resultado: "BLOCKED", Regras: []string{"high_amount"}, DecididaEm: at(58 * time.Second)}},
+			step:  3,
+			want:  Step{Title: "Ledger settlement", Service: "ledger", State: stateSkipped, Note: "not sent to the ledger: antifraud blocked the transfer"},
+		},
+		{
+			name:  "a service down is named in its step",
+			parts: journeyParts{transfer: pending, transfersOut: published, decision: approved, down: map[string]bool{"ledger": true}},
+			step:  3,
+			want:  Step{Title: "Ledger settlement", Service: "ledger", State: stateUnknown, Note: "ledger is unavailable: this step cannot be shown now"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			j := buildJourney("t1", tc.parts, now)
+			if diff := cmp.Diff(tc.want, j.Steps[tc.step]); diff != "" {
+				t.Errorf("step mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{850 * time.Millisecond, "850 ms"},
+		{42 * time.Second, "42 s"},
+		{185 * time.Second, "3 min 5 s"},
+		{130 * time.Minute, "2 h 10 min"},
+	} {
+		if got := humanDuration(tc.d); got != tc.want {
+			t.Errorf("humanDuration(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+// TestFormTokensAreSpentOnce: a form token works once, only in the session
+// that issued it; the rate limit counts a session's actions per minute.
+func TestFormTokensAreSpentOnce(t *testing.T) {
+	t.Parallel()
+	st := newSessions(time.Hour)
+	a := &session{id: "a", forms: map[string]time.Time{}}
+	b := &session{id: "b", forms: map[string]time.Time{}}
+	tok := st.formToken(a)
+	for _, tc := range []struct {
+		name string
+		s    *session
+		tok  string
+		want bool
+	}{
+		{"another session", b, tok, false},
+		{"empty", a, "", false},
+		{"first use", a, tok, true},
+		{"second use", a, tok, false},
+		{"no session", nil, tok, false},
+	} {
+		if got := st.spend(tc.s, tc.tok); got != tc.want {
+			t.Errorf("%s: spend = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for i := range 3 {
+		if !st.allowAction(a, 3) {
+			t.Fatalf("action %d refused within the limit", i+1)
+		}
+	}
+	if st.allowAction(a, 3) {
+		t.Error("a fourth action in a minute was allowed with a limit of 3")
+	}
+}
+
+// TestJourneyTraceAndRequestID: the journey names the request id of the
+// accepting request and the trace id of its event, when recorded.
+func TestJourneyTraceAndRequestID(t *testing.T) {
+	t.Parallel()
+	tr := &opsTransfer{ID: "t1", Status: "PENDENTE", ClienteID: "loja", RequestID: "req-42", CriadaEm: opsapi.Time(time.Now())}
+	out := &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Tipo: "TransferenciaSolicitada", Status: "PENDING",
+		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", EnfileiradoEm: opsapi.Time(time.Now())}}}
+	j := buildJourney("t1", journeyParts{transfer: tr, transfersOut: out}, time.Now())
+	if j.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("trace id = %q", j.TraceID)
+	}
+	if got := j.Steps[0].Lines[0]; got != "client loja, request id req-42" {
+		t.Errorf("accepted line = %q", got)
+	}
+}

@@ -1,0 +1,247 @@
+// Package ui is the operator console's web interface: server-rendered
+// pages (html/template, assets embedded), sessions holding the operator's
+// token on the server, one-time CSRF tokens on every form, and the calls
+// to the services' /ops endpoints with the operator's token.
+package ui
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/paysuite/payments/pkg/auth"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// ContentSecurityPolicy is sent with every page: nothing but the
+// console's own stylesheet and images, no script at all, forms only to
+// the console, never framed.
+const ContentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Config configures the interface.
+type Config struct {
+	// Transfers, Ledger, Antifraud and Notifications are the services.
+	Transfers, Ledger, Antifraud, Notifications Upstream
+	// SessionTTL bounds a session's life.
+	SessionTTL time.Duration
+	// ActionsPerMinute limits the actions of one session.
+	ActionsPerMinute int
+	// SampleInterval is how often the services' /metrics are read for the
+	// Backlogs charts (default 10 s; 15 minutes are kept).
+	SampleInterval time.Duration
+}
+
+// Verifier checks a pasted bearer token (pkg/auth's *Verifier).
+type Verifier interface {
+	Verify(ctx context.Context, raw string) (auth.Principal, error)
+}
+
+// Server is the console's HTTP interface.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	verifier Verifier
+	sessions *sessions
+	client   *client
+	pages    map[string]*template.Template
+	now      func() time.Time
+	sampler  *sampler
+}
+
+// New returns the console's interface.
+func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 8 * time.Hour
+	}
+	if cfg.ActionsPerMinute <= 0 {
+		cfg.ActionsPerMinute = 10
+	}
+	if cfg.SampleInterval <= 0 {
+		cfg.SampleInterval = 10 * time.Second
+	}
+	s := &Server{cfg: cfg, log: log, verifier: verifier, sessions: newSessions(cfg.SessionTTL),
+		client: newClient(), pages: map[string]*template.Template{}, now: time.Now}
+	s.sampler = newSampler(cfg.SampleInterval, s.upstreams())
+	funcs := template.FuncMap{"clock": clock, "money": money}
+	for _, page := range []string{"signin", "find", "journey", "account", "backlogs", "confirm", "replay", "message"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		s.pages[page] = t
+	}
+	return s, nil
+}
+
+// Sample reads the services' /metrics for the Backlogs charts until ctx
+// ends.
+func (s *Server) Sample(ctx context.Context) { s.sampler.run(ctx) }
+
+// Mount adds the console's routes to r.
+func (s *Server) Mount(r chi.Router) {
+	static, _ := fs.Sub(assets, "assets/static")
+	r.Group(func(r chi.Router) {
+		r.Use(s.secure)
+		r.Handle("/static/*", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/find", http.StatusSeeOther) })
+		r.Get("/signin", s.signinPage)
+		r.Post("/signin", s.signin)
+		r.Post("/signout", s.signedIn(s.signout))
+		r.Get("/find", s.signedIn(s.find))
+		r.Get("/transfers/{id}", s.signedIn(s.journey))
+		r.Get("/accounts/{id}", s.signedIn(s.account))
+		r.Get("/backlogs", s.signedIn(s.backlogs))
+		r.Get("/actions/requeue", s.signedIn(s.confirmRequeue))
+		r.Post("/actions/requeue", s.signedIn(s.action("console.requeue", s.requeue)))
+		r.Get("/actions/replay", s.signedIn(s.confirmReplay))
+		r.Post("/actions/replay", s.signedIn(s.action("console.replay", s.replay)))
+	})
+}
+
+// secure sets the security headers of every console answer.
+func (s *Server) secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+type sessionHandler func(w http.ResponseWriter, r *http.Request, sess *session)
+
+// signedIn sends a request without a signed-in session to the sign-in
+// page (a POST changes nothing: it is answered 401).
+func (s *Server) signedIn(next sessionHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sess := s.sessions.get(r)
+		if sess == nil || !sess.signedIn() {
+			if r.Method != http.MethodGet {
+				s.message(w, r, nil, http.StatusUnauthorized, "Not signed in", "Sign in first: nothing was changed.")
+				return
+			}
+			http.Redirect(w, r, "/signin", http.StatusSeeOther)
+			return
+		}
+		next(w, r, sess)
+	}
+}
+
+// view is what every page template gets.
+type view struct {
+	Title    string
+	Operator string
+	// CSRF is a fresh one-time token for each form of the page.
+	csrf func() string
+	Down []string
+	Data any
+}
+
+// CSRF returns a new one-time token; each form of a page calls it once.
+func (v view) CSRF() string { return v.csrf() }
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, sess *session, status int, page, title string, down []string, data any) {
+	if sess == nil {
+		sess = s.sessions.create(w, "", auth.Principal{})
+	}
+	v := view{Title: title, Down: down, Data: data, csrf: func() string { return s.sessions.formToken(sess) }}
+	if sess.signedIn() {
+		v.Operator = sess.principal.Subject
+	}
+	var b strings.Builder
+	if err := s.pages[page].Execute(&b, v); err != nil {
+		s.log.ErrorContext(r.Context(), "render page", "page", page, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// Message is the data of the message page.
+type Message struct {
+	Heading, Text string
+	// Back is where the page's link leads; empty: the find page.
+	Back string
+}
+
+func (s *Server) message(w http.ResponseWriter, r *http.Request, sess *session, status int, heading, text string) {
+	s.render(w, r, sess, status, "message", heading, nil, Message{Heading: heading, Text: text})
+}
+
+// upstreamFailed answers an upstream error that leaves nothing to show.
+func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, sess *session, err error) {
+	var down *downError
+	var prob *problemError
+	switch {
+	case errors.Is(err, errSignedOut):
+		s.sessions.destroy(w, sess)
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	case errors.As(err, &down):
+		s.message(w, r, sess, http.StatusBadGateway, "Service unavailable", down.Error())
+	case errors.As(err, &prob):
+		s.message(w, r, sess, http.StatusBadRequest, "Refused", prob.Error())
+	default:
+		s.log.ErrorContext(r.Context(), "console upstream call", "err", err)
+		s.message(w, r, sess, http.StatusInternalServerError, "Internal error", "internal error")
+	}
+}
+
+func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
+	sess := s.sessions.get(r)
+	if sess != nil && sess.signedIn() {
+		http.Redirect(w, r, "/find", http.StatusSeeOther)
+		return
+	}
+	s.render(w, r, sess, http.StatusOK, "signin", "Sign in", nil, nil)
+}
+
+// SigninForm is the sign-in page's data after a refusal.
+type SigninForm struct{ Error string }
+
+func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
+	sess := s.sessions.get(r)
+	if err := r.ParseForm(); err != nil || !s.sessions.spend(sess, r.PostFormValue("csrf")) {
+		s.render(w, r, nil, http.StatusForbidden, "signin", "Sign in", nil,
+			SigninForm{Error: "The form expired or was already used: sign in again from this page."})
+		return
+	}
+	raw := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(r.PostFormValue("token")), "Bearer "))
+	p, err := s.verifier.Verify(r.Context(), raw)
+	if err != nil {
+		s.render(w, r, sess, http.StatusUnauthorized, "signin", "Sign in", nil, SigninForm{Error: "The token was refused: " + err.Error()})
+		return
+	}
+	if !p.Operator() {
+		s.render(w, r, sess, http.StatusForbidden, "signin", "Sign in", nil, SigninForm{Error: "The token does not grant the operacoes scope."})
+		return
+	}
+	// A new session id at sign-in: an id planted before cannot be used.
+	s.sessions.destroy(w, sess)
+	s.sessions.create(w, raw, p)
+	s.log.InfoContext(r.Context(), "audit", slog.Group("audit", "action", "console.signin", "client", p.Subject))
+	http.Redirect(w, r, "/find", http.StatusSeeOther)
+}
+
+func (s *Server) signout(w http.ResponseWriter, r *http.Request, sess *session) {
+	if err := r.ParseForm(); err != nil || !s.sessions.spend(sess, r.PostFormValue("csrf")) {
+		s.message(w, r, sess, http.StatusForbidden, "Refused", "The form expired or was already used: nothing was changed.")
+		return
+	}
+	s.sessions.destroy(w, sess)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}

@@ -1,0 +1,82 @@
+package ui
+
+import "github.com/paysuite/payments/pkg/opsapi"
+
+// The services' /ops answers, as the console reads them (the wire names
+// of each service's opsweb package).
+
+type opsTransfer struct {
+	ID              string `json:"id"`
+	ContaOrigem     string `json:"contaOrigem"`
+	ContaDestino    string `json:"contaDestino"`
+	ValorEmCentavos int64  `json:"valorEmCentavos"`
+	Moeda           string `json:"moeda"`
+	Status          string `json:"status"`
+	Motivo          string `json:"motivo"`
+	ClienteID       string `json:"clienteId"`
+	RequestID       string `json:"requestId"`
+	CriadaEm        string `json:"criadaEm"`
+	AtualizadaEm    string `json:"atualizadaEm"`
+}
+
+type opsTransferPage struct {
+	Transferencias []opsTransfer `json:"transferencias"`
+	Proxima        string        `json:"proxima"`
+}
+
+type opsDecision struct {
+	Pontuacao  int      `json:"pontuacao"`
+	Limiar     int      `json:"limiar"`
+	Resultado  string   `json:"resultado"`
+	Regras     []string `json:"regras"`
+	DecididaEm string   `json:"decididaEm"`
+}
+
+type opsSettlement struct {
+	Resultado    string `json:"resultado"`
+	Motivo       string `json:"motivo"`
+	ProcessadaEm string `json:"processadaEm"`
+	Lancamentos  []struct {
+		Conta           string `json:"conta"`
+		Direcao         string `json:"direcao"`
+		ValorEmCentavos int64  `json:"valorEmCentavos"`
+		SaldoApos       int64  `json:"saldoAposEmCentavos"`
+		CriadoEm        string `json:"criadoEm"`
+	} `json:"lancamentos"`
+}
+
+type opsNotifications struct {
+	Notificacoes []struct {
+		EventoID     string `json:"eventoId"`
+		TipoEvento   string `json:"tipoEvento"`
+		Canal        string `json:"canal"`
+		Status       string `json:"status"`
+		Tentativas   int    `json:"tentativas"`
+		EntregueEm   string `json:"entregueEm"`
+		Erro         string `json:"erro"`
+		CriadaEm     string `json:"criadaEm"`
+		AtualizadaEm string `json:"atualizadaEm"`
+	} `json:"notificacoes"`
+}
+
+type account struct {
+	ID      string `json:"id"`
+	Moeda   string `json:"moeda"`
+	Saldo   int64  `json:"saldoEmCentavos"`
+	Titular string `json:"titular"`
+}
+
+type opsEvents = opsapi.Events
+
+type opsBacklog = opsapi.Backlog
+
+type postingsPage struct {
+	Itens []struct {
+		ID              int64  `json:"id"`
+		TransferenciaID string `json:"transferenciaId"`
+		Tipo            string `json:"tipo"`
+		ValorEmCentavos int64  `json:"valorEmCentavos"`
+		CriadoEm        string `json:"criadoEm"`
+	} `json:"itens"`
+	ProximoCursor *string `json:"proximoCursor"`
+}

@@ -1,0 +1,68 @@
+package opsweb_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/notifications/internal/opsweb"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+// TestNotificationsOfTransfer: each notification of a transfer with its
+// channel, outcome and attempts; none for another transfer; a malformed id
+// is refused.
+func TestNotificationsOfTransfer(t *testing.T) {
+	t.Parallel()
+	db, err := postgres.Open(t.Context(), pgtest.NewDSN(t, migrations.ForService("notifications")...), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	id := uuid.New()
+	if _, err := db.Exec(t.Context(), `
+INSERT INTO notification (event_id, transfer_id, event_type, source_account, channel, status, attempts, delivered_at, last_error)
+VALUES ($1, $2, 'TransferenciaLiquidada', 'CC-A', 'webhook', 'DELIVERED', 3, now(), 'HTTP 503'),
+       ($3, $4, 'TransferenciaLiquidada', 'CC-B', 'webhook', 'FAILED', 4, NULL, 'HTTP 500')`, uuid.New(), id, uuid.New(), uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
+		})
+	})
+	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(db, slog.New(slog.DiscardHandler)))
+	get := func(path string) (int, opsweb.Notifications) {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
+		var n opsweb.Notifications
+		if rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec.Code, n
+	}
+	code, got := get("/ops/notificacoes/" + id.String())
+	if code != http.StatusOK || len(got.Notificacoes) != 1 {
+		t.Fatalf("GET = %d %+v, want one notification", code, got)
+	}
+	if n := got.Notificacoes[0]; n.Canal != "webhook" || n.Status != "DELIVERED" || n.Tentativas != 3 || n.EntregueEm == "" {
+		t.Errorf("notification = %+v", n)
+	}
+	if code, none := get("/ops/notificacoes/" + uuid.NewString()); code != http.StatusOK || len(none.Notificacoes) != 0 {
+		t.Errorf("another transfer: %d %+v, want 200 and none", code, none)
+	}
+	if code, _ := get("/ops/notificacoes/x"); code != http.StatusBadRequest {
+		t.Errorf("malformed id = %d, want 400", code)
+	}
+}

@@ -1,0 +1,110 @@
+package opsweb_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/opsweb"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+// TestAccountTransfersPaged: an account's transfers, from and to it,
+// newest first, each exactly once across the pages; bad input changes
+// nothing and says why.
+func TestAccountTransfersPaged(t *testing.T) {
+	t.Parallel()
+	db, err := postgres.Open(t.Context(), pgtest.NewDSN(t, migrations.ForService("transfers")...), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	base := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	insert := func(from, to string, at time.Time) string {
+		id := uuid.NewString()
+		_, err := db.Exec(t.Context(), `
+INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status, criada_em, atualizada_em,
+                           hash_requisicao, resposta_status, resposta_corpo, cliente_id)
+VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'hex'), 202, '\x7b7d', 'loja')`, id, from, to, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	var want []string // newest first
+	for i, pair := range [][2]string{{"CC-A", "CC-B"}, {"CC-B", "CC-A"}, {"CC-A", "CC-C"}, {"CC-C", "CC-A"}, {"CC-A", "CC-B"}} {
+		want = append([]string{insert(pair[0], pair[1], base.Add(time.Duration(i)*time.Second))}, want...)
+	}
+	insert("CC-B", "CC-C", base) // not CC-A's
+
+	r := chi.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
+		})
+	})
+	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(db, slog.New(slog.DiscardHandler)))
+	get := func(path string, out any) int {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
+		if out != nil && rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec.Code
+	}
+
+	var got []string
+	cursor := ""
+	for page := 0; page < 5; page++ {
+		q := url.Values{"limite": {"2"}}
+		if cursor != "" {
+			q.Set("apos", cursor)
+		}
+		var p opsweb.Page
+		if code := get("/ops/contas/CC-A/transferencias?"+q.Encode(), &p); code != http.StatusOK {
+			t.Fatalf("page %d = %d", page, code)
+		}
+		for _, tr := range p.Transferencias {
+			got = append(got, tr.ID)
+		}
+		if cursor = p.Proxima; cursor == "" {
+			break
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("transfers of CC-A mismatch (-want +got):\n%s", diff)
+	}
+
+	var one opsweb.Transfer
+	if code := get("/ops/transferencias/"+want[0], &one); code != http.StatusOK || one.ClienteID != "loja" || one.ContaOrigem != "CC-A" {
+		t.Errorf("GET one = %d %+v", code, one)
+	}
+	for _, tc := range []struct {
+		path string
+		want int
+	}{
+		{"/ops/transferencias/" + uuid.NewString(), http.StatusNotFound},
+		{"/ops/transferencias/not-a-uuid", http.StatusBadRequest},
+		{"/ops/contas/bad%20id/transferencias", http.StatusBadRequest},
+		{"/ops/contas/CC-A/transferencias?limite=0", http.StatusUnprocessableEntity},
+		{"/ops/contas/CC-A/transferencias?limite=101", http.StatusUnprocessableEntity},
+		{"/ops/contas/CC-A/transferencias?apos=garbage", http.StatusUnprocessableEntity},
+	} {
+		if code := get(tc.path, nil); code != tc.want {
+			t.Errorf("GET %s = %d, want %d", tc.path, code, tc.want)
+		}
+	}
+}
