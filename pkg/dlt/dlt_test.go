@@ -20,6 +20,7 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
 )
@@ -62,22 +63,14 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { _ = f.writer.Close() })
 
 	f.group = kafkatest.Group(t, "dlt-test")
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- consumer.Run(runCtx, consumer.Config{
+	background.Go(t, "consumer", func(ctx context.Context) error {
+		return consumer.Run(ctx, consumer.Config{
 			Broker: cfg, Group: f.group, Topics: []string{f.main}, Policy: consumer.LedgerPolicy, Publisher: f.writer,
 			Logger: slog.New(slog.DiscardHandler),
 			Handler: func(context.Context, kafka.Message) error {
 				return consumer.Permanent(errors.New("boom: cannot handle"))
 			},
 		})
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("consumer: %v", err)
-		}
 	})
 
 	f.phase1 = f.publish(t, "K1", "K1", "K2")

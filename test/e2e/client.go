@@ -1,18 +1,18 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/apiclient"
 )
 
 // TransferRequest is the body of POST /transferencias.
@@ -60,11 +60,7 @@ const (
 )
 
 // Response is an HTTP answer, read whole.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
+type Response = apiclient.Response
 
 // ErrStopped is returned by Do when the target service is stopped.
 var ErrStopped = errors.New("service stopped")
@@ -76,37 +72,7 @@ func (s *Suite) Do(ctx context.Context, svc *Service, method, path, key string, 
 	if base == "" {
 		return Response{}, fmt.Errorf("%s %s: %w", method, path, ErrStopped)
 	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return Response{}, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return Response{}, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	if s.bearer != "" {
-		req.Header.Set("Authorization", s.bearer)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return Response{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return Response{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
-	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}, nil
+	return apiclient.Client{HTTP: s.client, Authorization: s.bearer}.Do(ctx, method, base+path, key, body)
 }
 
 // must sends a request and fails the test unless the status is one of want;
@@ -193,23 +159,6 @@ func (s *Suite) Transfer(tb testing.TB, id string) Transfer {
 // PostTransfer sends POST /transferencias once.
 func (s *Suite) PostTransfer(ctx context.Context, key string, req TransferRequest) (Response, error) {
 	return s.Do(ctx, s.Transfers, http.MethodPost, "/transferencias", key, req)
-}
-
-// Eventually polls cond every 50 ms until it holds, and fails the test with
-// cond's last explanation when it has not within timeout.
-func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not true after %v: %s", what, timeout, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // MaxWait bounds every wait of a progressing flow, however slow the host.

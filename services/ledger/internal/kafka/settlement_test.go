@@ -25,9 +25,11 @@ import (
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/kafka"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // failingStore fails every settlement that includes the transfer failID, as
@@ -127,15 +129,7 @@ func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 
 func (e *env) start(t *testing.T, cfg consumer.Config) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- consumer.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("consumer: %v", err)
-		}
-	})
+	background.Go(t, "consumer", func(ctx context.Context) error { return consumer.Run(ctx, cfg) })
 }
 
 func (e *env) open(t *testing.T, id string, balance int64) {
@@ -212,7 +206,7 @@ func (e *env) result(t *testing.T, id uuid.UUID) string {
 
 func (e *env) waitResult(t *testing.T, id uuid.UUID, want string) {
 	t.Helper()
-	ledgertest.Eventually(t, 60*time.Second, "transfer "+id.String()+" "+want, func() bool { return e.result(t, id) == want })
+	poll.True(t, 60*time.Second, "transfer "+id.String()+" "+want, func() bool { return e.result(t, id) == want })
 }
 
 func header(m kafkago.Message, key string) string { return broker.Header(m, key) }
@@ -380,7 +374,7 @@ func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	e.start(t, consumer.Config{Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger-dlt-monitor"),
 		Topics: []string{events.DLT(e.topic)}, Handler: monitor.Handle, Publisher: e.writer, Logger: e.logger()})
 
-	ledgertest.Eventually(t, 60*time.Second, "the monitor counts the DLT record", func() bool {
+	poll.True(t, 60*time.Second, "the monitor counts the DLT record", func() bool {
 		return counter(t, e.reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": e.topic}) == 1
 	})
 	line := e.logs.find(t, "record sent to the DLT")

@@ -14,8 +14,8 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/ledgertest"
 	"github.com/paysuite/payments/test/poll"
 )
 
