@@ -65,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 	f.group = kafkatest.Group(t, "dlt-test")
 	background.Go(t, "consumer", func(ctx context.Context) error {
 		return consumer.Run(ctx, consumer.Config{
-			Broker: cfg, Group: f.group, Topics: []string{f.main}, Policy: consumer.LedgerPolicy, Publisher: f.writer,
+			Broker: cfg, Group: f.group, Topics: []string{f.main}, Policy: consumer.BlockingRetries, Publisher: f.writer,
 			Logger: slog.New(slog.DiscardHandler),
 			Handler: func(context.Context, kafka.Message) error {
 				return consumer.Permanent(errors.New("boom: cannot handle"))
@@ -218,7 +218,7 @@ func testHeaders(t *testing.T, f *fixture) {
 		sent := f.sent[r.EventID]
 		want := dlt.Record{
 			Topic: f.dlt, Key: sent.Key, Value: sent.Value,
-			Origin:        consumer.Origin{Topic: f.main, Partition: orig.Partition, Offset: orig.Offset, Timestamp: orig.Time, Group: f.group},
+			Origin:        dlt.Origin{Topic: f.main, Partition: orig.Partition, Offset: orig.Offset, Timestamp: orig.Time, Group: f.group},
 			ExceptionType: "*errors.errorString", ExceptionMessage: "boom: cannot handle", Attempts: 1,
 			EventID: r.EventID, EventType: events.TypeAnalysed, CorrelationID: "corr-" + r.EventID,
 		}
@@ -252,7 +252,7 @@ func testReplay(t *testing.T, f *fixture) {
 	})
 	for _, r := range replayed {
 		sent := f.sent[r.EventID]
-		want := append(slices.Clone(sent.Headers), kafka.Header{Key: consumer.HeaderReplayed, Value: []byte(r.ReplayedAt)})
+		want := append(slices.Clone(sent.Headers), kafka.Header{Key: dlt.HeaderReplayed, Value: []byte(r.ReplayedAt)})
 		if diff := cmp.Diff(want, r.Headers); diff != "" {
 			t.Errorf("replayed %s headers mismatch (-want +got):\n%s", r.EventID, diff)
 		}
@@ -277,7 +277,7 @@ func testReplay(t *testing.T, f *fixture) {
 
 	t.Run("record without origin", func(t *testing.T) {
 		bad := recs[0]
-		bad.Origin = consumer.Origin{}
+		bad.Origin = dlt.Origin{}
 		if n, err := dlt.Replay(context.Background(), f.cfg, nil, []dlt.Record{recs[1], bad}, 0); err == nil || n != 0 {
 			t.Errorf("Replay(no origin) = %d, %v; want 0 and an error before sending anything", n, err)
 		}

@@ -29,9 +29,7 @@ import (
 // Publisher sends records to Kafka; *kafka.Writer from broker.NewWriter is
 // the production one. WriteMessages returns nil when every record was
 // acknowledged, or kafka.WriteErrors (aligned with msgs) or another error.
-type Publisher interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
-}
+type Publisher = broker.Publisher
 
 // RelayConfig tunes a relay. Zero values take the defaults documented on
 // each field.

@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.NewStore(base.DB, base.Outbox)
 	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(base.Registry))
 	handler := kafka.NewHandler(svc, base.Log)
-	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.LedgerPolicy)
+	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.BlockingRetries)
 
 	base.Log.InfoContext(ctx, "antifraud starting", "http_addr", cfg.HTTPAddr, "group", cfg.Group,
 		"topic", cfg.Topics.Requested, "rules", engine.RuleNames(), "risk", cfg.Risk.String())

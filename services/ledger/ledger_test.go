@@ -20,6 +20,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
@@ -319,8 +320,8 @@ func TestPoisonRecordReachesTheDLTMonitor(t *testing.T) {
 	t.Parallel()
 	s := start(t)
 	s.produce(t, kafkago.Message{Key: []byte("CC-001"), Value: []byte("{not json")})
-	dlt := s.read(t, events.DLT(s.topics.Analysed), 1)[0]
-	if o := consumer.OriginOf(dlt, ""); o.Topic != s.topics.Analysed {
+	dead := s.read(t, events.DLT(s.topics.Analysed), 1)[0]
+	if o := dlt.OriginOf(dead, ""); o.Topic != s.topics.Analysed {
 		t.Errorf("DLT origin %q, want %q", o.Topic, s.topics.Analysed)
 	}
 	want := fmt.Sprintf(`ledger_dlt_messages_total{origin_topic=%q} 1`, s.topics.Analysed)
@@ -342,7 +343,7 @@ func TestConfigFromEnv(t *testing.T) {
 		check   func(t *testing.T, c ledger.Config)
 	}{
 		{name: "defaults", env: base, check: func(t *testing.T, c ledger.Config) {
-			want := []any{":8081", 50, "ledger", "ledger-dlt-monitor", events.DefaultTopics, consumer.Policy(consumer.LedgerPolicy), "ledger"}
+			want := []any{":8081", 50, "ledger", "ledger-dlt-monitor", events.DefaultTopics, consumer.Policy(consumer.BlockingRetries), "ledger"}
 			got := []any{c.HTTPAddr, c.BatchMax, c.Group, c.DLTMonitorGroup, c.Topics, c.Policy, c.Service}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("defaults mismatch (-want +got):\n%s", diff)

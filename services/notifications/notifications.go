@@ -321,7 +321,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	svc := notify.NewService(postgres.New(base.DB), sender, notify.NewMetrics(base.Registry), base.Log)
 	handler := kafka.NewHandler(svc, cfg.Topics)
 	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
-		handler.Handle, consumer.NotificationPolicy)
+		handler.Handle, consumer.DelayedRetryTopics)
 	names := make([]string, len(cfg.Webhook.Destinations))
 	for i, d := range cfg.Webhook.Destinations {
 		names[i] = d.Name

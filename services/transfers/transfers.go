@@ -106,7 +106,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	svc := transfer.NewService(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), cfg.Topics.Requested)
 	mount(base.Router, svc, base.Log)
 	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
-	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.LedgerPolicy)
+	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.BlockingRetries)
 	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, pcfg) })
 }
 

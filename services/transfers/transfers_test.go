@@ -23,7 +23,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
@@ -368,10 +368,10 @@ func TestProjectionThroughKafka(t *testing.T) {
 	if diff := cmp.Diff(poison, got); diff != "" {
 		t.Errorf("DLT record mismatch (-want +got):\n%s", diff)
 	}
-	if g := broker.Header(m, consumer.HeaderDLTOriginalGroup); g != s.group {
+	if g := broker.Header(m, dlt.HeaderDLTOriginalGroup); g != s.group {
 		t.Errorf("DLT original group = %q, want %q", g, s.group)
 	}
-	if g := broker.Header(m, consumer.HeaderDLTOriginalTopic); g != s.topics.Settled {
+	if g := broker.Header(m, dlt.HeaderDLTOriginalTopic); g != s.topics.Settled {
 		t.Errorf("DLT original topic = %q, want %q", g, s.topics.Settled)
 	}
 }

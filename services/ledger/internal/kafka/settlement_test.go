@@ -20,6 +20,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
@@ -222,7 +223,7 @@ func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 500 * time.Millisecond}, Retries: 3}
 	e.run(t, policy, false)
 
-	dlt := e.readDLT(t, 1)[0]
+	dead := e.readDLT(t, 1)[0]
 	e.waitResult(t, nextID, "LIQUIDADA")
 
 	// 1 attempt and 3 retries, 200, 400 and 500 (capped) ms apart.
@@ -242,13 +243,13 @@ func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 		t.Errorf("the next record was handled before the failing one was given up")
 	}
 
-	if got := string(dlt.Value); got != string(failing.Value) {
+	if got := string(dead.Value); got != string(failing.Value) {
 		t.Errorf("DLT value = %s, want the original", got)
 	}
-	if string(dlt.Key) != "A" {
-		t.Errorf("DLT key = %q, want A", dlt.Key)
+	if string(dead.Key) != "A" {
+		t.Errorf("DLT key = %q, want A", dead.Key)
 	}
-	origin := consumer.OriginOf(dlt, "")
+	origin := dlt.OriginOf(dead, "")
 	if origin.Topic != e.topic || origin.Partition != 0 || origin.Offset != 0 || origin.Group == "" {
 		t.Errorf("DLT origin = %+v, want %s partition 0 offset 0 with the group", origin, e.topic)
 	}
@@ -258,14 +259,14 @@ func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 		{events.HeaderTraceparent, traceparent},
 		{events.HeaderCorrelationID, e.failing.failID.String()},
 	} {
-		if got := header(dlt, h.key); got != h.want {
+		if got := header(dead, h.key); got != h.want {
 			t.Errorf("DLT header %s = %q, want %q", h.key, got, h.want)
 		}
 	}
-	if msg := consumer.ExceptionMessage(dlt); !strings.Contains(msg, errInjected.Error()) {
+	if msg := dlt.ExceptionMessage(dead); !strings.Contains(msg, errInjected.Error()) {
 		t.Errorf("DLT exception message = %q, want it to carry the cause", msg)
 	}
-	if header(dlt, consumer.HeaderDLTExceptionFQCN) == "" {
+	if header(dead, dlt.HeaderDLTExceptionFQCN) == "" {
 		t.Error("DLT record has no exception type header")
 	}
 	if got := e.result(t, e.failing.failID); got != "" {
@@ -290,16 +291,16 @@ func TestPoisonRecordsAreDeadLetteredAtOnce(t *testing.T) {
 	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
 	e.run(t, policy, true)
 
-	dlt := e.readDLT(t, 2)
+	dead := e.readDLT(t, 2)
 	e.waitResult(t, okID, "LIQUIDADA")
 	if took := time.Since(start); took > 8*time.Second {
 		t.Errorf("poison records took %s to clear: were they retried?", took)
 	}
-	for i, m := range dlt {
-		if o := consumer.OriginOf(m, ""); o.Offset != int64(i) {
+	for i, m := range dead {
+		if o := dlt.OriginOf(m, ""); o.Offset != int64(i) {
 			t.Errorf("DLT record %d comes from offset %d", i, o.Offset)
 		}
-		if msg := consumer.ExceptionMessage(m); !strings.Contains(msg, "malformed event") {
+		if msg := dlt.ExceptionMessage(m); !strings.Contains(msg, "malformed event") {
 			t.Errorf("DLT record %d cause = %q, want a decoding error", i, msg)
 		}
 	}
@@ -331,8 +332,8 @@ func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 100 * time.Millisecond}, Retries: 2}
 	e.run(t, policy, true)
 
-	if dlt := e.readDLT(t, 1)[0]; consumer.OriginOf(dlt, "").Offset != 1 {
-		t.Errorf("DLT record from offset %d, want 1", consumer.OriginOf(dlt, "").Offset)
+	if dead := e.readDLT(t, 1)[0]; dlt.OriginOf(dead, "").Offset != 1 {
+		t.Errorf("DLT record from offset %d, want 1", dlt.OriginOf(dead, "").Offset)
 	}
 	e.waitResult(t, ca, "REJEITADA")
 
@@ -369,7 +370,7 @@ func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	e := newEnv(t)
 	e.produce(t, kafkago.Message{Key: []byte("CC-9"), Value: []byte(`garbage`)})
 	// The settlement consumer dead-letters the record; the monitor reads it.
-	e.run(t, consumer.LedgerPolicy, false)
+	e.run(t, consumer.BlockingRetries, false)
 	monitor := kafka.NewDLTMonitor(e.logger(), e.reg)
 	e.start(t, consumer.Config{Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger-dlt-monitor"),
 		Topics: []string{events.DLT(e.topic)}, Handler: monitor.Handle, Publisher: e.writer, Logger: e.logger()})

@@ -47,7 +47,7 @@ func TestTransactionalAntifraud(t *testing.T) {
 			prod.InTxn(msg(committed, 300))
 			prod.Plain(msg(plain, 100))
 			prod.Commit()
-			e.run(t, consumer.LedgerPolicy, batch)
+			e.run(t, consumer.BlockingRetries, batch)
 			e.waitResult(t, committed, "LIQUIDADA")
 			e.waitResult(t, plain, "LIQUIDADA")
 

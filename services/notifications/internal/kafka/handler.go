@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/webhook"
@@ -45,7 +46,7 @@ func (h *Handler) Handle(ctx context.Context, m kafka.Message) error {
 }
 
 func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {
-	topic := consumer.OriginOf(m, "").Topic
+	topic := dlt.OriginOf(m, "").Topic
 	n := notify.Notification{Account: string(m.Key)}
 	switch topic {
 	case h.topics.Settled:
