@@ -249,6 +249,10 @@ func Header(m kafka.Message, key string) string {
 	return ""
 }
 
+// DefaultAddr is the broker every component and command uses when
+// KAFKA_BROKERS is not set: a local development broker.
+const DefaultAddr = "localhost:9092"
+
 // Publisher sends records to Kafka; *kafka.Writer (NewWriter, NewDLTWriter)
 // is the production one. WriteMessages returns nil when every record was
 // acknowledged, or kafka.WriteErrors (aligned with msgs) or another error.

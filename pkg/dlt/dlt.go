@@ -1,9 +1,12 @@
-// Package dlt is the operators' tooling for the suite's dead-letter topics,
-// whichever consumer wrote them (the ledger's blocking retries, the
-// notifications' retry topics, or a Spring Kafka application, since all use
-// Spring's header names): List reads a DLT's records with their headers
+// Package dlt is the suite's dead-letter library: the Spring Kafka
+// dead-letter header format (spring.go), which the consumer loop writes and
+// readers decode, and the tooling for dead-letter topics, whichever consumer
+// wrote them (the ledger's blocking retries, the notifications' retry
+// topics, or a Spring Kafka application, since all use Spring's header
+// names): List reads a DLT's records with their headers
 // decoded, and Replay re-publishes chosen records to the topic they came
-// from. Command exposes both as the "dlt list" and "dlt replay" CLI.
+// from. The operator CLI (services/suite/cmd/payments) exposes both as
+// "payments dlt list" and "payments dlt replay".
 //
 // List reads partitions directly, without a consumer group: listing a DLT
 // commits nothing and moves no one's offsets. It reads read_committed, as
@@ -180,6 +183,17 @@ func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 }
 
 // readPartitions returns the partition ids of topic.
+// Partitions returns the partition numbers of topic, in order; an error
+// when the topic does not exist.
+func Partitions(ctx context.Context, cfg broker.Config, topic string) ([]int32, error) {
+	adm, err := broker.NewAdminClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dlt: %w", err)
+	}
+	defer adm.Close()
+	return readPartitions(ctx, adm, topic)
+}
+
 func readPartitions(ctx context.Context, adm *kadm.Client, topic string) ([]int32, error) {
 	tds, err := adm.ListTopics(ctx, topic)
 	if err != nil {

@@ -2,7 +2,6 @@
 //
 //	notifications            serve (HTTP health and metrics, consumers)
 //	notifications migrate    apply the database migrations and exit
-//	notifications dlt ...    list or replay dead-letter topics (see "dlt --help")
 //
 // Configuration comes from the environment; see notifications.ConfigFromEnv.
 // LOG_LEVEL (debug, info, warn, error; default info) and LOG_FORMAT (json or
@@ -17,7 +16,6 @@ import (
 	"net"
 
 	"github.com/paysuite/payments/migrations"
-	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/notifications"
@@ -28,7 +26,6 @@ func main() { platform.Exit("notifications", run) }
 const usage = `Usage:
   notifications            run the service
   notifications migrate    apply the database migrations and exit
-  notifications dlt ...    list or replay dead-letter topics ("notifications dlt --help")
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -37,8 +34,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		cmd = args[1]
 	}
 	switch cmd {
-	case "dlt":
-		return dlt.Command(ctx, args[2:], stdout, getenv)
 	case "-h", "-help", "--help", "help":
 		_, err := io.WriteString(stdout, usage)
 		return err

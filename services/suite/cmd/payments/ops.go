@@ -56,7 +56,7 @@ func orEnv(v, name string, getenv func(string) string) string {
 
 func topicsCreate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := newFlags("topics create", "topics create [--brokers host:port,...] [--replication-factor N] [--partitions N] [--acls [--principals service=User:name,...]]", stdout)
-	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS, then localhost:9092)")
+	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS, then "+broker.DefaultAddr+")")
 	rf := fs.Int("replication-factor", 1, "replication factor: 1 in development, 3 in production")
 	partitions := fs.Int("partitions", 12, "partitions per topic")
 	acls := fs.Bool("acls", false, "also create the least-privilege ACLs of each service's principal (needs an admin credential in $KAFKA_SASL_*)")
@@ -79,7 +79,7 @@ func topicsCreate(ctx context.Context, args []string, getenv func(string) string
 	}
 	list := orEnv(*brokers, "KAFKA_BROKERS", getenv)
 	if list == "" {
-		list = "localhost:9092"
+		list = broker.DefaultAddr
 	}
 	sec, err := broker.SecurityFromEnv(getenv)
 	if err != nil {
