@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
 
@@ -77,24 +78,12 @@ func IsPermanent(err error) bool {
 }
 
 // Backoff is an exponential delay: Initial, times Multiplier per retry, at
-// most Max.
-type Backoff struct {
-	Initial    time.Duration
-	Multiplier float64
-	Max        time.Duration
-}
+// most Max; the suite's one retry delay (pkg/backoff).
+type Backoff = backoff.Exponential
 
-// Delay returns the wait before retry number n (1-based).
-func (b Backoff) Delay(n int) time.Duration {
-	d := float64(b.Initial)
-	for i := 1; i < n; i++ {
-		d *= b.Multiplier
-		if time.Duration(d) >= b.Max {
-			return b.Max
-		}
-	}
-	return min(time.Duration(d), b.Max)
-}
+// forwardBackoff paces the retries of a forward to a retry topic or the DLT
+// that the broker did not acknowledge.
+var forwardBackoff = Backoff{Initial: time.Second, Multiplier: 2, Max: 15 * time.Second}
 
 // Policy says what happens to a record whose handler failed.
 type Policy interface{ isPolicy() }
@@ -560,7 +549,7 @@ func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target
 		}
 		l.cfg.Logger.ErrorContext(ctx, "cannot publish to the DLT or retry topic; the partition waits",
 			"topic", out.Topic, "attempt", attempt, "err", err)
-		if !sleep(ctx, min(time.Duration(attempt)*time.Second, 15*time.Second)) {
+		if !sleep(ctx, forwardBackoff.Delay(attempt)) {
 			return errStopping
 		}
 	}
