@@ -153,14 +153,14 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 		go func() { results <- result{name, run()} }()
 	}
 	start("transfers", func() error {
-		return transfers.Run(ctx, tcfg, opts.Log.With("service", "transfers"), listening("transfers"))
+		return transfers.Run(ctx, tcfg, opts.Log, listening("transfers"))
 	})
-	start("ledger", func() error { return ledger.Run(ctx, lcfg, opts.Log.With("service", "ledger"), listening("ledger")) })
+	start("ledger", func() error { return ledger.Run(ctx, lcfg, opts.Log, listening("ledger")) })
 	start("antifraud", func() error {
-		return antifraud.Run(ctx, acfg, opts.Log.With("service", "antifraud"), listening("antifraud"))
+		return antifraud.Run(ctx, acfg, opts.Log, listening("antifraud"))
 	})
 	start("notifications", func() error {
-		return notifications.Run(ctx, ncfg, opts.Log.With("service", "notifications"), listening("notifications"))
+		return notifications.Run(ctx, ncfg, opts.Log, listening("notifications"))
 	})
 
 	readyErr := make(chan error, 1)

@@ -172,7 +172,7 @@ func NewService(store Store, sender Sender, metrics *Metrics, log *slog.Logger) 
 // id.
 func (s *Service) Notify(ctx context.Context, n Notification) error {
 	channel := s.sender.Channel()
-	log := s.log.With("evento_id", n.EventID, "transferencia_id", n.TransferID, "channel", channel)
+	log := s.log.With("evento_id", n.EventID, "transfer_id", n.TransferID, "channel", channel)
 	var (
 		sendErr error
 		outcome string
