@@ -14,10 +14,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/pkg/postgres"
 )
 
@@ -149,12 +149,11 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if !slices.Contains(services, *service) {
 		return usageError{"migrate: --service must be one of " + strings.Join(services, ", ")}
 	}
-	db, err := openDB(ctx, *dbURL, getenv)
+	url, err := databaseURL(*dbURL, getenv)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := db.Migrate(ctx, migrations.ForService(*service)...); err != nil {
+	if err := platform.Migrate(ctx, url, *service); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "migrations of %s applied\n", *service)
@@ -164,14 +163,23 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 // openDB opens the database named by $DATABASE_URL or by the file given:
 // a URL with a password never goes on the command line.
 func openDB(ctx context.Context, file string, getenv func(string) string) (*postgres.DB, error) {
-	url, err := secretValue(file, "DATABASE_URL", getenv)
+	url, err := databaseURL(file, getenv)
 	if err != nil {
 		return nil, err
 	}
-	if url == "" {
-		return nil, usageError{"$DATABASE_URL or --database-url-file is required"}
-	}
 	return postgres.Open(ctx, url, 2)
+}
+
+// databaseURL is $DATABASE_URL or the content of file.
+func databaseURL(file string, getenv func(string) string) (string, error) {
+	url, err := secretValue(file, "DATABASE_URL", getenv)
+	if err != nil {
+		return "", err
+	}
+	if url == "" {
+		return "", usageError{"$DATABASE_URL or --database-url-file is required"}
+	}
+	return url, nil
 }
 
 func outboxListDead(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
