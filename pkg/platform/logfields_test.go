@@ -40,7 +40,7 @@ func TestHTTPLogLinesCarryEachKeyOnce(t *testing.T) {
 	r.Get("/panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
 	for _, path := range []string{"/ok", "/panic"} {
 		rec := httptest.NewRecorder()
-		r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		r.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, path, nil))
 	}
 	lines := 0
 	sc := bufio.NewScanner(&buf)
@@ -105,7 +105,7 @@ func TestLogKeysAreDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, row := range regexp.MustCompile("(?m)^\\| (.+?) \\|").FindAllStringSubmatch(string(doc), -1) {
+	for _, row := range regexp.MustCompile(`(?m)^\| (.+?) \|`).FindAllStringSubmatch(string(doc), -1) {
 		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(row[1], -1) {
 			documented[m[1]] = true
 		}

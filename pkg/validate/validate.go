@@ -30,12 +30,16 @@ func AccountID(id string) bool {
 		return false
 	}
 	for i := range len(id) {
-		c := id[i]
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if !accountChar(id[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// accountChar reports whether c is one of [A-Za-z0-9._-].
+func accountChar(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // Currency reports whether c is three upper-case letters (an ISO 4217
