@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
@@ -144,13 +145,27 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 			addrs[name] = baseURL(a)
 		}
 	}
-	type result struct {
-		name string
-		err  error
+	// One supervisor: any service stopping, with or without an error, stops
+	// the suite (errgroup.WithContext would only on an error), and every
+	// error is reported, not only the first.
+	var (
+		g    errgroup.Group
+		emu  sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		emu.Lock()
+		defer emu.Unlock()
+		errs = append(errs, err)
 	}
-	results := make(chan result, 4)
 	start := func(name string, run func() error) {
-		go func() { results <- result{name, run()} }()
+		g.Go(func() error {
+			if err := run(); err != nil {
+				fail(fmt.Errorf("%s: %w", name, err))
+			}
+			cancel()
+			return nil
+		})
 	}
 	start("transfers", func() error {
 		return transfers.Run(ctx, tcfg, opts.Log, listening("transfers"))
@@ -162,33 +177,18 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	start("notifications", func() error {
 		return notifications.Run(ctx, ncfg, opts.Log, listening("notifications"))
 	})
-
-	readyErr := make(chan error, 1)
-	go func() {
+	g.Go(func() error {
 		ep, err := waitReady(ctx, &mu, addrs)
-		if err == nil && ready != nil {
+		switch {
+		case err == nil && ready != nil:
 			ready(ep)
+		case err != nil && ctx.Err() == nil:
+			fail(err)
+			cancel()
 		}
-		readyErr <- err
-	}()
-
-	var errs []error
-	pending := 4
-	for pending > 0 {
-		select {
-		case r := <-results:
-			pending--
-			if r.err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", r.name, r.err))
-			}
-			cancel() // one service stopping stops the suite
-		case err := <-readyErr:
-			if err != nil && ctx.Err() == nil {
-				errs = append(errs, err)
-				cancel()
-			}
-		}
-	}
+		return nil
+	})
+	_ = g.Wait() // the goroutines report through fail
 	return errors.Join(errs...)
 }
 
