@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/apiclient"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // TransferRequest is the body of POST /transferencias.
@@ -164,31 +165,10 @@ func (s *Suite) PostTransfer(ctx context.Context, key string, req TransferReques
 // MaxWait bounds every wait of a progressing flow, however slow the host.
 const MaxWait = 10 * time.Minute
 
-// WhileProgressing polls cond every 50 ms until it holds. A flow's speed
-// depends on the host (the race detector, parallel tests, a shared broker),
-// so the deadline is on progress: the test fails when cond's progress value
-// has not changed for stall (the flow is stuck), or after MaxWait.
+// WhileProgressing is poll.WhileProgressing bounded by MaxWait.
 func WhileProgressing(tb testing.TB, stall time.Duration, what string, cond func() (done bool, progress int64, why string)) {
 	tb.Helper()
-	start := time.Now()
-	last, lastChange := int64(-1<<63), start
-	for {
-		ok, progress, why := cond()
-		if ok {
-			return
-		}
-		now := time.Now()
-		if progress != last {
-			last, lastChange = progress, now
-		}
-		if now.Sub(lastChange) > stall {
-			tb.Fatalf("%s: no progress for %v (after %v): %s", what, stall, now.Sub(start).Round(time.Millisecond), why)
-		}
-		if now.Sub(start) > MaxWait {
-			tb.Fatalf("%s: not done after %v: %s", what, MaxWait, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.WhileProgressing(tb, stall, MaxWait, what, cond)
 }
 
 // WaitTerminal waits until none of the transfers is PENDENTE in the
