@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paysuite/payments/pkg/broker"
@@ -65,12 +64,12 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if len(opts.Brokers) == 0 {
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(12))
+		brokers, stop, err := startFakeKafka()
 		if err != nil {
-			return fmt.Errorf("start kfake: %w", err)
+			return err
 		}
-		defer cluster.Close()
-		opts.Brokers = cluster.ListenAddrs()
+		defer stop()
+		opts.Brokers = brokers
 		fmt.Fprintf(opts.Out, "Kafka:      franz-go kfake at %s (an in-process FAKE Kafka for the demo, not Apache Kafka; set KAFKA_BROKERS for a real broker)\n",
 			strings.Join(opts.Brokers, ","))
 	} else {
