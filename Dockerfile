@@ -11,6 +11,10 @@
 #   /usr/local/bin/console        :8084  the operator console (no database; reads the services over HTTP)
 #   /usr/local/bin/payments       run | demo | topics create | migrate | outbox ... | dlt ... | probe URL
 #
+# The image holds no fake broker: the build tag nokfake leaves franz-go's
+# kfake out of payments (whose run/demo then need KAFKA_BROKERS);
+# deploy/deploytest checks every build target for it.
+#
 # Build:  docker build -t paysuite/payments:dev .
 # Only some binaries (faster local builds):
 #         docker build --build-arg BINARIES="transfers payments" .
@@ -48,7 +52,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
       esac; \
     done; \
     GOOS=$TARGETOS GOARCH=$TARGETARCH \
-      go build -trimpath -ldflags "-s -w" -o /out/ $pkgs
+      go build -tags nokfake -trimpath -ldflags "-s -w" -o /out/ $pkgs
 
 # ---- runtime ----------------------------------------------------------------
 # distroless static: CA certificates, tzdata, /etc/passwd with nonroot
@@ -65,5 +69,6 @@ USER 65532:65532
 
 EXPOSE 8080 8081 8082 8083 8084
 
-# No ENTRYPOINT: `command` picks the binary. The default is the all-in-one.
+# No ENTRYPOINT: `command` picks the binary. The default is the all-in-one,
+# which in this image needs KAFKA_BROKERS (no fake broker).
 CMD ["/usr/local/bin/payments", "run"]

@@ -3,7 +3,8 @@
 #   make test    all tests, race detector on, against a throwaway PostgreSQL and
 #                Kafka that test/infra/with-infra.sh starts and stops (or the
 #                servers in TEST_DATABASE_URL / TEST_KAFKA_BROKERS, if set)
-#   make lint    gofmt, go vet, golangci-lint (pinned in go.mod's tool block)
+#   make lint    gofmt, go mod tidy -diff, go vet, golangci-lint (pinned in
+#                go.mod's tool block)
 #   make bench   benchmarks against the same throwaway servers:
 #                make bench BENCH=Relay BENCHTIME=5s PKGS=./pkg/outbox/...
 #   make bench-e2e  the whole flow under open-loop load (test/benche2e), all
@@ -40,6 +41,8 @@ test:
 lint:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	@# go.mod and go.sum must be what `go mod tidy` writes: prints the diff and fails otherwise.
+	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(GO) tool golangci-lint run --allow-serial-runners $(PKGS)
 	bash test/infra/ensure-promtool.sh

@@ -146,8 +146,7 @@ func (a *Authenticator) reject(w http.ResponseWriter, r *http.Request, err error
 		challenge += `, error="invalid_token"`
 		detail = "invalid token: " + err.Error()
 	}
-	a.log.DebugContext(r.Context(), "request not authenticated", "reason", err.Error(),
-		"request_id", httpapi.RequestIDFrom(r.Context()))
+	a.log.DebugContext(r.Context(), "request not authenticated", "reason", err.Error())
 	w.Header().Set("WWW-Authenticate", challenge)
 	httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindUnauthorized, "%s", detail))
 }

@@ -249,6 +249,19 @@ func Header(m kafka.Message, key string) string {
 	return ""
 }
 
+// DefaultAddr is the broker every component and command uses when
+// KAFKA_BROKERS is not set: a local development broker.
+const DefaultAddr = "localhost:9092"
+
+// Publisher sends records to Kafka; *kafka.Writer (NewWriter, NewDLTWriter)
+// is the production one. WriteMessages returns nil when every record was
+// acknowledged, or kafka.WriteErrors (aligned with msgs) or another error.
+// The outbox relay, the consumer loop (retry topics and DLTs) and the DLT
+// replay all publish through it.
+type Publisher interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
 // SetHeader replaces (or adds) the header named key.
 func SetHeader(hs []kafka.Header, key, value string) []kafka.Header {
 	out := hs[:0:0]

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -31,9 +30,12 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/paysuite/payments/pkg/broker"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/paysuite/payments/pkg/backoff"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/dlt"
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/tracing"
@@ -52,9 +54,7 @@ type BatchHandler func(ctx context.Context, ms []kafka.Message) error
 // A record the loop forwards names the partition of the record it came from
 // (kafka.Message.Partition); broker.NewDLTWriter keeps it there when the
 // target topic has that partition, as Spring does.
-type Publisher interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
-}
+type Publisher = broker.Publisher
 
 type permanentError struct{ err error }
 
@@ -78,24 +78,12 @@ func IsPermanent(err error) bool {
 }
 
 // Backoff is an exponential delay: Initial, times Multiplier per retry, at
-// most Max.
-type Backoff struct {
-	Initial    time.Duration
-	Multiplier float64
-	Max        time.Duration
-}
+// most Max; the suite's one retry delay (pkg/backoff).
+type Backoff = backoff.Exponential
 
-// Delay returns the wait before retry number n (1-based).
-func (b Backoff) Delay(n int) time.Duration {
-	d := float64(b.Initial)
-	for i := 1; i < n; i++ {
-		d *= b.Multiplier
-		if time.Duration(d) >= b.Max {
-			return b.Max
-		}
-	}
-	return min(time.Duration(d), b.Max)
-}
+// forwardBackoff paces the retries of a forward to a retry topic or the DLT
+// that the broker did not acknowledge.
+var forwardBackoff = Backoff{Initial: time.Second, Multiplier: 2, Max: 15 * time.Second}
 
 // Policy says what happens to a record whose handler failed.
 type Policy interface{ isPolicy() }
@@ -116,13 +104,17 @@ type RetryTopics struct {
 func (Blocking) isPolicy()    {}
 func (RetryTopics) isPolicy() {}
 
-// LedgerPolicy is CONTRACTS.md section 6: 500 ms, x2, at most 15 s, 5
-// retries.
-var LedgerPolicy = Blocking{Backoff: Backoff{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 15 * time.Second}, Retries: 5}
+// BlockingRetries retries in place while the partition waits: 500 ms, x2,
+// at most 15 s, 5 retries, then the DLT (CONTRACTS.md section 6). The
+// ledger, antifraud and the transfers projection use it, where order per
+// key matters.
+var BlockingRetries = Blocking{Backoff: Backoff{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 15 * time.Second}, Retries: 5}
 
-// NotificationPolicy is CONTRACTS.md section 7: retry topics after 1 s, 2 s
-// and 4 s, 4 attempts in all.
-var NotificationPolicy = RetryTopics{Delays: broker.RetryDelays}
+// DelayedRetryTopics moves a failed record aside to retry topics after 1 s,
+// 2 s and 4 s, 4 attempts in all, then the DLT (CONTRACTS.md section 7):
+// the partition does not wait, for consumers (notifications) where order
+// does not matter.
+var DelayedRetryTopics = RetryTopics{Delays: broker.RetryDelays}
 
 // Config describes one consumer.
 type Config struct {
@@ -135,7 +127,7 @@ type Config struct {
 	// partition in one call; MaxBatch bounds them (default 100).
 	Batch    BatchHandler
 	MaxBatch int
-	// Policy handles failures; default LedgerPolicy.
+	// Policy handles failures; default BlockingRetries.
 	Policy Policy
 	// Publisher writes DLT and retry records; default a
 	// broker.NewDLTWriter of Broker, closed when Run returns.
@@ -171,7 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Publisher = w
 	}
 	if cfg.Policy == nil {
-		cfg.Policy = LedgerPolicy
+		cfg.Policy = BlockingRetries
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 100
@@ -464,7 +456,7 @@ func (l *loop) processPartition(ctx context.Context, all []kafka.Message, marker
 // be committed.
 func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 	if l.level > 0 {
-		if due := DueAt(m); !due.IsZero() {
+		if due := dlt.DueAt(m); !due.IsZero() {
 			if err := l.dueTooFar(m, due); err != nil {
 				l.cfg.Metrics.observe(l.group, m.Topic, "poison", 0)
 				l.cfg.Logger.ErrorContext(ctx, "retry record due too far ahead; sending it to the DLT", "group", l.group,
@@ -567,24 +559,14 @@ func (l *loop) mainTopic(m kafka.Message) string {
 // target is empty. It keeps trying until the broker acknowledges or ctx
 // ends: committing a record that reached neither place would lose it.
 func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target string) error {
-	origin := OriginOf(m, l.cfg.Group)
+	origin := dlt.OriginOf(m, l.cfg.Group)
 	now := l.cfg.Now()
 	// The record's timestamp and its due time come from one clock reading.
 	// The same partition number as the record's, when the target has it
 	// (the Publisher decides: broker.NewDLTWriter honours it).
 	out := kafka.Message{Key: m.Key, Value: m.Value, Time: now, Partition: m.Partition}
 	out.Headers = append(out.Headers, m.Headers...)
-	set := func(k string, v []byte) {
-		out.Headers = broker.SetHeader(out.Headers, k, "")
-		out.Headers[len(out.Headers)-1].Value = v
-	}
-	set(HeaderDLTOriginalTopic, []byte(origin.Topic))
-	set(HeaderDLTOriginalPartition, encodeInt32(origin.Partition))
-	set(HeaderDLTOriginalOffset, encodeInt64(origin.Offset))
-	set(HeaderDLTOriginalTimestamp, encodeInt64(origin.Timestamp.UnixMilli()))
-	set(HeaderDLTOriginalGroup, []byte(origin.Group))
-	set(HeaderDLTExceptionFQCN, []byte(errorType(cause)))
-	set(HeaderDLTExceptionMessage, []byte(truncate(cause.Error(), 4000)))
+	out.Headers = dlt.SetFailure(out.Headers, origin, cause)
 	if target == "" {
 		main := l.mainTopic(m)
 		out.Topic = events.DLT(main)
@@ -592,8 +574,7 @@ func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target
 	} else {
 		out.Topic = target
 		rt := l.cfg.Policy.(RetryTopics)
-		set(HeaderRetryAttempts, encodeInt32(l.level+2))
-		set(HeaderRetryBackoffUntil, encodeBigInt(now.Add(rt.Delays[l.level]).UnixMilli()))
+		out.Headers = dlt.SetRetry(out.Headers, l.level+2, now.Add(rt.Delays[l.level]))
 	}
 	for attempt := 1; ; attempt++ {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -604,7 +585,7 @@ func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target
 		}
 		l.cfg.Logger.ErrorContext(ctx, "cannot publish to the DLT or retry topic; the partition waits",
 			"topic", out.Topic, "attempt", attempt, "err", err)
-		if !sleep(ctx, min(time.Duration(attempt)*time.Second, 15*time.Second)) {
+		if !sleep(ctx, forwardBackoff.Delay(attempt)) {
 			return errStopping
 		}
 	}
@@ -644,19 +625,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
-
-func typeName(err error) string {
-	t := reflect.TypeOf(err)
-	if t == nil {
-		return "<nil>"
-	}
-	return t.String()
 }

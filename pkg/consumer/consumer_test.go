@@ -15,6 +15,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
@@ -234,7 +235,7 @@ func testRetryThenDLT(t *testing.T, pc policyCase) {
 		mu.Unlock()
 		return nil
 	})
-	dlt := readDLT(t, f, 1)[0]
+	dead := readDLT(t, f, 1)[0]
 	calls := rec.times("bad")
 	if len(calls) != pc.attempts {
 		t.Fatalf("bad handled %d times, want %d", len(calls), pc.attempts)
@@ -253,26 +254,26 @@ func testRetryThenDLT(t *testing.T, pc policyCase) {
 	}
 	got := map[string]string{}
 	for _, k := range []string{events.HeaderEventID, events.HeaderEventType, events.HeaderCorrelationID,
-		consumer.HeaderDLTOriginalTopic, consumer.HeaderDLTOriginalGroup, consumer.HeaderDLTExceptionFQCN} {
-		got[k] = broker.Header(dlt, k)
+		dlt.HeaderDLTOriginalTopic, dlt.HeaderDLTOriginalGroup, dlt.HeaderDLTExceptionFQCN} {
+		got[k] = broker.Header(dead, k)
 	}
 	want := map[string]string{
 		events.HeaderEventID: "id-bad", events.HeaderEventType: "Test", events.HeaderCorrelationID: "corr-bad",
-		consumer.HeaderDLTOriginalTopic: f.topic, consumer.HeaderDLTOriginalGroup: f.group,
-		consumer.HeaderDLTExceptionFQCN: "*consumer_test.transientError",
+		dlt.HeaderDLTOriginalTopic: f.topic, dlt.HeaderDLTOriginalGroup: f.group,
+		dlt.HeaderDLTExceptionFQCN: "*consumer_test.transientError",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("DLT headers (-want +got):\n%s", diff)
 	}
-	origin := consumer.OriginOf(dlt, "")
+	origin := dlt.OriginOf(dead, "")
 	if origin.Offset != 0 || origin.Partition != 0 || origin.Timestamp.IsZero() {
 		t.Errorf("origin = %+v, want offset 0 partition 0 and a timestamp", origin)
 	}
-	if msg := consumer.ExceptionMessage(dlt); msg != "downstream unavailable: transient" {
+	if msg := dlt.ExceptionMessage(dead); msg != "downstream unavailable: transient" {
 		t.Errorf("exception message = %q", msg)
 	}
-	if string(dlt.Key) != "CC-001" || string(dlt.Value) != "bad" {
-		t.Errorf("DLT record key/value = %q/%q", dlt.Key, dlt.Value)
+	if string(dead.Key) != "CC-001" || string(dead.Value) != "bad" {
+		t.Errorf("DLT record key/value = %q/%q", dead.Key, dead.Value)
 	}
 }
 
@@ -296,13 +297,13 @@ func testPoison(t *testing.T, pc policyCase) {
 		}
 		return nil
 	})
-	dlt := readDLT(t, f, 1)[0]
+	dead := readDLT(t, f, 1)[0]
 	waitFor(t, 30*time.Second, "after handled", func() bool { return rec.count("after") == 1 })
 	if n := rec.count("poison"); n != 1 {
 		t.Errorf("poison handled %d times, want 1", n)
 	}
-	if string(dlt.Value) != "poison" || consumer.Attempts(dlt) != 1 {
-		t.Errorf("DLT record = %q (attempts %d)", dlt.Value, consumer.Attempts(dlt))
+	if string(dead.Value) != "poison" || dlt.Attempts(dead) != 1 {
+		t.Errorf("DLT record = %q (attempts %d)", dead.Value, dlt.Attempts(dead))
 	}
 }
 
@@ -327,7 +328,7 @@ func testRecovers(t *testing.T, pc policyCase) {
 
 func TestBackoffDelays(t *testing.T) {
 	t.Parallel()
-	b := consumer.LedgerPolicy.Backoff
+	b := consumer.BlockingRetries.Backoff
 	var got []time.Duration
 	for n := 1; n <= 7; n++ {
 		got = append(got, b.Delay(n))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/netfault"
 	"github.com/paysuite/payments/test/pgtest"
@@ -134,10 +135,10 @@ func TestRetryRecordDueTooFarAheadIsPoison(t *testing.T) {
 			rec := func(v string, at time.Time) kafka.Message {
 				m := kafka.Message{Topic: retryTopic, Key: []byte("CC-001"), Value: []byte(v), Headers: []kafka.Header{
 					{Key: events.HeaderEventID, Value: []byte("id-" + v)},
-					{Key: consumer.HeaderRetryBackoffUntil, Value: due(at)},
+					{Key: dlt.HeaderRetryBackoffUntil, Value: due(at)},
 				}}
 				if o := tc.origin(f.topic); o != "" {
-					m.Headers = append(m.Headers, kafka.Header{Key: consumer.HeaderDLTOriginalTopic, Value: []byte(o)})
+					m.Headers = append(m.Headers, kafka.Header{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(o)})
 				}
 				return m
 			}
@@ -147,9 +148,9 @@ func TestRetryRecordDueTooFarAheadIsPoison(t *testing.T) {
 			}
 			handled := &recorder{}
 			f.run(t, pc, func(_ context.Context, m kafka.Message) error { handled.record(string(m.Value)); return nil })
-			dlt := readDLT(t, f, 1)[0]
-			if string(dlt.Value) != "forged" || !strings.Contains(consumer.ExceptionMessage(dlt), "ahead") {
-				t.Errorf("DLT record %q (%s), want the forged one with its cause", dlt.Value, consumer.ExceptionMessage(dlt))
+			dead := readDLT(t, f, 1)[0]
+			if string(dead.Value) != "forged" || !strings.Contains(dlt.ExceptionMessage(dead), "ahead") {
+				t.Errorf("DLT record %q (%s), want the forged one with its cause", dead.Value, dlt.ExceptionMessage(dead))
 			}
 			waitFor(t, 30*time.Second, "the honest retry handled", func() bool { return handled.count("honest") == 1 })
 			if n := handled.count("forged"); n != 0 {

@@ -1,9 +1,12 @@
-// Package dlt is the operators' tooling for the suite's dead-letter topics,
-// whichever consumer wrote them (the ledger's blocking retries, the
-// notifications' retry topics, or a Spring Kafka application, since all use
-// Spring's header names): List reads a DLT's records with their headers
+// Package dlt is the suite's dead-letter library: the Spring Kafka
+// dead-letter header format (spring.go), which the consumer loop writes and
+// readers decode, and the tooling for dead-letter topics, whichever consumer
+// wrote them (the ledger's blocking retries, the notifications' retry
+// topics, or a Spring Kafka application, since all use Spring's header
+// names): List reads a DLT's records with their headers
 // decoded, and Replay re-publishes chosen records to the topic they came
-// from. Command exposes both as the "dlt list" and "dlt replay" CLI.
+// from. The operator CLI (services/suite/cmd/payments) exposes both as
+// "payments dlt list" and "payments dlt replay".
 //
 // List reads partitions directly, without a consumer group: listing a DLT
 // commits nothing and moves no one's offsets. It reads read_committed, as
@@ -25,7 +28,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 )
 
@@ -44,7 +46,7 @@ type Record struct {
 	// Origin is where the record first came from
 	// (kafka_dlt-original-*); Origin.Topic is empty when the record has no
 	// origin headers, and then it cannot be replayed.
-	Origin consumer.Origin
+	Origin Origin
 	// ExceptionType and ExceptionMessage say why it was dead-lettered.
 	ExceptionType    string
 	ExceptionMessage string
@@ -70,16 +72,16 @@ func FromMessage(m kafka.Message) Record {
 		Key:              m.Key,
 		Value:            m.Value,
 		Headers:          m.Headers,
-		ExceptionType:    broker.Header(m, consumer.HeaderDLTExceptionFQCN),
-		ExceptionMessage: consumer.ExceptionMessage(m),
-		Attempts:         consumer.Attempts(m),
+		ExceptionType:    broker.Header(m, HeaderDLTExceptionFQCN),
+		ExceptionMessage: ExceptionMessage(m),
+		Attempts:         Attempts(m),
 		EventID:          broker.Header(m, events.HeaderEventID),
 		EventType:        broker.Header(m, events.HeaderEventType),
 		CorrelationID:    broker.Header(m, events.HeaderCorrelationID),
-		ReplayedAt:       broker.Header(m, consumer.HeaderReplayed),
+		ReplayedAt:       broker.Header(m, HeaderReplayed),
 	}
-	if broker.Header(m, consumer.HeaderDLTOriginalTopic) != "" {
-		r.Origin = consumer.OriginOf(m, "")
+	if broker.Header(m, HeaderDLTOriginalTopic) != "" {
+		r.Origin = OriginOf(m, "")
 	}
 	return r
 }
@@ -181,6 +183,17 @@ func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 }
 
 // readPartitions returns the partition ids of topic.
+// Partitions returns the partition numbers of topic, in order; an error
+// when the topic does not exist.
+func Partitions(ctx context.Context, cfg broker.Config, topic string) ([]int32, error) {
+	adm, err := broker.NewAdminClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dlt: %w", err)
+	}
+	defer adm.Close()
+	return readPartitions(ctx, adm, topic)
+}
+
 func readPartitions(ctx context.Context, adm *kadm.Client, topic string) ([]int32, error) {
 	tds, err := adm.ListTopics(ctx, topic)
 	if err != nil {
@@ -314,7 +327,7 @@ func read(ctx context.Context, cfg broker.Config, f Filter, ranges map[int32]off
 // replay marker.
 func replayedHeader(key string) bool {
 	return strings.HasPrefix(key, "kafka_dlt-") || strings.HasPrefix(key, "retry_topic-") ||
-		strings.HasPrefix(key, "kafka_exception-") || key == consumer.HeaderReplayed
+		strings.HasPrefix(key, "kafka_exception-") || key == HeaderReplayed
 }
 
 // ReplayMessage is the record Replay publishes for r: r's key and value, to
@@ -324,7 +337,7 @@ func replayedHeader(key string) bool {
 func ReplayMessage(r Record, at time.Time) (kafka.Message, error) {
 	if r.Origin.Topic == "" {
 		return kafka.Message{}, fmt.Errorf("dlt: %s/%d@%d has no %s header: cannot tell where to replay it",
-			r.Topic, r.Partition, r.Offset, consumer.HeaderDLTOriginalTopic)
+			r.Topic, r.Partition, r.Offset, HeaderDLTOriginalTopic)
 	}
 	if r.Origin.Topic == r.Topic {
 		return kafka.Message{}, fmt.Errorf("dlt: %s/%d@%d: origin is the DLT itself", r.Topic, r.Partition, r.Offset)
@@ -335,7 +348,7 @@ func ReplayMessage(r Record, at time.Time) (kafka.Message, error) {
 			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
 		}
 	}
-	m.Headers = append(m.Headers, kafka.Header{Key: consumer.HeaderReplayed, Value: []byte(at.UTC().Format(time.RFC3339Nano))})
+	m.Headers = append(m.Headers, kafka.Header{Key: HeaderReplayed, Value: []byte(at.UTC().Format(time.RFC3339Nano))})
 	return m, nil
 }
 
@@ -345,7 +358,7 @@ func ReplayMessage(r Record, at time.Time) (kafka.Message, error) {
 // (broker.NewWriter), closed before returning. It returns how many records
 // were published; it stops at the first failure. Every record is checked
 // before the first is sent.
-func Replay(ctx context.Context, cfg broker.Config, pub consumer.Publisher, records []Record, rate float64) (int, error) {
+func Replay(ctx context.Context, cfg broker.Config, pub broker.Publisher, records []Record, rate float64) (int, error) {
 	for _, r := range records {
 		if _, err := ReplayMessage(r, time.Now()); err != nil {
 			return 0, err

@@ -20,6 +20,7 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
 )
@@ -62,22 +63,14 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { _ = f.writer.Close() })
 
 	f.group = kafkatest.Group(t, "dlt-test")
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- consumer.Run(runCtx, consumer.Config{
-			Broker: cfg, Group: f.group, Topics: []string{f.main}, Policy: consumer.LedgerPolicy, Publisher: f.writer,
+	background.Go(t, "consumer", func(ctx context.Context) error {
+		return consumer.Run(ctx, consumer.Config{
+			Broker: cfg, Group: f.group, Topics: []string{f.main}, Policy: consumer.BlockingRetries, Publisher: f.writer,
 			Logger: slog.New(slog.DiscardHandler),
 			Handler: func(context.Context, kafka.Message) error {
 				return consumer.Permanent(errors.New("boom: cannot handle"))
 			},
 		})
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("consumer: %v", err)
-		}
 	})
 
 	f.phase1 = f.publish(t, "K1", "K1", "K2")
@@ -147,7 +140,6 @@ func TestDLT(t *testing.T) {
 	t.Run("List filters", func(t *testing.T) { testListFilters(t, f) })
 	t.Run("header decoding", func(t *testing.T) { testHeaders(t, f) })
 	t.Run("Replay", func(t *testing.T) { testReplay(t, f) })
-	t.Run("Command", func(t *testing.T) { testCommand(t, f) })
 }
 
 func testListFilters(t *testing.T, f *fixture) {
@@ -225,7 +217,7 @@ func testHeaders(t *testing.T, f *fixture) {
 		sent := f.sent[r.EventID]
 		want := dlt.Record{
 			Topic: f.dlt, Key: sent.Key, Value: sent.Value,
-			Origin:        consumer.Origin{Topic: f.main, Partition: orig.Partition, Offset: orig.Offset, Timestamp: orig.Time, Group: f.group},
+			Origin:        dlt.Origin{Topic: f.main, Partition: orig.Partition, Offset: orig.Offset, Timestamp: orig.Time, Group: f.group},
 			ExceptionType: "*errors.errorString", ExceptionMessage: "boom: cannot handle", Attempts: 1,
 			EventID: r.EventID, EventType: events.TypeAnalysed, CorrelationID: "corr-" + r.EventID,
 		}
@@ -259,7 +251,7 @@ func testReplay(t *testing.T, f *fixture) {
 	})
 	for _, r := range replayed {
 		sent := f.sent[r.EventID]
-		want := append(slices.Clone(sent.Headers), kafka.Header{Key: consumer.HeaderReplayed, Value: []byte(r.ReplayedAt)})
+		want := append(slices.Clone(sent.Headers), kafka.Header{Key: dlt.HeaderReplayed, Value: []byte(r.ReplayedAt)})
 		if diff := cmp.Diff(want, r.Headers); diff != "" {
 			t.Errorf("replayed %s headers mismatch (-want +got):\n%s", r.EventID, diff)
 		}
@@ -284,81 +276,9 @@ func testReplay(t *testing.T, f *fixture) {
 
 	t.Run("record without origin", func(t *testing.T) {
 		bad := recs[0]
-		bad.Origin = consumer.Origin{}
+		bad.Origin = dlt.Origin{}
 		if n, err := dlt.Replay(context.Background(), f.cfg, nil, []dlt.Record{recs[1], bad}, 0); err == nil || n != 0 {
 			t.Errorf("Replay(no origin) = %d, %v; want 0 and an error before sending anything", n, err)
 		}
-	})
-}
-
-func testCommand(t *testing.T, f *fixture) {
-	getenv := func(k string) string {
-		if k == "KAFKA_BROKERS" {
-			return strings.Join(f.cfg.Brokers, ",")
-		}
-		return ""
-	}
-	k3 := list(t, f.cfg, dlt.Filter{Topic: f.dlt, Key: "K3"})
-	if len(k3) != 1 {
-		t.Fatalf("K3 has %d records on the DLT, want 1", len(k3))
-	}
-	tests := []struct {
-		name    string
-		args    []string
-		wantOut []string
-		wantErr string
-	}{
-		{name: "list by key", args: []string{"list", "--topic", f.dlt, "--key", "K3"},
-			wantOut: []string{"PARTITION", "EVENT-ID", f.phase2[1], f.main + "/", "boom: cannot handle", "1 record(s)"}},
-		{name: "list to", args: []string{"list", "--topic", f.dlt, "--to", f.boundary.Format(time.RFC3339Nano)},
-			wantOut: []string{f.phase1[0], f.phase1[2], "3 record(s)"}},
-		{name: "list json", args: []string{"list", "--topic", f.dlt, "--key", "K3", "--output", "json"},
-			wantOut: []string{`"originTopic":"` + f.main + `"`, `"evento-id":"` + f.phase2[1] + `"`}},
-		{name: "list help", args: []string{"list", "--help"}, wantOut: []string{"Usage: dlt list", "-topic", "-from"}},
-		{name: "replay help", args: []string{"replay", "-h"}, wantOut: []string{"Usage: dlt replay", "-rate", "-offset"}},
-		{name: "help", args: []string{"--help"}, wantOut: []string{"dlt list", "dlt replay"}},
-		{name: "replay dry run", args: []string{"replay", "--topic", f.dlt, "--partition", strconv.Itoa(k3[0].Partition),
-			"--offset", strconv.FormatInt(k3[0].Offset, 10), "--dry-run"}, wantOut: []string{f.phase2[1], "dry run: 1 record(s)"}},
-		{name: "replay one", args: []string{"replay", "--topic", f.dlt, "--partition", strconv.Itoa(k3[0].Partition),
-			"--offset", strconv.FormatInt(k3[0].Offset, 10), "--rate", "5"}, wantOut: []string{"replayed 1 of 1 record(s)"}},
-		{name: "no command", args: nil, wantErr: "a command is required"},
-		{name: "unknown command", args: []string{"purge"}, wantErr: "unknown command"},
-		{name: "list without topic", args: []string{"list"}, wantErr: "--topic is required"},
-		{name: "bad time", args: []string{"list", "--topic", f.dlt, "--from", "yesterday"}, wantErr: "RFC 3339"},
-		{name: "from after to", args: []string{"list", "--topic", f.dlt, "--from", "1h", "--to", "2h"}, wantErr: "--from must be before --to"},
-		{name: "replay without selection", args: []string{"replay", "--topic", f.dlt}, wantErr: "--all"},
-		{name: "replay offset without partition", args: []string{"replay", "--topic", f.dlt, "--offset", "0"}, wantErr: "--partition"},
-		{name: "replay nothing matches", args: []string{"replay", "--topic", f.dlt, "--key", "nobody"}, wantErr: "no record matches"},
-		{name: "unknown topic", args: []string{"list", "--topic", f.dlt + "-nope"}, wantErr: "does not exist"},
-		{name: "stray argument", args: []string{"list", "--topic", f.dlt, "extra"}, wantErr: "unexpected arguments"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var out bytes.Buffer
-			err := dlt.Command(context.Background(), tt.args, &out, getenv)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Command(%q) = %v, want an error mentioning %q\n%s", tt.args, err, tt.wantErr, out.String())
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Command(%q) = %v\n%s", tt.args, err, out.String())
-			}
-			for _, s := range tt.wantOut {
-				if !strings.Contains(out.String(), s) {
-					t.Errorf("output lacks %q:\n%s", s, out.String())
-				}
-			}
-		})
-	}
-	// "replay one" put K3's record back on the main topic.
-	waitFor(t, func() (bool, string) {
-		for _, r := range list(t, f.cfg, dlt.Filter{Topic: f.main, Key: "K3"}) {
-			if r.ReplayedAt != "" && r.EventID == f.phase2[1] {
-				return true, ""
-			}
-		}
-		return false, "K3 not replayed"
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 )
 
@@ -18,12 +17,12 @@ func TestReplayMessage(t *testing.T) {
 		Topic: "orders-dlt", Partition: 3, Offset: 9, Key: []byte("CC-1"), Value: []byte(`{"x":1}`),
 		Headers: []kafka.Header{
 			h("evento-id", "e1"), h("evento-tipo", "TransferenciaLiquidada"), h("traceparent", "00-abc-def-01"),
-			h("correlation-id", "t1"), h(consumer.HeaderDLTOriginalTopic, "orders"),
-			{Key: consumer.HeaderDLTOriginalPartition, Value: []byte{0, 0, 0, 2}},
-			{Key: consumer.HeaderDLTOriginalOffset, Value: []byte{0, 0, 0, 0, 0, 0, 0, 7}},
-			h(consumer.HeaderDLTExceptionFQCN, "*errors.errorString"), h(consumer.HeaderDLTExceptionMessage, "boom"),
-			{Key: consumer.HeaderRetryAttempts, Value: []byte{0, 0, 0, 4}}, h(consumer.HeaderRetryBackoffUntil, "x"),
-			h("kafka_dlt-exception-stacktrace", "..."), h(consumer.HeaderReplayed, "2026-01-01T00:00:00Z"),
+			h("correlation-id", "t1"), h(dlt.HeaderDLTOriginalTopic, "orders"),
+			{Key: dlt.HeaderDLTOriginalPartition, Value: []byte{0, 0, 0, 2}},
+			{Key: dlt.HeaderDLTOriginalOffset, Value: []byte{0, 0, 0, 0, 0, 0, 0, 7}},
+			h(dlt.HeaderDLTExceptionFQCN, "*errors.errorString"), h(dlt.HeaderDLTExceptionMessage, "boom"),
+			{Key: dlt.HeaderRetryAttempts, Value: []byte{0, 0, 0, 4}}, h(dlt.HeaderRetryBackoffUntil, "x"),
+			h("kafka_dlt-exception-stacktrace", "..."), h(dlt.HeaderReplayed, "2026-01-01T00:00:00Z"),
 			h("custom", "kept"),
 		},
 	}
@@ -40,7 +39,7 @@ func TestReplayMessage(t *testing.T) {
 		{name: "to the original topic with the original headers", rec: rec, want: kafka.Message{
 			Topic: "orders", Key: []byte("CC-1"), Value: []byte(`{"x":1}`),
 			Headers: []kafka.Header{h("evento-id", "e1"), h("evento-tipo", "TransferenciaLiquidada"), h("traceparent", "00-abc-def-01"),
-				h("correlation-id", "t1"), h("custom", "kept"), h(consumer.HeaderReplayed, "2026-11-29T22:00:00.000000123Z")},
+				h("correlation-id", "t1"), h("custom", "kept"), h(dlt.HeaderReplayed, "2026-11-29T22:00:00.000000123Z")},
 		}},
 		{name: "no origin", rec: dlt.FromMessage(kafka.Message{Topic: "orders-dlt", Value: []byte("x")}), wantErr: true},
 		{name: "origin is the DLT", rec: func() dlt.Record {

@@ -271,8 +271,8 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 					if v == http.ErrAbortHandler { //nolint:errorlint // sentinel compared as net/http does
 						panic(v)
 					}
-					log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(v),
-						"request_id", RequestIDFrom(r.Context()), "path", r.URL.Path)
+					// The logger adds request_id from the context (platform's handler).
+					log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(v), "path", r.URL.Path)
 					WriteError(w, r, log, Errorf(KindInternal, "internal error"))
 				}
 			}()
@@ -330,8 +330,10 @@ func access(log *slog.Logger, m *HTTPMetrics) func(http.Handler) http.Handler {
 				m.Duration.WithLabelValues(method, route).Observe(d.Seconds())
 			}
 			if route != "/metrics" && route != "/healthz" && route != "/readyz" {
+				// request_id and trace_id come from the context, added by the
+				// logger's handler (pkg/platform), once.
 				log.DebugContext(r.Context(), "http request", "method", method, "route", route,
-					"status", sw.status, "duration_ms", d.Milliseconds(), "request_id", RequestIDFrom(r.Context()))
+					"status", sw.status, "duration_ms", d.Milliseconds())
 			}
 		})
 	}

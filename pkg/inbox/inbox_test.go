@@ -20,6 +20,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -126,10 +127,8 @@ func TestDuplicateDeliveryThroughKafka(t *testing.T) {
 	ib := inbox.New(db, "test-consumer", nil)
 	var mu sync.Mutex
 	deliveries := 0
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- consumer.Run(ctx, consumer.Config{
+	task := background.Go(t, "consumer", func(ctx context.Context) error {
+		return consumer.Run(ctx, consumer.Config{
 			Broker: kcfg, Group: kafkatest.Group(t, "inbox"), Topics: []string{topic}, Publisher: w,
 			Logger: slog.New(slog.DiscardHandler),
 			Handler: func(ctx context.Context, m kafka.Message) error {
@@ -147,16 +146,13 @@ func TestDuplicateDeliveryThroughKafka(t *testing.T) {
 				return err
 			},
 		})
-	}()
+	})
 	poll.Until(t, 60*time.Second, "three deliveries", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return deliveries >= 3, fmt.Sprintf("%d deliveries", deliveries)
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	task.Stop(t)
 	var n int
 	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM effect WHERE event_id = $1`, id).Scan(&n); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -78,20 +79,7 @@ func fastRelay(name string) outbox.RelayConfig {
 
 func runRelay(t *testing.T, r *outbox.Relay) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("relay did not stop within 30s of cancellation")
-		}
-	})
+	background.Go(t, "relay", r.Run)
 }
 
 type payload struct {

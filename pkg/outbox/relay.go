@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/tracing"
@@ -29,9 +30,7 @@ import (
 // Publisher sends records to Kafka; *kafka.Writer from broker.NewWriter is
 // the production one. WriteMessages returns nil when every record was
 // acknowledged, or kafka.WriteErrors (aligned with msgs) or another error.
-type Publisher interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
-}
+type Publisher = broker.Publisher
 
 // RelayConfig tunes a relay. Zero values take the defaults documented on
 // each field.
@@ -818,14 +817,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 // backoff is the delay before attempt+1: exponential from BackoffBase,
 // capped at BackoffMax, with equal jitter.
 func (r *Relay) backoff(attempts int) time.Duration {
-	d := r.cfg.BackoffBase
-	for i := 1; i < attempts && d < r.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	if d > r.cfg.BackoffMax {
-		d = r.cfg.BackoffMax
-	}
-	return r.jitter(d)
+	return backoff.Exponential{Initial: r.cfg.BackoffBase, Multiplier: 2, Max: r.cfg.BackoffMax, Jitter: true}.Delay(attempts)
 }
 
 func truncate(s string, n int) string {

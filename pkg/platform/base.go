@@ -93,7 +93,7 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 		DatabaseURL: env.Required("DATABASE_URL"),
 		DBMaxConns:  env.Int("DATABASE_MAX_CONNS", 20),
 		Kafka: broker.Config{
-			Brokers:         broker.ParseBrokers(env.String("KAFKA_BROKERS", "localhost:9092")),
+			Brokers:         broker.ParseBrokers(env.String("KAFKA_BROKERS", broker.DefaultAddr)),
 			MaxMessageBytes: env.Int64("KAFKA_MAX_MESSAGE_BYTES", 1<<20),
 			Security:        security,
 		},

@@ -227,7 +227,7 @@ func TestStopOrderConsumersThenRelayThenPool(t *testing.T) {
 		state     string
 	}
 	consumers := func(ctx context.Context) error {
-		err := consumer.Run(ctx, b.Consumer(group, []string{topic}, handler, consumer.LedgerPolicy))
+		err := consumer.Run(ctx, b.Consumer(group, []string{topic}, handler, consumer.BlockingRetries))
 		bg := context.Background()
 		afterConsumers.pingErr = b.DB.Ping(bg)
 		id, qerr := enqueue(bg, b, published)

@@ -26,16 +26,24 @@ type Binary[C any] struct {
 	Run func(ctx context.Context, cfg C, log *slog.Logger, listening func(net.Addr)) error
 }
 
-// Main is the body of every service binary: with no argument it runs the
-// service until ctx ends (tracing on when the OTEL_* variables ask);
-// "migrate" applies the service's migrations and exits.
+// Main is the body of every service binary, the one command dispatcher of
+// the services: with no argument it runs the service until ctx ends
+// (tracing on when the OTEL_* variables ask); "migrate" applies the
+// service's migrations and exits, after the same configuration checks as a
+// run; "help" prints the usage. The operator commands (topics, outbox, DLT)
+// are the operator CLI's, services/suite/cmd/payments.
 func Main[C any](ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, b Binary[C]) error {
 	cmd := ""
 	if len(args) > 1 {
 		cmd = args[1]
 	}
-	if (cmd != "" && cmd != "migrate") || len(args) > 2 {
-		return fmt.Errorf("unknown command %q; usage: %s [migrate]", args[1:], args[0])
+	usage := fmt.Sprintf("usage:\n  %[1]s           run the service\n  %[1]s migrate   apply the database migrations and exit\n", args[0])
+	switch {
+	case len(args) == 2 && (cmd == "help" || cmd == "-h" || cmd == "-help" || cmd == "--help"):
+		_, err := io.WriteString(stdout, usage)
+		return err
+	case (cmd != "" && cmd != "migrate") || len(args) > 2:
+		return fmt.Errorf("unknown command %q; %s", args[1:], usage)
 	}
 	cfg, err := b.Config(getenv)
 	if err != nil {
@@ -46,12 +54,7 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	if cmd == "migrate" {
-		db, err := postgres.Open(ctx, b.DatabaseURL(cfg), 2)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		if err := db.Migrate(ctx, migrations.ForService(b.Service)...); err != nil {
+		if err := Migrate(ctx, b.DatabaseURL(cfg), b.Service); err != nil {
 			return err
 		}
 		log.InfoContext(ctx, "migrations applied", "service", b.Service)
@@ -82,4 +85,19 @@ func Exit(name string, run func(ctx context.Context, args []string, getenv func(
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
+}
+
+// Migrate applies the migrations of service to the database at dsn: the one
+// migrate of the suite, behind every service binary's "migrate" and the
+// operator CLI's "payments migrate".
+func Migrate(ctx context.Context, dsn, service string) error {
+	db, err := postgres.Open(ctx, dsn, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx, migrations.ForService(service)...); err != nil {
+		return fmt.Errorf("migrate %s: %w", service, err)
+	}
+	return nil
 }

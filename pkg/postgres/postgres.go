@@ -9,7 +9,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/backoff"
 )
 
 // SQLSTATE codes the suite reacts to.
@@ -33,6 +33,10 @@ const (
 // maxTxAttempts bounds the retries of a transaction that failed with a
 // serialization failure or a deadlock.
 const maxTxAttempts = 5
+
+// txBackoff paces the retries of a transaction that lost a serialization
+// conflict or a deadlock: 10 to 20 ms, then 20 to 40 ms, ..., at most 200 ms.
+var txBackoff = backoff.Exponential{Initial: 20 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond, Jitter: true}
 
 // DB is a pgx pool with the suite's transaction helper.
 type DB struct {
@@ -122,11 +126,10 @@ func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx pg
 			break
 		}
 		// Short jittered pause so that the contenders do not collide again.
-		d := time.Duration(attempt) * time.Duration(5+rand.IntN(20)) * time.Millisecond
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(d):
+		case <-time.After(txBackoff.Delay(attempt)):
 		}
 	}
 	return err

@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(base.Registry))
 	auth.Mount(base.Router, base.Log, opsRoutes(base, base.Log))
 	handler := kafka.NewHandler(svc, base.Log)
-	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.LedgerPolicy)
+	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.BlockingRetries)
 	if cfg.BatchMax < 1 {
 		cfg.BatchMax = DefaultBatchMax
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
@@ -229,13 +229,13 @@ func TestPoisonRecordsGoToTheDLT(t *testing.T) {
 	h.produce(good, nil)
 	h.settle()
 
-	dlt := h.list(events.DLT(h.topics.Requested))
-	if len(dlt) != len(poisons) {
-		t.Fatalf("%d records on the DLT, want %d", len(dlt), len(poisons))
+	dead := h.list(events.DLT(h.topics.Requested))
+	if len(dead) != len(poisons) {
+		t.Fatalf("%d records on the DLT, want %d", len(dead), len(poisons))
 	}
 	for i, p := range poisons {
 		t.Run(p.name, func(t *testing.T) {
-			r := dlt[i]
+			r := dead[i]
 			hs := headers(r)
 			if string(r.Value) != string(p.value) || string(r.Key) != "CC-042" {
 				t.Errorf("DLT record key %q value %q, want the original", r.Key, r.Value)
@@ -245,26 +245,26 @@ func TestPoisonRecordsGoToTheDLT(t *testing.T) {
 					t.Errorf("original header %s = %q, want %q", k, hs[k], v)
 				}
 			}
-			if got := hs[consumer.HeaderDLTOriginalTopic]; got != h.topics.Requested {
-				t.Errorf("%s = %q, want %q", consumer.HeaderDLTOriginalTopic, got, h.topics.Requested)
+			if got := hs[dlt.HeaderDLTOriginalTopic]; got != h.topics.Requested {
+				t.Errorf("%s = %q, want %q", dlt.HeaderDLTOriginalTopic, got, h.topics.Requested)
 			}
-			if got := hs[consumer.HeaderDLTOriginalGroup]; got != h.group {
-				t.Errorf("%s = %q, want %q", consumer.HeaderDLTOriginalGroup, got, h.group)
+			if got := hs[dlt.HeaderDLTOriginalGroup]; got != h.group {
+				t.Errorf("%s = %q, want %q", dlt.HeaderDLTOriginalGroup, got, h.group)
 			}
-			if got := int32(binary.BigEndian.Uint32([]byte(hs[consumer.HeaderDLTOriginalPartition]))); got != 0 { //nolint:gosec // test
-				t.Errorf("%s = %d, want 0", consumer.HeaderDLTOriginalPartition, got)
+			if got := int32(binary.BigEndian.Uint32([]byte(hs[dlt.HeaderDLTOriginalPartition]))); got != 0 { //nolint:gosec // test
+				t.Errorf("%s = %d, want 0", dlt.HeaderDLTOriginalPartition, got)
 			}
-			if got := int64(binary.BigEndian.Uint64([]byte(hs[consumer.HeaderDLTOriginalOffset]))); got != int64(i) { //nolint:gosec // test
-				t.Errorf("%s = %d, want %d", consumer.HeaderDLTOriginalOffset, got, i)
+			if got := int64(binary.BigEndian.Uint64([]byte(hs[dlt.HeaderDLTOriginalOffset]))); got != int64(i) { //nolint:gosec // test
+				t.Errorf("%s = %d, want %d", dlt.HeaderDLTOriginalOffset, got, i)
 			}
-			if len(hs[consumer.HeaderDLTOriginalTimestamp]) != 8 {
-				t.Errorf("%s has %d bytes, want an 8-byte long", consumer.HeaderDLTOriginalTimestamp, len(hs[consumer.HeaderDLTOriginalTimestamp]))
+			if len(hs[dlt.HeaderDLTOriginalTimestamp]) != 8 {
+				t.Errorf("%s has %d bytes, want an 8-byte long", dlt.HeaderDLTOriginalTimestamp, len(hs[dlt.HeaderDLTOriginalTimestamp]))
 			}
-			if hs[consumer.HeaderDLTExceptionFQCN] == "" {
-				t.Errorf("%s is empty", consumer.HeaderDLTExceptionFQCN)
+			if hs[dlt.HeaderDLTExceptionFQCN] == "" {
+				t.Errorf("%s is empty", dlt.HeaderDLTExceptionFQCN)
 			}
-			if msg := hs[consumer.HeaderDLTExceptionMessage]; !strings.Contains(msg, p.wantMsg) {
-				t.Errorf("%s = %q, want it to mention %q", consumer.HeaderDLTExceptionMessage, msg, p.wantMsg)
+			if msg := hs[dlt.HeaderDLTExceptionMessage]; !strings.Contains(msg, p.wantMsg) {
+				t.Errorf("%s = %q, want it to mention %q", dlt.HeaderDLTExceptionMessage, msg, p.wantMsg)
 			}
 		})
 	}

@@ -126,7 +126,7 @@ func TestBatchWaitsOutADatabaseOutage(t *testing.T) {
 			return false, "no consumer_dependency_waits_total"
 		}
 		n, _ := strconv.ParseFloat(m[1], 64)
-		return n > float64(consumer.LedgerPolicy.Retries+1), m[1]
+		return n > float64(consumer.BlockingRetries.Retries+1), m[1]
 	})
 	if dlt := h.list(events.DLT(h.topics.Requested)); len(dlt) != 0 {
 		t.Fatalf("%d records dead-lettered during a database outage", len(dlt))

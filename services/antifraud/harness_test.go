@@ -25,6 +25,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -101,11 +102,8 @@ func createTopic(tb testing.TB, cfg broker.Config, name string, partitions int) 
 
 // instance is one running antifraud service.
 type instance struct {
-	addr   net.Addr
-	cancel context.CancelFunc
-	done   chan error
-	// stopped is set once stop returned.
-	stopped bool
+	addr net.Addr
+	task *background.Task
 }
 
 // start runs an instance of the service with rules cfg until stop or the
@@ -125,19 +123,11 @@ func (h *harness) start(cfg risk.Config) *instance {
 	}
 	c.Topics, c.Group, c.Risk = h.topics, h.group, cfg
 
-	ctx, cancel := context.WithCancel(context.Background())
-	inst := &instance{cancel: cancel, done: make(chan error, 1)}
-	addrc := make(chan net.Addr, 1)
 	log := slog.New(slog.NewTextHandler(testWriter{h.tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	go func() { inst.done <- antifraud.Run(ctx, c, log, func(a net.Addr) { addrc <- a }) }()
-	h.tb.Cleanup(func() { inst.stop(h.tb) })
-	select {
-	case inst.addr = <-addrc:
-	case err := <-inst.done:
-		h.tb.Fatalf("Run returned before listening: %v", err)
-	case <-time.After(60 * time.Second):
-		h.tb.Fatalf("service not listening after 60s")
-	}
+	inst := &instance{}
+	inst.addr, inst.task = background.Serve(h.tb, "antifraud", func(ctx context.Context, listening func(net.Addr)) error {
+		return antifraud.Run(ctx, c, log, listening)
+	})
 	poll.Until(h.tb, 30*time.Second, "service ready", func() (bool, string) {
 		status, _ := inst.get(h.tb, "/readyz")
 		return status == http.StatusOK, strconv.Itoa(status)
@@ -148,19 +138,7 @@ func (h *harness) start(cfg risk.Config) *instance {
 // stop cancels the instance and waits for Run to return nil.
 func (i *instance) stop(tb testing.TB) {
 	tb.Helper()
-	if i.stopped {
-		return
-	}
-	i.stopped = true
-	i.cancel()
-	select {
-	case err := <-i.done:
-		if err != nil {
-			tb.Errorf("Run returned %v", err)
-		}
-	case <-time.After(45 * time.Second):
-		tb.Errorf("Run did not return within 45s of cancellation")
-	}
+	i.task.Stop(tb)
 }
 
 func (i *instance) get(tb testing.TB, path string) (int, string) {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/console"
 	"github.com/paysuite/payments/test/e2e"
@@ -463,7 +463,7 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 			}
 			n := 0
 			for _, m := range msgs {
-				if string(m.Key) == key && (broker.Header(m, consumer.HeaderReplayed) != "") == replayed {
+				if string(m.Key) == key && (broker.Header(m, dlt.HeaderReplayed) != "") == replayed {
 					n++
 				}
 			}

@@ -66,7 +66,7 @@ type Config struct {
 	// (LEDGER_OWNERSHIP; default enforced).
 	Ownership domain.Ownership
 	// Policy handles records whose settlement failed for a reason that is
-	// not a business rejection; default consumer.LedgerPolicy. Tests set
+	// not a business rejection; default consumer.BlockingRetries. Tests set
 	// shorter delays.
 	Policy consumer.Policy
 	// Now is the clock stamped on result events; default time.Now.
@@ -101,7 +101,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Group:           DefaultGroup,
 		DLTMonitorGroup: DefaultDLTMonitorGroup,
 		BatchMax:        env.Int("LEDGER_BATCH_MAX", DefaultBatchMax),
-		Policy:          consumer.LedgerPolicy,
+		Policy:          consumer.BlockingRetries,
 	}
 	if cfg.BatchMax < 1 || cfg.BatchMax > 1000 {
 		env.Check(fmt.Errorf("LEDGER_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		cfg.DLTMonitorGroup = DefaultDLTMonitorGroup
 	}
 	if cfg.Policy == nil {
-		cfg.Policy = consumer.LedgerPolicy
+		cfg.Policy = consumer.BlockingRetries
 	}
 	if cfg.BatchMax < 1 {
 		cfg.BatchMax = DefaultBatchMax

@@ -20,13 +20,16 @@ import (
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger"
-	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -73,34 +76,12 @@ func start(t *testing.T) *service {
 	cfg.DLTMonitorGroup = kafkatest.Group(t, "ledger-dlt-monitor")
 	cfg.Policy = consumer.Blocking{Backoff: consumer.Backoff{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2}
 
-	runCtx, stop := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	go func() { done <- ledger.Run(runCtx, cfg, log, func(a net.Addr) { addr <- a }) }()
-	var s *service
-	select {
-	case a := <-addr:
-		s = &service{url: "http://" + a.String(), topics: topics, brokers: brokers,
-			bearer: iss.Bearer(t, "client-a", authtest.AllScopes...), iss: iss}
-	case err := <-done:
-		stop()
-		t.Fatalf("ledger stopped at start: %v", err)
-	case <-time.After(time.Minute):
-		stop()
-		t.Fatal("ledger did not start listening")
-	}
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("ledger stopped with %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("ledger did not stop within 30s of cancellation")
-		}
+	a, _ := background.Serve(t, "ledger", func(ctx context.Context, listening func(net.Addr)) error {
+		return ledger.Run(ctx, cfg, log, listening)
 	})
+	s := &service{url: "http://" + a.String(), topics: topics, brokers: brokers,
+		bearer: iss.Bearer(t, "client-a", authtest.AllScopes...), iss: iss}
 	s.db = ledgertest.OpenDB(t, dsn)
 	s.store = postgres.New(s.db, outbox.New(s.db), topics)
 	s.writer = broker.NewWriter(broker.Config{Brokers: brokers})
@@ -267,7 +248,7 @@ func TestSameTransferDeliveredTwiceDebitsOnce(t *testing.T) {
 	s.produce(t, record)
 	s.produce(t, record) // the at-least-once duplicate
 
-	ledgertest.Eventually(t, 60*time.Second, "both deliveries handled", func() bool {
+	poll.True(t, 60*time.Second, "both deliveries handled", func() bool {
 		return strings.Contains(s.metrics(t), `ledger_settlements_total{reason="",result="DUPLICADA"} 1`)
 	})
 	if got := []int64{s.balance(t, "CC-001"), s.balance(t, "CC-002")}; !cmp.Equal(got, []int64{70_000, 30_000}) {
@@ -324,7 +305,7 @@ func TestRejectionIsPublishedAndRemembered(t *testing.T) {
 
 	s.deposit(t, "CC-001", 1000)
 	s.produce(t, record)
-	ledgertest.Eventually(t, 60*time.Second, "the redelivery handled", func() bool {
+	poll.True(t, 60*time.Second, "the redelivery handled", func() bool {
 		return strings.Contains(s.metrics(t), `ledger_settlements_total{reason="",result="DUPLICADA"} 1`)
 	})
 	if got := []int64{s.balance(t, "CC-001"), s.balance(t, "CC-002")}; !cmp.Equal(got, []int64{1_100, 0}) {
@@ -339,12 +320,12 @@ func TestPoisonRecordReachesTheDLTMonitor(t *testing.T) {
 	t.Parallel()
 	s := start(t)
 	s.produce(t, kafkago.Message{Key: []byte("CC-001"), Value: []byte("{not json")})
-	dlt := s.read(t, events.DLT(s.topics.Analysed), 1)[0]
-	if o := consumer.OriginOf(dlt, ""); o.Topic != s.topics.Analysed {
+	dead := s.read(t, events.DLT(s.topics.Analysed), 1)[0]
+	if o := dlt.OriginOf(dead, ""); o.Topic != s.topics.Analysed {
 		t.Errorf("DLT origin %q, want %q", o.Topic, s.topics.Analysed)
 	}
 	want := fmt.Sprintf(`ledger_dlt_messages_total{origin_topic=%q} 1`, s.topics.Analysed)
-	ledgertest.Eventually(t, 60*time.Second, want, func() bool { return strings.Contains(s.metrics(t), want) })
+	poll.True(t, 60*time.Second, want, func() bool { return strings.Contains(s.metrics(t), want) })
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if st, body := s.call(t, "GET", path, ""); st != http.StatusOK {
 			t.Errorf("%s: %d %v", path, st, body)
@@ -362,7 +343,7 @@ func TestConfigFromEnv(t *testing.T) {
 		check   func(t *testing.T, c ledger.Config)
 	}{
 		{name: "defaults", env: base, check: func(t *testing.T, c ledger.Config) {
-			want := []any{":8081", 50, "ledger", "ledger-dlt-monitor", events.DefaultTopics, consumer.Policy(consumer.LedgerPolicy), "ledger"}
+			want := []any{":8081", 50, "ledger", "ledger-dlt-monitor", events.DefaultTopics, consumer.Policy(consumer.BlockingRetries), "ledger"}
 			got := []any{c.HTTPAddr, c.BatchMax, c.Group, c.DLTMonitorGroup, c.Topics, c.Policy, c.Service}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("defaults mismatch (-want +got):\n%s", diff)

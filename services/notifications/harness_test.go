@@ -26,6 +26,7 @@ import (
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -165,30 +166,10 @@ func start(tb testing.TB, opts options) *harness {
 	cfg.Topics = topics
 	cfg.Group = kafkatest.Group(tb, "notificacoes")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	go func() { done <- notifications.Run(ctx, cfg, log, func(a net.Addr) { addrc <- a }) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				tb.Errorf("Run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			tb.Errorf("Run did not return within 30s of cancellation")
-		}
+	addr, _ := background.Serve(tb, "notifications", func(ctx context.Context, listening func(net.Addr)) error {
+		return notifications.Run(ctx, cfg, log, listening)
 	})
-	var addr net.Addr
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		tb.Fatalf("Run returned before listening: %v", err)
-	case <-time.After(60 * time.Second):
-		tb.Fatalf("service not listening after 60s")
-	}
 	poll.Until(tb, 30*time.Second, "service ready", func() (bool, string) {
 		resp, err := http.Get("http://" + addr.String() + "/readyz") //nolint:noctx // test
 		if err != nil {

@@ -330,7 +330,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	auth.Mount(base.Router, base.Log, opsRoutes(base, []string{events.DLT(cfg.Topics.Settled), events.DLT(cfg.Topics.Rejected)}, base.Log))
 	handler := kafka.NewHandler(svc, cfg.Topics)
 	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
-		handler.Handle, consumer.NotificationPolicy)
+		handler.Handle, consumer.DelayedRetryTopics)
 	// The records of one partition fetched together are notified with their
 	// log entries claimed and recorded at once; on any error the loop
 	// handles them one by one.

@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications"
@@ -144,7 +143,7 @@ func TestRetryTopicsThenSuccess(t *testing.T) {
 		}
 		rec := recs[0]
 		msg := toMessage(rec)
-		due := consumer.DueAt(msg)
+		due := dlt.DueAt(msg)
 		// The record is stamped when the producer encodes it, a little
 		// after the due time was computed.
 		if d := due.Sub(rec.Time); d < r.delay-250*time.Millisecond || d > r.delay+5*time.Millisecond {
@@ -154,7 +153,7 @@ func TestRetryTopicsThenSuccess(t *testing.T) {
 			t.Errorf("%s: due at %s, less than %s after the failed attempt at %s", topic,
 				due.Format(time.StampMilli), r.delay, reqs[i].At.Format(time.StampMilli))
 		}
-		if got := consumer.Attempts(msg); got != r.attempts {
+		if got := dlt.Attempts(msg); got != r.attempts {
 			t.Errorf("%s: attempts header = %d, want %d", topic, got, r.attempts)
 		}
 		arrival := reqs[i+1].At
@@ -235,7 +234,7 @@ func TestAlwaysFailingGoesToDLTWithoutBlocking(t *testing.T) {
 		Topic:     events.DLT(h.topics.Rejected),
 		Key:       []byte(failing.Key),
 		Value:     failing.payload(),
-		Origin:    consumer.Origin{Topic: h.topics.Rejected, Partition: original.Partition, Offset: original.Offset, Timestamp: original.Time, Group: h.cfg.Group},
+		Origin:    dlt.Origin{Topic: h.topics.Rejected, Partition: original.Partition, Offset: original.Offset, Timestamp: original.Time, Group: h.cfg.Group},
 		Attempts:  4,
 		EventID:   failing.ID.String(),
 		EventType: events.TypeRejected, CorrelationID: failing.TransferID.String(),
@@ -250,8 +249,8 @@ func TestAlwaysFailingGoesToDLTWithoutBlocking(t *testing.T) {
 			t.Errorf("DLT header %s = %q (%v), want %q", k, got, err, v)
 		}
 	}
-	for _, k := range []string{consumer.HeaderDLTOriginalTopic, consumer.HeaderDLTOriginalPartition, consumer.HeaderDLTOriginalOffset,
-		consumer.HeaderDLTOriginalTimestamp, consumer.HeaderDLTOriginalGroup, consumer.HeaderDLTExceptionFQCN, consumer.HeaderDLTExceptionMessage} {
+	for _, k := range []string{dlt.HeaderDLTOriginalTopic, dlt.HeaderDLTOriginalPartition, dlt.HeaderDLTOriginalOffset,
+		dlt.HeaderDLTOriginalTimestamp, dlt.HeaderDLTOriginalGroup, dlt.HeaderDLTExceptionFQCN, dlt.HeaderDLTExceptionMessage} {
 		if _, err := header(got, k); err != nil {
 			t.Errorf("DLT record: %v", err)
 		}
@@ -384,7 +383,7 @@ func TestReplayFromDLT(t *testing.T) {
 	for _, hd := range replayed[0].Headers {
 		keys = append(keys, hd.Key)
 	}
-	wantKeys := []string{events.HeaderCorrelationID, consumer.HeaderReplayed, events.HeaderEventID, events.HeaderEventType, events.HeaderTraceparent}
+	wantKeys := []string{events.HeaderCorrelationID, dlt.HeaderReplayed, events.HeaderEventID, events.HeaderEventType, events.HeaderTraceparent}
 	if diff := cmp.Diff(wantKeys, keys, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("replayed record headers mismatch (-want +got):\n%s", diff)
 	}

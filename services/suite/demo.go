@@ -1,7 +1,6 @@
 package suite
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/apiclient"
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/events"
 )
@@ -247,39 +247,18 @@ func (d *Demo) call(ctx context.Context, method, url, idemKey string, body any, 
 // callAs sends a JSON request with token ("" for none) and checks the
 // status.
 func (d *Demo) callAs(ctx context.Context, token, method, url, idemKey string, body any, want int) (response, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return response{}, err
-		}
-		rd = bytes.NewReader(b)
+	c := apiclient.Client{HTTP: d.client}
+	if token != "" {
+		c.Authorization = apiclient.Bearer(token)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	resp, err := c.Do(ctx, method, url, idemKey, body)
 	if err != nil {
 		return response{}, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return response{}, fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return response{}, fmt.Errorf("%s %s: read body: %w", method, url, err)
-	}
-	okStatus := resp.StatusCode == want || (want == http.StatusCreated && method == http.MethodPost && resp.StatusCode == http.StatusOK && strings.HasSuffix(url, "/contas"))
+	raw := resp.Body
+	okStatus := resp.Status == want || (want == http.StatusCreated && method == http.MethodPost && resp.Status == http.StatusOK && strings.HasSuffix(url, "/contas"))
 	if !okStatus {
-		return response{}, fmt.Errorf("%s %s: status %d, want %d: %s", method, url, resp.StatusCode, want, strings.TrimSpace(string(raw)))
+		return response{}, fmt.Errorf("%s %s: status %d, want %d: %s", method, url, resp.Status, want, strings.TrimSpace(string(raw)))
 	}
 	var m map[string]any
 	if len(raw) > 0 {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
@@ -69,12 +69,12 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if len(opts.Brokers) == 0 {
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(12))
+		brokers, stop, err := startFakeKafka()
 		if err != nil {
-			return fmt.Errorf("start kfake: %w", err)
+			return err
 		}
-		defer cluster.Close()
-		opts.Brokers = cluster.ListenAddrs()
+		defer stop()
+		opts.Brokers = brokers
 		fmt.Fprintf(opts.Out, "Kafka:      franz-go kfake at %s (an in-process FAKE Kafka for the demo, not Apache Kafka; set KAFKA_BROKERS for a real broker)\n",
 			strings.Join(opts.Brokers, ","))
 	} else {
@@ -159,33 +159,48 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 			addrs[name] = baseURL(a)
 		}
 	}
-	type result struct {
-		name string
-		err  error
+	// One supervisor: any service stopping, with or without an error, stops
+	// the suite (errgroup.WithContext would only on an error), and every
+	// error is reported, not only the first.
+	var (
+		g    errgroup.Group
+		emu  sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		emu.Lock()
+		defer emu.Unlock()
+		errs = append(errs, err)
 	}
-	results := make(chan result, 5)
 	start := func(name string, run func() error) {
-		go func() { results <- result{name, run()} }()
+		g.Go(func() error {
+			if err := run(); err != nil {
+				fail(fmt.Errorf("%s: %w", name, err))
+			}
+			cancel()
+			return nil
+		})
 	}
 	start("transfers", func() error {
-		return transfers.Run(ctx, tcfg, opts.Log.With("service", "transfers"), listening("transfers"))
+		return transfers.Run(ctx, tcfg, opts.Log, listening("transfers"))
 	})
-	start("ledger", func() error { return ledger.Run(ctx, lcfg, opts.Log.With("service", "ledger"), listening("ledger")) })
+	start("ledger", func() error { return ledger.Run(ctx, lcfg, opts.Log, listening("ledger")) })
 	start("antifraud", func() error {
-		return antifraud.Run(ctx, acfg, opts.Log.With("service", "antifraud"), listening("antifraud"))
+		return antifraud.Run(ctx, acfg, opts.Log, listening("antifraud"))
 	})
 	start("notifications", func() error {
-		return notifications.Run(ctx, ncfg, opts.Log.With("service", "notifications"), listening("notifications"))
+		return notifications.Run(ctx, ncfg, opts.Log, listening("notifications"))
 	})
-
-	readyErr := make(chan error, 1)
-	go func() {
+	g.Go(func() error {
 		ep, err := waitReady(ctx, &mu, addrs)
 		if err != nil {
-			results <- result{"console", nil} // never started
-			readyErr <- err
-			return
+			if ctx.Err() == nil {
+				fail(err)
+				cancel()
+			}
+			return nil
 		}
+		// The console starts once the services answer: it reads them.
 		ccfg.TransfersURL, ccfg.LedgerURL, ccfg.AntifraudURL, ccfg.NotificationsURL = ep.Transfers, ep.Ledger, ep.Antifraud, ep.Notifications
 		bound := make(chan string, 1)
 		start("console", func() error {
@@ -194,32 +209,14 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 		select {
 		case ep.Console = <-bound:
 		case <-ctx.Done():
-			readyErr <- ctx.Err()
-			return
+			return nil
 		}
 		if ready != nil {
 			ready(ep)
 		}
-		readyErr <- nil
-	}()
-
-	var errs []error
-	pending := 5
-	for pending > 0 {
-		select {
-		case r := <-results:
-			pending--
-			if r.err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", r.name, r.err))
-			}
-			cancel() // one service stopping stops the suite
-		case err := <-readyErr:
-			if err != nil && ctx.Err() == nil {
-				errs = append(errs, err)
-				cancel()
-			}
-		}
-	}
+		return nil
+	})
+	_ = g.Wait() // the goroutines report through fail
 	return errors.Join(errs...)
 }
 

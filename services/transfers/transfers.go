@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	svc := transfer.NewService(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), cfg.Topics.Requested)
 	mount(base.Router, svc, opsRoutes(base, base.Log), base.Log)
 	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
-	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.LedgerPolicy)
+	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.BlockingRetries)
 	// The results of one partition fetched together are applied in one
 	// statement; on any error the loop applies them one by one.
 	pcfg.Batch, pcfg.MaxBatch = projection.HandleBatch, projectionBatchMax

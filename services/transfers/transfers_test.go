@@ -23,11 +23,12 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/transfers"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -74,31 +75,11 @@ func start(t *testing.T) *service {
 		ProjectionGroup: kafkatest.Group(t, "transferencias-projecao"),
 		ClaimTimeout:    10 * time.Second,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- transfers.Run(ctx, cfg, slog.New(slog.DiscardHandler), func(a net.Addr) { addr <- a }) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v after shutdown, want nil", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return within 30s of cancellation")
-		}
+	a, _ := background.Serve(t, "transfers", func(ctx context.Context, listening func(net.Addr)) error {
+		return transfers.Run(ctx, cfg, slog.New(slog.DiscardHandler), listening)
 	})
-	select {
-	case a := <-addr:
-		return &service{url: "http://" + a.String(), brokers: brokers, topics: topics, group: cfg.ProjectionGroup, dsn: cfg.DatabaseURL,
-			iss: iss, bearer: iss.Bearer(t, "client-a", authtest.AllScopes...)}
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("service did not start listening")
-	}
-	return nil
+	return &service{url: "http://" + a.String(), brokers: brokers, topics: topics, group: cfg.ProjectionGroup, dsn: cfg.DatabaseURL,
+		iss: iss, bearer: iss.Bearer(t, "client-a", authtest.AllScopes...)}
 }
 
 // dlts creates the dead-letter topics of the given topics (their names are
@@ -387,10 +368,10 @@ func TestProjectionThroughKafka(t *testing.T) {
 	if diff := cmp.Diff(poison, got); diff != "" {
 		t.Errorf("DLT record mismatch (-want +got):\n%s", diff)
 	}
-	if g := broker.Header(m, consumer.HeaderDLTOriginalGroup); g != s.group {
+	if g := broker.Header(m, dlt.HeaderDLTOriginalGroup); g != s.group {
 		t.Errorf("DLT original group = %q, want %q", g, s.group)
 	}
-	if g := broker.Header(m, consumer.HeaderDLTOriginalTopic); g != s.topics.Settled {
+	if g := broker.Header(m, dlt.HeaderDLTOriginalTopic); g != s.topics.Settled {
 		t.Errorf("DLT original topic = %q, want %q", g, s.topics.Settled)
 	}
 }

@@ -1,18 +1,19 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/apiclient"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // TransferRequest is the body of POST /transferencias.
@@ -60,11 +61,7 @@ const (
 )
 
 // Response is an HTTP answer, read whole.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
+type Response = apiclient.Response
 
 // ErrStopped is returned by Do when the target service is stopped.
 var ErrStopped = errors.New("service stopped")
@@ -76,37 +73,7 @@ func (s *Suite) Do(ctx context.Context, svc *Service, method, path, key string, 
 	if base == "" {
 		return Response{}, fmt.Errorf("%s %s: %w", method, path, ErrStopped)
 	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return Response{}, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return Response{}, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	if s.bearer != "" {
-		req.Header.Set("Authorization", s.bearer)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return Response{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return Response{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
-	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}, nil
+	return apiclient.Client{HTTP: s.client, Authorization: s.bearer}.Do(ctx, method, base+path, key, body)
 }
 
 // must sends a request and fails the test unless the status is one of want;
@@ -195,51 +162,13 @@ func (s *Suite) PostTransfer(ctx context.Context, key string, req TransferReques
 	return s.Do(ctx, s.Transfers, http.MethodPost, "/transferencias", key, req)
 }
 
-// Eventually polls cond every 50 ms until it holds, and fails the test with
-// cond's last explanation when it has not within timeout.
-func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not true after %v: %s", what, timeout, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // MaxWait bounds every wait of a progressing flow, however slow the host.
 const MaxWait = 10 * time.Minute
 
-// WhileProgressing polls cond every 50 ms until it holds. A flow's speed
-// depends on the host (the race detector, parallel tests, a shared broker),
-// so the deadline is on progress: the test fails when cond's progress value
-// has not changed for stall (the flow is stuck), or after MaxWait.
+// WhileProgressing is poll.WhileProgressing bounded by MaxWait.
 func WhileProgressing(tb testing.TB, stall time.Duration, what string, cond func() (done bool, progress int64, why string)) {
 	tb.Helper()
-	start := time.Now()
-	last, lastChange := int64(-1<<63), start
-	for {
-		ok, progress, why := cond()
-		if ok {
-			return
-		}
-		now := time.Now()
-		if progress != last {
-			last, lastChange = progress, now
-		}
-		if now.Sub(lastChange) > stall {
-			tb.Fatalf("%s: no progress for %v (after %v): %s", what, stall, now.Sub(start).Round(time.Millisecond), why)
-		}
-		if now.Sub(start) > MaxWait {
-			tb.Fatalf("%s: not done after %v: %s", what, MaxWait, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.WhileProgressing(tb, stall, MaxWait, what, cond)
 }
 
 // WaitTerminal waits until none of the transfers is PENDENTE in the

@@ -2,13 +2,14 @@ package kafkatest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/paysuite/payments/test/dockertest"
 )
 
 const (
@@ -26,7 +27,7 @@ const (
 // script that is copied in once the mapped port is known, because the
 // advertised listener must name the host's port.
 func startContainer(ctx context.Context) (addrs []string, err error) {
-	if err := dockerHealthy(ctx); err != nil {
+	if err := dockertest.Healthy(ctx); err != nil {
 		return nil, fmt.Errorf("no Docker engine: %w", err)
 	}
 	c, err := testcontainers.Run(ctx, ContainerImage,
@@ -91,22 +92,4 @@ func startContainer(ctx context.Context) (addrs []string, err error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// dockerHealthy reports whether a Docker engine answers. testcontainers can
-// panic while looking for one; that counts as "no".
-func dockerHealthy(ctx context.Context) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("testcontainers: %v", r)
-		}
-	}()
-	p, err := testcontainers.ProviderDefault.GetProvider()
-	if err != nil {
-		return err
-	}
-	if p == nil {
-		return errors.New("no container provider")
-	}
-	return p.Health(ctx)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/netfault"
 	"github.com/paysuite/payments/test/pgtest"
@@ -102,30 +103,11 @@ func start(t *testing.T, service string) *harness {
 
 	lw := &logWriter{t: t}
 	log := slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, log, func(a net.Addr) { addr <- a }) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: Run returned %v after shutdown, want nil", service, err)
-			}
-		case <-time.After(45 * time.Second):
-			t.Errorf("%s: Run did not return within 45s of cancellation", service)
-		}
-		lw.close()
+	t.Cleanup(lw.close) // after the service has stopped: cleanups run last first
+	addr, _ := background.Serve(t, service, func(ctx context.Context, listening func(net.Addr)) error {
+		return run(ctx, log, listening)
 	})
-	select {
-	case a := <-addr:
-		h.url = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("%s: Run: %v", service, err)
-	case <-time.After(90 * time.Second):
-		t.Fatalf("%s: not listening after 90s", service)
-	}
+	h.url = "http://" + addr.String()
 	poll.Until(t, 30*time.Second, service+" ready", func() (bool, string) {
 		status, _, body := h.do(http.MethodGet, "/readyz", nil, "")
 		return status == http.StatusOK, string(body)

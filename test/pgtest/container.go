@@ -2,18 +2,19 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/paysuite/payments/test/dockertest"
 )
 
 // startContainer starts ContainerImage and returns its URL. The container
 // outlives the test that asked first and serves the whole test process;
 // testcontainers' reaper (Ryuk) removes it when the process exits.
 func startContainer(ctx context.Context) (dsn string, err error) {
-	if err := dockerHealthy(ctx); err != nil {
+	if err := dockertest.Healthy(ctx); err != nil {
 		return "", fmt.Errorf("no Docker engine: %w", err)
 	}
 	c, err := tcpostgres.Run(ctx, ContainerImage,
@@ -33,22 +34,4 @@ func startContainer(ctx context.Context) (dsn string, err error) {
 		return "", fmt.Errorf("start %s: %w", ContainerImage, err)
 	}
 	return c.ConnectionString(ctx, "sslmode=disable")
-}
-
-// dockerHealthy reports whether a Docker engine answers. testcontainers can
-// panic while looking for one; that counts as "no".
-func dockerHealthy(ctx context.Context) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("testcontainers: %v", r)
-		}
-	}()
-	p, err := testcontainers.ProviderDefault.GetProvider()
-	if err != nil {
-		return err
-	}
-	if p == nil {
-		return errors.New("no container provider")
-	}
-	return p.Health(ctx)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -17,12 +16,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/apiclient"
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
 )
@@ -111,32 +112,15 @@ func startSuite(tb testing.TB) *suite {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		addrc := make(chan net.Addr, 1)
-		go func() { done <- run(ctx, log, func(a net.Addr) { addrc <- a }) }()
-		tb.Cleanup(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					tb.Errorf("%s stopped with %v", sp.name, err)
-				}
-			case <-time.After(time.Minute):
-				tb.Errorf("%s did not stop within a minute", sp.name)
-			}
+		tb.Cleanup(func() { // after the service has stopped: cleanups run last first
 			if tb.Failed() {
 				tb.Logf("--- %s log:\n%s", sp.name, svc.logs.String())
 			}
 		})
-		select {
-		case a := <-addrc:
-			svc.url = "http://" + a.String()
-		case err := <-done:
-			tb.Fatalf("%s stopped before listening: %v\n%s", sp.name, err, svc.logs.String())
-		case <-time.After(time.Minute):
-			tb.Fatalf("%s not listening after a minute", sp.name)
-		}
+		addr, _ := background.Serve(tb, sp.name, func(ctx context.Context, listening func(net.Addr)) error {
+			return run(ctx, log, listening)
+		})
+		svc.url = "http://" + addr.String()
 		out[i] = svc
 	}
 	for _, svc := range out {
@@ -155,34 +139,10 @@ func startSuite(tb testing.TB) *suite {
 var bearer string
 
 func call(ctx context.Context, method, url, key string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	req.Header.Set("Authorization", bearer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, b, err
+	r, err := apiclient.Client{Authorization: bearer}.Do(ctx, method, url, key, body)
+	return r.Status, r.Body, err
 }
 
 // must is call that fails the test unless the status is want, decoding the

@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paysuite/payments/test/e2e"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // span is what the test compares of a recorded span: its name, kind and
@@ -143,7 +144,7 @@ func TestOneTrace(t *testing.T) {
 
 			var got []span
 			var tree string
-			e2e.Eventually(t, 30*time.Second, "the transfer's spans share its trace", func() (bool, string) {
+			poll.Until(t, 30*time.Second, "the transfer's spans share its trace", func() (bool, string) {
 				got, tree = inTrace(rec.Ended(), traceID)
 				missing := missingFrom(want, got)
 				return len(missing) == 0, fmt.Sprintf("missing from trace %s:\n  %s\nrecorded in it (span <- parent):\n  %s",

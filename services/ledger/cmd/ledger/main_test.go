@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/test/ledgertest"
 	"github.com/paysuite/payments/test/pgtest"
 )
 

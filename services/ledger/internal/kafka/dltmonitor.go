@@ -8,7 +8,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 )
 
@@ -40,11 +40,11 @@ func NewDLTMonitor(log *slog.Logger, reg prometheus.Registerer) *DLTMonitor {
 // Handle logs and counts one DLT record (consumer.Handler).
 func (d *DLTMonitor) Handle(ctx context.Context, m kafkago.Message) error {
 	origin := UnknownOrigin
-	o := consumer.OriginOf(m, "")
-	if broker.Header(m, consumer.HeaderDLTOriginalTopic) != "" {
+	o := dlt.OriginOf(m, "")
+	if broker.Header(m, dlt.HeaderDLTOriginalTopic) != "" {
 		origin = o.Topic
 	}
-	cause := consumer.ExceptionMessage(m)
+	cause := dlt.ExceptionMessage(m)
 	if cause == "" {
 		cause = UnknownOrigin
 	}

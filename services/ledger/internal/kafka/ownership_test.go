@@ -12,8 +12,8 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
+	"github.com/paysuite/payments/test/ledgertest"
 )
 
 // analysedBy is analysed with clienteId client; "" leaves the field out,
@@ -82,7 +82,7 @@ func TestOnlyTheTitularDebitsAnAccount(t *testing.T) {
 				analysedBy(t, "bruno", ids["bruno"], "ANA-1", "BRUNO-1", 100),
 				analysedBy(t, "", ids[""], "ANA-1", "BRUNO-1", 100),
 				analysedBy(t, "ana", ids["ana"], "ANA-1", "BRUNO-1", 100))
-			e.run(t, consumer.LedgerPolicy, true)
+			e.run(t, consumer.BlockingRetries, true)
 			for client, reason := range tc.want {
 				want := "LIQUIDADA"
 				if reason != "" {

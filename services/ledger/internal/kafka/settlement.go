@@ -132,7 +132,7 @@ func (s *Settlement) HandleBatch(ctx context.Context, ms []kafkago.Message) erro
 
 func (s *Settlement) observe(ctx context.Context, r ledger.Result, m kafkago.Message, took time.Duration) {
 	s.metrics.Settlements.WithLabelValues(string(r.Outcome), r.Reason).Inc()
-	attrs := []any{"transferencia_id", r.TransferID, "evento_id", broker.Header(m, events.HeaderEventID),
+	attrs := []any{"transfer_id", r.TransferID, "evento_id", broker.Header(m, events.HeaderEventID),
 		"partition", m.Partition, "offset", m.Offset, "duration_ms", took.Milliseconds()}
 	switch r.Outcome {
 	case ledger.Settled:

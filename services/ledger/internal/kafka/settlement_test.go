@@ -20,14 +20,17 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/kafka"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // failingStore fails every settlement that includes the transfer failID, as
@@ -127,15 +130,7 @@ func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 
 func (e *env) start(t *testing.T, cfg consumer.Config) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- consumer.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("consumer: %v", err)
-		}
-	})
+	background.Go(t, "consumer", func(ctx context.Context) error { return consumer.Run(ctx, cfg) })
 }
 
 func (e *env) open(t *testing.T, id string, balance int64) {
@@ -212,7 +207,7 @@ func (e *env) result(t *testing.T, id uuid.UUID) string {
 
 func (e *env) waitResult(t *testing.T, id uuid.UUID, want string) {
 	t.Helper()
-	ledgertest.Eventually(t, 60*time.Second, "transfer "+id.String()+" "+want, func() bool { return e.result(t, id) == want })
+	poll.True(t, 60*time.Second, "transfer "+id.String()+" "+want, func() bool { return e.result(t, id) == want })
 }
 
 func header(m kafkago.Message, key string) string { return broker.Header(m, key) }
@@ -228,7 +223,7 @@ func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 500 * time.Millisecond}, Retries: 3}
 	e.run(t, policy, false)
 
-	dlt := e.readDLT(t, 1)[0]
+	dead := e.readDLT(t, 1)[0]
 	e.waitResult(t, nextID, "LIQUIDADA")
 
 	// 1 attempt and 3 retries, 200, 400 and 500 (capped) ms apart.
@@ -248,13 +243,13 @@ func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 		t.Errorf("the next record was handled before the failing one was given up")
 	}
 
-	if got := string(dlt.Value); got != string(failing.Value) {
+	if got := string(dead.Value); got != string(failing.Value) {
 		t.Errorf("DLT value = %s, want the original", got)
 	}
-	if string(dlt.Key) != "A" {
-		t.Errorf("DLT key = %q, want A", dlt.Key)
+	if string(dead.Key) != "A" {
+		t.Errorf("DLT key = %q, want A", dead.Key)
 	}
-	origin := consumer.OriginOf(dlt, "")
+	origin := dlt.OriginOf(dead, "")
 	if origin.Topic != e.topic || origin.Partition != 0 || origin.Offset != 0 || origin.Group == "" {
 		t.Errorf("DLT origin = %+v, want %s partition 0 offset 0 with the group", origin, e.topic)
 	}
@@ -264,14 +259,14 @@ func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 		{events.HeaderTraceparent, traceparent},
 		{events.HeaderCorrelationID, e.failing.failID.String()},
 	} {
-		if got := header(dlt, h.key); got != h.want {
+		if got := header(dead, h.key); got != h.want {
 			t.Errorf("DLT header %s = %q, want %q", h.key, got, h.want)
 		}
 	}
-	if msg := consumer.ExceptionMessage(dlt); !strings.Contains(msg, errInjected.Error()) {
+	if msg := dlt.ExceptionMessage(dead); !strings.Contains(msg, errInjected.Error()) {
 		t.Errorf("DLT exception message = %q, want it to carry the cause", msg)
 	}
-	if header(dlt, consumer.HeaderDLTExceptionFQCN) == "" {
+	if header(dead, dlt.HeaderDLTExceptionFQCN) == "" {
 		t.Error("DLT record has no exception type header")
 	}
 	if got := e.result(t, e.failing.failID); got != "" {
@@ -296,16 +291,16 @@ func TestPoisonRecordsAreDeadLetteredAtOnce(t *testing.T) {
 	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
 	e.run(t, policy, true)
 
-	dlt := e.readDLT(t, 2)
+	dead := e.readDLT(t, 2)
 	e.waitResult(t, okID, "LIQUIDADA")
 	if took := time.Since(start); took > 8*time.Second {
 		t.Errorf("poison records took %s to clear: were they retried?", took)
 	}
-	for i, m := range dlt {
-		if o := consumer.OriginOf(m, ""); o.Offset != int64(i) {
+	for i, m := range dead {
+		if o := dlt.OriginOf(m, ""); o.Offset != int64(i) {
 			t.Errorf("DLT record %d comes from offset %d", i, o.Offset)
 		}
-		if msg := consumer.ExceptionMessage(m); !strings.Contains(msg, "malformed event") {
+		if msg := dlt.ExceptionMessage(m); !strings.Contains(msg, "malformed event") {
 			t.Errorf("DLT record %d cause = %q, want a decoding error", i, msg)
 		}
 	}
@@ -337,8 +332,8 @@ func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 100 * time.Millisecond}, Retries: 2}
 	e.run(t, policy, true)
 
-	if dlt := e.readDLT(t, 1)[0]; consumer.OriginOf(dlt, "").Offset != 1 {
-		t.Errorf("DLT record from offset %d, want 1", consumer.OriginOf(dlt, "").Offset)
+	if dead := e.readDLT(t, 1)[0]; dlt.OriginOf(dead, "").Offset != 1 {
+		t.Errorf("DLT record from offset %d, want 1", dlt.OriginOf(dead, "").Offset)
 	}
 	e.waitResult(t, ca, "REJEITADA")
 
@@ -375,12 +370,12 @@ func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	e := newEnv(t)
 	e.produce(t, kafkago.Message{Key: []byte("CC-9"), Value: []byte(`garbage`)})
 	// The settlement consumer dead-letters the record; the monitor reads it.
-	e.run(t, consumer.LedgerPolicy, false)
+	e.run(t, consumer.BlockingRetries, false)
 	monitor := kafka.NewDLTMonitor(e.logger(), e.reg)
 	e.start(t, consumer.Config{Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger-dlt-monitor"),
 		Topics: []string{events.DLT(e.topic)}, Handler: monitor.Handle, Publisher: e.writer, Logger: e.logger()})
 
-	ledgertest.Eventually(t, 60*time.Second, "the monitor counts the DLT record", func() bool {
+	poll.True(t, 60*time.Second, "the monitor counts the DLT record", func() bool {
 		return counter(t, e.reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": e.topic}) == 1
 	})
 	line := e.logs.find(t, "record sent to the DLT")

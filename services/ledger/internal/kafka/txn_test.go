@@ -14,8 +14,8 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/ledgertest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -47,7 +47,7 @@ func TestTransactionalAntifraud(t *testing.T) {
 			prod.InTxn(msg(committed, 300))
 			prod.Plain(msg(plain, 100))
 			prod.Commit()
-			e.run(t, consumer.LedgerPolicy, batch)
+			e.run(t, consumer.BlockingRetries, batch)
 			e.waitResult(t, committed, "LIQUIDADA")
 			e.waitResult(t, plain, "LIQUIDADA")
 

@@ -3,15 +3,17 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/validate"
 )
 
-// MaxAmountCents is the largest amount a deposit may carry (10^15 cents).
-const MaxAmountCents int64 = 1_000_000_000_000_000
+// MaxAmountCents is the largest amount a deposit may carry (10^15 cents),
+// as for a transfer.
+const MaxAmountCents = validate.MaxAmountCents
 
 // Page sizes of Postings.
 const (
@@ -19,33 +21,15 @@ const (
 	MaxPageSize     = 200
 )
 
-var (
-	accountIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)
-	currencyPattern  = regexp.MustCompile(`^[A-Z]{3}$`)
-)
-
 // FieldError is one invalid input field.
-type FieldError struct {
-	Field   string
-	Message string
-}
+type FieldError = validate.FieldError
 
 // ValidationError lists the invalid fields of a request.
-type ValidationError struct {
-	Fields []FieldError
-}
-
-func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Fields))
-	for i, f := range e.Fields {
-		parts[i] = f.Field + ": " + f.Message
-	}
-	return "invalid request: " + strings.Join(parts, "; ")
-}
+type ValidationError = validate.ValidationError
 
 // ValidAccountID reports whether id has the shape of an account id: 1 to 32
 // characters of [A-Za-z0-9._-].
-func ValidAccountID(id string) bool { return accountIDPattern.MatchString(id) }
+func ValidAccountID(id string) bool { return validate.AccountID(id) }
 
 // Service is the ledger's application service: settlement of analysed
 // transfers and the operations of the accounts API.
@@ -98,15 +82,15 @@ func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string) 
 	var fields []FieldError
 	switch {
 	case !ValidAccountID(id):
-		fields = append(fields, FieldError{"id", "must be 1 to 32 characters of A-Z, a-z, 0-9, '.', '_' or '-'"})
+		fields = append(fields, FieldError{Field: "id", Message: validate.AccountRule})
 	case strings.HasPrefix(id, FundingPrefix):
-		fields = append(fields, FieldError{"id", "the prefix " + FundingPrefix + " is reserved"})
+		fields = append(fields, FieldError{Field: "id", Message: "the prefix " + FundingPrefix + " is reserved"})
 	}
-	if !currencyPattern.MatchString(currency) {
-		fields = append(fields, FieldError{"moeda", "must be three upper-case letters (ISO 4217)"})
+	if !validate.Currency(currency) {
+		fields = append(fields, FieldError{Field: "moeda", Message: validate.CurrencyRule})
 	}
 	if holder == "" || len(holder) > MaxHolderLen {
-		fields = append(fields, FieldError{"titular", fmt.Sprintf("must be a client id of 1 to %d bytes", MaxHolderLen)})
+		fields = append(fields, FieldError{Field: "titular", Message: fmt.Sprintf("must be a client id of 1 to %d bytes", MaxHolderLen)})
 	}
 	if len(fields) > 0 {
 		return Account{}, false, &ValidationError{Fields: fields}
@@ -118,8 +102,8 @@ func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string) 
 // per key, recording client as its author. Returns *ValidationError for an
 // amount outside 1..10^15, and the errors of Store.Deposit.
 func (s *Service) Deposit(ctx context.Context, key uuid.UUID, accountID string, amountCents int64, client string) (Deposit, bool, error) {
-	if amountCents < 1 || amountCents > MaxAmountCents {
-		return Deposit{}, false, &ValidationError{Fields: []FieldError{{"valorEmCentavos", "must be an integer from 1 to 1000000000000000"}}}
+	if !validate.AmountCents(amountCents) {
+		return Deposit{}, false, &ValidationError{Fields: []FieldError{{Field: "valorEmCentavos", Message: validate.AmountRule}}}
 	}
 	if !ValidAccountID(accountID) {
 		return Deposit{}, false, ErrAccountNotFound
@@ -141,7 +125,7 @@ func (s *Service) Account(ctx context.Context, id string) (Account, error) {
 // and ErrAccountNotFound.
 func (s *Service) Postings(ctx context.Context, accountID string, before int64, limit int) ([]Posting, bool, error) {
 	if limit < 1 || limit > MaxPageSize {
-		return nil, false, &ValidationError{Fields: []FieldError{{"limite", fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
+		return nil, false, &ValidationError{Fields: []FieldError{{Field: "limite", Message: fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
 	}
 	if !ValidAccountID(accountID) {
 		return nil, false, ErrAccountNotFound

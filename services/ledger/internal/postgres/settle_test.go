@@ -17,8 +17,8 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
+	"github.com/paysuite/payments/test/ledgertest"
 )
 
 // at is the fixed settlement time of the tests.

@@ -21,12 +21,15 @@ func TestRun(t *testing.T) {
 		wantErr string
 	}{
 		{name: "help", args: []string{"notifications", "--help"}, wantOut: "notifications migrate"},
-		{name: "unknown command", args: []string{"notifications", "serve-all"}, wantErr: `unknown command "serve-all"`},
-		{name: "dlt help", args: []string{"notifications", "dlt", "list", "--help"}, wantOut: "Usage: dlt list"},
-		{name: "dlt without command", args: []string{"notifications", "dlt"}, wantErr: "a command is required"},
+		{name: "unknown command", args: []string{"notifications", "serve-all"}, wantErr: `unknown command ["serve-all"]`},
+		// The DLT tooling is the operator CLI's (payments dlt), not a service's.
+		{name: "no dlt command", args: []string{"notifications", "dlt", "list"}, wantErr: `unknown command ["dlt" "list"]`},
+		// migrate checks the configuration as a run does.
+		{name: "migrate with a bad configuration", args: []string{"notifications", "migrate"},
+			env: map[string]string{"DATABASE_URL": dsn, "NOTIFY_CHANNEL": "carrier-pigeon"}, wantErr: "NOTIFY_CHANNEL"},
 		{name: "bad configuration", args: []string{"notifications"}, env: map[string]string{"NOTIFY_CHANNEL": "webhook"},
 			wantErr: "DATABASE_URL is required"},
-		{name: "bad log level", args: []string{"notifications"}, env: map[string]string{"LOG_LEVEL": "loud"}, wantErr: "LOG_LEVEL"},
+		{name: "bad log level", args: []string{"notifications"}, env: map[string]string{"DATABASE_URL": dsn, "LOG_LEVEL": "loud"}, wantErr: "LOG_LEVEL"},
 		{name: "migrate without database", args: []string{"notifications", "migrate"}, wantErr: "DATABASE_URL"},
 		{name: "migrate", args: []string{"notifications", "migrate"}, env: map[string]string{"DATABASE_URL": dsn}, wantOut: "migrations applied"},
 		{name: "migrate again", args: []string{"notifications", "migrate"}, env: map[string]string{"DATABASE_URL": dsn}, wantOut: "migrations applied"},
@@ -34,7 +37,7 @@ func TestRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, &out)
+			err := run(context.Background(), tt.args, withAuth(tt.env), &out)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("run(%q) = %v, want an error mentioning %q", tt.args, err, tt.wantErr)
@@ -60,4 +63,15 @@ func TestRun(t *testing.T) {
 			t.Fatalf("notification table: %v, %v", table, err)
 		}
 	})
+}
+
+// withAuth adds a valid authentication configuration to env, so that a case
+// fails only for what it sets.
+func withAuth(env map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
+	}
 }

@@ -37,7 +37,7 @@ func (*Log) Channel() string { return "log" }
 // Send implements notify.Sender; it always succeeds.
 func (l *Log) Send(ctx context.Context, n notify.Notification) error {
 	l.log.InfoContext(ctx, "notification", "evento_id", n.EventID, "evento_tipo", n.EventType,
-		"transferencia_id", n.TransferID, "status", n.Status, "motivo", n.Reason, "account", n.Account)
+		"transfer_id", n.TransferID, "status", n.Status, "reason", n.Reason, "account", n.Account)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/webhook"
@@ -72,7 +73,7 @@ func (h *Handler) HandleBatch(ctx context.Context, ms []kafka.Message) error {
 }
 
 func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {
-	topic := consumer.OriginOf(m, "").Topic
+	topic := dlt.OriginOf(m, "").Topic
 	n := notify.Notification{Account: string(m.Key)}
 	switch topic {
 	case h.topics.Settled:

@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	nkafka "github.com/paysuite/payments/services/notifications/internal/kafka"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
@@ -30,7 +31,7 @@ func TestHandle(t *testing.T) {
 	settled := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","ocorridoEm":"2026-11-29T22:00:00Z","extra":1}`
 	rejected := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CONTA_INEXISTENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
 	fromRetry := kafka.Message{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected),
-		Headers: []kafka.Header{{Key: consumer.HeaderDLTOriginalTopic, Value: []byte(topics.Rejected)}}}
+		Headers: []kafka.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Rejected)}}}
 
 	tests := []struct {
 		name    string

@@ -264,7 +264,7 @@ func (s *Service) attempt(ctx context.Context, n Notification, e Entry) attempt 
 // finish counts and logs attempt a of n, whose claim ended with entry and
 // err, and returns Notify's error.
 func (s *Service) finish(ctx context.Context, n Notification, channel string, a attempt, entry Entry, err error) error {
-	log := s.log.With("evento_id", n.EventID, "transferencia_id", n.TransferID, "channel", channel)
+	log := s.log.With("evento_id", n.EventID, "transfer_id", n.TransferID, "channel", channel)
 	if a.outcome != "" {
 		s.metrics.Sends.WithLabelValues(channel, a.outcome).Inc()
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -224,15 +225,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 		w := broker.NewWriter(broker.Config{Brokers: brokers})
 		defer w.Close()
 		relay := outbox.NewRelay(ob, w, outbox.RelayConfig{PollInterval: 100 * time.Millisecond}, slog.New(slog.DiscardHandler), nil)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- relay.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("relay: %v", err)
-			}
-		}()
+		defer background.Go(t, "relay", relay.Run).Stop(t)
 
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: 0, MaxWait: 250 * time.Millisecond})
 		defer r.Close()

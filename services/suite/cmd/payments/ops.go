@@ -14,10 +14,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/pkg/postgres"
 )
 
@@ -56,7 +56,7 @@ func orEnv(v, name string, getenv func(string) string) string {
 
 func topicsCreate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := newFlags("topics create", "topics create [--brokers host:port,...] [--replication-factor N] [--partitions N] [--acls [--principals service=User:name,...]]", stdout)
-	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS, then localhost:9092)")
+	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS, then "+broker.DefaultAddr+")")
 	rf := fs.Int("replication-factor", 1, "replication factor: 1 in development, 3 in production")
 	partitions := fs.Int("partitions", 12, "partitions per topic")
 	acls := fs.Bool("acls", false, "also create the least-privilege ACLs of each service's principal (needs an admin credential in $KAFKA_SASL_*)")
@@ -79,7 +79,7 @@ func topicsCreate(ctx context.Context, args []string, getenv func(string) string
 	}
 	list := orEnv(*brokers, "KAFKA_BROKERS", getenv)
 	if list == "" {
-		list = "localhost:9092"
+		list = broker.DefaultAddr
 	}
 	sec, err := broker.SecurityFromEnv(getenv)
 	if err != nil {
@@ -149,12 +149,11 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if !slices.Contains(services, *service) {
 		return usageError{"migrate: --service must be one of " + strings.Join(services, ", ")}
 	}
-	db, err := openDB(ctx, *dbURL, getenv)
+	url, err := databaseURL(*dbURL, getenv)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := db.Migrate(ctx, migrations.ForService(*service)...); err != nil {
+	if err := platform.Migrate(ctx, url, *service); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "migrations of %s applied\n", *service)
@@ -164,14 +163,23 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 // openDB opens the database named by $DATABASE_URL or by the file given:
 // a URL with a password never goes on the command line.
 func openDB(ctx context.Context, file string, getenv func(string) string) (*postgres.DB, error) {
-	url, err := secretValue(file, "DATABASE_URL", getenv)
+	url, err := databaseURL(file, getenv)
 	if err != nil {
 		return nil, err
 	}
-	if url == "" {
-		return nil, usageError{"$DATABASE_URL or --database-url-file is required"}
-	}
 	return postgres.Open(ctx, url, 2)
+}
+
+// databaseURL is $DATABASE_URL or the content of file.
+func databaseURL(file string, getenv func(string) string) (string, error) {
+	url, err := secretValue(file, "DATABASE_URL", getenv)
+	if err != nil {
+		return "", err
+	}
+	if url == "" {
+		return "", usageError{"$DATABASE_URL or --database-url-file is required"}
+	}
+	return url, nil
 }
 
 func outboxListDead(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {

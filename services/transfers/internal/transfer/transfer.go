@@ -10,13 +10,12 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/validate"
 )
 
 // Status is the state of a transfer (wire names of CONTRACTS.md).
@@ -29,18 +28,11 @@ const (
 	StatusRejected Status = "REJEITADA"
 )
 
-// Limits of a request (CONTRACTS.md section 1).
+// Limits of a request (CONTRACTS.md section 1), shared with the ledger.
 const (
-	MaxAccountLen   = 32
-	MaxAmountCents  = 1_000_000_000_000_000 // 10^15
-	MinAmountCents  = 1
-	currencyPattern = `^[A-Z]{3}$`
-	accountPattern  = `^[A-Za-z0-9._-]{1,32}$`
-)
-
-var (
-	accountRE  = regexp.MustCompile(accountPattern)
-	currencyRE = regexp.MustCompile(currencyPattern)
+	MaxAccountLen  = validate.MaxAccountLen
+	MaxAmountCents = validate.MaxAmountCents
+	MinAmountCents = validate.MinAmountCents
 )
 
 // Transfer is a transfer as stored and shown.
@@ -73,19 +65,10 @@ type Request struct {
 }
 
 // FieldError is one rule a request breaks.
-type FieldError struct {
-	Field   string // the JSON name of the field
-	Message string
-}
+type FieldError = validate.FieldError
 
 // ValidationError lists every rule a request breaks.
-type ValidationError struct {
-	Fields []FieldError
-}
-
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("invalid transfer request: %d field(s)", len(e.Fields))
-}
+type ValidationError = validate.ValidationError
 
 // Validate returns a *ValidationError listing every broken rule, or nil:
 // accounts of 1..32 characters of [A-Za-z0-9._-] and different from each
@@ -95,24 +78,24 @@ func (r Request) Validate() error {
 	account := func(field, v string) {
 		switch {
 		case v == "":
-			fs = append(fs, FieldError{field, "is required"})
-		case !accountRE.MatchString(v):
-			fs = append(fs, FieldError{field, "must be 1 to 32 characters of A-Z, a-z, 0-9, '.', '_' or '-'"})
+			fs = append(fs, FieldError{Field: field, Message: "is required"})
+		case !validate.AccountID(v):
+			fs = append(fs, FieldError{Field: field, Message: validate.AccountRule})
 		}
 	}
 	account("contaOrigem", r.Source)
 	account("contaDestino", r.Destination)
 	if r.Source != "" && r.Source == r.Destination {
-		fs = append(fs, FieldError{"contaDestino", "must differ from contaOrigem"})
+		fs = append(fs, FieldError{Field: "contaDestino", Message: "must differ from contaOrigem"})
 	}
-	if r.AmountCents < MinAmountCents || r.AmountCents > MaxAmountCents {
-		fs = append(fs, FieldError{"valorEmCentavos", "must be an integer from 1 to 1000000000000000"})
+	if !validate.AmountCents(r.AmountCents) {
+		fs = append(fs, FieldError{Field: "valorEmCentavos", Message: validate.AmountRule})
 	}
 	switch {
 	case r.Currency == "":
-		fs = append(fs, FieldError{"moeda", "is required"})
-	case !currencyRE.MatchString(r.Currency):
-		fs = append(fs, FieldError{"moeda", "must be three upper-case letters (ISO 4217)"})
+		fs = append(fs, FieldError{Field: "moeda", Message: "is required"})
+	case !validate.Currency(r.Currency):
+		fs = append(fs, FieldError{Field: "moeda", Message: validate.CurrencyRule})
 	}
 	if len(fs) > 0 {
 		return &ValidationError{Fields: fs}

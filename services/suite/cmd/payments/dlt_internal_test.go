@@ -1,4 +1,4 @@
-package dlt
+package main
 
 import (
 	"testing"

@@ -1,6 +1,8 @@
 // Package ledgertest holds what the ledger's tests share: a fresh migrated
 // database per test, a snapshot of every ledger table, and the check of the
-// ledger's invariants that the schema cannot enforce.
+// ledger's invariants that the schema cannot enforce. It lives under test/,
+// beside pgtest and kafkatest, because it imports testing: only tests import
+// it.
 package ledgertest
 
 import (
@@ -262,18 +264,5 @@ func CheckInvariants(tb testing.TB, db *postgres.DB) {
 			}
 			tb.Errorf("invariant broken: %s: %v", inv.name, bad)
 		}
-	}
-}
-
-// Eventually polls cond every 20ms until it returns true or timeout passes,
-// then fails the test with msg.
-func Eventually(tb testing.TB, timeout time.Duration, msg string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for: %s", timeout, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,9 +1,10 @@
-package consumer
+package dlt
 
 import (
 	"encoding/binary"
 	"errors"
 	"math/big"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -11,6 +12,11 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 )
+
+// This file is the Spring Kafka dead-letter header format, written once: the
+// consumer loop writes it when it forwards a record to a retry topic or a
+// DLT, and List, the ledger's DLT monitor and the notifications' handler read
+// it.
 
 // Header names of dead-letter and retry records, as Spring Kafka writes them,
 // so that Spring tooling and consumers understand our DLTs.
@@ -74,6 +80,40 @@ func DueAt(m kafka.Message) time.Time {
 // ExceptionMessage returns the failure recorded on a DLT record.
 func ExceptionMessage(m kafka.Message) string { return broker.Header(m, HeaderDLTExceptionMessage) }
 
+// maxExceptionMessage bounds the kafka_dlt-exception-message header.
+const maxExceptionMessage = 4000
+
+// SetFailure sets on headers the origin and exception headers of a record
+// forwarded to a retry topic or a DLT because of cause, replacing any it
+// had, and returns the headers.
+func SetFailure(headers []kafka.Header, origin Origin, cause error) []kafka.Header {
+	msg := cause.Error()
+	if len(msg) > maxExceptionMessage {
+		msg = msg[:maxExceptionMessage]
+	}
+	headers = set(headers, HeaderDLTOriginalTopic, []byte(origin.Topic))
+	headers = set(headers, HeaderDLTOriginalPartition, encodeInt32(origin.Partition))
+	headers = set(headers, HeaderDLTOriginalOffset, encodeInt64(origin.Offset))
+	headers = set(headers, HeaderDLTOriginalTimestamp, encodeInt64(origin.Timestamp.UnixMilli()))
+	headers = set(headers, HeaderDLTOriginalGroup, []byte(origin.Group))
+	headers = set(headers, HeaderDLTExceptionFQCN, []byte(errorType(cause)))
+	return set(headers, HeaderDLTExceptionMessage, []byte(msg))
+}
+
+// SetRetry sets on headers the retry-topic headers: the delivery attempt the
+// record will be and the time before which it must not be handled.
+func SetRetry(headers []kafka.Header, attempt int, due time.Time) []kafka.Header {
+	headers = set(headers, HeaderRetryAttempts, encodeInt32(attempt))
+	return set(headers, HeaderRetryBackoffUntil, encodeBigInt(due.UnixMilli()))
+}
+
+// set replaces the headers named key with one of value v.
+func set(headers []kafka.Header, key string, v []byte) []kafka.Header {
+	headers = broker.SetHeader(headers, key, "")
+	headers[len(headers)-1].Value = v
+	return headers
+}
+
 func rawHeader(m kafka.Message, key string) []byte {
 	for i := len(m.Headers) - 1; i >= 0; i-- {
 		if m.Headers[i].Key == key {
@@ -132,4 +172,12 @@ func errorType(err error) string {
 		err = next
 	}
 	return typeName(err)
+}
+
+func typeName(err error) string {
+	t := reflect.TypeOf(err)
+	if t == nil {
+		return "<nil>"
+	}
+	return t.String()
 }
