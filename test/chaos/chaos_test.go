@@ -542,7 +542,7 @@ func (s *suite) runFaults() map[string]any {
 	gap()
 
 	// The broker: kill -9, down for flagDown, restart on its storage.
-	f := s.begin("kill -9 Kafka broker")
+	f := s.begin("kill -9 Kafka broker", "OutboxBrokerUnreachable{transfers}")
 	s.kafka.kill()
 	s.settle(*flagDown)
 	s.kafka.start(s.t)

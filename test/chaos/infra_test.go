@@ -469,10 +469,11 @@ type promServer struct {
 }
 
 // alertsForTest rewrites the rules' `for:` durations for a test that
-// cannot wait minutes: 1m becomes 3s, 5m becomes 30s. Everything else
+// cannot wait minutes: 1m becomes 3s, 2m 10s, 5m 30s. Everything else
 // (expressions, labels) is the file as deployed.
 func alertsForTest(rules []byte) []byte {
 	rules = bytes.ReplaceAll(rules, []byte("for: 1m"), []byte("for: 3s"))
+	rules = bytes.ReplaceAll(rules, []byte("for: 2m"), []byte("for: 10s"))
 	return bytes.ReplaceAll(rules, []byte("for: 5m"), []byte("for: 30s"))
 }
 

@@ -48,6 +48,7 @@ func TestAlertRules(t *testing.T) {
 		"OutboxOldestPendingTooOld":    {"outbox_oldest_pending_age_seconds", nil, ">", 60, 0, "critical"},
 		"OutboxDeadEvents":             {"outbox_dead_events", nil, ">", 0, 0, "critical"},
 		"OutboxSendBlocked":            {"outbox_send_failures_total", []string{"increase"}, ">", 0, 0, "critical"},
+		"OutboxBrokerUnreachable":      {"outbox_send_failures_total", []string{"increase"}, ">", 0, 2 * time.Minute, "warning"},
 		"ConsumerDLTRecords":           {"consumer_dlt_records_total", []string{"increase"}, ">", 0, 0, "warning"},
 		"ConsumerCommitsRefused":       {"consumer_commit_failures_total", []string{"increase"}, ">", 0, 0, "warning"},
 		"ConsumerLagGrowing":           {"consumer_lag", []string{"deriv"}, ">", 0, 5 * time.Minute, "warning"},
