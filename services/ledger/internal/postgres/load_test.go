@@ -129,6 +129,7 @@ func TestConservationUnderConcurrentLoad(t *testing.T) {
 		decided   = map[uuid.UUID][]ledger.Result{} // non-duplicate results per transfer
 		deposits  []depositReq
 		deposited = map[uuid.UUID]ledger.Deposit{}
+		originals = map[uuid.UUID]int{} // answers that were not replays, per key
 		next      atomic.Int64
 		wg        sync.WaitGroup
 		ctx       = context.Background()
@@ -193,13 +194,20 @@ func TestConservationUnderConcurrentLoad(t *testing.T) {
 						fail(err)
 						return
 					}
+					// A replay may answer before the deposit it replays (both run
+					// at once): whichever comes back first, every answer for a
+					// key is the same deposit, and exactly one of them is not a
+					// replay (checked after the run).
 					mu.Lock()
 					if first, ok := deposited[req.key]; ok {
-						if !replayed || !first.CreatedAt.Equal(d.CreatedAt) || first.BalanceAfterCents != d.BalanceAfterCents {
+						if !first.CreatedAt.Equal(d.CreatedAt) || first.BalanceAfterCents != d.BalanceAfterCents {
 							failures = append(failures, fmt.Errorf("deposit %s replayed=%v: %+v, first %+v", req.key, replayed, d, first))
 						}
 					} else {
 						deposited[req.key] = d
+					}
+					if !replayed {
+						originals[req.key]++
 					}
 					mu.Unlock()
 					continue
@@ -235,6 +243,11 @@ func TestConservationUnderConcurrentLoad(t *testing.T) {
 	wg.Wait()
 	for _, err := range failures {
 		t.Error(err)
+	}
+	for key := range deposited {
+		if n := originals[key]; n != 1 {
+			t.Errorf("deposit %s: %d answers were not replays, want exactly 1", key, n)
+		}
 	}
 	if t.Failed() {
 		t.FailNow()
