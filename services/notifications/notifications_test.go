@@ -183,6 +183,37 @@ func TestRetryTopicsThenSuccess(t *testing.T) {
 	if diff := cmp.Diff(logEntry{Status: "DELIVERED", Attempts: 3, Channel: "webhook", Delivered: true}, entry); diff != "" {
 		t.Errorf("log entry mismatch (-want +got):\n%s", diff)
 	}
+
+	// Each attempt is recorded with the topic it was read from.
+	rows, err := h.pool.Query(t.Context(), `
+SELECT attempt, topic, outcome, error IS NOT NULL FROM notification_attempt WHERE event_id = $1 ORDER BY attempt`, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type attemptRow struct {
+		Attempt        int
+		Topic, Outcome string
+		HasError       bool
+	}
+	var gotAttempts []attemptRow
+	for rows.Next() {
+		var a attemptRow
+		if err := rows.Scan(&a.Attempt, &a.Topic, &a.Outcome, &a.HasError); err != nil {
+			t.Fatal(err)
+		}
+		gotAttempts = append(gotAttempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantAttempts := []attemptRow{
+		{1, h.topics.Settled, "FAILED", true},
+		{2, broker.RetryTopic(h.topics.Settled, time.Second), "FAILED", true},
+		{3, broker.RetryTopic(h.topics.Settled, 2*time.Second), "DELIVERED", false},
+	}
+	if diff := cmp.Diff(wantAttempts, gotAttempts); diff != "" {
+		t.Errorf("attempts mismatch (-want +got):\n%s", diff)
+	}
 }
 
 // A receiver always failing: after 4 attempts the record is on the DLT with

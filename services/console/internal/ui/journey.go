@@ -30,6 +30,17 @@ type Step struct {
 	Postings []PostingLine
 	// Requeue, when set, is a DEAD outbox event an operator can requeue.
 	Requeue *RequeueTarget
+	// Attempts of a notification step, oldest first.
+	Attempts []AttemptLine
+}
+
+// AttemptLine is one attempt to notify: its channel, the topic its record
+// was read from (Retry when that is a retry topic) and its outcome.
+type AttemptLine struct {
+	N                              int
+	Channel, Topic, Outcome, Error string
+	Retry                          bool
+	At                             time.Time
 }
 
 // PostingLine is one posting with the account's balance after it.
@@ -103,6 +114,21 @@ func money(cents int64, currency string) string {
 		sign, cents = "-", -cents
 	}
 	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, currency)
+}
+
+// isRetryTopic tells a retry topic (main-retry-<ms>, pkg/broker.RetryTopic)
+// from a main topic.
+func isRetryTopic(topic string) bool {
+	i := strings.LastIndex(topic, "-retry-")
+	if i < 0 || i+len("-retry-") == len(topic) {
+		return false
+	}
+	for _, c := range topic[i+len("-retry-"):] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // possessive is how the stuck wording names a service's outbox.
@@ -306,9 +332,14 @@ func buildJourney(id string, p journeyParts, now time.Time) Journey {
 			st := Step{Title: "Notification (" + n.Canal + ")", Service: "notifications", State: stateDone}
 			st.At = parseTime(n.AtualizadaEm)
 			line := fmt.Sprintf("%s for %s after %d attempt(s)", n.Status, n.TipoEvento, n.Tentativas)
-			if n.Tentativas > 1 {
-				// Notifications retry through their retry topics, never in place.
+			if n.Tentativas > 1 && len(n.Historico) == 0 {
+				// Attempts recorded before each got its row: notifications
+				// retry through their retry topics, never in place.
 				line += fmt.Sprintf(", %d of them from the retry topics", n.Tentativas-1)
+			}
+			for _, a := range n.Historico {
+				st.Attempts = append(st.Attempts, AttemptLine{N: a.Tentativa, Channel: a.Canal, Topic: a.Topico,
+					Outcome: a.Resultado, Error: a.Erro, Retry: isRetryTopic(a.Topico), At: parseTime(a.Em)})
 			}
 			if n.Erro != "" && n.Status != "DELIVERED" {
 				line += "; last error: " + n.Erro

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +146,67 @@ func TestJourneyTraceAndRequestID(t *testing.T) {
 	}
 	if got := j.Steps[0].Lines[0]; got != "client loja, request id req-42" {
 		t.Errorf("accepted line = %q", got)
+	}
+}
+
+// TestJourneyNotificationAttempts: a notification that failed on the main
+// topic and was delivered from a retry topic lists both attempts with
+// their channel, topic (the retry topic named as such) and outcome, on the
+// rendered page too.
+func TestJourneyNotificationAttempts(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return opsapi.Time(now.Add(-d)) }
+	const main = "pagamentos.transferencia.liquidada.v1"
+	notes := &opsNotifications{Notificacoes: []opsNotification{{
+		EventoID: "e3", TipoEvento: "TransferenciaLiquidada", Canal: "webhook", Status: "DELIVERED", Tentativas: 2,
+		EntregueEm: at(time.Second), CriadaEm: at(3 * time.Second), AtualizadaEm: at(time.Second),
+		Historico: []opsAttempt{
+			{Tentativa: 1, Canal: "webhook", Topico: main, Resultado: "FAILED", Erro: "HTTP 503", Em: at(3 * time.Second)},
+			{Tentativa: 2, Canal: "webhook", Topico: main + "-retry-1000", Resultado: "DELIVERED", Em: at(time.Second)},
+		},
+	}}}
+	settled := &opsTransfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
+		Status: "LIQUIDADA", ClienteID: "loja", CriadaEm: at(time.Minute), AtualizadaEm: at(time.Minute)}
+	j := buildJourney("t1", journeyParts{transfer: settled, notifications: notes}, now)
+	st := j.Steps[len(j.Steps)-1]
+	want := []AttemptLine{
+		{N: 1, Channel: "webhook", Topic: main, Outcome: "FAILED", Error: "HTTP 503", At: now.Add(-3 * time.Second)},
+		{N: 2, Channel: "webhook", Topic: main + "-retry-1000", Outcome: "DELIVERED", Retry: true, At: now.Add(-time.Second)},
+	}
+	if diff := cmp.Diff(want, st.Attempts); diff != "" {
+		t.Errorf("attempts mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"DELIVERED for TransferenciaLiquidada after 2 attempt(s)"}, st.Lines); diff != "" {
+		t.Errorf("lines mismatch (-want +got):\n%s", diff)
+	}
+
+	s, err := New(Config{}, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.pages["journey"].Execute(&b, view{Title: "Transfer", Data: j, csrf: func() string { return "x" }}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, w := range []string{
+		"<td class=\"num\">1</td><td>2026-12-01 09:59:57.000 UTC</td><td>webhook</td><td><code>" + main + "</code> (main topic)</td><td>FAILED</td><td>HTTP 503</td>",
+		"<td class=\"num\">2</td><td>2026-12-01 09:59:59.000 UTC</td><td>webhook</td><td><code>" + main + "-retry-1000</code> (retry topic)</td><td>DELIVERED</td>",
+	} {
+		if !strings.Contains(page, w) {
+			t.Errorf("journey page lacks %q:\n%s", w, page)
+		}
+	}
+}
+
+func TestIsRetryTopic(t *testing.T) {
+	t.Parallel()
+	for topic, want := range map[string]bool{
+		"t-retry-1000": true, "t": false, "t-retry-": false, "t-retry-x": false, "t-retry-1000.v1": false,
+	} {
+		if got := isRetryTopic(topic); got != want {
+			t.Errorf("isRetryTopic(%q) = %v, want %v", topic, got, want)
+		}
 	}
 }

@@ -46,17 +46,31 @@ type opsSettlement struct {
 }
 
 type opsNotifications struct {
-	Notificacoes []struct {
-		EventoID     string `json:"eventoId"`
-		TipoEvento   string `json:"tipoEvento"`
-		Canal        string `json:"canal"`
-		Status       string `json:"status"`
-		Tentativas   int    `json:"tentativas"`
-		EntregueEm   string `json:"entregueEm"`
-		Erro         string `json:"erro"`
-		CriadaEm     string `json:"criadaEm"`
-		AtualizadaEm string `json:"atualizadaEm"`
-	} `json:"notificacoes"`
+	Notificacoes []opsNotification `json:"notificacoes"`
+}
+
+type opsNotification struct {
+	EventoID     string       `json:"eventoId"`
+	TipoEvento   string       `json:"tipoEvento"`
+	Canal        string       `json:"canal"`
+	Status       string       `json:"status"`
+	Tentativas   int          `json:"tentativas"`
+	EntregueEm   string       `json:"entregueEm"`
+	Erro         string       `json:"erro"`
+	CriadaEm     string       `json:"criadaEm"`
+	AtualizadaEm string       `json:"atualizadaEm"`
+	Historico    []opsAttempt `json:"historico"`
+}
+
+// opsAttempt is one attempt to notify: the topic is the one the record was
+// read from (the main topic or a retry topic).
+type opsAttempt struct {
+	Tentativa int    `json:"tentativa"`
+	Canal     string `json:"canal"`
+	Topico    string `json:"topico"`
+	Resultado string `json:"resultado"`
+	Erro      string `json:"erro"`
+	Em        string `json:"em"`
 }
 
 type account struct {

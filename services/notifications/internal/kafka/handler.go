@@ -74,7 +74,7 @@ func (h *Handler) HandleBatch(ctx context.Context, ms []kafka.Message) error {
 
 func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {
 	topic := dlt.OriginOf(m, "").Topic
-	n := notify.Notification{Account: string(m.Key)}
+	n := notify.Notification{Account: string(m.Key), Topic: m.Topic}
 	switch topic {
 	case h.topics.Settled:
 		var e events.Settled

@@ -40,10 +40,10 @@ func TestHandle(t *testing.T) {
 		wantErr func(error) bool
 	}{
 		{name: "settled", msg: kafka.Message{Topic: topics.Settled, Key: []byte("CC-1"), Value: []byte(settled)},
-			want: []notify.Notification{{EventID: id, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA", OccurredAt: at, Account: "CC-1"}}},
+			want: []notify.Notification{{EventID: id, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA", OccurredAt: at, Account: "CC-1", Topic: topics.Settled}}},
 		{name: "rejected from a retry topic", msg: fromRetry,
 			want: []notify.Notification{{EventID: id, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
-				Reason: "CONTA_INEXISTENTE", OccurredAt: at, Account: "CC-9"}}},
+				Reason: "CONTA_INEXISTENTE", OccurredAt: at, Account: "CC-9", Topic: topics.Rejected + "-retry-2000"}}},
 		{name: "malformed", msg: kafka.Message{Topic: topics.Settled, Value: []byte(`nope`)},
 			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) && consumer.IsPermanent(err) }},
 		{name: "rejected without motivo", msg: kafka.Message{Topic: topics.Rejected, Value: []byte(settled)},

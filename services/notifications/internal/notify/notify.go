@@ -34,6 +34,9 @@ type Notification struct {
 	// Account is the transfer's source account (the record key), which
 	// picks the destination.
 	Account string
+	// Topic is the topic the record was read from: the main topic, or one
+	// of its retry topics. Each attempt is recorded with it.
+	Topic string
 }
 
 // Status of a log entry.

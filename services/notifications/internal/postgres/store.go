@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -44,11 +47,19 @@ SELECT event_id, transfer_id, channel, status, attempts, delivered_at, last_erro
 FROM notification
 WHERE event_id = $1`
 
+	// recordSQL counts the attempt in the entry and writes its
+	// notification_attempt row ($6 the topic), in one statement.
 	recordSQL = `
-UPDATE notification
-SET status = $2, channel = $3, attempts = attempts + 1, delivered_at = $4, last_error = $5, updated_at = now()
-WHERE event_id = $1
-RETURNING event_id, transfer_id, channel, status, attempts, delivered_at, last_error`
+WITH u AS (
+    UPDATE notification
+    SET status = $2, channel = $3, attempts = attempts + 1, delivered_at = $4, last_error = $5, updated_at = now()
+    WHERE event_id = $1
+    RETURNING event_id, transfer_id, channel, status, attempts, delivered_at, last_error
+), a AS (
+    INSERT INTO notification_attempt (event_id, attempt, transfer_id, channel, topic, outcome, error)
+    SELECT event_id, attempts, transfer_id, channel, $6, status, last_error FROM u
+)
+SELECT event_id, transfer_id, channel, status, attempts, delivered_at, last_error FROM u`
 
 	getSQL = `
 SELECT event_id, transfer_id, channel, status, attempts, delivered_at, last_error
@@ -56,8 +67,28 @@ FROM notification
 WHERE event_id = $1`
 )
 
-// maxErrorLen bounds the stored error text.
+// maxErrorLen bounds the stored error text, in bytes.
 const maxErrorLen = 1000
+
+// sanitize makes an error text fit to store and show: valid UTF-8, control
+// characters as spaces (a receiver's answer may hold anything), cut to
+// maxErrorLen bytes on a character boundary.
+func sanitize(msg string) string {
+	msg = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(msg, "\uFFFD"))
+	if len(msg) <= maxErrorLen {
+		return msg
+	}
+	cut := maxErrorLen
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
+}
 
 // Claim implements notify.Store in three steps, none of which keeps a
 // transaction open across the send: claim (the event's advisory lock, then
@@ -106,16 +137,13 @@ func (s *Store) Claim(ctx context.Context, n notify.Notification, channel string
 	}
 	var lastError *string
 	if o.Err != nil {
-		msg := o.Err.Error()
-		if len(msg) > maxErrorLen {
-			msg = msg[:maxErrorLen]
-		}
+		msg := sanitize(o.Err.Error())
 		lastError = &msg
 	}
 	// The outcome is recorded even if ctx ended during the send.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	out, err := scan(conn.QueryRow(rctx, recordSQL, n.EventID, string(o.Status), channel, deliveredAt, lastError))
+	out, err := scan(conn.QueryRow(rctx, recordSQL, n.EventID, string(o.Status), channel, deliveredAt, lastError, n.Topic))
 	if err != nil {
 		return notify.Entry{}, fmt.Errorf("record notification: %w", err)
 	}
@@ -143,14 +171,21 @@ SELECT event_id, transfer_id, channel, status, attempts, delivered_at, last_erro
 FROM notification
 WHERE event_id = ANY($1::uuid[])`
 
+	// recordAllSQL is recordSQL for many entries, $7 their topics.
 	recordAllSQL = `
-UPDATE notification AS n
-SET status = u.status, channel = $6, attempts = n.attempts + 1, delivered_at = u.delivered_at,
-    last_error = CASE WHEN u.has_error THEN u.last_error END, updated_at = now()
-FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[], $5::bool[])
-     AS u(event_id, status, delivered_at, last_error, has_error)
-WHERE n.event_id = u.event_id
-RETURNING n.event_id, n.transfer_id, n.channel, n.status, n.attempts, n.delivered_at, n.last_error`
+WITH u AS (
+    UPDATE notification AS n
+    SET status = r.status, channel = $6, attempts = n.attempts + 1, delivered_at = r.delivered_at,
+        last_error = CASE WHEN r.has_error THEN r.last_error END, updated_at = now()
+    FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[], $5::bool[], $7::text[])
+         AS r(event_id, status, delivered_at, last_error, has_error, topic)
+    WHERE n.event_id = r.event_id
+    RETURNING n.event_id, n.transfer_id, n.channel, n.status, n.attempts, n.delivered_at, n.last_error, r.topic
+), a AS (
+    INSERT INTO notification_attempt (event_id, attempt, transfer_id, channel, topic, outcome, error)
+    SELECT event_id, attempts, transfer_id, channel, topic, status, last_error FROM u
+)
+SELECT event_id, transfer_id, channel, status, attempts, delivered_at, last_error FROM u`
 )
 
 // ClaimAll implements notify.Store: Claim's three steps for a batch, each
@@ -220,6 +255,7 @@ func (s *Store) ClaimAll(ctx context.Context, ns []notify.Notification, channel 
 	var (
 		rIDs               [][16]byte
 		rStatuses, rErrors []string
+		rTopics            []string
 		rDelivered         []*time.Time
 		rHasError          []bool
 	)
@@ -238,14 +274,12 @@ func (s *Store) ClaimAll(ctx context.Context, ns []notify.Notification, channel 
 			}
 			msg := ""
 			if o.Err != nil {
-				msg = o.Err.Error()
-				if len(msg) > maxErrorLen {
-					msg = msg[:maxErrorLen]
-				}
+				msg = sanitize(o.Err.Error())
 			}
 			rIDs = append(rIDs, x.EventID)
 			rStatuses, rDelivered = append(rStatuses, string(o.Status)), append(rDelivered, deliveredAt)
 			rErrors, rHasError = append(rErrors, msg), append(rHasError, o.Err != nil)
+			rTopics = append(rTopics, x.Topic)
 		}
 		if stop {
 			break
@@ -257,7 +291,7 @@ func (s *Store) ClaimAll(ctx context.Context, ns []notify.Notification, channel 
 	// The outcomes are recorded even if ctx ended during the sends.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	rows, err := conn.Query(rctx, recordAllSQL, rIDs, rStatuses, rDelivered, rErrors, rHasError, channel)
+	rows, err := conn.Query(rctx, recordAllSQL, rIDs, rStatuses, rDelivered, rErrors, rHasError, channel, rTopics)
 	if err != nil {
 		return nil, fmt.Errorf("record notifications: %w", err)
 	}
