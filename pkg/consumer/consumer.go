@@ -50,6 +50,23 @@ type Handler func(ctx context.Context, m kafka.Message) error
 // the Handler.
 type BatchHandler func(ctx context.Context, ms []kafka.Message) error
 
+// BatchFailure is a BatchHandler's error when its batch stopped part way:
+// ms[:Handled] are done, ms[Handled] was attempted once and failed with Err
+// (the attempt must not be made again at once, e.g. a webhook already
+// called), and ms[Handled+1:] were not tried. The loop commits the first
+// ones, disposes of ms[Handled] by its policy as if Handler had returned
+// Err for it, and handles the rest one by one. Any other error makes the
+// loop handle the whole batch again one by one.
+type BatchFailure struct {
+	Handled int
+	Err     error
+}
+
+func (e *BatchFailure) Error() string {
+	return fmt.Sprintf("batch stopped at record %d: %v", e.Handled, e.Err)
+}
+func (e *BatchFailure) Unwrap() error { return e.Err }
+
 // Publisher sends records (DLT and retry topics); *kafka.Writer is one.
 // A record the loop forwards names the partition of the record it came from
 // (kafka.Message.Partition); broker.NewDLTWriter keeps it there when the
@@ -404,6 +421,7 @@ func (l *loop) processPartition(ctx context.Context, all []kafka.Message, marker
 	if len(part) == 0 {
 		return all, nil
 	}
+	skip, failed := 0, error(nil) // what a stopped batch finished, and its failure
 	if l.cfg.Batch != nil && l.level == 0 && len(part) > 1 {
 		start := l.cfg.Now()
 		spans := make([]trace.Span, len(part))
@@ -426,10 +444,29 @@ func (l *loop) processPartition(ctx context.Context, all []kafka.Message, marker
 		}
 		l.cfg.Logger.WarnContext(ctx, "batch failed; handling its records one by one",
 			"group", l.group, "topic", part[0].Topic, "partition", part[0].Partition, "records", len(part), "err", err)
+		if bf, ok := errors.AsType[*BatchFailure](err); ok && bf.Handled >= 0 && bf.Handled < len(part) {
+			skip, failed = bf.Handled, bf.Err
+		}
 	}
 	var done []kafka.Message
+	seen := 0 // records (not markers) of all passed so far
 	for _, m := range all {
 		if isMarker(m) {
+			done = append(done, m)
+			continue
+		}
+		seen++
+		if seen <= skip {
+			done = append(done, m) // finished by the batch
+			continue
+		}
+		if seen == skip+1 && failed != nil {
+			// Attempted by the batch: its failure is this attempt's result.
+			first := failed
+			failed = nil
+			if err := l.handleAfter(ctx, m, first); err != nil {
+				return done, err
+			}
 			done = append(done, m)
 			continue
 		}
@@ -455,6 +492,12 @@ func (l *loop) processPartition(ctx context.Context, all []kafka.Message, marker
 // topic or DLT). It returns errStopping when ctx ends first; m must then not
 // be committed.
 func (l *loop) handle(ctx context.Context, m kafka.Message) error {
+	return l.handleAfter(ctx, m, nil)
+}
+
+// handleAfter is handle for a record whose first attempt was already made
+// elsewhere (a batch) and failed with first; nil means no attempt was made.
+func (l *loop) handleAfter(ctx context.Context, m kafka.Message, first error) error {
 	if l.level > 0 {
 		if due := dlt.DueAt(m); !due.IsZero() {
 			if err := l.dueTooFar(m, due); err != nil {
@@ -477,7 +520,12 @@ func (l *loop) handle(ctx context.Context, m kafka.Message) error {
 	waits := 0 // retries while a dependency is unavailable (outage.go)
 	for retry := 0; ; retry++ {
 		start := l.cfg.Now()
-		err := l.cfg.Handler(hctx, m)
+		var err error
+		if first != nil {
+			err, first = first, nil
+		} else {
+			err = l.cfg.Handler(hctx, m)
+		}
 		if err == nil {
 			l.outageOver(ctx, waits)
 			l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))

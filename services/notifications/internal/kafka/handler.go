@@ -69,7 +69,13 @@ func (h *Handler) HandleBatch(ctx context.Context, ms []kafka.Message) error {
 		}
 		ns[i] = n
 	}
-	return bn.NotifyBatch(ctx, ns)
+	err := bn.NotifyBatch(ctx, ns)
+	if stopped, ok := errors.AsType[*notify.Stopped](err); ok {
+		// The failed notification was sent once: the loop disposes of it
+		// by its policy (a retry topic) without sending it again at once.
+		return &consumer.BatchFailure{Handled: stopped.Done, Err: stopped.Err}
+	}
+	return err
 }
 
 func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {

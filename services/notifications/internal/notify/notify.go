@@ -213,6 +213,7 @@ func (s *Service) NotifyBatch(ctx context.Context, ns []Notification) error {
 		return as[i].recorded, as[i].record, as[i].failed()
 	})
 	var first error
+	firstAt := -1
 	for i, n := range ns {
 		if as[i].outcome == "" {
 			continue // not attempted: an earlier one failed, or the claim did
@@ -222,14 +223,30 @@ func (s *Service) NotifyBatch(ctx context.Context, ns []Notification) error {
 			e = entries[i]
 		}
 		if ferr := s.finish(ctx, n, channel, as[i], e, err); ferr != nil && first == nil {
-			first = ferr
+			first, firstAt = ferr, i
 		}
 	}
 	if first == nil && err != nil {
 		first = fmt.Errorf("notify %d events: %w", len(ns), err)
 	}
+	if first != nil && err == nil && as[firstAt].failed() {
+		// Recorded, and the send of ns[firstAt] failed: that attempt counts,
+		// it is not made again at once.
+		return &Stopped{Done: firstAt, Err: first}
+	}
 	return first
 }
+
+// Stopped is NotifyBatch's error when its claims were recorded and the send
+// of ns[Done] failed: ns[:Done] are finished, ns[Done] was attempted once
+// (its attempt recorded) and failed with Err, ns[Done+1:] were not tried.
+type Stopped struct {
+	Done int
+	Err  error
+}
+
+func (e *Stopped) Error() string { return e.Err.Error() }
+func (e *Stopped) Unwrap() error { return e.Err }
 
 // attempt is one try at a notification: what was sent and what to record.
 type attempt struct {
