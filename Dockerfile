@@ -9,11 +9,13 @@
 #   /usr/local/bin/antifraud      :8082
 #   /usr/local/bin/notifications  :8083
 #   /usr/local/bin/console        :8084  the operator console (no database; reads the services over HTTP)
-#   /usr/local/bin/payments       run | demo | topics create | migrate | outbox ... | dlt ... | probe URL
+#   /usr/local/bin/payments       topics create | migrate | outbox ... | dlt ... | probe URL | auth ...
 #
-# The image holds no fake broker: the build tag nokfake leaves franz-go's
-# kfake out of payments (whose run/demo then need KAFKA_BROKERS);
-# deploy/deploytest checks every build target for it.
+# The image holds no fake broker and no development runner: payments is the
+# operator CLI only (run and demo are payments-dev, which BINARIES leaves
+# out; docker-compose.yml's demo service builds an image of its own with
+# BINARIES="payments payments-dev"). Every binary is built with the tag
+# nokfake; deploy/deploytest checks every default build target for it.
 #
 # Build:  docker build -t paysuite/payments:dev .
 # Only some binaries (faster local builds):
@@ -47,6 +49,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     for bin in ${BINARIES}; do \
       case "$bin" in \
         payments) pkgs="$pkgs ./services/suite/cmd/payments" ;; \
+        payments-dev) pkgs="$pkgs ./services/suite/cmd/payments-dev" ;; \
         transfers|ledger|antifraud|notifications|console) pkgs="$pkgs ./services/$bin/cmd/$bin" ;; \
         *) echo "unknown binary: $bin" >&2; exit 1 ;; \
       esac; \
@@ -69,6 +72,6 @@ USER 65532:65532
 
 EXPOSE 8080 8081 8082 8083 8084
 
-# No ENTRYPOINT: `command` picks the binary. The default is the all-in-one,
-# which in this image needs KAFKA_BROKERS (no fake broker).
-CMD ["/usr/local/bin/payments", "run"]
+# No ENTRYPOINT: `command` picks the binary. The default prints the operator
+# CLI's usage: every container names its program.
+CMD ["/usr/local/bin/payments", "help"]

@@ -58,7 +58,8 @@ BENCH_E2E_FLAGS ?=
 bench-e2e:
 	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) run ./test/benche2e $(BENCH_E2E_FLAGS)
 
-# The four services in one process on the default ports (8080-8083): a local
+# The four services in one process on the default ports (8080-8083), by the
+# development runner payments-dev (not in the production image): a local
 # PostgreSQL found or started by deploy/local/postgres.sh (or DATABASE_URL),
 # and franz-go's kfake, an in-process fake Kafka (or KAFKA_BROKERS).
 # demo adds the scripted flow and its results; both serve until Ctrl+C.
@@ -67,7 +68,7 @@ bench-e2e:
 # services with it: `go run ./services/suite/cmd/payments auth token --client
 # NAME --scopes S1,S2` then prints a token for them.
 demo run:
-	@url=$$(bash deploy/local/postgres.sh) && DATABASE_URL="$$url" $(GO) run ./services/suite/cmd/payments $@
+	@url=$$(bash deploy/local/postgres.sh) && DATABASE_URL="$$url" $(GO) run ./services/suite/cmd/payments-dev $@
 
 # Needs java and the Kafka jars (resolved like with-infra.sh does, into
 # .cache/kafka), PostgreSQL's server binaries and Debian's prometheus package.

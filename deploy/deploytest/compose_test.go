@@ -18,6 +18,10 @@ import (
 // appImage is the image every suite program of the compose file runs.
 const appImage = "paysuite/payments:local"
 
+// devImage is the demo's image: the operator CLI and the development
+// runner payments-dev, which the services' image does not hold.
+const devImage = "paysuite/payments-dev:local"
+
 // loadCompose loads and validates path as `docker compose` does (schema
 // validation, interpolation, normalisation), with an empty environment so
 // that the result does not depend on the shell running the test.
@@ -104,7 +108,7 @@ func TestComposeImages(t *testing.T) {
 		{"ledger", appImage, true},
 		{"antifraud", appImage, true},
 		{"notifications", appImage, true},
-		{"demo", appImage, true},
+		{"demo", devImage, true},
 		{"console", appImage, true},
 	} {
 		t.Run(tc.service, func(t *testing.T) {
@@ -123,6 +127,17 @@ func TestComposeImages(t *testing.T) {
 			}
 			if s.Build.Context != root || s.Build.Dockerfile != "Dockerfile" {
 				t.Errorf("build = {context %q, dockerfile %q}, want {%q, Dockerfile}", s.Build.Context, s.Build.Dockerfile, root)
+			}
+			// Only the demo's image adds the development runner.
+			wantBinaries, gotBinaries := "", ""
+			if tc.service == "demo" {
+				wantBinaries = "payments payments-dev"
+			}
+			if v := s.Build.Args["BINARIES"]; v != nil {
+				gotBinaries = *v
+			}
+			if gotBinaries != wantBinaries {
+				t.Errorf("build arg BINARIES = %q, want %q (empty: the Dockerfile's default)", gotBinaries, wantBinaries)
 			}
 			// The image's nonroot user; no capabilities; nothing written
 			// to the image's filesystem.
@@ -434,7 +449,7 @@ func TestComposeOneShots(t *testing.T) {
 		},
 		{
 			service: "demo",
-			command: types.ShellCommand{suiteBinary, "demo", "--against", "http://transfers:8080", "--ledger", "http://ledger:8081",
+			command: types.ShellCommand{"/usr/local/bin/payments-dev", "demo", "--against", "http://transfers:8080", "--ledger", "http://ledger:8081",
 				"--key", "/home/nonroot/auth/signing-key.jwk"},
 			env: map[string]string{"AUTH_ISSUER": "paysuite-dev", "AUTH_AUDIENCE": "paysuite"},
 		},

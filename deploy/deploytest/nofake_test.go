@@ -12,7 +12,8 @@ import (
 // TestImageHoldsNoFakeKafka: every build target of the Dockerfile (the
 // packages its go build compiles, for every binary of BINARIES), built with
 // the Dockerfile's build tags, links no fake broker (franz-go's kfake): the
-// production image runs against a real Kafka only.
+// production image runs against a real Kafka only, and holds no development
+// runner (payments-dev, services/suite).
 func TestImageHoldsNoFakeKafka(t *testing.T) {
 	t.Parallel()
 	df := parseDockerfile(t)
@@ -58,6 +59,11 @@ func TestImageHoldsNoFakeKafka(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.Contains(dep, "franz-go/pkg/kfake") {
 			t.Errorf("the image's build targets %v link %s", targets, dep)
+		}
+		// The development runner (payments-dev, and the all-in-one
+		// runner it drives) stays out of the image too.
+		if dep == "github.com/paysuite/payments/services/suite" || strings.HasSuffix(dep, "/cmd/payments-dev") {
+			t.Errorf("the image's build targets %v link the development runner %s", targets, dep)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/test/poll"
@@ -370,14 +371,14 @@ func TestRelayOnlyRefusalsCountTowardDead(t *testing.T) {
 		cause    string
 		wantDead bool
 	}{
-		{"message too large", kafka.MessageSizeTooLarge, outbox.CauseRecordRefused, true},
-		{"corrupt message", kafka.InvalidMessage, outbox.CauseRecordRefused, true},
-		{"invalid record", kafka.InvalidRecord, outbox.CauseRecordRefused, true},
-		{"topic authorization", kafka.TopicAuthorizationFailed, outbox.CauseAuthorization, false},
-		{"unknown server error", kafka.Unknown, outbox.CauseUnknownServer, false},
-		{"unknown topic", kafka.UnknownTopicOrPartition, outbox.CauseUnknownTopic, false},
-		{"not enough replicas", kafka.NotEnoughReplicas, outbox.CauseBroker, false},
-		{"network", &netErr{}, outbox.CauseNetwork, false},
+		{"message too large", kafka.MessageSizeTooLarge, broker.CauseRecordRefused, true},
+		{"corrupt message", kafka.InvalidMessage, broker.CauseRecordRefused, true},
+		{"invalid record", kafka.InvalidRecord, broker.CauseRecordRefused, true},
+		{"topic authorization", kafka.TopicAuthorizationFailed, broker.CauseAuthorization, false},
+		{"unknown server error", kafka.Unknown, broker.CauseUnknownServer, false},
+		{"unknown topic", kafka.UnknownTopicOrPartition, broker.CauseUnknownTopic, false},
+		{"not enough replicas", kafka.NotEnoughReplicas, broker.CauseBroker, false},
+		{"network", &netErr{}, broker.CauseNetwork, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 )
 
 // FakeKafka reports whether this build can start franz-go's kfake, the
-// in-process fake broker of "payments run" and "make demo" without
+// in-process fake broker of "payments-dev run" and "make demo" without
 // KAFKA_BROKERS. The production image is built with -tags nokfake: it holds
 // no fake broker.
 const FakeKafka = true

@@ -1,6 +1,6 @@
 // Command benche2e is the whole-flow load generator of `make bench-e2e`
 // (issue 15): it runs the four services on a real Kafka broker and
-// PostgreSQL, as the all-in-one binary (`payments run`) and as four
+// PostgreSQL, as the all-in-one binary (`payments-dev run`) and as four
 // processes, offers a series of rates open loop (each request leaves on a
 // fixed schedule, whatever the answers to the earlier ones), and prints per
 // rate the accepted and settled rates, the end-to-end latency from a
@@ -69,7 +69,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench-e2e", flag.ContinueOnError)
-	modes := fs.String("modes", "all-in-one,four-processes", "deployments to measure, in order: all-in-one (payments run), four-processes")
+	modes := fs.String("modes", "all-in-one,four-processes", "deployments to measure, in order: all-in-one (payments-dev run), four-processes")
 	rates := fs.String("rates", "50,100,200,400,800", "offered rates, requests per second, in order (a rate left undrained ends the series)")
 	step := fs.Duration("step", 15*time.Second, "how long each rate is offered")
 	drain := fs.Duration("drain", 30*time.Second, "longest wait after a step for its transfers to reach a terminal status")

@@ -20,10 +20,12 @@ import (
 // each from the bench's base port.
 var services = []string{"transfers", "ledger", "antifraud", "notifications"}
 
-// build compiles the all-in-one binary and the four service binaries into
-// dir and returns their paths by name ("payments" and each service).
+// build compiles the all-in-one binary (the development runner
+// payments-dev, which uses KAFKA_BROKERS rather than kfake when set) and the
+// four service binaries into dir and returns their paths by name
+// ("payments" and each service).
 func build(ctx context.Context, root, dir string) (map[string]string, error) {
-	pkgs := map[string]string{"payments": "./services/suite/cmd/payments"}
+	pkgs := map[string]string{"payments": "./services/suite/cmd/payments-dev"}
 	for _, s := range services {
 		pkgs[s] = "./services/" + s + "/cmd/" + s
 	}

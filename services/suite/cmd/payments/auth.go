@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/services/suite"
 )
 
 // authCommand is "payments auth keygen|token": the suite's own token
@@ -110,71 +109,6 @@ func firstOf(vs ...string) string {
 		}
 	}
 	return ""
-}
-
-// devAuth returns getenv with the suite's development key configured when
-// no authentication is: the services of "payments run" and "payments
-// demo" then trust the key under .cache/auth, made on first use. A
-// configured AUTH_JWKS_URL or AUTH_JWKS_FILE is left as it is.
-func devAuth(getenv func(string) string, stdout io.Writer) (func(string) string, error) {
-	if getenv("AUTH_JWKS_URL") != "" || getenv("AUTH_JWKS_FILE") != "" {
-		fmt.Fprintf(stdout, "Auth:       tokens of %s verified with %s\n", getenv("AUTH_ISSUER"), firstOf(getenv("AUTH_JWKS_URL"), getenv("AUTH_JWKS_FILE")))
-		return getenv, nil
-	}
-	jwks, created, err := auth.EnsureKey(auth.DevDir)
-	if err != nil {
-		return nil, fmt.Errorf("development signing key: %w", err)
-	}
-	state := "the development signing key"
-	if created {
-		state = "a new development signing key"
-	}
-	fmt.Fprintf(stdout, "Auth:       %s in %s; a token: payments auth token --client NAME --scopes S1,S2\n", state, auth.DevDir)
-	issuer := firstOf(getenv("AUTH_ISSUER"), auth.DevIssuer)
-	return func(name string) string {
-		switch name {
-		case "AUTH_JWKS_FILE":
-			return jwks
-		case "AUTH_ISSUER":
-			return issuer
-		}
-		return getenv(name)
-	}, nil
-}
-
-// demoTokens gives the demo the tokens of its two clients, signed with the
-// key in keyFile for the configured (or development) issuer and audience.
-func demoTokens(d *suite.Demo, keyFile string, getenv func(string) string) error {
-	k, err := auth.ReadSigningKey(keyFile)
-	if err != nil {
-		return fmt.Errorf("demo tokens: %w", err)
-	}
-	sign := func(client string, scopes []string) (string, error) {
-		return k.Sign(auth.Claims{
-			Issuer:   firstOf(getenv("AUTH_ISSUER"), auth.DevIssuer),
-			Audience: firstOf(getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
-			Subject:  client, Scopes: scopes, TTL: time.Hour,
-		})
-	}
-	if d.Token, err = sign(suite.DemoClient, suite.DemoScopes); err != nil {
-		return err
-	}
-	d.ReaderToken, err = sign(suite.ReaderClient, suite.ReaderScopes)
-	return err
-}
-
-// operatorToken signs the demo operator's console sign-in token (scope
-// operacoes) with the key in keyFile.
-func operatorToken(keyFile string, getenv func(string) string) (string, error) {
-	k, err := auth.ReadSigningKey(keyFile)
-	if err != nil {
-		return "", fmt.Errorf("operator token: %w", err)
-	}
-	return k.Sign(auth.Claims{
-		Issuer:   firstOf(getenv("AUTH_ISSUER"), auth.DevIssuer),
-		Audience: firstOf(getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
-		Subject:  suite.OperatorClient, Scopes: []string{auth.ScopeOperations}, TTL: 8 * time.Hour,
-	})
 }
 
 // secretValue reads a secret (a database URL) from file when given, else

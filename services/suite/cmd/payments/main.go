@@ -1,7 +1,6 @@
-// Command payments is the suite's all-in-one binary and operator CLI:
+// Command payments is the suite's operator CLI, shipped in the production
+// image (the development runner, run and demo, is payments-dev):
 //
-//	payments run               the four services in one process
-//	payments demo              run, plus a scripted flow with its results
 //	payments topics create     create the Kafka topics of CONTRACTS.md
 //	payments migrate           apply a service's database migrations
 //	payments outbox list-dead  list DEAD outbox events of a service
@@ -57,8 +56,6 @@ func (u usageError) Error() string { return u.msg }
 const usage = `usage: payments <command> [flags]
 
 commands:
-  run                    run the four services in one process
-  demo                   run them, then a scripted flow, printing results
   topics create          create the Kafka topics (idempotent)
   migrate                apply a service's database migrations
   outbox list-dead       list DEAD outbox events of a service's database
@@ -70,7 +67,8 @@ commands:
   auth keygen            make a token signing key and its public JWKS
   auth token             print an access token for a client and scopes
 
-Run "payments <command> --help" for the flags of a command.
+Run "payments <command> --help" for the flags of a command. The development
+runner (run, demo: the suite in one process) is payments-dev, not in the image.
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -93,10 +91,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return rest[0], rest[1:], nil
 	}
 	switch cmd {
-	case "run":
-		return runSuite(ctx, rest, getenv, stdout, stderr, false)
-	case "demo":
-		return runSuite(ctx, rest, getenv, stdout, stderr, true)
+	case "run", "demo":
+		return usageError{cmd + " moved to the development binary payments-dev (go run ./services/suite/cmd/payments-dev " + cmd +
+			", or make " + cmd + "); it is not in the production image"}
 	case "probe":
 		return probe(ctx, rest, stdout)
 	case "migrate":

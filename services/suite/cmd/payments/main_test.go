@@ -53,8 +53,6 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		{"--help"},
 		{"-h"},
 		{"help"},
-		{"run", "--help"},
-		{"demo", "--help"},
 		{"probe", "--help"},
 		{"migrate", "--help"},
 		{"topics", "--help"},
@@ -93,6 +91,8 @@ func TestCommandLineMistakes(t *testing.T) {
 	}{
 		{nil, 2, "no command given"},
 		{[]string{"frobnicate"}, 2, "unknown command frobnicate"},
+		{[]string{"run"}, 2, "run moved to the development binary payments-dev"},
+		{[]string{"demo", "--exit"}, 2, "demo moved to the development binary payments-dev"},
 		{[]string{"topics"}, 2, "which subcommand"},
 		{[]string{"topics", "delete"}, 2, "unknown subcommand delete"},
 		{[]string{"outbox", "purge"}, 2, "unknown subcommand purge"},

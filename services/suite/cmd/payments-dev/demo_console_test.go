@@ -13,7 +13,7 @@ import (
 	"github.com/paysuite/payments/services/suite"
 )
 
-// TestDemoPrintsConsoleAndToken: "payments demo" (make demo) prints the
+// TestDemoPrintsConsoleAndToken: "payments-dev demo" (make demo) prints the
 // console's URL and a sign-in token that verifies with the operacoes
 // scope, on the real PostgreSQL (kfake for Kafka, as make demo runs).
 func TestDemoPrintsConsoleAndToken(t *testing.T) {
@@ -22,8 +22,8 @@ func TestDemoPrintsConsoleAndToken(t *testing.T) {
 		t.Fatal("TEST_DATABASE_URL is not set: run with the test infrastructure (test/infra/with-infra.sh)")
 	}
 	dir := filepath.Join(t.TempDir(), "auth")
-	if code, _, _, err := cli(t, nil, "auth", "keygen", "--out", dir); code != 0 {
-		t.Fatalf("keygen: exit %d: %v", code, err)
+	if _, _, err := auth.EnsureKey(dir); err != nil {
+		t.Fatalf("keygen: %v", err)
 	}
 	env := map[string]string{
 		"DATABASE_URL":   dbURL,

@@ -16,7 +16,7 @@ import (
 	"github.com/paysuite/payments/services/suite"
 )
 
-// runSuite is "payments run" and "payments demo".
+// runSuite is "payments-dev run" and "payments-dev demo".
 func runSuite(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, demo bool) error {
 	name, synopsis := "run", "run [--database-url-file FILE] [--brokers host:port,...]"
 	if demo {

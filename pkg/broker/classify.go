@@ -1,4 +1,4 @@
-package outbox
+package broker
 
 import (
 	"context"
@@ -8,20 +8,20 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Send failures fall in two kinds:
+// Send failures (kafka-go write errors) fall in two kinds:
 //
 //   - a refusal: the broker refused the record itself, and would refuse it
 //     again however long we wait (too large, corrupt, invalid, a topic name
-//     Kafka cannot hold). Only refusals count toward DEAD (the refusals
-//     column, compared with MaxAttempts); a refused event is sent alone from
-//     then on so that it cannot fail its neighbours.
+//     Kafka cannot hold). In the outbox relay only refusals count toward
+//     DEAD (the refusals column, compared with MaxAttempts); a refused event
+//     is sent alone from then on so that it cannot fail its neighbours.
 //   - everything else is transient: the path to the broker, or the broker's
 //     state, not the record (unreachable, no leader, not enough replicas,
 //     timeouts), and also errors an operator must fix but that say nothing
 //     against the record: authorization failures, an unknown topic (not
 //     created yet, or deleted), the broker's "unknown server error". These
-//     are retried without limit at the capped delay, counted in
-//     outbox_send_failures_total{cause} and alerted on
+//     are retried by the outbox relay without limit at the capped delay,
+//     counted in outbox_send_failures_total{cause} and alerted on
 //     (deploy/prometheus/alerts.yml): a whole backlog must never die of a
 //     missing ACL or a broker restart.
 
@@ -43,7 +43,7 @@ var Causes = []string{CauseRecordRefused, CauseAuthorization, CauseUnknownTopic,
 	CauseBroker, CauseNetwork, CauseTimeout, CauseOther}
 
 // Refused reports whether err means the broker refused the record itself
-// (see the kinds above); such failures count toward DEAD.
+// (see the kinds above); in the outbox such failures count toward DEAD.
 func Refused(err error) bool { return Cause(err) == CauseRecordRefused }
 
 // Cause is the bounded label of a send failure.

@@ -1,0 +1,61 @@
+package outbox
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paysuite/payments/pkg/broker"
+)
+
+// Metrics are the outbox's counters and gauges.
+type Metrics struct {
+	Pending       prometheus.Gauge
+	OldestAge     prometheus.Gauge
+	Dead          prometheus.Gauge
+	KeysHeldBack  prometheus.Gauge
+	Published     *prometheus.CounterVec
+	SendFailures  *prometheus.CounterVec
+	DeadTotal     prometheus.Counter
+	EnqueueToAck  prometheus.Histogram
+	BatchSize     prometheus.Histogram
+	BatchDuration prometheus.Histogram
+}
+
+// NewMetrics creates the outbox metrics and registers them on reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_pending_events", Help: "Outbox events not yet published (PENDING or PROCESSING)."}),
+		OldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_oldest_pending_age_seconds", Help: "Age of the oldest unpublished outbox event; 0 when none."}),
+		Dead: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_dead_events", Help: "Outbox events in DEAD status, waiting for an operator."}),
+		KeysHeldBack: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_keys_held_back", Help: "Keys whose oldest event waits for a retry or is DEAD, holding back later events of the key."}),
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbox_published_total", Help: "Outbox events acknowledged by the broker."}, []string{"topic", "type"}),
+		SendFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbox_send_failures_total", Help: "Failed sends of outbox events, by cause (see broker.Causes)."}, []string{"cause"}),
+		DeadTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_dead_total", Help: "Outbox events that went DEAD."}),
+		EnqueueToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "outbox_enqueue_to_ack_seconds", Help: "Time from enqueue to broker acknowledgement.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "outbox_relay_batch_size", Help: "Events per relay batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		BatchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "outbox_relay_batch_duration_seconds", Help: "Time to claim, send and mark one relay batch.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+	}
+	// Every cause exists at 0 from start: an alert on increase() sees the
+	// first failure.
+	for _, c := range broker.Causes {
+		m.SendFailures.WithLabelValues(c)
+	}
+	if reg != nil {
+		reg.MustRegister(m.Pending, m.OldestAge, m.Dead, m.KeysHeldBack, m.Published,
+			m.SendFailures, m.DeadTotal, m.EnqueueToAck, m.BatchSize, m.BatchDuration)
+	}
+	return m
+}

@@ -1,0 +1,125 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/backoff"
+	"github.com/paysuite/payments/pkg/broker"
+)
+
+// publishedSQL, failedSQL and releaseSQL join the ids as a table: an index
+// probe per id, where "id = ANY(array)" was planned as an AND of bitmaps
+// over every unpublished and every leased row. Each only touches rows the
+// claim ($2, $5) still leases: another claim's rows, even of the same relay,
+// are never touched.
+const publishedSQL = `
+UPDATE outbox_event AS o
+   SET status = 'PUBLISHED', published_at = now(), locked_by = NULL, locked_until = NULL, lease_owner = NULL
+  FROM unnest($1::uuid[]) AS p(id)
+ WHERE o.id = p.id AND o.status = 'PROCESSING' AND o.locked_by = $2`
+
+// failedSQL records failed sends: every failure adds to attempts (which
+// paces the backoff); only the broker's refusals of the record add to
+// refusals, and only refusals turn an event DEAD.
+const failedSQL = `
+UPDATE outbox_event AS o
+   SET status = CASE WHEN f.dead THEN 'DEAD' ELSE 'PENDING' END,
+       attempts = o.attempts + 1,
+       refusals = o.refusals + CASE WHEN f.refused THEN 1 ELSE 0 END,
+       next_attempt_at = now() + f.delay_ms * interval '1 millisecond',
+       last_error = f.err,
+       isolate = o.isolate OR f.refused,
+       locked_by = NULL, locked_until = NULL, lease_owner = NULL
+  FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bool[], $6::bool[]) AS f(id, delay_ms, err, dead, refused)
+ WHERE o.id = f.id AND o.status = 'PROCESSING' AND o.locked_by = $5`
+
+// errNotSent is the result of an event the claim leased but did not send:
+// held back behind an older event of its key that failed in the same batch,
+// or left when the batch ran out of lease. It goes back to the queue as it
+// was: not an attempt.
+var errNotSent = errors.New("not sent")
+
+// record marks acked events PUBLISHED, gives back the unsent ones and
+// schedules the failed ones. The updates only touch rows this claim still
+// leases: if the lease ended and another relay took the event over, that
+// relay records the outcome.
+func (r *Relay) record(ctx context.Context, batch []claimed, results []error, token string) error {
+	var ok []uuid.UUID
+	var unsent []claimed
+	var failIDs []uuid.UUID
+	var delays []int64
+	var errs []string
+	var dead, refused []bool
+	var firstErr error
+	var firstID uuid.UUID
+	var firstAttempts int
+	now := time.Now()
+	for i, c := range batch {
+		err := results[i]
+		switch {
+		case err == nil:
+			ok = append(ok, c.id)
+			r.metrics.Published.WithLabelValues(c.topic, c.eventType).Inc()
+			r.metrics.EnqueueToAck.Observe(now.Sub(c.enqueuedAt).Seconds())
+			continue
+		case errors.Is(err, errNotSent):
+			unsent = append(unsent, c)
+			continue
+		}
+		ref := broker.Refused(err)
+		attempts := c.attempts + 1
+		isDead := ref && c.refusals+1 >= r.cfg.MaxAttempts
+		failIDs = append(failIDs, c.id)
+		delays = append(delays, r.backoff(attempts).Milliseconds())
+		errs = append(errs, truncate(err.Error(), 2000))
+		dead = append(dead, isDead)
+		refused = append(refused, ref)
+		r.metrics.SendFailures.WithLabelValues(broker.Cause(err)).Inc()
+		if isDead {
+			r.metrics.DeadTotal.Inc()
+			r.log.ErrorContext(ctx, "outbox event is DEAD: the broker refused it for good; its key is held back until an operator requeues or discards it",
+				"evento_id", c.id, "topic", c.topic, "evento_tipo", c.eventType, "refusals", c.refusals+1, "err", err)
+		} else if firstErr == nil {
+			firstErr, firstID, firstAttempts = err, c.id, attempts
+		}
+	}
+	if firstErr != nil {
+		// One line per batch: an outage fails every event of every batch.
+		r.log.WarnContext(ctx, "outbox sends failed, will retry", "failed", len(failIDs), "of", len(batch),
+			"cause", broker.Cause(firstErr), "first_evento_id", firstID, "attempts", firstAttempts, "err", firstErr)
+	}
+	// Fresh context: the marks must land even if the send used up ctx.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if len(ok) > 0 {
+		if _, err := r.ob.db.Exec(mctx, publishedSQL, ok, token); err != nil {
+			// The events stay PROCESSING; after the lease they are sent
+			// again: a duplicate, never a loss.
+			return fmt.Errorf("mark %d outbox events published: %w", len(ok), err)
+		}
+	}
+	if len(failIDs) > 0 {
+		if _, err := r.ob.db.Exec(mctx, failedSQL, failIDs, delays, errs, dead, token, refused); err != nil {
+			return fmt.Errorf("schedule %d outbox retries: %w", len(failIDs), err)
+		}
+	}
+	return r.release(mctx, unsent, token)
+}
+
+// backoff is the delay before attempt+1: exponential from BackoffBase,
+// capped at BackoffMax, with equal jitter.
+func (r *Relay) backoff(attempts int) time.Duration {
+	return backoff.Exponential{Initial: r.cfg.BackoffBase, Multiplier: 2, Max: r.cfg.BackoffMax, Jitter: true}.Delay(attempts)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
