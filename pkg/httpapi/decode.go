@@ -296,6 +296,20 @@ func ParseUUID(s string) (uuid.UUID, bool) {
 	return id, true
 }
 
+// PathUUID returns the route parameter name as a canonical UUID (see
+// ParseUUID); what names it in the problem ("transfer id").
+func PathUUID(r *http.Request, name, what string) (uuid.UUID, error) {
+	raw, err := PathParam(r, name)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	id, ok := ParseUUID(raw)
+	if !ok {
+		return uuid.Nil, Errorf(KindInvalidID, "the %s must be a UUID", what)
+	}
+	return id, nil
+}
+
 // PathParam returns the decoded value of the route parameter name. The
 // suite's routers match on the escaped path (NewRouter), so "/contas/%43C-001"
 // and "/contas/CC-001" name the same account, and an escaped "/" stays

@@ -121,14 +121,9 @@ func (h *Handler) backlog(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
-	raw, err := httpapi.PathParam(r, "id")
+	id, err := httpapi.PathUUID(r, "id", "transfer id")
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	id, ok := httpapi.ParseUUID(raw)
-	if !ok {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
 		return
 	}
 	evs, err := h.ob.EventsOf(r.Context(), id.String())
@@ -151,14 +146,9 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 // the token. Requeueing an event that is not DEAD (any more) changes
 // nothing and answers 0: a double click is applied once.
 func (h *Handler) requeue(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
-	raw, err := httpapi.PathParam(r, "id")
+	id, err := httpapi.PathUUID(r, "id", "event id")
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	id, ok := httpapi.ParseUUID(raw)
-	if !ok {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindInvalidID, "the event id must be a UUID"))
 		return
 	}
 	a.Resource("event_id", id)

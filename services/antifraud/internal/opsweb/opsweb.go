@@ -36,14 +36,9 @@ SELECT score, threshold, outcome, rules, event_id::text, decided_at
 func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/decisoes/{id}", Scope: auth.ScopeOperations,
 		Handler: func(w http.ResponseWriter, r *http.Request) {
-			raw, err := httpapi.PathParam(r, "id")
+			id, err := httpapi.PathUUID(r, "id", "transfer id")
 			if err != nil {
 				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			id, ok := httpapi.ParseUUID(raw)
-			if !ok {
-				httpapi.WriteError(w, r, log, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
 				return
 			}
 			d := Decision{TransferenciaID: id.String()}

@@ -54,14 +54,9 @@ SELECT p.account_id, p.direction, p.amount_cents,
 func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/liquidacoes/{id}", Scope: auth.ScopeOperations,
 		Handler: func(w http.ResponseWriter, r *http.Request) {
-			raw, err := httpapi.PathParam(r, "id")
+			id, err := httpapi.PathUUID(r, "id", "transfer id")
 			if err != nil {
 				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			id, ok := httpapi.ParseUUID(raw)
-			if !ok {
-				httpapi.WriteError(w, r, log, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
 				return
 			}
 			s := Settlement{TransferenciaID: id.String(), Lancamentos: []Posting{}}

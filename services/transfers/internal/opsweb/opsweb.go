@@ -94,14 +94,9 @@ func scan(row pgx.Row) (Transfer, error) {
 }
 
 func (h *handler) byID(w http.ResponseWriter, r *http.Request) {
-	raw, err := httpapi.PathParam(r, "id")
+	id, err := httpapi.PathUUID(r, "id", "transfer id")
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	id, ok := httpapi.ParseUUID(raw)
-	if !ok {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
 		return
 	}
 	t, err := scan(h.db.QueryRow(r.Context(), byIDSQL, id))

@@ -158,14 +158,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		auth.Unauthenticated(w, r, h.log)
 		return
 	}
-	raw, err := httpapi.PathParam(r, "id")
+	id, err := httpapi.PathUUID(r, "id", "transfer id")
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	id, ok := httpapi.ParseUUID(raw)
-	if !ok {
-		h.fail(w, r, httpapi.Errorf(httpapi.KindInvalidID, "the transfer id must be a UUID"))
 		return
 	}
 	t, err := h.svc.Get(r.Context(), id, transfer.Viewer{Client: p.Subject, All: p.Operator()})
