@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/paysuite/payments/services/suite/internal/cli"
+
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/services/suite"
 )
@@ -15,7 +17,7 @@ import (
 // configured AUTH_JWKS_URL or AUTH_JWKS_FILE is left as it is.
 func devAuth(getenv func(string) string, stdout io.Writer) (func(string) string, error) {
 	if getenv("AUTH_JWKS_URL") != "" || getenv("AUTH_JWKS_FILE") != "" {
-		fmt.Fprintf(stdout, "Auth:       tokens of %s verified with %s\n", getenv("AUTH_ISSUER"), firstOf(getenv("AUTH_JWKS_URL"), getenv("AUTH_JWKS_FILE")))
+		fmt.Fprintf(stdout, "Auth:       tokens of %s verified with %s\n", getenv("AUTH_ISSUER"), cli.FirstOf(getenv("AUTH_JWKS_URL"), getenv("AUTH_JWKS_FILE")))
 		return getenv, nil
 	}
 	jwks, created, err := auth.EnsureKey(auth.DevDir)
@@ -27,7 +29,7 @@ func devAuth(getenv func(string) string, stdout io.Writer) (func(string) string,
 		state = "a new development signing key"
 	}
 	fmt.Fprintf(stdout, "Auth:       %s in %s; a token: payments auth token --client NAME --scopes S1,S2\n", state, auth.DevDir)
-	issuer := firstOf(getenv("AUTH_ISSUER"), auth.DevIssuer)
+	issuer := cli.FirstOf(getenv("AUTH_ISSUER"), auth.DevIssuer)
 	return func(name string) string {
 		switch name {
 		case "AUTH_JWKS_FILE":
@@ -48,8 +50,8 @@ func demoTokens(d *suite.Demo, keyFile string, getenv func(string) string) error
 	}
 	sign := func(client string, scopes []string) (string, error) {
 		return k.Sign(auth.Claims{
-			Issuer:   firstOf(getenv("AUTH_ISSUER"), auth.DevIssuer),
-			Audience: firstOf(getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
+			Issuer:   cli.FirstOf(getenv("AUTH_ISSUER"), auth.DevIssuer),
+			Audience: cli.FirstOf(getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
 			Subject:  client, Scopes: scopes, TTL: time.Hour,
 		})
 	}
@@ -68,8 +70,8 @@ func operatorToken(keyFile string, getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("operator token: %w", err)
 	}
 	return k.Sign(auth.Claims{
-		Issuer:   firstOf(getenv("AUTH_ISSUER"), auth.DevIssuer),
-		Audience: firstOf(getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
+		Issuer:   cli.FirstOf(getenv("AUTH_ISSUER"), auth.DevIssuer),
+		Audience: cli.FirstOf(getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
 		Subject:  suite.OperatorClient, Scopes: []string{auth.ScopeOperations}, TTL: 8 * time.Hour,
 	})
 }

@@ -34,7 +34,7 @@ func TestDemoPrintsConsoleAndToken(t *testing.T) {
 	for _, s := range []string{"TRANSFERS", "LEDGER", "ANTIFRAUD", "NOTIFICATIONS", "CONSOLE"} {
 		env[s+"_HTTP_ADDR"] = "127.0.0.1:0"
 	}
-	code, stdout, stderr, err := cli(t, env, "demo", "--exit", "--key", filepath.Join(dir, auth.KeyFile))
+	code, stdout, stderr, err := runCLI(t, env, "demo", "--exit", "--key", filepath.Join(dir, auth.KeyFile))
 	if code != 0 {
 		t.Fatalf("demo: exit %d: %v\n%s\n%s", code, err, stdout, stderr)
 	}

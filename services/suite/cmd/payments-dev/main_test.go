@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paysuite/payments/services/suite/internal/cli"
 )
 
-// cli runs the command line as main does and returns its exit code and
+// runCLI runs the command line as main does and returns its exit code and
 // output.
-func cli(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string, err error) {
+func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -19,7 +21,7 @@ func cli(t *testing.T, env map[string]string, args ...string) (code int, stdout,
 	if err == nil {
 		return 0, out.String(), errOut.String(), nil
 	}
-	return exitCode(err), out.String(), errOut.String(), err
+	return cli.ExitCode(err), out.String(), errOut.String(), err
 }
 
 func TestHelpOnEveryCommand(t *testing.T) {
@@ -27,7 +29,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"run", "--help"}, {"demo", "--help"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
-			code, stdout, _, err := cli(t, nil, args...)
+			code, stdout, _, err := runCLI(t, nil, args...)
 			if code != 0 {
 				t.Errorf("exit code %d (err %v), want 0", code, err)
 			}
@@ -54,7 +56,7 @@ func TestCommandLineMistakes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			t.Parallel()
-			code, _, _, err := cli(t, nil, tt.args...)
+			code, _, _, err := runCLI(t, nil, tt.args...)
 			if code != tt.wantCode || err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("exit %d, err %v; want exit %d and an error containing %q", code, err, tt.wantCode, tt.wantErr)
 			}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paysuite/payments/services/suite/internal/cli"
+
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/platform"
@@ -22,7 +24,7 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 	if demo {
 		name, synopsis = "demo", "demo [--database-url-file FILE] [--brokers host:port,...] [--key FILE] [--exit] | demo --against URL --ledger URL [--key FILE]"
 	}
-	fs := newFlags(name, synopsis, stdout)
+	fs := cli.NewFlags("payments-dev", name, synopsis, stdout)
 	dbURLFile := fs.String("database-url-file", "", "a file holding the URL of a PostgreSQL server; each service gets its own database on it (default $DATABASE_URL)")
 	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS; empty: franz-go kfake, an in-process fake Kafka)")
 	var against, ledgerURL, keyFile *string
@@ -33,12 +35,12 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 		ledgerURL = fs.String("ledger", "", "with --against: the ledger service's URL")
 		exit = fs.Bool("exit", false, "stop the services after the script instead of serving until interrupted")
 	}
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if demo && *against != "" {
 		if *ledgerURL == "" {
-			return usageError{"demo --against needs --ledger"}
+			return cli.UsageError{Msg: "demo --against needs --ledger"}
 		}
 		d := &suite.Demo{Transfers: strings.TrimRight(*against, "/"), Ledger: strings.TrimRight(*ledgerURL, "/"), Out: stdout}
 		if err := demoTokens(d, *keyFile, getenv); err != nil {
@@ -46,12 +48,12 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return d.Run(ctx)
 	}
-	url, err := secretValue(*dbURLFile, "DATABASE_URL", getenv)
+	url, err := cli.SecretValue(*dbURLFile, "DATABASE_URL", getenv)
 	if err != nil {
 		return err
 	}
 	if url == "" {
-		return usageError{name + ": $DATABASE_URL or --database-url-file (a PostgreSQL server) is required; `make " + name + "` finds or starts one"}
+		return cli.UsageError{Msg: name + ": $DATABASE_URL or --database-url-file (a PostgreSQL server) is required; `make " + name + "` finds or starts one"}
 	}
 	getenv, err = devAuth(getenv, stdout)
 	if err != nil {
@@ -67,12 +69,12 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log, err := platform.NewLogger(stderr, format, level)
 	if err != nil {
-		return usageError{err.Error()}
+		return cli.UsageError{Msg: err.Error()}
 	}
 	defer platform.StartTracing(ctx, "payments", getenv, log)()
 	opts := suite.Options{
 		DatabaseURL: url,
-		Brokers:     broker.ParseBrokers(orEnv(*brokers, "KAFKA_BROKERS", getenv)),
+		Brokers:     broker.ParseBrokers(cli.OrEnv(*brokers, "KAFKA_BROKERS", getenv)),
 		Getenv:      getenv,
 		Log:         log,
 		Out:         stdout,

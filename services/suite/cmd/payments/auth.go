@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/paysuite/payments/services/suite/internal/cli"
 
 	"github.com/paysuite/payments/pkg/auth"
 )
@@ -21,18 +22,18 @@ func authCommand(_ context.Context, sub string, args []string, getenv func(strin
 	case "token":
 		return authToken(args, getenv, stdout)
 	}
-	return usageError{"auth: unknown subcommand " + sub}
+	return cli.UsageError{Msg: "auth: unknown subcommand " + sub}
 }
 
 func authKeygen(args []string, stdout io.Writer) error {
-	fs := newFlags("auth keygen", "auth keygen --out DIR [--keep]", stdout)
+	fs := cli.NewFlags("payments", "auth keygen", "auth keygen --out DIR [--keep]", stdout)
 	out := fs.String("out", "", "directory for "+auth.KeyFile+" (the private signing key, mode 0600) and "+auth.JWKSFile+" (the public JWKS the services trust)")
 	keep := fs.Bool("keep", false, "when DIR already has a key, keep it and exit 0 (instead of refusing)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
-		return usageError{"auth keygen: --out DIR is required"}
+		return cli.UsageError{Msg: "auth keygen: --out DIR is required"}
 	}
 	if *keep {
 		jwks, created, err := auth.EnsureKey(*out)
@@ -56,21 +57,21 @@ func authKeygen(args []string, stdout io.Writer) error {
 }
 
 func authToken(args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("auth token", "auth token --client NAME --scopes S1,S2 [--ttl 1h] [--key FILE] [--issuer ISS] [--audience AUD]", stdout)
+	fs := cli.NewFlags("payments", "auth token", "auth token --client NAME --scopes S1,S2 [--ttl 1h] [--key FILE] [--issuer ISS] [--audience AUD]", stdout)
 	client := fs.String("client", "", "the client the token is for (its sub claim)")
 	scopes := fs.String("scopes", "", "comma-separated scopes: "+strings.Join(allScopes, ", "))
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
 	key := fs.String("key", filepath.Join(auth.DevDir, auth.KeyFile), "the private signing key (payments auth keygen); the default is the development key of make run/demo")
 	issuer := fs.String("issuer", "", "the iss claim (default $AUTH_ISSUER, then "+auth.DevIssuer+")")
 	audience := fs.String("audience", "", "the aud claim (default $AUTH_AUDIENCE, then "+auth.DefaultAudience+")")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if strings.TrimSpace(*client) == "" {
-		return usageError{"auth token: --client NAME is required"}
+		return cli.UsageError{Msg: "auth token: --client NAME is required"}
 	}
 	if *ttl <= 0 || *ttl > 366*24*time.Hour {
-		return usageError{"auth token: --ttl must be positive and at most a year"}
+		return cli.UsageError{Msg: "auth token: --ttl must be positive and at most a year"}
 	}
 	var list []string
 	for s := range strings.SplitSeq(*scopes, ",") {
@@ -79,15 +80,15 @@ func authToken(args []string, getenv func(string) string, stdout io.Writer) erro
 		}
 	}
 	if len(list) == 0 {
-		return usageError{"auth token: --scopes is required (" + strings.Join(allScopes, ",") + ")"}
+		return cli.UsageError{Msg: "auth token: --scopes is required (" + strings.Join(allScopes, ",") + ")"}
 	}
 	k, err := auth.ReadSigningKey(*key)
 	if err != nil {
 		return fmt.Errorf("%w (make run or make demo creates the development key; payments auth keygen makes one)", err)
 	}
 	tok, err := k.Sign(auth.Claims{
-		Issuer:   firstOf(*issuer, getenv("AUTH_ISSUER"), auth.DevIssuer),
-		Audience: firstOf(*audience, getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
+		Issuer:   cli.FirstOf(*issuer, getenv("AUTH_ISSUER"), auth.DevIssuer),
+		Audience: cli.FirstOf(*audience, getenv("AUTH_AUDIENCE"), auth.DefaultAudience),
 		Subject:  strings.TrimSpace(*client),
 		Scopes:   list,
 		TTL:      *ttl,
@@ -101,26 +102,3 @@ func authToken(args []string, getenv func(string) string, stdout io.Writer) erro
 
 // allScopes are the scopes of CONTRACTS.md section 8.
 var allScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin, auth.ScopeAccountsRead, auth.ScopeOperations}
-
-func firstOf(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// secretValue reads a secret (a database URL) from file when given, else
-// from the environment variable name: never from a flag, which any user
-// of the machine sees in the process list.
-func secretValue(file, name string, getenv func(string) string) (string, error) {
-	if file == "" {
-		return getenv(name), nil
-	}
-	b, err := os.ReadFile(file) //nolint:gosec // the operator names the file
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", file, err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}

@@ -19,7 +19,7 @@ import (
 func TestAuthKeygenAndToken(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "auth")
-	if code, _, _, err := cli(t, nil, "auth", "keygen", "--out", dir); code != 0 {
+	if code, _, _, err := runCLI(t, nil, "auth", "keygen", "--out", dir); code != 0 {
 		t.Fatalf("keygen: exit %d: %v", code, err)
 	}
 	st, err := os.Stat(filepath.Join(dir, auth.KeyFile))
@@ -29,10 +29,10 @@ func TestAuthKeygenAndToken(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("signing key mode = %v, want 0600", st.Mode().Perm())
 	}
-	if code, _, _, err := cli(t, nil, "auth", "keygen", "--out", dir); code != 1 || !strings.Contains(err.Error(), "exists") {
+	if code, _, _, err := runCLI(t, nil, "auth", "keygen", "--out", dir); code != 1 || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("second keygen: exit %d, err %v; want 1 and a refusal to overwrite", code, err)
 	}
-	code, stdout, stderr, err := cli(t, map[string]string{"AUTH_AUDIENCE": "paysuite"}, "auth", "token", "--client", "loja-1",
+	code, stdout, stderr, err := runCLI(t, map[string]string{"AUTH_AUDIENCE": "paysuite"}, "auth", "token", "--client", "loja-1",
 		"--scopes", "transferencias:criar, transferencias:ler", "--ttl", "10m", "--key", filepath.Join(dir, auth.KeyFile))
 	if code != 0 {
 		t.Fatalf("token: exit %d: %v", code, err)

@@ -16,42 +16,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/paysuite/payments/services/suite/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "payments:", err)
-		}
-		os.Exit(exitCode(err))
-	}
-}
-
-func exitCode(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	var u usageError
-	if errors.As(err, &u) {
-		return 2
-	}
-	return 1
-}
-
-// usageError is a mistake in the command line.
-type usageError struct{ msg string }
-
-func (u usageError) Error() string { return u.msg }
+func main() { cli.Main("payments", run) }
 
 const usage = `usage: payments <command> [flags]
 
@@ -75,7 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		if len(args) == 0 {
-			return usageError{"no command given"}
+			return cli.UsageError{Msg: "no command given"}
 		}
 		return nil
 	}
@@ -84,7 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if len(rest) == 0 || rest[0] == "-h" || rest[0] == "--help" {
 			fmt.Fprint(stdout, usage)
 			if len(rest) == 0 {
-				return "", nil, usageError{cmd + ": which subcommand?"}
+				return "", nil, cli.UsageError{Msg: cmd + ": which subcommand?"}
 			}
 			return "", nil, flag.ErrHelp
 		}
@@ -92,7 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch cmd {
 	case "run", "demo":
-		return usageError{cmd + " moved to the development binary payments-dev (go run ./services/suite/cmd/payments-dev " + cmd +
+		return cli.UsageError{Msg: cmd + " moved to the development binary payments-dev (go run ./services/suite/cmd/payments-dev " + cmd +
 			", or make " + cmd + "); it is not in the production image"}
 	case "probe":
 		return probe(ctx, rest, stdout)
@@ -104,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		if s != "create" {
-			return usageError{"topics: unknown subcommand " + s}
+			return cli.UsageError{Msg: "topics: unknown subcommand " + s}
 		}
 		return topicsCreate(ctx, r, getenv, stdout)
 	case "outbox":
@@ -120,7 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		case "discard":
 			return outboxDiscard(ctx, r, getenv, stdout)
 		}
-		return usageError{"outbox: unknown subcommand " + s}
+		return cli.UsageError{Msg: "outbox: unknown subcommand " + s}
 	case "dlt":
 		return dltCommand(ctx, rest, getenv, stdout)
 	case "auth":
@@ -130,5 +102,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return authCommand(ctx, s, r, getenv, stdout)
 	}
-	return usageError{"unknown command " + cmd}
+	return cli.UsageError{Msg: "unknown command " + cmd}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -27,15 +28,16 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/suite/internal/cli"
 	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
 )
 
-// cli runs the command line as main does and returns its exit code and
+// runCLI runs the command line as main does and returns its exit code and
 // output.
-func cli(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string, err error) {
+func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -44,7 +46,7 @@ func cli(t *testing.T, env map[string]string, args ...string) (code int, stdout,
 	if err == nil {
 		return 0, out.String(), errOut.String(), nil
 	}
-	return exitCode(err), out.String(), errOut.String(), err
+	return cli.ExitCode(err), out.String(), errOut.String(), err
 }
 
 func TestHelpOnEveryCommand(t *testing.T) {
@@ -71,7 +73,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
-			code, stdout, _, err := cli(t, nil, args...)
+			code, stdout, _, err := runCLI(t, nil, args...)
 			if code != 0 {
 				t.Errorf("exit code %d (err %v), want 0", code, err)
 			}
@@ -128,7 +130,7 @@ func TestCommandLineMistakes(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			code, _, _, err := cli(t, nil, tc.args...)
+			code, _, _, err := runCLI(t, nil, tc.args...)
 			if code != tc.wantCode || err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("exit %d, err %v; want exit %d and an error containing %q", code, err, tc.wantCode, tc.wantErr)
 			}
@@ -143,12 +145,12 @@ func TestExitCode(t *testing.T) {
 		want int
 	}{
 		{flag.ErrHelp, 0},
-		{usageError{"bad flag"}, 2},
+		{cli.UsageError{Msg: "bad flag"}, 2},
 		{errors.New("broker down"), 1},
 	}
 	for _, tc := range tests {
-		if got := exitCode(tc.err); got != tc.want {
-			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		if got := cli.ExitCode(tc.err); got != tc.want {
+			t.Errorf("cli.ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
 }
@@ -187,7 +189,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 	}
 
 	t.Run("list-dead shows it", func(t *testing.T) {
-		code, stdout, _, err := cli(t, env, "outbox", "list-dead")
+		code, stdout, _, err := runCLI(t, env, "outbox", "list-dead")
 		if code != 0 {
 			t.Fatalf("list-dead: exit %d: %v", code, err)
 		}
@@ -198,7 +200,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 	})
 
 	t.Run("requeue by id", func(t *testing.T) {
-		code, stdout, _, err := cli(t, env, "outbox", "requeue", "--id", id.String(),
+		code, stdout, _, err := runCLI(t, env, "outbox", "requeue", "--id", id.String(),
 			"--operator", "alice", "--reason", "OPS-7")
 		if code != 0 {
 			t.Fatalf("requeue: exit %d: %v", code, err)
@@ -214,7 +216,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 		if status != "PENDING" || attempts != 0 {
 			t.Errorf("after requeue: status %s, attempts %d; want PENDING, 0", status, attempts)
 		}
-		_, stdout, _, _ = cli(t, env, "outbox", "list-dead")
+		_, stdout, _, _ = runCLI(t, env, "outbox", "list-dead")
 		if !strings.Contains(stdout, "0 dead event(s)") {
 			t.Errorf("list-dead after requeue:\n%s", stdout)
 		}
@@ -264,7 +266,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 	})
 
 	t.Run("requeue with nothing DEAD fails", func(t *testing.T) {
-		code, stdout, _, err := cli(t, map[string]string{"DATABASE_URL": dsn, "USER": "bob"}, "outbox", "requeue", "--id", id.String())
+		code, stdout, _, err := runCLI(t, map[string]string{"DATABASE_URL": dsn, "USER": "bob"}, "outbox", "requeue", "--id", id.String())
 		if code != 1 || err == nil || !strings.Contains(err.Error(), "no DEAD event matched") {
 			t.Errorf("exit %d, err %v; want exit 1, no DEAD event matched (stdout %q)", code, err, stdout)
 		}
@@ -274,7 +276,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 		if _, err := pool.Exec(context.Background(), `UPDATE outbox_event SET status = 'DEAD' WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
-		code, stdout, _, err := cli(t, map[string]string{"DATABASE_URL": dsn, "USER": "carol"}, "outbox", "discard", "--id", id.String(), "--reason", "duplicate")
+		code, stdout, _, err := runCLI(t, map[string]string{"DATABASE_URL": dsn, "USER": "carol"}, "outbox", "discard", "--id", id.String(), "--reason", "duplicate")
 		if code != 0 || !strings.Contains(stdout, `operator="carol" action=discard`) {
 			t.Fatalf("discard: exit %d, %v, stdout %q", code, err, stdout)
 		}
@@ -320,12 +322,12 @@ func TestTopicsCreateTwice(t *testing.T) {
 		}
 		return out
 	}
-	code, stdout, _, err := cli(t, nil, "topics", "create", "--brokers", brokers)
+	code, stdout, _, err := runCLI(t, nil, "topics", "create", "--brokers", brokers)
 	if code != 0 {
 		t.Fatalf("first run: exit %d: %v\n%s", code, err, stdout)
 	}
 	first := states(stdout)
-	code, stdout, _, err = cli(t, map[string]string{"KAFKA_BROKERS": brokers}, "topics", "create")
+	code, stdout, _, err = runCLI(t, map[string]string{"KAFKA_BROKERS": brokers}, "topics", "create")
 	if code != 0 {
 		t.Fatalf("second run: exit %d: %v\n%s", code, err, stdout)
 	}
@@ -347,21 +349,27 @@ func TestTopicsCreateTwice(t *testing.T) {
 		t.Errorf("%d contract topics, want 14 (CONTRACTS.md section 3)", len(want))
 	}
 
-	// The topics are really there.
+	// The topics are really there. A broker applies the controller's
+	// metadata a moment after CreateTopics answers, so its first metadata
+	// answer for a topic created just now may still say unknown.
 	c := &kafka.Client{Addr: kafka.TCP(kafkatest.Brokers(t)...), Timeout: 30 * time.Second}
 	var names []string
 	for _, s := range specs {
 		names = append(names, s.Name)
 	}
-	md, err := c.Metadata(context.Background(), &kafka.MetadataRequest{Topics: names})
-	if err != nil {
-		t.Fatalf("metadata: %v", err)
-	}
-	for _, tp := range md.Topics {
-		if tp.Error != nil || len(tp.Partitions) == 0 {
-			t.Errorf("topic %s: %v, %d partitions", tp.Name, tp.Error, len(tp.Partitions))
+	poll.Until(t, 30*time.Second, "every contract topic in the broker's metadata", func() (bool, string) {
+		md, err := c.Metadata(context.Background(), &kafka.MetadataRequest{Topics: names})
+		if err != nil {
+			return false, err.Error()
 		}
-	}
+		var missing []string
+		for _, tp := range md.Topics {
+			if tp.Error != nil || len(tp.Partitions) == 0 {
+				missing = append(missing, fmt.Sprintf("%s: %v, %d partitions", tp.Name, tp.Error, len(tp.Partitions)))
+			}
+		}
+		return len(md.Topics) == len(names) && len(missing) == 0, strings.Join(missing, "; ")
+	})
 }
 
 func TestProbe(t *testing.T) {
@@ -389,7 +397,7 @@ func TestProbe(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, _, err := cli(t, nil, "probe", tc.url)
+			code, stdout, _, err := runCLI(t, nil, "probe", tc.url)
 			if code != tc.wantCode || stdout != tc.wantOut {
 				t.Errorf("exit %d, stdout %q (err %v); want exit %d, stdout %q", code, stdout, err, tc.wantCode, tc.wantOut)
 			}
@@ -410,7 +418,7 @@ func TestMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		code, stdout, _, err := cli(t, nil, "migrate", "--service", "ledger", "--database-url-file", file)
+		code, stdout, _, err := runCLI(t, nil, "migrate", "--service", "ledger", "--database-url-file", file)
 		if code != 0 || stdout != "migrations of ledger applied\n" {
 			t.Fatalf("migrate: exit %d, stdout %q, err %v", code, stdout, err)
 		}
@@ -442,7 +450,7 @@ func TestKafkaSecurityMistakes(t *testing.T) {
 	for _, args := range [][]string{{"topics", "create", "--acls"}, {"dlt", "list", "--topic", "t"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
-			code, _, _, err := cli(t, env, args...)
+			code, _, _, err := runCLI(t, env, args...)
 			if code != 1 || err == nil {
 				t.Fatalf("exit code %d (%v), want 1", code, err)
 			}

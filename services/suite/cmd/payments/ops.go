@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/paysuite/payments/services/suite/internal/cli"
+
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/broker"
@@ -24,60 +26,30 @@ import (
 // services are the suite's services, each with its own database.
 var services = []string{"transfers", "antifraud", "ledger", "notifications"}
 
-func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "usage: payments %s\n\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
-	}
-	return nil
-}
-
-func orEnv(v, name string, getenv func(string) string) string {
-	if v != "" {
-		return v
-	}
-	return getenv(name)
-}
-
 func topicsCreate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("topics create", "topics create [--brokers host:port,...] [--replication-factor N] [--partitions N] [--acls [--principals service=User:name,...]]", stdout)
+	fs := cli.NewFlags("payments", "topics create", "topics create [--brokers host:port,...] [--replication-factor N] [--partitions N] [--acls [--principals service=User:name,...]]", stdout)
 	brokers := fs.String("brokers", "", "Kafka brokers (default $KAFKA_BROKERS, then "+broker.DefaultAddr+")")
 	rf := fs.Int("replication-factor", 1, "replication factor: 1 in development, 3 in production")
 	partitions := fs.Int("partitions", 12, "partitions per topic")
 	acls := fs.Bool("acls", false, "also create the least-privilege ACLs of each service's principal (needs an admin credential in $KAFKA_SASL_*)")
 	principals := fs.String("principals", "", "with --acls: service=User:name pairs overriding the default principals User:transfers, User:antifraud, User:ledger, User:notifications")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *rf < 1 || *partitions < 1 {
-		return usageError{"--replication-factor and --partitions must be at least 1"}
+		return cli.UsageError{Msg: "--replication-factor and --partitions must be at least 1"}
 	}
 	who := broker.DefaultPrincipals
 	if *principals != "" {
 		if !*acls {
-			return usageError{"--principals needs --acls"}
+			return cli.UsageError{Msg: "--principals needs --acls"}
 		}
 		var err error
 		if who, err = parsePrincipals(*principals); err != nil {
-			return usageError{err.Error()}
+			return cli.UsageError{Msg: err.Error()}
 		}
 	}
-	list := orEnv(*brokers, "KAFKA_BROKERS", getenv)
+	list := cli.OrEnv(*brokers, "KAFKA_BROKERS", getenv)
 	if list == "" {
 		list = broker.DefaultAddr
 	}
@@ -140,14 +112,14 @@ func parsePrincipals(s string) (broker.Principals, error) {
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("migrate", "migrate --service NAME [--database-url-file FILE]", stdout)
+	fs := cli.NewFlags("payments", "migrate", "migrate --service NAME [--database-url-file FILE]", stdout)
 	service := fs.String("service", "", "service whose migrations to apply: "+strings.Join(services, ", "))
 	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if !slices.Contains(services, *service) {
-		return usageError{"migrate: --service must be one of " + strings.Join(services, ", ")}
+		return cli.UsageError{Msg: "migrate: --service must be one of " + strings.Join(services, ", ")}
 	}
 	url, err := databaseURL(*dbURL, getenv)
 	if err != nil {
@@ -172,21 +144,21 @@ func openDB(ctx context.Context, file string, getenv func(string) string) (*post
 
 // databaseURL is $DATABASE_URL or the content of file.
 func databaseURL(file string, getenv func(string) string) (string, error) {
-	url, err := secretValue(file, "DATABASE_URL", getenv)
+	url, err := cli.SecretValue(file, "DATABASE_URL", getenv)
 	if err != nil {
 		return "", err
 	}
 	if url == "" {
-		return "", usageError{"$DATABASE_URL or --database-url-file is required"}
+		return "", cli.UsageError{Msg: "$DATABASE_URL or --database-url-file is required"}
 	}
 	return url, nil
 }
 
 func outboxListDead(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("outbox list-dead", "outbox list-dead [--database-url-file FILE] [--limit N]", stdout)
+	fs := cli.NewFlags("payments", "outbox list-dead", "outbox list-dead [--database-url-file FILE] [--limit N]", stdout)
 	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
 	limit := fs.Int("limit", 100, "how many events at most")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	db, err := openDB(ctx, *dbURL, getenv)
@@ -219,10 +191,10 @@ func auditFlags(fs *flag.FlagSet) (operator, reason *string) {
 }
 
 func audit(operator, reason string, getenv func(string) string) (outbox.Audit, error) {
-	operator = orEnv(operator, "PAYMENTS_OPERATOR", getenv)
-	operator = orEnv(operator, "USER", getenv)
+	operator = cli.OrEnv(operator, "PAYMENTS_OPERATOR", getenv)
+	operator = cli.OrEnv(operator, "USER", getenv)
 	if operator == "" {
-		return outbox.Audit{}, usageError{"--operator, $PAYMENTS_OPERATOR or $USER is required: the action is audited"}
+		return outbox.Audit{}, cli.UsageError{Msg: "--operator, $PAYMENTS_OPERATOR or $USER is required: the action is audited"}
 	}
 	return outbox.Audit{Operator: operator, Reason: reason}, nil
 }
@@ -236,26 +208,26 @@ func auditLine(stdout io.Writer, action string, a outbox.Audit, what string, n i
 }
 
 func outboxRequeue(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("outbox requeue", "outbox requeue [--database-url-file FILE] (--id UUID | --topic T | --type T) [--operator NAME] [--reason TEXT]", stdout)
+	fs := cli.NewFlags("payments", "outbox requeue", "outbox requeue [--database-url-file FILE] (--id UUID | --topic T | --type T) [--operator NAME] [--reason TEXT]", stdout)
 	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
 	id := fs.String("id", "", "requeue this event")
 	topic := fs.String("topic", "", "requeue every DEAD event of this topic")
 	typ := fs.String("type", "", "requeue every DEAD event of this type")
 	operator, reason := auditFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	var f outbox.RequeueFilter
 	if *id != "" {
 		u, err := uuid.Parse(*id)
 		if err != nil {
-			return usageError{"--id: not a UUID"}
+			return cli.UsageError{Msg: "--id: not a UUID"}
 		}
 		f.ID = u
 	}
 	f.Topic, f.Type = *topic, *typ
 	if f.ID == uuid.Nil && f.Topic == "" && f.Type == "" {
-		return usageError{"outbox requeue: give --id, --topic or --type"}
+		return cli.UsageError{Msg: "outbox requeue: give --id, --topic or --type"}
 	}
 	a, err := audit(*operator, *reason, getenv)
 	if err != nil {
@@ -281,19 +253,19 @@ func outboxRequeue(ctx context.Context, args []string, getenv func(string) strin
 }
 
 func outboxDiscard(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := newFlags("outbox discard", "outbox discard [--database-url-file FILE] --id UUID [--operator NAME] [--reason TEXT]", stdout)
+	fs := cli.NewFlags("payments", "outbox discard", "outbox discard [--database-url-file FILE] --id UUID [--operator NAME] [--reason TEXT]", stdout)
 	dbURL := fs.String("database-url-file", "", "a file holding the service's database URL (default $DATABASE_URL)")
 	id := fs.String("id", "", "the DEAD event to drop for good")
 	operator, reason := auditFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *id == "" {
-		return usageError{"outbox discard: give --id"}
+		return cli.UsageError{Msg: "outbox discard: give --id"}
 	}
 	u, err := uuid.Parse(*id)
 	if err != nil {
-		return usageError{"--id: not a UUID"}
+		return cli.UsageError{Msg: "--id: not a UUID"}
 	}
 	a, err := audit(*operator, *reason, getenv)
 	if err != nil {
@@ -315,21 +287,21 @@ func outboxDiscard(ctx context.Context, args []string, getenv func(string) strin
 }
 
 func probe(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("probe", "probe URL", stdout)
+	fs := cli.NewFlags("payments", "probe", "probe URL", stdout)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err.Error()}
+		return cli.UsageError{Msg: err.Error()}
 	}
 	if fs.NArg() != 1 {
-		return usageError{"probe: give exactly one URL"}
+		return cli.UsageError{Msg: "probe: give exactly one URL"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fs.Arg(0), nil)
 	if err != nil {
-		return usageError{"probe: " + err.Error()}
+		return cli.UsageError{Msg: "probe: " + err.Error()}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
