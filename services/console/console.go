@@ -42,6 +42,9 @@ type Config struct {
 	// SampleInterval is how often the services' /metrics are sampled for
 	// the Backlogs charts.
 	SampleInterval time.Duration
+	// OIDC, when enabled, adds sign-in by OpenID Connect beside the
+	// pasted token.
+	OIDC OIDCConfig
 }
 
 // ConfigFromEnv reads the configuration. Variables, with their defaults:
@@ -56,6 +59,18 @@ type Config struct {
 //	CONSOLE_SAMPLE_INTERVAL     10s                    how often the services' /metrics are sampled (15 min kept)
 //	AUTH_JWKS_URL | AUTH_JWKS_FILE, AUTH_ISSUER (required), AUTH_AUDIENCE
 //	                                                   token verification (platform.AuthFromEnv)
+//
+// Sign-in by OpenID Connect, all four or none (then only the pasted token):
+//
+//	CONSOLE_OIDC_ISSUER         (unset)                the provider's issuer URL (discovery)
+//	CONSOLE_OIDC_CLIENT_ID      (unset)                the console's client id at the provider
+//	CONSOLE_OIDC_CLIENT_SECRET  (unset)                its secret (never logged), or _FILE: a file holding it
+//	CONSOLE_OIDC_REDIRECT_URL   (unset)                https://<console>/oidc/callback, as registered
+//	CONSOLE_OIDC_SCOPES         openid                 scopes asked for (space or comma separated; openid always)
+//	CONSOLE_OIDC_NAME           the issuer's host      the provider's name on the sign-in page
+//
+// The access token the provider issues must pass the same check as a
+// pasted one (AUTH_*, scope operacoes).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	env := platform.NewEnv(getenv)
 	cfg := Config{
@@ -68,6 +83,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		SessionTTL:       env.Duration("CONSOLE_SESSION_TTL", 8*time.Hour),
 		ActionsPerMinute: env.Int("CONSOLE_ACTIONS_PER_MINUTE", 10),
 		SampleInterval:   env.Duration("CONSOLE_SAMPLE_INTERVAL", 10*time.Second),
+		OIDC:             oidcFromEnv(env),
 	}
 	if cfg.SampleInterval < 100*time.Millisecond {
 		env.Check(errors.New("CONSOLE_SAMPLE_INTERVAL must be at least 100ms"))
@@ -92,12 +108,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		SessionTTL:       cfg.SessionTTL,
 		ActionsPerMinute: cfg.ActionsPerMinute,
 		SampleInterval:   cfg.SampleInterval,
+		OIDC: ui.OIDC{Issuer: cfg.OIDC.Issuer, ClientID: cfg.OIDC.ClientID, ClientSecret: cfg.OIDC.ClientSecret,
+			RedirectURL: cfg.OIDC.RedirectURL, Scopes: cfg.OIDC.Scopes, Name: cfg.OIDC.Name},
 	}, verifier, log)
 	if err != nil {
 		return err
 	}
 	r := httpapi.NewRouter(log, nil, nil, nil)
 	srv.Mount(r)
+	if cfg.OIDC.Enabled() {
+		log.InfoContext(ctx, "console OpenID Connect sign-in", "oidc_issuer", cfg.OIDC.Issuer)
+		srv.DiscoverOIDC(ctx)
+	}
 	log.InfoContext(ctx, "console starting", "http_addr", cfg.HTTPAddr, "transfers", cfg.TransfersURL,
 		"ledger", cfg.LedgerURL, "antifraud", cfg.AntifraudURL, "notifications", cfg.NotificationsURL)
 	ctx, cancel := context.WithCancel(ctx)

@@ -39,6 +39,8 @@ type Config struct {
 	// SampleInterval is how often the services' /metrics are read for the
 	// Backlogs charts (default 10 s; 15 minutes are kept).
 	SampleInterval time.Duration
+	// OIDC, when its Issuer is set, adds sign-in by OpenID Connect.
+	OIDC OIDC
 }
 
 // Verifier checks a pasted bearer token (pkg/auth's *Verifier).
@@ -56,6 +58,7 @@ type Server struct {
 	pages    map[string]*template.Template
 	now      func() time.Time
 	sampler  *sampler
+	oidc     *oidcFlow // nil: pasted tokens only
 }
 
 // New returns the console's interface.
@@ -72,8 +75,11 @@ func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, verifier: verifier, sessions: newSessions(cfg.SessionTTL),
 		client: newClient(), pages: map[string]*template.Template{}, now: time.Now}
 	s.sampler = newSampler(cfg.SampleInterval, s.upstreams())
+	if cfg.OIDC.Issuer != "" {
+		s.oidc = newOIDCFlow(cfg.OIDC)
+	}
 	funcs := template.FuncMap{"clock": clock, "money": money}
-	for _, page := range []string{"signin", "find", "journey", "account", "backlogs", "confirm", "replay", "message"} {
+	for _, page := range []string{"signin", "signedin", "find", "journey", "account", "backlogs", "confirm", "replay", "message"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -97,6 +103,10 @@ func (s *Server) Mount(r chi.Router) {
 		r.Get("/signin", s.signinPage)
 		r.Post("/signin", s.signin)
 		r.Post("/signout", s.signedIn(s.signout))
+		if s.oidc != nil {
+			r.Get("/oidc/login", s.oidcLogin)
+			r.Get("/oidc/callback", s.oidcCallback)
+		}
 		r.Get("/find", s.signedIn(s.find))
 		r.Get("/transfers/{id}", s.signedIn(s.journey))
 		r.Get("/accounts/{id}", s.signedIn(s.account))
@@ -144,6 +154,9 @@ func (s *Server) signedIn(next sessionHandler) http.HandlerFunc {
 type view struct {
 	Title    string
 	Operator string
+	// Refresh sends the browser on to the find page (after an OpenID
+	// Connect sign-in; see oidcCallback).
+	Refresh bool
 	// CSRF is a fresh one-time token for each form of the page.
 	csrf func() string
 	Down []string
@@ -154,11 +167,16 @@ type view struct {
 func (v view) CSRF() string { return v.csrf() }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, sess *session, status int, page, title string, down []string, data any) {
-	if sess == nil {
-		sess = s.sessions.create(w, "", auth.Principal{})
+	// A page with a form needs a session for its CSRF tokens: an
+	// anonymous one is made for it, and only then.
+	csrf := func() string {
+		if sess == nil {
+			sess = s.sessions.create(w, "", auth.Principal{})
+		}
+		return s.sessions.formToken(sess)
 	}
-	v := view{Title: title, Down: down, Data: data, csrf: func() string { return s.sessions.formToken(sess) }}
-	if sess.signedIn() {
+	v := view{Title: title, Down: down, Data: data, csrf: csrf, Refresh: page == "signedin"}
+	if sess != nil && sess.signedIn() {
 		v.Operator = sess.principal.Subject
 	}
 	var b strings.Builder
@@ -207,27 +225,40 @@ func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/find", http.StatusSeeOther)
 		return
 	}
-	s.render(w, r, sess, http.StatusOK, "signin", "Sign in", nil, nil)
+	s.render(w, r, sess, http.StatusOK, "signin", "Sign in", nil, s.signinForm(""))
 }
 
-// SigninForm is the sign-in page's data after a refusal.
-type SigninForm struct{ Error string }
+// SigninForm is the sign-in page's data.
+type SigninForm struct {
+	// Error says why the last sign-in was refused.
+	Error string
+	// Provider names the OpenID provider; empty when there is none.
+	Provider string
+}
+
+func (s *Server) signinForm(err string) SigninForm {
+	f := SigninForm{Error: err}
+	if s.oidc != nil {
+		f.Provider = s.oidc.cfg.Name
+	}
+	return f
+}
 
 func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	sess := s.sessions.get(r)
 	if err := r.ParseForm(); err != nil || !s.sessions.spend(sess, r.PostFormValue("csrf")) {
 		s.render(w, r, nil, http.StatusForbidden, "signin", "Sign in", nil,
-			SigninForm{Error: "The form expired or was already used: sign in again from this page."})
+			s.signinForm("The form expired or was already used: sign in again from this page."))
 		return
 	}
 	raw := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(r.PostFormValue("token")), "Bearer "))
 	p, err := s.verifier.Verify(r.Context(), raw)
 	if err != nil {
-		s.render(w, r, sess, http.StatusUnauthorized, "signin", "Sign in", nil, SigninForm{Error: "The token was refused: " + err.Error()})
+		s.render(w, r, sess, http.StatusUnauthorized, "signin", "Sign in", nil, s.signinForm("The token was refused: "+err.Error()))
 		return
 	}
 	if !p.Operator() {
-		s.render(w, r, sess, http.StatusForbidden, "signin", "Sign in", nil, SigninForm{Error: "The token does not grant the operacoes scope."})
+		s.render(w, r, sess, http.StatusForbidden, "signin", "Sign in", nil, s.signinForm("The token does not grant the operacoes scope."))
 		return
 	}
 	// A new session id at sign-in: an id planted before cannot be used.

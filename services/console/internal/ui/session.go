@@ -15,6 +15,21 @@ import (
 // on the server.
 const CookieName = "console_session"
 
+// LoginCookieName carries the id of a sign-in under way at the OpenID
+// provider. The session cookie is SameSite=Strict, so the browser does
+// not send it with the provider's redirect back to the console (a
+// cross-site navigation); this one is SameSite=Lax (sent with top-level
+// GET navigations only), scoped to the callback's path, and short-lived.
+// It holds an opaque id: state, nonce and PKCE verifier stay on the
+// server.
+const LoginCookieName = "console_oidc"
+
+// loginTTL bounds the time an operator may spend at the provider.
+const loginTTL = 10 * time.Minute
+
+// maxLogins bounds the sign-ins under way (each /oidc/login makes one).
+const maxLogins = 10000
+
 // maxFormTokens bounds the outstanding form tokens of one session (the
 // oldest go first: a page left open for long asks for a fresh load).
 const maxFormTokens = 64
@@ -35,17 +50,26 @@ type session struct {
 
 func (s *session) signedIn() bool { return s.token != "" }
 
+// pendingLogin is an OpenID Connect sign-in under way: what the callback
+// must find again, bound to the pre-sign-in session that started it.
+type pendingLogin struct {
+	state, nonce, verifier string
+	sessionID              string // the pre-sign-in session, ended at sign-in
+	expires                time.Time
+}
+
 // sessions is the in-memory session store. A restart signs everyone out,
 // which a console for a handful of operators can afford.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*session
-	ttl  time.Duration
-	now  func() time.Time
+	mu     sync.Mutex
+	byID   map[string]*session
+	logins map[string]*pendingLogin // by the id in LoginCookieName
+	ttl    time.Duration
+	now    func() time.Time
 }
 
 func newSessions(ttl time.Duration) *sessions {
-	return &sessions{byID: map[string]*session{}, ttl: ttl, now: time.Now}
+	return &sessions{byID: map[string]*session{}, logins: map[string]*pendingLogin{}, ttl: ttl, now: time.Now}
 }
 
 func randomToken() string {
@@ -101,6 +125,62 @@ func (st *sessions) destroy(w http.ResponseWriter, s *session) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+}
+
+// startLogin records l, a sign-in started by session s, and sets its
+// cookie; a sign-in started before in the same browser is forgotten.
+func (st *sessions) startLogin(w http.ResponseWriter, r *http.Request, s *session, l pendingLogin) {
+	id := randomToken()
+	l.sessionID = s.id
+	st.mu.Lock()
+	now := st.now()
+	l.expires = now.Add(loginTTL)
+	if c, err := r.Cookie(LoginCookieName); err == nil {
+		delete(st.logins, c.Value)
+	}
+	for k, old := range st.logins {
+		if now.After(old.expires) {
+			delete(st.logins, k)
+		}
+	}
+	if len(st.logins) >= maxLogins {
+		for k := range st.logins { // any one: a flood of sign-ins costs the oldest nothing more than a retry
+			delete(st.logins, k)
+			break
+		}
+	}
+	st.logins[id] = &l
+	st.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: LoginCookieName, Value: id, Path: "/oidc/callback", HttpOnly: true, Secure: true,
+		SameSite: http.SameSiteLaxMode, MaxAge: int(loginTTL.Seconds())})
+}
+
+// takeLogin returns the live sign-in of r's login cookie and forgets it
+// (a callback is answered once), clearing the cookie; nil when there is
+// none.
+func (st *sessions) takeLogin(w http.ResponseWriter, r *http.Request) *pendingLogin {
+	c, err := r.Cookie(LoginCookieName)
+	if err != nil {
+		return nil
+	}
+	http.SetCookie(w, &http.Cookie{Name: LoginCookieName, Value: "", Path: "/oidc/callback", HttpOnly: true, Secure: true,
+		SameSite: http.SameSiteLaxMode, MaxAge: -1})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l := st.logins[c.Value]
+	delete(st.logins, c.Value)
+	if l == nil || st.now().After(l.expires) {
+		return nil
+	}
+	return l
+}
+
+// end ends the session with id, if it is still there (the pre-sign-in
+// session of a sign-in whose cookie the callback did not carry).
+func (st *sessions) end(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.byID, id)
 }
 
 // formToken issues a one-time CSRF token for one rendered form of s.
