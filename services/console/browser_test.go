@@ -62,8 +62,8 @@ func (b *logBuffer) String() string {
 }
 
 // startConsole runs the console in this process against s; its logs go
-// to logs.
-func startConsole(tb testing.TB, s *e2e.Suite, logs io.Writer) string {
+// to logs. configure, when given, changes the configuration first.
+func startConsole(tb testing.TB, s *e2e.Suite, logs io.Writer, configure ...func(*console.Config)) string {
 	tb.Helper()
 	cfg := console.Config{
 		HTTPAddr:         "127.0.0.1:0",
@@ -75,6 +75,9 @@ func startConsole(tb testing.TB, s *e2e.Suite, logs io.Writer) string {
 		SessionTTL:       time.Hour,
 		ActionsPerMinute: 100,
 		SampleInterval:   200 * time.Millisecond,
+	}
+	for _, f := range configure {
+		f(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)

@@ -2,7 +2,9 @@
 // process: discovery, a JWKS, an authorization endpoint that signs the
 // configured user in at once and redirects back with a code, and a token
 // endpoint that checks the client, the redirect URI and the PKCE verifier
-// (S256) before it answers with an ID token and an access token.
+// (S256) before it answers with an ID token and an access token. With
+// Options.ConsentPage the user presses a button on the provider's page
+// first, as in a browser at a real provider.
 //
 // The ID tokens are signed with the provider's own ES256 key, served by
 // its JWKS; the access tokens are made by a function the test gives (for
@@ -19,6 +21,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
+	"html/template"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -48,6 +51,12 @@ type Options struct {
 	// AccessToken returns the access token issued to subject for the
 	// granted scopes. Required.
 	AccessToken func(subject string, scopes []string) (string, error)
+	// ConsentPage makes the authorization endpoint answer a page whose
+	// button (a form posted to the provider) signs the user in, as a real
+	// provider's login page does: the way back to the client is then a
+	// navigation the provider's page started, which a browser treats as
+	// cross-site. Without it the endpoint redirects back at once.
+	ConsentPage bool
 }
 
 // Login is how the provider answers the next authorizations.
@@ -80,14 +89,15 @@ type Provider struct {
 	redirect string
 	login    Login
 	grants   map[string]grant // by authorization code
+	waiting  map[string]grant // by consent page, until its button is pressed
 	refusals []string
 }
 
 // grant is an issued authorization code.
 type grant struct {
-	challenge, nonce, redirect, subject string
-	scopes                              []string
-	login                               Login
+	challenge, nonce, redirect, state, subject string
+	scopes                                     []string
+	login                                      Login
 }
 
 // New starts a provider that signs in "ana" by default; it stops at the
@@ -111,11 +121,13 @@ func New(tb testing.TB, opts Options) *Provider {
 	if err := key.Set(jwk.AlgorithmKey, jwa.ES256()); err != nil {
 		tb.Fatal(err)
 	}
-	p := &Provider{opts: opts, key: key, redirect: opts.RedirectURL, login: Login{Subject: "ana"}, grants: map[string]grant{}}
+	p := &Provider{opts: opts, key: key, redirect: opts.RedirectURL, login: Login{Subject: "ana"}, grants: map[string]grant{},
+		waiting: map[string]grant{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", p.discovery)
 	mux.HandleFunc("GET /jwks", p.jwks)
 	mux.HandleFunc("GET /authorize", p.authorize)
+	mux.HandleFunc("POST /consent", p.consent)
 	mux.HandleFunc("POST /token", p.token)
 	srv := httptest.NewServer(mux)
 	tb.Cleanup(srv.Close)
@@ -228,12 +240,51 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 	if login.Scopes != nil {
 		granted = slices.Clone(login.Scopes)
 	}
+	g := grant{challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), redirect: redirect, state: q.Get("state"),
+		subject: login.Subject, scopes: granted, login: login}
+	if p.opts.ConsentPage {
+		id := randomString()
+		p.mu.Lock()
+		p.waiting[id] = g
+		p.mu.Unlock()
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = consentPage.Execute(w, map[string]string{"ID": id, "Subject": g.subject})
+		return
+	}
+	back(url.Values{"code": {p.issue(g)}})
+}
+
+var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Test IdP</title></head>
+<body><h1>Test IdP</h1>
+<form method="post" action="/consent"><input type="hidden" name="id" value="{{.ID}}">
+<button type="submit" id="consent">Sign in as {{.Subject}}</button></form>
+</body></html>
+`))
+
+// consent is the consent page's button: the code goes back to the
+// client.
+func (p *Provider) consent(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	g, ok := p.waiting[r.PostFormValue("id")]
+	delete(p.waiting, r.PostFormValue("id"))
+	p.mu.Unlock()
+	if !ok {
+		http.Error(w, "unknown or spent consent page", http.StatusBadRequest)
+		return
+	}
+	u, _ := url.Parse(g.redirect)
+	u.RawQuery = url.Values{"code": {p.issue(g)}, "state": {g.state}}.Encode()
+	http.Redirect(w, r, u.String(), http.StatusFound)
+}
+
+// issue records g under a new authorization code.
+func (p *Provider) issue(g grant) string {
 	code := randomString()
 	p.mu.Lock()
-	p.grants[code] = grant{challenge: q.Get("code_challenge"), nonce: q.Get("nonce"), redirect: redirect,
-		subject: login.Subject, scopes: granted, login: login}
-	p.mu.Unlock()
-	back(url.Values{"code": {code}})
+	defer p.mu.Unlock()
+	p.grants[code] = g
+	return code
 }
 
 // token exchanges an authorization code (RFC 6749 section 4.1.3 and
