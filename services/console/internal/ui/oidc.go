@@ -133,7 +133,7 @@ func (s *Server) oidcLogin(w http.ResponseWriter, r *http.Request) {
 		sess = s.sessions.create(w, "", auth.Principal{})
 	}
 	l := pendingLogin{state: randomToken(), nonce: randomToken(), verifier: oauth2.GenerateVerifier()}
-	s.sessions.startLogin(w, r, sess, l)
+	s.sessions.startLogin(w, sess, l)
 	http.Redirect(w, r, conf.AuthCodeURL(l.state, oidc.Nonce(l.nonce), oauth2.S256ChallengeOption(l.verifier)), http.StatusFound)
 }
 

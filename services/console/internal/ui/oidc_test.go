@@ -290,6 +290,14 @@ func TestOIDCSignInRefused(t *testing.T) {
 			callback: func(t *testing.T, _ *oidcEnv, _ *browser, back string) string {
 				return withParam(t, back, "state", "forged")
 			}},
+		{name: "state missing", status: http.StatusBadRequest, want: "state mismatch", reason: "state_mismatch",
+			callback: func(t *testing.T, _ *oidcEnv, _ *browser, back string) string {
+				p, _ := url.Parse(back)
+				q := p.Query()
+				q.Del("state")
+				p.RawQuery = q.Encode()
+				return p.String()
+			}},
 		{name: "no sign-in under way in this browser", status: http.StatusBadRequest, want: "unknown, expired or already finished",
 			reason: "state_unknown", other: true},
 		{name: "the ID token carries another nonce", login: oidcprovider.Login{Subject: "ana", Nonce: "someone-else"},
@@ -421,5 +429,36 @@ func TestPastedTokenSignInRotatesSession(t *testing.T) {
 	old.plant(t, CookieName, before, "/")
 	if old.signedIn(t) {
 		t.Error("the pre-sign-in session id opens the find page")
+	}
+}
+
+// TestOIDCProviderDown: a provider that does not answer leaves the
+// pasted-token sign-in working and answers "Sign in with" with a 502
+// page that says so.
+func TestOIDCProviderDown(t *testing.T) {
+	t.Parallel()
+	down := Upstream{Name: "down", URL: "http://127.0.0.1:1"}
+	s, err := New(Config{Transfers: down, Ledger: down, Antifraud: down, Notifications: down,
+		OIDC: OIDC{Issuer: "http://127.0.0.1:1", ClientID: "console", ClientSecret: "x",
+			RedirectURL: "https://console.example/oidc/callback", Scopes: []string{"openid"}, Name: "Gone IdP"}},
+		nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.DiscoverOIDC(t.Context()) // logged, not fatal
+	r := chi.NewRouter()
+	s.Mount(r)
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/oidc/login", nil))
+	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), "Gone IdP cannot be reached") {
+		t.Errorf("GET /oidc/login = %d, want 502 naming the provider:\n%s", rec.Code, rec.Body.String())
+	}
+	if c := rec.Result().Cookies(); len(c) != 0 {
+		t.Errorf("cookies %+v set by a sign-in that could not start", c)
+	}
+	rec = httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/signin", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `name="token"`) {
+		t.Errorf("GET /signin = %d, want the pasted-token form", rec.Code)
 	}
 }

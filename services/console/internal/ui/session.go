@@ -128,23 +128,24 @@ func (st *sessions) destroy(w http.ResponseWriter, s *session) {
 }
 
 // startLogin records l, a sign-in started by session s, and sets its
-// cookie; a sign-in started before in the same browser is forgotten.
-func (st *sessions) startLogin(w http.ResponseWriter, r *http.Request, s *session, l pendingLogin) {
+// cookie (which replaces the cookie of a sign-in started before in the
+// same browser: that one then expires unused). Expired sign-ins are
+// swept on the way.
+func (st *sessions) startLogin(w http.ResponseWriter, s *session, l pendingLogin) {
 	id := randomToken()
 	l.sessionID = s.id
 	st.mu.Lock()
 	now := st.now()
 	l.expires = now.Add(loginTTL)
-	if c, err := r.Cookie(LoginCookieName); err == nil {
-		delete(st.logins, c.Value)
-	}
 	for k, old := range st.logins {
 		if now.After(old.expires) {
 			delete(st.logins, k)
 		}
 	}
 	if len(st.logins) >= maxLogins {
-		for k := range st.logins { // any one: a flood of sign-ins costs the oldest nothing more than a retry
+		// A flood of /oidc/login: one sign-in under way makes room, and
+		// its operator starts again.
+		for k := range st.logins {
 			delete(st.logins, k)
 			break
 		}
