@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -547,7 +548,11 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 		// written by the time the step ends.
 		go func() {
 			defer close(profiled)
-			b.cpuProfiles(ctx, procs, b.o.step-time.Second, fmt.Sprintf("%s-%.0f", mode, rate))
+			prefix := fmt.Sprintf("%s-%.0f", mode, rate)
+			var wg sync.WaitGroup
+			wg.Go(func() { b.serverProfiles(ctx, b.o.step-time.Second, prefix) })
+			b.cpuProfiles(ctx, procs, b.o.step-time.Second, prefix)
+			wg.Wait()
 		}()
 	} else {
 		close(profiled)
@@ -565,7 +570,6 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 	for name, cpu := range serverUsage(b.pgPort, b.kafkaPort) {
 		row.servers[name] = cpu - serversBefore[name]
 	}
-	<-profiled
 	var ids []uuid.UUID
 	var lat []time.Duration
 	for _, r := range rs {
@@ -589,6 +593,9 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 	if err != nil {
 		return row, err
 	}
+	// The profiles' summaries are written by now or soon: the drain wait
+	// below is not measured.
+	<-profiled
 	if b.prof != nil {
 		b.prof.dumpStatements(ctx, fmt.Sprintf("%s-%.0f-postgresql.txt", mode, rate), settled)
 	}

@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -245,7 +248,7 @@ func serverUsage(pgPort, kafkaPort int) map[string]time.Duration {
 func listenerPID(port int) int {
 	inodes := map[string]bool{}
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
+		b, err := os.ReadFile(table) //nolint:gosec // /proc/net/tcp and tcp6
 		if err != nil {
 			continue
 		}
@@ -295,4 +298,147 @@ func machineBusy() (busy, total time.Duration) {
 	}
 	tick := time.Second / clockTick
 	return time.Duration(sum-idle) * tick, time.Duration(sum) * tick
+}
+
+// serverProfiles profiles, for d, what runs beside the services: the whole
+// machine with perf (Linux's sampling profiler; PostgreSQL's functions by
+// name, and every process's share), and the Kafka broker's JVM with Java
+// Flight Recorder (jcmd). A missing tool is said and skipped. It writes the
+// raw recordings and a text summary of each to the profile folder.
+func (b *bench) serverProfiles(ctx context.Context, d time.Duration, prefix string) {
+	secs := max(int(d.Seconds()), 1)
+	var wg sync.WaitGroup
+	if perf, err := exec.LookPath("perf"); err == nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data := filepath.Join(b.prof.dir, prefix+".perf.data")
+			rec := exec.CommandContext(ctx, perf, "record", "-a", "-g", "-F", "499", "-o", data, "--", "sleep", strconv.Itoa(secs)) //nolint:gosec // the bench's own tool call
+			if out, err := rec.CombinedOutput(); err != nil {
+				fmt.Fprintf(b.out, "profile: perf record: %v: %s\n", err, lastLine(out))
+				return
+			}
+			b.perfSummary(ctx, perf, data, prefix)
+		}()
+	} else {
+		fmt.Fprintln(b.out, "profile: no perf (Debian's linux-perf): no PostgreSQL profile")
+	}
+	if jcmd, err := exec.LookPath("jcmd"); err == nil {
+		if pid := listenerPID(b.kafkaPort); pid > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				jfrFile := filepath.Join(b.prof.dir, prefix+"-kafka.jfr")
+				start := exec.CommandContext(ctx, jcmd, strconv.Itoa(pid), "JFR.start", "settings=profile", //nolint:gosec // the bench's own tool call
+					fmt.Sprintf("duration=%ds", secs), "filename="+jfrFile)
+				if out, err := start.CombinedOutput(); err != nil {
+					fmt.Fprintf(b.out, "profile: jcmd JFR.start: %v: %s\n", err, lastLine(out))
+					return
+				}
+				// The recording is written when its duration ends.
+				deadline := time.Now().Add(d + 30*time.Second)
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					if st, err := os.Stat(jfrFile); err == nil && st.Size() > 0 && time.Since(st.ModTime()) > time.Second {
+						break
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				b.jfrSummary(ctx, jfrFile, prefix)
+			}()
+		}
+	} else {
+		fmt.Fprintln(b.out, "profile: no jcmd: no Kafka broker profile")
+	}
+	wg.Wait()
+}
+
+// perfSummary writes each process's share of the samples and PostgreSQL's
+// hottest functions.
+func (b *bench) perfSummary(ctx context.Context, perf, data, prefix string) {
+	name := filepath.Join(b.prof.dir, prefix+"-perf.txt")
+	f, err := os.Create(name) //nolint:gosec // the bench's profile folder
+	if err != nil {
+		return
+	}
+	defer func() { _ = f.Close() }()
+	for _, args := range [][]string{
+		{"report", "-i", data, "--stdio", "--no-children", "--sort", "comm", "--percent-limit", "0.5"},
+		{"report", "-i", data, "--stdio", "--no-children", "--comms", "postgres", "--sort", "symbol", "--percent-limit", "0.7", "-g", "none"},
+	} {
+		cmd := exec.CommandContext(ctx, perf, args...) //nolint:gosec // the bench's own tool call
+		out, err := cmd.Output()
+		if err != nil {
+			fmt.Fprintf(b.out, "profile: perf report: %v\n", err)
+			continue
+		}
+		fmt.Fprintf(f, "$ perf %s\n", strings.Join(args, " "))
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "#") {
+				fmt.Fprintln(f, line)
+			}
+		}
+		fmt.Fprintln(f)
+	}
+	fmt.Fprintf(b.out, "profile: machine and PostgreSQL (perf): %s\n", name)
+}
+
+// jfrSummary reads the broker's execution samples and counts them by the
+// request type being handled (the KafkaApis.handle* method on the stack) and
+// by thread, which tells what the broker's CPU goes to.
+func (b *bench) jfrSummary(ctx context.Context, jfrFile, prefix string) {
+	jfr, err := exec.LookPath("jfr")
+	if err != nil {
+		return
+	}
+	out, err := exec.CommandContext(ctx, jfr, "print", "--events", "jdk.ExecutionSample", "--stack-depth", "64", jfrFile).Output() //nolint:gosec // the bench's own tool call
+	if err != nil {
+		fmt.Fprintf(b.out, "profile: jfr print: %v\n", err)
+		return
+	}
+	byRequest, byThread := map[string]int{}, map[string]int{}
+	total := 0
+	for _, ev := range strings.Split(string(out), "jdk.ExecutionSample {")[1:] {
+		total++
+		req := "(no request: network, log, replication, controller, GC-free JVM work)"
+		if i := strings.Index(ev, "KafkaApis.handle"); i >= 0 {
+			rest := ev[i+len("KafkaApis."):]
+			req = rest[:strings.IndexAny(rest, "(")]
+		}
+		byRequest[req]++
+		thread := "?"
+		if i := strings.Index(ev, `sampledThread = "`); i >= 0 {
+			rest := ev[i+len(`sampledThread = "`):]
+			thread = strings.TrimRight(rest[:strings.IndexByte(rest, '"')], "0123456789-")
+		}
+		byThread[thread]++
+	}
+	name := filepath.Join(b.prof.dir, prefix+"-kafka.txt")
+	f, err := os.Create(name) //nolint:gosec // the bench's profile folder
+	if err != nil {
+		return
+	}
+	defer func() { _ = f.Close() }()
+	fmt.Fprintf(f, "Kafka broker, Java Flight Recorder execution samples: %d\n\nby request type handled:\n", total)
+	writeShares(f, byRequest, total)
+	fmt.Fprintln(f, "\nby thread:")
+	writeShares(f, byThread, total)
+	fmt.Fprintf(b.out, "profile: Kafka broker (JFR, %d samples): %s\n", total, name)
+}
+
+// writeShares writes counts by share, largest first.
+func writeShares(w io.Writer, counts map[string]int, total int) {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %5.1f%%  %6d  %s\n", 100*float64(counts[k])/float64(max(total, 1)), counts[k], k)
+	}
+}
+
+// lastLine is the last non-empty line of out.
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
 }
