@@ -54,9 +54,12 @@ bench:
 
 # Not part of CI. It drops and creates the databases payments_<service> and
 # the suite's default topics on the servers it is given: with-infra's own.
+# pg_stat_statements is loaded; the bench turns its tracking off unless
+# -profile asks for it.
 BENCH_E2E_FLAGS ?=
+BENCH_E2E_PG_OPTS ?= -c shared_preload_libraries=pg_stat_statements
 bench-e2e:
-	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) run ./test/benche2e $(BENCH_E2E_FLAGS)
+	TEST_PG_OPTS='$(BENCH_E2E_PG_OPTS)' TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) run ./test/benche2e $(BENCH_E2E_FLAGS)
 
 # The four services in one process on the default ports (8080-8083), by the
 # development runner payments-dev (not in the production image): a local

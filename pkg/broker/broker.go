@@ -58,23 +58,27 @@ func ParseBrokers(s string) []string {
 //     Java producers put an account's events on the same partition;
 //   - a 2 ms batch timeout (the default 1 s would add a second of latency to
 //     every synchronous send);
-//   - a batch size large enough that the records of one call for one
-//     partition form one record batch, which the broker appends or refuses as
-//     a whole: the outbox relies on that for per-key order;
+//   - a batch size of batch records, the most one call sends (the relay's
+//     claim size), so that the records of one call for one partition form one
+//     record batch, which the broker appends or refuses as a whole: the
+//     outbox relies on that for per-key order. No larger: kafka-go allocates
+//     a batch's whole capacity for every partition a call touches (152 bytes
+//     a record), and a capacity of 10,000 cost each service a fifth of its
+//     CPU in allocation and GC under load (bench-e2e -profile);
 //   - no topic auto-creation: topics are provisioned with their settings.
 //
 // The topic is set per message. The caller closes the writer.
-func NewWriter(cfg Config) *kafka.Writer {
-	return newWriter(cfg, &kafka.Murmur2Balancer{})
+func NewWriter(cfg Config, batch int) *kafka.Writer {
+	return newWriter(cfg, &kafka.Murmur2Balancer{}, batch)
 }
 
-// NewDLTWriter is NewWriter for dead-letter and retry records: each goes to
-// the partition number its message names (the original record's, as
-// Spring's DeadLetterPublishingRecoverer does) when the target topic has
-// that partition, and by murmur2 of its key otherwise. The caller closes
-// it.
+// NewDLTWriter is NewWriter for dead-letter and retry records, which are
+// sent one per call: each goes to the partition number its message names
+// (the original record's, as Spring's DeadLetterPublishingRecoverer does)
+// when the target topic has that partition, and by murmur2 of its key
+// otherwise. The caller closes it.
 func NewDLTWriter(cfg Config) *kafka.Writer {
-	return newWriter(cfg, SamePartition{})
+	return newWriter(cfg, SamePartition{}, 1)
 }
 
 // SamePartition is a balancer that keeps a message on the partition it
@@ -90,14 +94,14 @@ func (SamePartition) Balance(msg kafka.Message, partitions ...int) int {
 	return kafka.Murmur2Balancer{Consistent: true}.Balance(msg, partitions...)
 }
 
-func newWriter(cfg Config, balancer kafka.Balancer) *kafka.Writer {
+func newWriter(cfg Config, balancer kafka.Balancer, batch int) *kafka.Writer {
 	maxBytes := cfg.maxMessageBytes()
 	return &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.Brokers...),
 		Balancer:               balancer,
 		RequiredAcks:           kafka.RequireAll,
 		BatchTimeout:           2 * time.Millisecond,
-		BatchSize:              10_000,
+		BatchSize:              max(batch, 1),
 		BatchBytes:             maxBytes * 16,
 		MaxAttempts:            3,
 		WriteBackoffMin:        50 * time.Millisecond,

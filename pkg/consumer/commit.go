@@ -52,6 +52,18 @@ func CommitReason(err error) string {
 // commitTimeout bounds one commit.
 const commitTimeout = 10 * time.Second
 
+// CommitInterval is how long handled records' offsets may wait to be
+// committed: the loop commits when the oldest pending offset is this old,
+// when a rebalance waits, when it stops, and when a partition is revoked;
+// not after every fetch. A commit is a synchronous broker round trip that
+// the next fetch's records waited behind, and an append to
+// __consumer_offsets: committed per fetch, with fetches of a record or two,
+// the commit requests and the group coordinator (which also serves
+// heartbeats) took a fifth of the broker's samples in bench-e2e's profile. A crash loses at most this much of commits, whose
+// records are then handled again, which every handler takes (it is
+// idempotent), as it takes a crash between handling and committing.
+const CommitInterval = 100 * time.Millisecond
+
 // committer commits the offsets of handled records. An offset whose commit
 // fails stays pending: it goes with the next commit, or is committed when
 // its partition is revoked (the last moment the member may commit it), so
@@ -68,15 +80,38 @@ type committer struct {
 
 	mu      sync.Mutex
 	pending map[string]map[int32]kgo.EpochOffset // next offset to commit
+	// since is when pending last became non-empty.
+	since time.Time
 }
 
-// commit commits recs (records handled) together with what is pending.
-func (c *committer) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+// handled adds the offsets of handled records to the pending ones, to be
+// committed when due (see CommitInterval).
+func (c *committer) handled(recs []*kgo.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range recs {
 		c.add(r.Topic, r.Partition, kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1})
 	}
+}
+
+// dueAt returns when the pending offsets are due, and false when none is
+// pending.
+func (c *committer) dueAt() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.since.Add(CommitInterval), len(c.pending) > 0
+}
+
+// due reports that pending offsets are due.
+func (c *committer) due() bool {
+	at, ok := c.dueAt()
+	return ok && !time.Now().Before(at)
+}
+
+// commit commits what is pending now.
+func (c *committer) commit(ctx context.Context, cl *kgo.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(c.pending) == 0 {
 		return
 	}
@@ -115,6 +150,9 @@ func (c *committer) failed(ctx context.Context, topic string, partition int32, o
 
 // add keeps the highest offset of a partition pending. c.mu is held.
 func (c *committer) add(topic string, partition int32, o kgo.EpochOffset) {
+	if len(c.pending) == 0 {
+		c.since = time.Now()
+	}
 	if c.pending == nil {
 		c.pending = map[string]map[int32]kgo.EpochOffset{}
 	}
@@ -128,12 +166,11 @@ func (c *committer) add(topic string, partition int32, o kgo.EpochOffset) {
 	}
 }
 
-// onRevoked commits what a failed commit left behind before the partitions
-// go to another member (and before the client leaves the group on
-// shutdown). The loop commits each batch before it allows a rebalance, so
-// this is usually nothing.
+// onRevoked commits what is pending (not yet due, or left by a failed
+// commit) before the partitions go to another member, and before the client
+// leaves the group on shutdown.
 func (c *committer) onRevoked(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
-	c.commit(ctx, cl, nil)
+	c.commit(ctx, cl)
 	c.mu.Lock()
 	c.pending = nil // committed, or to be redelivered to the new owner
 	c.mu.Unlock()

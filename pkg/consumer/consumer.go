@@ -260,14 +260,27 @@ func (l *loop) run(ctx context.Context) error {
 	}
 	go l.reportLag(ctx)
 	for {
-		fetches := cl.PollRecords(ctx, maxBatch)
+		// While offsets are pending, the poll waits no longer than until
+		// they are due, so that they are committed when no record comes.
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if at, ok := c.dueAt(); ok {
+			pctx, cancel = context.WithDeadline(ctx, at)
+		}
+		fetches := cl.PollRecords(pctx, maxBatch)
+		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
+			if !fetches.IsClientClosed() {
+				c.commit(context.WithoutCancel(ctx), cl)
+			}
 			cl.AllowRebalance()
 			return nil
 		}
+		if c.due() {
+			c.commit(ctx, cl)
+		}
 		failed := false
 		fetches.EachError(func(topic string, partition int32, err error) {
-			if errors.Is(err, context.Canceled) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
 			failed = true
@@ -308,9 +321,12 @@ func (l *loop) run(ctx context.Context) error {
 			// not handled again (from whoever owns them next).
 			cl.SetOffsets(rewind(left))
 		}
-		// Commit even when stopping: what was handled must not be handled
-		// again needlessly.
-		c.commit(context.WithoutCancel(ctx), cl, commit)
+		c.handled(commit)
+		// Commit when due, and when stopping or before a waiting rebalance
+		// (what was handled must not be handled again needlessly).
+		if c.due() || l.rebalanceWaiting.Load() || errors.Is(err, errStopping) || ctx.Err() != nil {
+			c.commit(context.WithoutCancel(ctx), cl)
+		}
 		cl.AllowRebalance()
 		if errors.Is(err, errStopping) || ctx.Err() != nil {
 			return nil

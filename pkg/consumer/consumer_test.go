@@ -66,7 +66,7 @@ func newFixture(t *testing.T, pc policyCase) *fixture {
 			kafkatest.CreateTopic(t, broker.RetryTopic(topic, d), 1)
 		}
 	}
-	w := broker.NewWriter(kcfg)
+	w := broker.NewWriter(kcfg, 100)
 	t.Cleanup(func() { w.Close() })
 	return &fixture{kcfg: kcfg, topic: topic, group: kafkatest.Group(t, pc.name), writer: w}
 }

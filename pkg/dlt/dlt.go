@@ -365,7 +365,7 @@ func Replay(ctx context.Context, cfg broker.Config, pub broker.Publisher, record
 		}
 	}
 	if pub == nil {
-		w := broker.NewWriter(cfg)
+		w := broker.NewWriter(cfg, 1)    // one record per call
 		defer func() { _ = w.Close() }() // every write was acknowledged
 		pub = w
 	}

@@ -59,7 +59,7 @@ func newFixture(t *testing.T) *fixture {
 		c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
 		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{f.dlt}})
 	})
-	f.writer = broker.NewWriter(cfg)
+	f.writer = broker.NewWriter(cfg, 100)
 	t.Cleanup(func() { _ = f.writer.Close() })
 
 	f.group = kafkatest.Group(t, "dlt-test")

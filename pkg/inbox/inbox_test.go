@@ -114,7 +114,7 @@ func TestDuplicateDeliveryThroughKafka(t *testing.T) {
 	db := newDB(t)
 	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
 	topic := kafkatest.Topic(t, "inbox", 1)
-	w := broker.NewWriter(kcfg)
+	w := broker.NewWriter(kcfg, 100)
 	defer w.Close()
 	id := uuid.New()
 	rec := kafka.Message{Topic: topic, Key: []byte("CC-001"), Value: []byte(`{}`),

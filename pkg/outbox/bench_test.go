@@ -118,7 +118,7 @@ func newBenchEnv(b *testing.B, partitions int) *benchEnv {
 	b.Helper()
 	db := openDB(b)
 	kcfg := broker.Config{Brokers: kafkatest.Brokers(b)}
-	w := broker.NewWriter(kcfg)
+	w := broker.NewWriter(kcfg, 1000)
 	b.Cleanup(func() { w.Close() })
 	e := &benchEnv{db: db, ob: outbox.New(db), topic: kafkatest.Topic(b, "bench", partitions), writer: w}
 	e.warmUp(b, partitions)

@@ -50,7 +50,7 @@ const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), has
 //
 // Ready events are pending and due, or leased by a relay whose lease ended:
 // its time ran out (a stuck relay), or its owner holds no liveness lock any
-// more (a dead relay, see liveness.go; the set "live" is read once). An event
+// more (a dead relay, see liveness.go: ownerDeadSQL asks the lock manager). An event
 // may be sent only when every older unpublished event of its key is sent with
 // it: $1 events are taken in seq order, skipping those whose key is held back
 // by an older event that waits for a retry (retry_wait), is DEAD (until an
@@ -87,16 +87,15 @@ const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), has
 // is re-read and dropped. The claim then returns how many rows it meant to
 // take, and the caller releases the batch when some were dropped, since a
 // dropped row's later events of its key must not go without it.
-const claimSQL = `
-WITH live AS MATERIALIZED (` + liveOwnersSQL + `
-), cand AS MATERIALIZED (
+var claimSQL = `
+WITH cand AS MATERIALIZED (
     SELECT r.id, r.seq, r.topic, r.key, r.isolate
       FROM (SELECT e.id, e.seq, e.topic, e.key, e.isolate
               FROM outbox_event e
              WHERE e.status IN ('PENDING', 'PROCESSING')
                AND ((e.status = 'PENDING' AND e.next_attempt_at <= statement_timestamp())
                  OR (e.status = 'PROCESSING' AND (e.locked_until <= statement_timestamp()
-                      OR e.lease_owner::oid NOT IN (SELECT objid FROM live))))
+                      OR ` + ownerDeadSQL("e.lease_owner") + `)))
                AND NOT EXISTS (
                    SELECT FROM outbox_event w
                     WHERE w.topic = e.topic AND w.key = e.key AND w.seq < e.seq
@@ -114,7 +113,7 @@ WITH live AS MATERIALIZED (` + liveOwnersSQL + `
            SELECT FROM outbox_event l
             WHERE l.topic = r.topic AND l.key = r.key AND l.seq < r.seq
               AND l.status = 'PROCESSING' AND l.locked_until > statement_timestamp()
-              AND (l.lease_owner IS NULL OR l.lease_owner::oid IN (SELECT objid FROM live))
+              AND (l.lease_owner IS NULL OR NOT ` + ownerDeadSQL("l.lease_owner") + `)
            OFFSET 0)
      ORDER BY r.seq
      LIMIT $1
@@ -124,7 +123,7 @@ WITH live AS MATERIALIZED (` + liveOwnersSQL + `
                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS behind_isolated
           FROM cand) c
      WHERE behind_isolated IS NOT TRUE
-       AND ($5::int IS NULL OR $5::int::oid IN (SELECT objid FROM live))
+       AND ($5::int IS NULL OR NOT ` + ownerDeadSQL("$5::int") + `)
 ), leased AS (
     UPDATE outbox_event e
        SET status = 'PROCESSING', locked_by = $3, lease_owner = $5::int,
@@ -133,7 +132,7 @@ WITH live AS MATERIALIZED (` + liveOwnersSQL + `
      WHERE e.id = k.id
        AND ((e.status = 'PENDING' AND e.next_attempt_at <= statement_timestamp())
          OR (e.status = 'PROCESSING' AND (e.locked_until <= statement_timestamp()
-              OR e.lease_owner::oid NOT IN (SELECT objid FROM live))))
+              OR ` + ownerDeadSQL("e.lease_owner") + `)))
     RETURNING e.id, e.seq, e.topic, e.key, e.event_type, e.payload, e.headers, e.attempts, e.refusals, e.isolate, e.enqueued_at
 )
 SELECT l.*, (SELECT count(*) FROM kept) FROM leased l`

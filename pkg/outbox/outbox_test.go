@@ -43,7 +43,7 @@ func newEnv(t *testing.T, partitions int) *env {
 		t.Fatalf("create business table: %v", err)
 	}
 	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	w := broker.NewWriter(kcfg)
+	w := broker.NewWriter(kcfg, 1000)
 	t.Cleanup(func() { w.Close() })
 	return &env{db: db, ob: outbox.New(db), topic: kafkatest.Topic(t, "outbox", partitions), kcfg: kcfg, writer: w}
 }
@@ -255,7 +255,7 @@ func TestOutboxBrokerDown(t *testing.T) {
 	e := newEnv(t, 3)
 	dialer := kafkatest.NewDialer(t)
 	dialer.Down()
-	cut := broker.NewWriter(broker.Config{Brokers: e.kcfg.Brokers, Dial: dialer.DialContext})
+	cut := broker.NewWriter(broker.Config{Brokers: e.kcfg.Brokers, Dial: dialer.DialContext}, 1000)
 	defer cut.Close()
 	cfg := fastRelay("down")
 	cfg.SendTimeout = time.Second

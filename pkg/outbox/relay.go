@@ -27,7 +27,9 @@ type RelayConfig struct {
 	// Name identifies this relay in logs and in locked_by, where each claim
 	// adds its own number ("<name>/<n>"); default host-pid-random.
 	Name string
-	// BatchSize is how many events one claim takes; default 500.
+	// BatchSize is how many events one claim takes; default
+	// DefaultBatchSize. The relay's writer must keep that many records of
+	// one call in one record batch (broker.NewWriter's batch: ClaimSize).
 	BatchSize int
 	// Workers is how many claim-send-mark loops run at once; default 2.
 	Workers int
@@ -82,7 +84,7 @@ func (c RelayConfig) withDefaults() RelayConfig {
 			*v = d
 		}
 	}
-	def(&c.BatchSize, 500)
+	def(&c.BatchSize, DefaultBatchSize)
 	def(&c.Workers, 2)
 	def(&c.MaxAttempts, 12)
 	def(&c.CleanupBatch, 1000)
@@ -96,6 +98,13 @@ func (c RelayConfig) withDefaults() RelayConfig {
 	defD(&c.StatsInterval, 2*time.Second)
 	return c
 }
+
+// DefaultBatchSize is RelayConfig.BatchSize's default.
+const DefaultBatchSize = 500
+
+// ClaimSize is the most events one claim takes, and so one send: the batch
+// size of the relay's writer (broker.NewWriter).
+func (c RelayConfig) ClaimSize() int { return c.withDefaults().BatchSize }
 
 // LeaseMargin is how long before its lease ends a relay stops sending the
 // batch: room for the last send to be cut off and for the marks.

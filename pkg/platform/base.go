@@ -202,7 +202,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 		Log:             log,
 		DB:              db,
 		Registry:        reg,
-		Writer:          broker.NewWriter(cfg.Kafka),
+		Writer:          broker.NewWriter(cfg.Kafka, cfg.Relay.ClaimSize()),
 		Outbox:          outbox.New(db),
 		ConsumerMetrics: consumer.NewMetrics(reg),
 		InboxDuplicates: inbox.NewDuplicatesCounter(reg),

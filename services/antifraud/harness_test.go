@@ -68,7 +68,7 @@ func newHarness(tb testing.TB, partitions int) *harness {
 	}
 	tb.Cleanup(pool.Close)
 
-	w := broker.NewWriter(brokers)
+	w := broker.NewWriter(brokers, 100)
 	w.Balancer = kafka.BalancerFunc(func(m kafka.Message, ps ...int) int {
 		if p := broker.Header(m, headerPartition); p != "" {
 			n, _ := strconv.Atoi(p)

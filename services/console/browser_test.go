@@ -452,7 +452,7 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		// so each replay that happened leaves one record on analisada
 		// marked dlt-replayed-at.
 		key := "POISON-" + suffix
-		w := broker.NewWriter(broker.Config{Brokers: s.Brokers})
+		w := broker.NewWriter(broker.Config{Brokers: s.Brokers}, 100)
 		defer w.Close()
 		if err := w.WriteMessages(t.Context(), kafka.Message{Topic: s.Topics.Analysed, Key: []byte(key), Value: []byte("{not json"),
 			Headers: []kafka.Header{{Key: events.HeaderEventType, Value: []byte("TransferenciaAnalisada")}}}); err != nil {

@@ -184,7 +184,7 @@ func start(tb testing.TB, opts options) *harness {
 		tb.Fatalf("pool: %v", err)
 	}
 	tb.Cleanup(pool.Close)
-	w := broker.NewWriter(brokers)
+	w := broker.NewWriter(brokers, 100)
 	tb.Cleanup(func() { _ = w.Close() })
 	return &harness{tb: tb, cfg: cfg, brokers: brokers, topics: topics, recv: recv, pool: pool, writer: w}
 }

@@ -323,7 +323,7 @@ func TestProjectionThroughKafka(t *testing.T) {
 	for i, id := range []string{a, b, c} {
 		s.post(t, id, body("CC-001", "CC-002", int64(100+i)), nil)
 	}
-	w := broker.NewWriter(broker.Config{Brokers: s.brokers})
+	w := broker.NewWriter(broker.Config{Brokers: s.brokers}, 100)
 	defer w.Close()
 	settledA := events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(a), OccurredAt: time.Now().UTC()}
 

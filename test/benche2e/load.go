@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/outbox"
 )
 
 // api calls the services with the bench client's token.
@@ -199,7 +200,7 @@ func floor(ctx context.Context, cfg broker.Config, topic string, samples int) ([
 		return nil, err
 	}
 	defer cl.Close()
-	w := broker.NewWriter(cfg)
+	w := broker.NewWriter(cfg, outbox.DefaultBatchSize) // as the relays
 	defer func() { _ = w.Close() }()
 	received := make(chan string, 1)
 	go func() {

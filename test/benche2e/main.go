@@ -25,11 +25,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -56,6 +59,7 @@ type options struct {
 	maxInFlight  int
 	logDir       string
 	env          map[string]string
+	profile      string
 }
 
 func main() {
@@ -81,6 +85,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	maxInFlight := fs.Int("max-in-flight", 4000, "most outstanding requests; a request that finds them all busy leaves late (reported)")
 	logDir := fs.String("logs", "", "folder for the services' logs (default: a temporary folder, kept)")
 	envFlag := fs.String("env", "", "extra service settings, comma-separated NAME=VALUE (e.g. ANTIFRAUD_BATCH_MAX=1)")
+	profile := fs.String("profile", "", "folder for profiles: each service's CPU profile per step and heap profile at start and end (binaries built with -tags benchprofile), PostgreSQL's statements per step (pg_stat_statements)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -88,7 +93,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	o := options{step: *step, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
-		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, logDir: *logDir, env: map[string]string{}}
+		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, logDir: *logDir, env: map[string]string{},
+		profile: *profile}
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "all-in-one" && m != "four-processes" {
 			return fmt.Errorf("-modes: unknown deployment %q", m)
@@ -133,10 +139,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.MkdirAll(o.logDir, 0o755); err != nil { //nolint:gosec // logs
 		return err
 	}
-	b := &bench{o: o, out: out, serverURL: serverURL, kcfg: broker.Config{Brokers: broker.ParseBrokers(brokers)}}
+	b := &bench{o: o, out: out, serverURL: serverURL, kcfg: broker.Config{Brokers: broker.ParseBrokers(brokers)},
+		pgPort: urlPort(serverURL, 5432), kafkaPort: urlPort("kafka://"+firstBroker(broker.ParseBrokers(brokers))+"/", 9092)}
 
+	var tags []string
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil { //nolint:gosec // profiles
+			return err
+		}
+		tags = []string{"benchprofile"}
+		b.prof = &profiler{dir: o.profile, serverURL: serverURL, out: out}
+	}
+	statements := trackStatements(ctx, serverURL, b.prof != nil, out)
+	if b.prof != nil {
+		b.prof.statements = statements
+		// Idle again afterwards, as the next run without -profile expects.
+		defer trackStatements(context.WithoutCancel(ctx), serverURL, false, out)
+	}
 	fmt.Fprintf(out, "bench-e2e: building the binaries into %s\n", tmp)
-	if b.bins, err = build(ctx, root, tmp); err != nil {
+	if b.bins, err = build(ctx, root, tmp, tags); err != nil {
 		return err
 	}
 	defer func() { // the logs stay
@@ -200,6 +221,11 @@ type bench struct {
 	floorP50  time.Duration
 	sustained map[string]float64
 	rows      map[string][]stepRow
+
+	// prof is set by -profile; pgPort and kafkaPort find the servers'
+	// processes for their CPU figures.
+	prof              *profiler
+	pgPort, kafkaPort int
 }
 
 func (b *bench) url(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", b.o.basePort+i) }
@@ -290,6 +316,9 @@ func (b *bench) startServices(ctx context.Context, mode, only string) ([]*proc, 
 			env[strings.ToUpper(s)+"_HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", b.o.basePort+i)
 			urls = append(urls, b.url(i))
 		}
+		if b.prof != nil {
+			env["PPROF_ADDR"] = b.pprofAddr(0)
+		}
 		p, err := start("payments", b.bins["payments"], []string{"run"}, env, b.o.logDir)
 		if err != nil {
 			return nil, err
@@ -304,6 +333,9 @@ func (b *bench) startServices(ctx context.Context, mode, only string) ([]*proc, 
 				"HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", b.o.basePort+i)}
 			for k, v := range b.baseEnv {
 				env[k] = v
+			}
+			if b.prof != nil {
+				env["PPROF_ADDR"] = b.pprofAddr(i)
 			}
 			p, err := start(s, b.bins[s], nil, env, b.o.logDir)
 			if err != nil {
@@ -385,6 +417,10 @@ type stepRow struct {
 	sustained                  bool
 	hops                       map[string]dist
 	usage                      map[string][2]usage
+	// servers is the CPU time of PostgreSQL and the broker over the step;
+	// busy and total the whole machine's.
+	servers     map[string]time.Duration
+	busy, total time.Duration
 }
 
 // deployment measures one deployment at every rate.
@@ -409,13 +445,16 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 		return err
 	}
 	heapStart := b.heaps(ctx, mode)
+	if b.prof != nil {
+		b.heapProfiles(ctx, procs, mode+"-start")
+	}
 	// Warm-up: a few seconds at the first rate, not reported.
 	b.api.openLoop(ctx, b.url(0), accounts, b.o.rates[0], 3*time.Second, b.o.maxInFlight)
 	b.waitDrained(ctx, d, b.o.drain)
 
 	var rows []stepRow
 	for _, rate := range b.o.rates {
-		row, err := b.step(ctx, d, procs, accounts, rate)
+		row, err := b.step(ctx, mode, d, procs, accounts, rate)
 		if err != nil {
 			return err
 		}
@@ -431,6 +470,9 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 		}
 	}
 	heapEnd := b.heaps(ctx, mode)
+	if b.prof != nil {
+		b.heapProfiles(ctx, procs, mode+"-end")
+	}
 	b.table(mode, procs, rows)
 	fmt.Fprint(b.out, "heap in use (MiB, go_memstats_heap_inuse_bytes) start -> end:")
 	for _, s := range heapOrder(mode) {
@@ -491,11 +533,29 @@ func (b *bench) waitDrained(ctx context.Context, d dbs, limit time.Duration) int
 	}
 }
 
-func (b *bench) step(ctx context.Context, d dbs, procs []*proc, accounts []string, rate float64) (stepRow, error) {
+func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, accounts []string, rate float64) (stepRow, error) {
 	row := stepRow{offered: rate, errors: map[int]int{}, usage: map[string][2]usage{}}
 	before := map[string]usage{}
 	for _, p := range procs {
 		before[p.name], _ = readUsage(p.cmd.Process.Pid)
+	}
+	serversBefore := serverUsage(b.pgPort, b.kafkaPort)
+	busyBefore, totalBefore := machineBusy()
+	profiled := make(chan struct{})
+	if b.prof != nil {
+		b.prof.resetStatements(ctx)
+		// The profile covers the step but its last second, so that it is
+		// written by the time the step ends.
+		go func() {
+			defer close(profiled)
+			prefix := fmt.Sprintf("%s-%.0f", mode, rate)
+			var wg sync.WaitGroup
+			wg.Go(func() { b.serverProfiles(ctx, b.o.step-time.Second, prefix) })
+			b.cpuProfiles(ctx, procs, b.o.step-time.Second, prefix)
+			wg.Wait()
+		}()
+	} else {
+		close(profiled)
 	}
 	start := time.Now()
 	rs := b.api.openLoop(ctx, b.url(0), accounts, rate, b.o.step, b.o.maxInFlight)
@@ -503,6 +563,12 @@ func (b *bench) step(ctx context.Context, d dbs, procs []*proc, accounts []strin
 	for _, p := range procs {
 		after, _ := readUsage(p.cmd.Process.Pid)
 		row.usage[p.name] = [2]usage{before[p.name], after}
+	}
+	busyAfter, totalAfter := machineBusy()
+	row.busy, row.total = busyAfter-busyBefore, totalAfter-totalBefore
+	row.servers = map[string]time.Duration{}
+	for name, cpu := range serverUsage(b.pgPort, b.kafkaPort) {
+		row.servers[name] = cpu - serversBefore[name]
 	}
 	var ids []uuid.UUID
 	var lat []time.Duration
@@ -526,6 +592,12 @@ func (b *bench) step(ctx context.Context, d dbs, procs []*proc, accounts []strin
 	settled, err := terminalBetween(ctx, d["transfers"], start, end)
 	if err != nil {
 		return row, err
+	}
+	// The profiles' summaries are written by now or soon: the drain wait
+	// below is not measured.
+	<-profiled
+	if b.prof != nil {
+		b.prof.dumpStatements(ctx, fmt.Sprintf("%s-%.0f-postgresql.txt", mode, rate), settled)
 	}
 	row.settled = float64(settled) / end.Sub(start).Seconds()
 	row.undrained = b.waitDrained(ctx, d, b.o.drain)
@@ -582,6 +654,22 @@ func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
 		}
 		fmt.Fprintln(tw)
 	}
+	for _, name := range []string{"postgresql (all processes)", "kafka broker (JVM)"} {
+		fmt.Fprintf(tw, "%s\t", name)
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%.2f cores\t", r.servers[name].Seconds()/b.o.step.Seconds())
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprint(tw, "machine, all processes\t")
+	for _, r := range rows {
+		cores := 0.0
+		if r.total > 0 {
+			cores = float64(runtime.NumCPU()) * float64(r.busy) / float64(r.total)
+		}
+		fmt.Fprintf(tw, "%.2f of %d cores\t", cores, runtime.NumCPU())
+	}
+	fmt.Fprintln(tw)
 	_ = tw.Flush()
 }
 
@@ -658,4 +746,25 @@ func redact(u string) string {
 		return u[:scheme+3] + user + ":***" + u[at:]
 	}
 	return u
+}
+
+// urlPort is the port of a URL, or def.
+func urlPort(raw string, def int) int {
+	u, err := url.Parse(raw)
+	if err != nil || u.Port() == "" {
+		return def
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return def
+	}
+	return p
+}
+
+// firstBroker is the first of brokers, or "".
+func firstBroker(brokers []string) string {
+	if len(brokers) == 0 {
+		return ""
+	}
+	return brokers[0]
 }

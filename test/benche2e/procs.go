@@ -24,7 +24,7 @@ var services = []string{"transfers", "ledger", "antifraud", "notifications"}
 // payments-dev, which uses KAFKA_BROKERS rather than kfake when set) and the
 // four service binaries into dir and returns their paths by name
 // ("payments" and each service).
-func build(ctx context.Context, root, dir string) (map[string]string, error) {
+func build(ctx context.Context, root, dir string, tags []string) (map[string]string, error) {
 	pkgs := map[string]string{"payments": "./services/suite/cmd/payments-dev"}
 	for _, s := range services {
 		pkgs[s] = "./services/" + s + "/cmd/" + s
@@ -32,7 +32,11 @@ func build(ctx context.Context, root, dir string) (map[string]string, error) {
 	out := map[string]string{}
 	for name, pkg := range pkgs {
 		bin := filepath.Join(dir, name)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg) //nolint:gosec // the suite's own packages
+		args := []string{"build", "-o", bin}
+		if len(tags) > 0 {
+			args = append(args, "-tags", strings.Join(tags, ","))
+		}
+		cmd := exec.CommandContext(ctx, "go", append(args, pkg)...) //nolint:gosec // the suite's own packages
 		cmd.Dir = root
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {

@@ -252,7 +252,7 @@ func (s *Suite) Reproduce(ctx context.Context, msgs []kafka.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	w := broker.NewWriter(broker.Config{Brokers: s.Brokers})
+	w := broker.NewWriter(broker.Config{Brokers: s.Brokers}, 100)
 	defer func() { _ = w.Close() }()
 	out := make([]kafka.Message, len(msgs))
 	for i, m := range msgs {

@@ -12,6 +12,8 @@
 #                       unset: start a single KRaft broker+controller on
 #                       127.0.0.1:${TEST_KAFKA_PORT:-19092} (controller on the
 #                       next port), jars cached in .cache/kafka/<version>/libs.
+#   TEST_PG_OPTS        extra server options of that cluster ("-c name=value ...";
+#                       make bench-e2e preloads pg_stat_statements with it).
 #   TEST_KAFKA_JVM_OPTS  JVM flags of that broker (default: 768 MB heap, serial
 #                       GC, C1-only JIT for a fast start).
 #   TEST_KAFKA_READY_TIMEOUT  seconds to wait for it (default 90).
@@ -220,7 +222,7 @@ start_postgres() {
 		port=$(free_port "$port" 1) || { log "no free port for PostgreSQL near $want"; return 1; }
 		[ "$port" = "$want" ] || log "port $want is taken by something else; PostgreSQL tries $port"
 		if as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 60 start -o \
-			"-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500 -c shared_buffers=256MB" \
+			"-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500 -c shared_buffers=256MB ${TEST_PG_OPTS:-}" \
 			>/dev/null; then
 			break
 		fi

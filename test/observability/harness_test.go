@@ -83,7 +83,7 @@ func start(t *testing.T, service string) *harness {
 		t.Fatalf("pool: %v", err)
 	}
 	t.Cleanup(h.pool.Close)
-	h.writer = broker.NewWriter(broker.Config{Brokers: h.brokers})
+	h.writer = broker.NewWriter(broker.Config{Brokers: h.brokers}, 100)
 	t.Cleanup(func() { _ = h.writer.Close() })
 	h.kafka = kafkatest.NewDialer(t)
 

@@ -163,7 +163,7 @@ func (s *suite) balances(tb testing.TB, accounts map[string]int64) map[string]in
 // produce writes msg with the credential of cfg and returns the broker's
 // answer for it (kafka.WriteErrors unwrapped).
 func produce(cfg broker.Config, msgs ...kafka.Message) error {
-	w := broker.NewWriter(cfg)
+	w := broker.NewWriter(cfg, 100)
 	defer func() { _ = w.Close() }()
 	w.MaxAttempts = 1
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

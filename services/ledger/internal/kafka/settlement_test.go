@@ -103,7 +103,7 @@ func newEnv(t *testing.T) *env {
 		[]broker.TopicSpec{{Name: events.DLT(e.topic), Partitions: 1, ReplicationFactor: 1}}); err != nil {
 		t.Fatalf("create DLT topic: %v", err)
 	}
-	e.writer = broker.NewWriter(broker.Config{Brokers: e.brokers})
+	e.writer = broker.NewWriter(broker.Config{Brokers: e.brokers}, 100)
 	t.Cleanup(func() { _ = e.writer.Close() })
 	return e
 }

@@ -43,7 +43,7 @@ func newDLTFixture(t *testing.T) *dltFixture {
 		c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
 		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{f.dlt}})
 	})
-	w := broker.NewWriter(cfg)
+	w := broker.NewWriter(cfg, 100)
 	defer func() { _ = w.Close() }()
 	now := time.Now().Truncate(time.Millisecond)
 	f.boundary = now.Add(-90 * time.Minute)
