@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paysuite/payments/pkg/envconfig"
 )
 
 // Env reads typed configuration values and collects every problem, so that
@@ -153,16 +155,21 @@ func IsTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// LoggerFromEnv is NewLogger configured by LOG_FORMAT (default json, text
-// when w is a terminal) and LOG_LEVEL (default info).
+// LogConfig are the logging variables every binary reads.
+type LogConfig struct {
+	Format string `env:"LOG_FORMAT" help:"json or text (default: text on a terminal, json otherwise)"`
+	Level  string `env:"LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+}
+
+// LoggerFromEnv is NewLogger configured by LogConfig: LOG_FORMAT (default
+// json, text when w is a terminal) and LOG_LEVEL (default info).
 func LoggerFromEnv(getenv func(string) string, w io.Writer) (*slog.Logger, error) {
-	format := getenv("LOG_FORMAT")
-	if f, ok := w.(*os.File); ok && format == "" && IsTerminal(f) {
-		format = "text"
+	var c LogConfig
+	if err := envconfig.Parse(getenv, &c); err != nil {
+		return nil, err
 	}
-	level := getenv("LOG_LEVEL")
-	if level == "" {
-		level = "info"
+	if f, ok := w.(*os.File); ok && c.Format == "" && IsTerminal(f) {
+		c.Format = "text"
 	}
-	return NewLogger(w, format, level)
+	return NewLogger(w, c.Format, c.Level)
 }
