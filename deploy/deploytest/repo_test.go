@@ -55,23 +55,21 @@ func repoRoot(tb testing.TB) string {
 
 // knownEnv returns every environment variable a suite program reads, so that
 // a misspelt name in an artefact (KAFKA_BROKER, say) fails a test instead of
-// being silently ignored: the variables the services declare (their
-// Variables, and the logger's), the console's, and the Go runtime's.
+// being silently ignored: the variables the services and the console
+// declare (their Variables, and the logger's), and the Go runtime's.
 func knownEnv(tb testing.TB) map[string]bool {
 	tb.Helper()
 	known := map[string]bool{}
-	record := func(name string) string { known[name] = true; return "" }
-	_, _ = console.ConfigFromEnv(record)
 	for _, vars := range [][]envconfig.Var{
 		transfers.Variables(), ledger.Variables(), antifraud.Variables(), notifications.Variables(),
-		envconfig.Vars(platform.LogConfig{}),
+		console.Variables(), envconfig.Vars(platform.LogConfig{}),
 	} {
 		for _, v := range vars {
 			known[v.Name] = true
 		}
 	}
 	if len(known) < 5 {
-		tb.Fatalf("only %v are known: the recording getenv is not used", sortedKeys(known))
+		tb.Fatalf("only %v are known: the declarations are not read", sortedKeys(known))
 	}
 	known["GOMEMLIMIT"] = true // the Go runtime
 	return known
