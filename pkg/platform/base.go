@@ -130,16 +130,6 @@ func (c *Config) Complete() error {
 	return errors.Join(err, c.Auth.Validate(), ValidateShutdownDrain(c.ShutdownDrain))
 }
 
-// AuthFromEnv reads the authentication configuration (the tags of
-// auth.Config) and records its problems in env: a service without one does
-// not start.
-func AuthFromEnv(env *Env) auth.Config {
-	var c auth.Config
-	env.Check(envconfig.Parse(env.getenv, &c))
-	env.Check(c.Validate())
-	return c
-}
-
 // Base is the part of a running service that every service has.
 type Base struct {
 	Cfg      Config
