@@ -220,12 +220,10 @@ func Join(errs ...error) error {
 }
 
 // Vars lists the variables cfg (a struct or a pointer to one) declares, in
-// declaration order, with their defaults.
+// declaration order, with their defaults. A declaration error (a variable
+// without help) is Parse's to report: the service does not start.
 func Vars(cfg any) []Var {
-	vars, err := walk(cfg)
-	if err != nil {
-		panic(err) // a declaration error, caught by every service's tests
-	}
+	vars, _ := walk(cfg)
 	for i := range vars {
 		vars[i].value = reflect.Value{}
 	}
