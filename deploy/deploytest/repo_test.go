@@ -6,8 +6,13 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/console"
+	"github.com/paysuite/payments/services/ledger"
+	"github.com/paysuite/payments/services/notifications"
+	"github.com/paysuite/payments/services/transfers"
 )
 
 // service describes one of the four services as every artefact must agree.
@@ -50,25 +55,23 @@ func repoRoot(tb testing.TB) string {
 
 // knownEnv returns every environment variable a suite program reads, so that
 // a misspelt name in an artefact (KAFKA_BROKER, say) fails a test instead of
-// being silently ignored. The common ones are recorded from
-// platform.ConfigFromEnv itself; the rest are read by the binaries' main or
-// by one service, or by the Go runtime.
+// being silently ignored: the variables the services and the console
+// declare (their Variables, and the logger's), and the Go runtime's.
 func knownEnv(tb testing.TB) map[string]bool {
 	tb.Helper()
 	known := map[string]bool{}
-	record := func(name string) string { known[name] = true; return "" }
-	platform.ConfigFromEnv(platform.NewEnv(record), "transfers", ":8080")
-	_, _ = console.ConfigFromEnv(record)
-	if len(known) < 5 {
-		tb.Fatalf("platform.ConfigFromEnv read only %v: the recording getenv is not used", sortedKeys(known))
-	}
-	for _, name := range []string{
-		"LOG_LEVEL", "LOG_FORMAT", // every main
-		"NOTIFY_CHANNEL", "WEBHOOK_DEFAULT_URL", "WEBHOOK_SECRET", // notifications
-		"GOMEMLIMIT", // the Go runtime
+	for _, vars := range [][]envconfig.Var{
+		transfers.Variables(), ledger.Variables(), antifraud.Variables(), notifications.Variables(),
+		console.Variables(), envconfig.Vars(platform.LogConfig{}),
 	} {
-		known[name] = true
+		for _, v := range vars {
+			known[v.Name] = true
+		}
 	}
+	if len(known) < 5 {
+		tb.Fatalf("only %v are known: the declarations are not read", sortedKeys(known))
+	}
+	known["GOMEMLIMIT"] = true // the Go runtime
 	return known
 }
 

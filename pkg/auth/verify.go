@@ -45,19 +45,19 @@ const (
 // AUTH_ISSUER, AUTH_AUDIENCE, RATE_LIMIT_RPS, RATE_LIMIT_BURST).
 type Config struct {
 	// JWKSURL is an http(s) URL serving the JWKS of the token issuer.
-	JWKSURL string
+	JWKSURL string `env:"AUTH_JWKS_URL" help:"the token issuer's JWKS URL (this or AUTH_JWKS_FILE is required)"`
 	// JWKSFile is a file holding the JWKS; exactly one of JWKSURL and
 	// JWKSFile is set.
-	JWKSFile string
+	JWKSFile string `env:"AUTH_JWKS_FILE" help:"a JWKS file instead of AUTH_JWKS_URL"`
 	// Issuer is the iss every token must carry.
-	Issuer string
+	Issuer string `env:"AUTH_ISSUER" help:"the iss every token must carry (required)"`
 	// Audience must be one of a token's aud values; DefaultAudience when
 	// empty.
-	Audience string
+	Audience string `env:"AUTH_AUDIENCE" envDefault:"paysuite" help:"a value the token's aud must contain"`
 	// RateRPS and RateBurst bound the requests of one client to one
 	// instance (a token bucket per subject).
-	RateRPS   float64
-	RateBurst int
+	RateRPS   float64 `env:"RATE_LIMIT_RPS" envDefault:"50" help:"requests per second per client and instance"`
+	RateBurst int     `env:"RATE_LIMIT_BURST" envDefault:"100" help:"burst per client and instance"`
 }
 
 // Default rate limits per client and instance.

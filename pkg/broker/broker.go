@@ -30,15 +30,17 @@ type DialFunc func(ctx context.Context, network, address string) (net.Conn, erro
 
 // Config says how to reach the cluster.
 type Config struct {
-	Brokers []string
+	// Brokers are the bootstrap brokers; default DefaultAddr.
+	Brokers []string `env:"KAFKA_BROKERS" envDefault:"localhost:9092" help:"comma-separated bootstrap brokers"`
 	// Dial replaces the default dialer when set (tests).
-	Dial DialFunc
+	Dial DialFunc `env:"-"`
 	// MaxMessageBytes is the largest record the writer sends; default
 	// 1 MiB, the broker's default message.max.bytes.
-	MaxMessageBytes int64
+	MaxMessageBytes int64 `env:"KAFKA_MAX_MESSAGE_BYTES" envDefault:"1048576" help:"largest record a producer sends"`
 	// Security is the SASL credential and TLS of every connection
-	// (SecurityFromEnv); the zero value is plaintext without credentials.
-	Security Security
+	// (SecuritySettings.Security); the zero value is plaintext without
+	// credentials.
+	Security Security `env:"-"`
 }
 
 // ParseBrokers splits a comma-separated broker list.

@@ -10,11 +10,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/twmb/franz-go/pkg/kgo"
 	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 	kgoplain "github.com/twmb/franz-go/pkg/sasl/plain"
@@ -169,22 +170,42 @@ func (s SASL) kgo() kgosasl.Mechanism {
 	return nil
 }
 
-// SecurityFromEnv reads KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME,
-// KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE, a mounted secret),
-// KAFKA_TLS, KAFKA_TLS_CA_FILE and the optional client certificate
-// KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE. Every problem is reported at
-// once, each naming its variable and never its value; a setting that would
-// silently fall back to plaintext (a CA file without KAFKA_TLS, a user name
-// without a mechanism, PLAIN without TLS) is a problem too.
+// SecuritySettings are the Kafka security variables as declared and read;
+// Security builds the Security they describe.
+type SecuritySettings struct {
+	Mechanism    string `env:"KAFKA_SASL_MECHANISM" help:"SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN (PLAIN only with KAFKA_TLS=true); empty: no SASL"`
+	Username     string `env:"KAFKA_SASL_USERNAME" help:"the service's Kafka principal; required with a mechanism"`
+	Password     string `env:"KAFKA_SASL_PASSWORD" secret:"true" trim:"false" help:"its password; prefer KAFKA_SASL_PASSWORD_FILE"`
+	PasswordFile string `env:"KAFKA_SASL_PASSWORD_FILE" help:"a file holding the password (a mounted secret; a trailing newline is ignored)"`
+	TLS          bool   `env:"KAFKA_TLS" envDefault:"false" help:"true: TLS to the brokers, certificates verified"`
+	CAFile       string `env:"KAFKA_TLS_CA_FILE" help:"PEM file of the CA certificates of the brokers (default: the system roots; needs KAFKA_TLS=true)"`
+	CertFile     string `env:"KAFKA_TLS_CERT_FILE" help:"client certificate (PEM) for brokers that require mutual TLS; with KAFKA_TLS_KEY_FILE"`
+	KeyFile      string `env:"KAFKA_TLS_KEY_FILE" help:"the client certificate's private key (PEM)"`
+}
+
+// SecurityFromEnv reads the SecuritySettings from getenv and builds their
+// Security. Every problem is reported at once (see
+// SecuritySettings.Security).
 func SecurityFromEnv(getenv func(string) string) (Security, error) {
-	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	var s SecuritySettings
+	err := envconfig.Parse(getenv, &s)
+	sec, serr := s.Security()
+	return sec, errors.Join(err, serr)
+}
+
+// Security reads the password file and the TLS files and builds the
+// Security. Every problem is reported at once, each naming its variable and
+// never its value; a setting that would silently fall back to plaintext (a
+// CA file without KAFKA_TLS, a user name without a mechanism, PLAIN without
+// TLS) is a problem too.
+func (s SecuritySettings) Security() (Security, error) {
 	var sec Security
 	var errs []error
 
-	mechanism := strings.ToUpper(get(EnvSASLMechanism))
-	username := get(EnvSASLUsername)
-	password := getenv(EnvSASLPassword) // passwords are not trimmed
-	passwordFile := get(EnvSASLPasswordFile)
+	mechanism := strings.ToUpper(s.Mechanism)
+	username := s.Username
+	password := s.Password // passwords are not trimmed
+	passwordFile := s.PasswordFile
 	if password != "" && passwordFile != "" {
 		errs = append(errs, fmt.Errorf("%s and %s are both set: set one", EnvSASLPassword, EnvSASLPasswordFile))
 	}
@@ -202,14 +223,7 @@ func SecurityFromEnv(getenv func(string) string) (Security, error) {
 			}
 		}
 	}
-	tlsOn := false
-	if v := get(EnvTLS); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: not a boolean (true or false)", EnvTLS))
-		}
-		tlsOn = b
-	}
+	tlsOn := s.TLS
 	switch mechanism {
 	case "":
 		if username != "" || password != "" || passwordFile != "" {
@@ -226,26 +240,25 @@ func SecurityFromEnv(getenv func(string) string) (Security, error) {
 			errs = append(errs, fmt.Errorf("%s=PLAIN sends the password in clear: it needs %s=true", EnvSASLMechanism, EnvTLS))
 		}
 		if username != "" && password != "" {
-			s, err := NewSASL(mechanism, username, password)
+			sasl, err := NewSASL(mechanism, username, password)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s/%s: %w", EnvSASLUsername, EnvSASLPassword, err))
 			}
-			sec.SASL = s
+			sec.SASL = sasl
 		}
 	default:
 		errs = append(errs, fmt.Errorf("%s: unsupported mechanism (want SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN)", EnvSASLMechanism))
 	}
 
-	caFile, certFile, keyFile := get(EnvTLSCAFile), get(EnvTLSCertFile), get(EnvTLSKeyFile)
 	if !tlsOn {
-		for _, name := range []string{EnvTLSCAFile, EnvTLSCertFile, EnvTLSKeyFile} {
-			if get(name) != "" {
-				errs = append(errs, fmt.Errorf("%s is set but %s is not true", name, EnvTLS))
+		for _, f := range []struct{ name, value string }{{EnvTLSCAFile, s.CAFile}, {EnvTLSCertFile, s.CertFile}, {EnvTLSKeyFile, s.KeyFile}} {
+			if f.value != "" {
+				errs = append(errs, fmt.Errorf("%s is set but %s is not true", f.name, EnvTLS))
 			}
 		}
 		return sec, errors.Join(errs...)
 	}
-	cfg, tlsErrs := tlsConfig(caFile, certFile, keyFile)
+	cfg, tlsErrs := tlsConfig(s.CAFile, s.CertFile, s.KeyFile)
 	errs = append(errs, tlsErrs...)
 	if len(tlsErrs) == 0 {
 		sec.TLS = cfg

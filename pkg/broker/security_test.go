@@ -63,8 +63,8 @@ func TestSecurityFromEnvBadInput(t *testing.T) {
 				"KAFKA_SASL_MECHANISM": "scram-sha-256", "KAFKA_SASL_PASSWORD_FILE": missing, "KAFKA_TLS": "yes please",
 			},
 			want: []string{
+				`KAFKA_TLS: "yes please" is not a boolean`,
 				"KAFKA_SASL_PASSWORD_FILE: cannot read the file: no such file or directory",
-				"KAFKA_TLS: not a boolean (true or false)",
 				"KAFKA_SASL_USERNAME is required with KAFKA_SASL_MECHANISM",
 			},
 		},

@@ -30,21 +30,21 @@ type RelayConfig struct {
 	// BatchSize is how many events one claim takes; default
 	// DefaultBatchSize. The relay's writer must keep that many records of
 	// one call in one record batch (broker.NewWriter's batch: ClaimSize).
-	BatchSize int
+	BatchSize int `env:"OUTBOX_BATCH_SIZE" envDefault:"500" help:"events claimed per relay batch"`
 	// Workers is how many claim-send-mark loops run at once; default 2.
-	Workers int
+	Workers int `env:"OUTBOX_WORKERS" envDefault:"2" help:"claim-send-mark loops per relay"`
 	// Lease is the longest a claim is owned by a live relay before another
 	// relay may reclaim it; default 30s. A dead relay's claims are free at
 	// once (see liveness.go), so the lease only bounds a relay that is alive
 	// but stuck. The relay never sends past its lease: the sends of a batch
 	// stop LeaseMargin before it ends, and what is left goes back to the
 	// queue. It must be at least SendTimeout + LeaseMargin + 1s (Validate).
-	Lease time.Duration
+	Lease time.Duration `env:"OUTBOX_LEASE" envDefault:"30s" help:"longest a claimed batch belongs to a live relay; at least OUTBOX_SEND_TIMEOUT + 2s"`
 	// SendTimeout bounds one publish call; default 15s.
-	SendTimeout time.Duration
+	SendTimeout time.Duration `env:"OUTBOX_SEND_TIMEOUT" envDefault:"15s" help:"bound of one broker call of the relay"`
 	// PollInterval is the fallback scan when no wake-up arrives, and so the
 	// longest a dead relay's claims wait to be taken over; default 500ms.
-	PollInterval time.Duration
+	PollInterval time.Duration `env:"OUTBOX_POLL_INTERVAL" envDefault:"500ms" help:"fallback scan when no wake-up arrives"`
 	// MaxAttempts is how many times the broker may refuse an event itself
 	// (too large, corrupt, invalid: see Refused) before it turns DEAD;
 	// default 12. Other failures (broker unreachable, leader moving,
@@ -52,13 +52,13 @@ type RelayConfig struct {
 	// long as they last and never count toward DEAD: an outage never kills
 	// events, it shows as the age of the oldest pending event and as
 	// outbox_send_failures_total{cause}.
-	MaxAttempts int
+	MaxAttempts int `env:"OUTBOX_MAX_ATTEMPTS" envDefault:"12" help:"broker refusals of an event before it goes DEAD"`
 	// BackoffBase and BackoffMax shape the exponential retry delay (with
 	// jitter); defaults 500ms and 60s.
-	BackoffBase time.Duration
-	BackoffMax  time.Duration
+	BackoffBase time.Duration `env:"OUTBOX_BACKOFF_BASE" envDefault:"500ms" help:"first retry delay, doubled per attempt, with jitter"`
+	BackoffMax  time.Duration `env:"OUTBOX_BACKOFF_MAX" envDefault:"1m" help:"retry delay cap"`
 	// Retention is how long PUBLISHED rows are kept; default 7 days.
-	Retention time.Duration
+	Retention time.Duration `env:"OUTBOX_RETENTION" envDefault:"168h" help:"how long PUBLISHED rows are kept"`
 	// CleanupInterval and CleanupBatch pace the deletion of old published
 	// rows; defaults 1 minute and 1000 rows per statement.
 	CleanupInterval time.Duration

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,49 +19,75 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 )
 
-// Config is what every service reads the same way.
+// Config is what every service reads the same way: the one declaration of
+// the common variables (pkg/envconfig's tags), embedded in each service's
+// configuration. DefaultConfig gives a service's defaults.
 type Config struct {
 	// Service names the service in logs and its migration set.
-	Service string
-	// HTTPAddr is where the service listens (HTTP_ADDR).
-	HTTPAddr string
-	// DatabaseURL is the service's own database (DATABASE_URL).
-	DatabaseURL string
-	// DBMaxConns bounds the pool (DATABASE_MAX_CONNS, default 20).
-	DBMaxConns int
+	Service string `env:"-"`
+	// HTTPAddr is where the service listens; each service has its own
+	// default (DefaultConfig).
+	HTTPAddr string `env:"HTTP_ADDR" help:"listen address of the API, /healthz, /readyz and /metrics"`
+	// DatabaseURL is the service's own database.
+	DatabaseURL string `env:"DATABASE_URL,required" secret:"url" help:"the service's own PostgreSQL database (its password is never logged)"`
+	// DBMaxConns bounds the pool.
+	DBMaxConns int `env:"DATABASE_MAX_CONNS" envDefault:"20" help:"connection pool size"`
 	// Kafka says how to reach the brokers (KAFKA_BROKERS,
-	// KAFKA_MAX_MESSAGE_BYTES) and how to authenticate and encrypt
-	// (KAFKA_SASL_*, KAFKA_TLS*: broker.SecurityFromEnv).
+	// KAFKA_MAX_MESSAGE_BYTES); its Security is built from KafkaSecurity.
 	Kafka broker.Config
+	// KafkaSecurity are the KAFKA_SASL_* and KAFKA_TLS* variables.
+	KafkaSecurity broker.SecuritySettings
 	// Relay tunes the outbox relay (OUTBOX_*).
 	Relay outbox.RelayConfig
-	// MigrateOnStart applies migrations at start (MIGRATE_ON_START, default
-	// true).
-	MigrateOnStart bool
-	// InboxRetention is how long processed-event rows are kept
-	// (INBOX_RETENTION, default 14 days: longer than a record can come
-	// back).
-	InboxRetention time.Duration
+	// MigrateOnStart applies migrations at start.
+	MigrateOnStart bool `env:"MIGRATE_ON_START" envDefault:"true" help:"apply the migrations at start (<service> migrate applies them and exits)"`
+	// InboxRetention is how long processed-event rows are kept (default
+	// inbox.DefaultRetention: longer than a record can come back).
+	InboxRetention time.Duration `env:"INBOX_RETENTION" help:"how long processed-event rows are kept"`
 	// RelayDisabled turns the outbox relay off (OUTBOX_RELAY_ENABLED=false)
 	// when Debezium's outbox router publishes instead. The zero value runs
 	// the relay.
-	RelayDisabled bool
+	RelayDisabled Negated `env:"OUTBOX_RELAY_ENABLED" envDefault:"true" help:"false when Debezium's outbox router publishes instead of the relay"`
 	// Auth says how requests are authenticated and rate-limited
 	// (AUTH_JWKS_URL or AUTH_JWKS_FILE, AUTH_ISSUER, AUTH_AUDIENCE,
 	// RATE_LIMIT_RPS, RATE_LIMIT_BURST). There is no way to turn it off.
 	Auth auth.Config
 	// ShutdownDrain is how long the service keeps serving, /readyz
-	// unready, once asked to stop (SHUTDOWN_DRAIN, default
-	// DefaultShutdownDrain): longer than a load balancer's probe period, so
-	// that it stops sending requests before the listener closes. Zero
-	// closes the listener at once.
-	ShutdownDrain time.Duration
+	// unready, once asked to stop (default DefaultShutdownDrain): longer
+	// than a load balancer's probe period, so that it stops sending
+	// requests before the listener closes. Zero closes the listener at
+	// once.
+	ShutdownDrain time.Duration `env:"SHUTDOWN_DRAIN" help:"how long a stopping service keeps serving with /readyz unready; 0s to 1m"`
+}
+
+// Negated is a boolean variable that says the opposite of its field
+// (OUTBOX_RELAY_ENABLED=false sets RelayDisabled), so that the field's zero
+// value is the default behaviour.
+type Negated bool
+
+// String is the variable's value: "true" when the field is false.
+func (n Negated) String() string { return strconv.FormatBool(!bool(n)) }
+
+// parseNegated reads a Negated.
+func parseNegated(s string) (Negated, error) {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%q is not a boolean", s)
+	}
+	return Negated(!b), nil
+}
+
+// ParseOptions are the parsers of the common configuration's own types,
+// for envconfig.Parse.
+func ParseOptions() []envconfig.Option {
+	return []envconfig.Option{envconfig.WithParser(parseNegated)}
 }
 
 // DefaultShutdownDrain is SHUTDOWN_DRAIN's default: longer than the
@@ -82,66 +109,25 @@ func ValidateShutdownDrain(d time.Duration) error {
 	return nil
 }
 
-// ConfigFromEnv reads the common configuration of service, listening on
-// defaultAddr unless HTTP_ADDR says otherwise.
-func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
-	security, err := broker.SecurityFromEnv(env.getenv)
-	env.Check(err)
+// DefaultConfig is the common configuration of service, listening on
+// httpAddr, before the environment is read: the defaults that are Go
+// constants (the envDefault tags give the others).
+func DefaultConfig(service, httpAddr string) Config {
 	return Config{
-		Service:     service,
-		HTTPAddr:    env.String("HTTP_ADDR", defaultAddr),
-		DatabaseURL: env.Required("DATABASE_URL"),
-		DBMaxConns:  env.Int("DATABASE_MAX_CONNS", 20),
-		Kafka: broker.Config{
-			Brokers:         broker.ParseBrokers(env.String("KAFKA_BROKERS", broker.DefaultAddr)),
-			MaxMessageBytes: env.Int64("KAFKA_MAX_MESSAGE_BYTES", 1<<20),
-			Security:        security,
-		},
-		Relay: outbox.RelayConfig{
-			BatchSize:    env.Int("OUTBOX_BATCH_SIZE", 500),
-			Workers:      env.Int("OUTBOX_WORKERS", 2),
-			PollInterval: env.Duration("OUTBOX_POLL_INTERVAL", 500*time.Millisecond),
-			Lease:        env.Duration("OUTBOX_LEASE", 30*time.Second),
-			SendTimeout:  env.Duration("OUTBOX_SEND_TIMEOUT", 15*time.Second),
-			MaxAttempts:  env.Int("OUTBOX_MAX_ATTEMPTS", 12),
-			BackoffBase:  env.Duration("OUTBOX_BACKOFF_BASE", 500*time.Millisecond),
-			BackoffMax:   env.Duration("OUTBOX_BACKOFF_MAX", time.Minute),
-			Retention:    env.Duration("OUTBOX_RETENTION", 7*24*time.Hour),
-		},
-		MigrateOnStart: env.Bool("MIGRATE_ON_START", true),
-		InboxRetention: env.Duration("INBOX_RETENTION", inbox.DefaultRetention),
-		RelayDisabled:  !env.Bool("OUTBOX_RELAY_ENABLED", true),
-		Auth:           AuthFromEnv(env),
-		ShutdownDrain:  shutdownDrainFromEnv(env),
+		Service:        service,
+		HTTPAddr:       httpAddr,
+		InboxRetention: inbox.DefaultRetention,
+		ShutdownDrain:  DefaultShutdownDrain,
 	}
 }
 
-func shutdownDrainFromEnv(env *Env) time.Duration {
-	d := env.Duration("SHUTDOWN_DRAIN", DefaultShutdownDrain)
-	env.Check(ValidateShutdownDrain(d))
-	return d
-}
-
-// AuthFromEnv reads the authentication configuration and records its
-// problems in env: a service without one does not start.
-//
-//	AUTH_JWKS_URL     (one of the two  the token issuer's JWKS, fetched and cached
-//	AUTH_JWKS_FILE     is required)    a JWKS file (the suite's own issuer)
-//	AUTH_ISSUER       (required)       the iss every token must carry
-//	AUTH_AUDIENCE     paysuite         a value the token's aud must contain
-//	RATE_LIMIT_RPS    50               requests per second per client and instance
-//	RATE_LIMIT_BURST  100              burst per client and instance
-func AuthFromEnv(env *Env) auth.Config {
-	c := auth.Config{
-		JWKSURL:   env.String("AUTH_JWKS_URL", ""),
-		JWKSFile:  env.String("AUTH_JWKS_FILE", ""),
-		Issuer:    env.String("AUTH_ISSUER", ""),
-		Audience:  env.String("AUTH_AUDIENCE", auth.DefaultAudience),
-		RateRPS:   env.Float64("RATE_LIMIT_RPS", auth.DefaultRateRPS),
-		RateBurst: env.Int("RATE_LIMIT_BURST", auth.DefaultRateBurst),
-	}
-	env.Check(c.Validate())
-	return c
+// Complete checks the common configuration once it is parsed and builds
+// what the variables describe (the Kafka credential and TLS from
+// KafkaSecurity). It returns every problem at once.
+func (c *Config) Complete() error {
+	sec, err := c.KafkaSecurity.Security()
+	c.Kafka.Security = sec
+	return errors.Join(err, c.Auth.Validate(), ValidateShutdownDrain(c.ShutdownDrain))
 }
 
 // Base is the part of a running service that every service has.

@@ -22,6 +22,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
@@ -341,9 +342,8 @@ func TestShutdownDrainFromEnv(t *testing.T) {
 			vars := authtest.New(t).Env()
 			vars["DATABASE_URL"] = "postgres://localhost/x"
 			vars["SHUTDOWN_DRAIN"] = tc.value
-			env := platform.NewEnv(func(k string) string { return vars[k] })
-			cfg := platform.ConfigFromEnv(env, "transfers", ":0")
-			err := env.Err()
+			cfg := platform.DefaultConfig("transfers", ":0")
+			err := envconfig.Join(envconfig.Parse(func(k string) string { return vars[k] }, &cfg, platform.ParseOptions()...), cfg.Complete())
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("SHUTDOWN_DRAIN=%q: err = %v, want error %v", tc.value, err, tc.wantErr)
 			}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/postgres"
 )
 
@@ -20,6 +21,8 @@ type Binary[C any] struct {
 	Service string
 	// Config reads the service's configuration.
 	Config func(getenv func(string) string) (C, error)
+	// Variables are the variables Config reads, for the help.
+	Variables func() []envconfig.Var
 	// DatabaseURL picks the database of a configuration.
 	DatabaseURL func(C) string
 	// Run runs the service until ctx ends.
@@ -30,18 +33,21 @@ type Binary[C any] struct {
 // the services: with no argument it runs the service until ctx ends
 // (tracing on when the OTEL_* variables ask); "migrate" applies the
 // service's migrations and exits, after the same configuration checks as a
-// run; "help" prints the usage. The operator commands (topics, outbox, DLT)
+// run; "help" (or -h, --help) prints the usage and every variable, with its
+// default and description, from the service's declaration. Before running
+// or migrating it logs the effective configuration, secrets masked, in one
+// "configuration" line. The operator commands (topics, outbox, DLT)
 // are the operator CLI's, services/suite/cmd/payments.
 func Main[C any](ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, b Binary[C]) error {
 	cmd := ""
 	if len(args) > 1 {
 		cmd = args[1]
 	}
-	usage := fmt.Sprintf("usage:\n  %[1]s           run the service\n  %[1]s migrate   apply the database migrations and exit\n", args[0])
+	usage := fmt.Sprintf("usage:\n  %[1]s           run the service\n  %[1]s migrate   apply the database migrations and exit\n"+
+		"  %[1]s --help    print this help\n", args[0])
 	switch {
 	case len(args) == 2 && (cmd == "help" || cmd == "-h" || cmd == "-help" || cmd == "--help"):
-		_, err := io.WriteString(stdout, usage)
-		return err
+		return Help(stdout, usage, append(b.Variables(), envconfig.Vars(LogConfig{})...))
 	case (cmd != "" && cmd != "migrate") || len(args) > 2:
 		return fmt.Errorf("unknown command %q; %s", args[1:], usage)
 	}
@@ -53,6 +59,7 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
+	log.InfoContext(ctx, "configuration", "service", b.Service, "config", envconfig.LogValue(cfg))
 	if cmd == "migrate" {
 		if err := Migrate(ctx, b.DatabaseURL(cfg), b.Service); err != nil {
 			return err
@@ -65,6 +72,20 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 	return b.Run(ctx, cfg, log, func(a net.Addr) {
 		log.InfoContext(ctx, "listening", "service", b.Service, "addr", a.String())
 	})
+}
+
+// Help writes usage, then the environment variables vars and the
+// OpenTelemetry ones.
+func Help(w io.Writer, usage string, vars []envconfig.Var) error {
+	if _, err := io.WriteString(w, usage+"\nenvironment:\n"); err != nil {
+		return err
+	}
+	if err := envconfig.Usage(w, vars); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\nOTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_TRACES_EXPORTER and\n"+
+		"OTEL_SERVICE_NAME (standard OpenTelemetry variables) turn on trace export.\n")
+	return err
 }
 
 // Exit is the main function of every service binary: it calls run with

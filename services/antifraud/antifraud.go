@@ -18,6 +18,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
@@ -49,65 +50,41 @@ type Config struct {
 	Risk risk.Config
 	// BatchMax is the most records of one partition decided in one
 	// database transaction; 1 decides each record alone.
-	BatchMax int
+	BatchMax int `env:"ANTIFRAUD_BATCH_MAX" help:"records of one partition decided per transaction, 1..1000; 1 decides one per transaction"`
 }
 
 // DefaultBatchMax is how many records of one partition are decided in one
 // transaction unless ANTIFRAUD_BATCH_MAX says otherwise.
 const DefaultBatchMax = 50
 
-// ConfigFromEnv reads the configuration. Besides the variables every
-// service reads (platform.ConfigFromEnv: HTTP_ADDR, default ":8082";
-// DATABASE_URL, required; DATABASE_MAX_CONNS; KAFKA_BROKERS; OUTBOX_*;
-// MIGRATE_ON_START), it reads:
-//
-//	ANTIFRAUD_BASE_SCORE         score when no rule fires            10
-//	ANTIFRAUD_BLOCK_THRESHOLD    block from this score on (1..100)   80
-//	ANTIFRAUD_HIGH_AMOUNT_CENTS  high_amount fires from this amount  10000000 (R$ 100.000,00; 0 disables)
-//	ANTIFRAUD_HIGH_AMOUNT_SCORE  score of high_amount                95
-//	ANTIFRAUD_VELOCITY_WINDOW    sliding window of velocity rules    1h
-//	ANTIFRAUD_VELOCITY_MAX_COUNT approved transfers per source
-//	                             account and window, beyond which
-//	                             velocity_count fires                20 (0 disables)
-//	ANTIFRAUD_VELOCITY_MAX_CENTS approved cents per source account
-//	                             and window, beyond which
-//	                             velocity_amount fires               20000000 (R$ 200.000,00; 0 disables)
-//	ANTIFRAUD_VELOCITY_SCORE     score of the velocity rules         90
-//	ANTIFRAUD_BLOCKLIST          comma-separated accounts blocked as
-//	                             source or destination               empty
-//	ANTIFRAUD_BLOCKLIST_SCORE    score of the blocklist rules        100
-//	ANTIFRAUD_BATCH_MAX          records of one partition decided in
-//	                             one transaction (1..1000)           50
-//
-// Every problem is reported at once, in one error.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	env := platform.NewEnv(getenv)
-	def := risk.DefaultConfig()
-	cfg := Config{
-		Config: platform.ConfigFromEnv(env, Service, DefaultHTTPAddr),
-		Topics: events.DefaultTopics,
-		Group:  DefaultGroup,
-		Risk: risk.Config{
-			BaseScore:        env.Int("ANTIFRAUD_BASE_SCORE", def.BaseScore),
-			BlockThreshold:   env.Int("ANTIFRAUD_BLOCK_THRESHOLD", def.BlockThreshold),
-			HighAmountCents:  env.Int64("ANTIFRAUD_HIGH_AMOUNT_CENTS", def.HighAmountCents),
-			HighAmountScore:  env.Int("ANTIFRAUD_HIGH_AMOUNT_SCORE", def.HighAmountScore),
-			VelocityWindow:   env.Duration("ANTIFRAUD_VELOCITY_WINDOW", def.VelocityWindow),
-			VelocityMaxCount: env.Int64("ANTIFRAUD_VELOCITY_MAX_COUNT", def.VelocityMaxCount),
-			VelocityMaxCents: env.Int64("ANTIFRAUD_VELOCITY_MAX_CENTS", def.VelocityMaxCents),
-			VelocityScore:    env.Int("ANTIFRAUD_VELOCITY_SCORE", def.VelocityScore),
-			Blocklist:        risk.ParseList(env.String("ANTIFRAUD_BLOCKLIST", "")),
-			BlocklistScore:   env.Int("ANTIFRAUD_BLOCKLIST_SCORE", def.BlocklistScore),
-		},
-		BatchMax: env.Int("ANTIFRAUD_BATCH_MAX", DefaultBatchMax),
+// DefaultConfig is the configuration before the environment is read.
+func DefaultConfig() Config {
+	return Config{
+		Config:   platform.DefaultConfig(Service, DefaultHTTPAddr),
+		Topics:   events.DefaultTopics,
+		Group:    DefaultGroup,
+		Risk:     risk.DefaultConfig(),
+		BatchMax: DefaultBatchMax,
 	}
+}
+
+// Variables are the variables ConfigFromEnv reads, with their defaults and
+// descriptions (the binary's --help).
+func Variables() []envconfig.Var { return envconfig.Vars(DefaultConfig()) }
+
+// ConfigFromEnv reads the configuration declared by Config's tags and the
+// risk engine's (see Variables, or "antifraud --help"). Every problem is
+// reported at once, in one error.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	cfg := DefaultConfig()
+	errs := []error{envconfig.Parse(getenv, &cfg, platform.ParseOptions()...), cfg.Complete()}
 	if cfg.BatchMax < 1 || cfg.BatchMax > 1000 {
-		env.Check(fmt.Errorf("ANTIFRAUD_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
+		errs = append(errs, fmt.Errorf("ANTIFRAUD_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
 	}
 	if _, err := risk.New(cfg.Risk); err != nil {
-		env.Check(err)
+		errs = append(errs, err)
 	}
-	if err := env.Err(); err != nil {
+	if err := envconfig.Join(errs...); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

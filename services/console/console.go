@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/console/internal/ui"
 )
 
@@ -27,68 +27,45 @@ const Service = "console"
 // DefaultHTTPAddr is the console's port.
 const DefaultHTTPAddr = ":8084"
 
-// Config is the console's configuration.
+// Config is the console's configuration, declared with pkg/envconfig's
+// tags ("console --help" lists it).
 type Config struct {
-	HTTPAddr string
+	HTTPAddr string `env:"CONSOLE_HTTP_ADDR" help:"where the console listens"`
 	// TransfersURL, LedgerURL, AntifraudURL and NotificationsURL are the
 	// services' base URLs.
-	TransfersURL, LedgerURL, AntifraudURL, NotificationsURL string
+	TransfersURL     string `env:"CONSOLE_TRANSFERS_URL" envDefault:"http://localhost:8080" help:"the transfers service"`
+	LedgerURL        string `env:"CONSOLE_LEDGER_URL" envDefault:"http://localhost:8081" help:"the ledger"`
+	AntifraudURL     string `env:"CONSOLE_ANTIFRAUD_URL" envDefault:"http://localhost:8082" help:"antifraud"`
+	NotificationsURL string `env:"CONSOLE_NOTIFICATIONS_URL" envDefault:"http://localhost:8083" help:"notifications"`
 	// Auth verifies the tokens operators sign in with.
 	Auth auth.Config
 	// SessionTTL bounds a sign-in; ActionsPerMinute limits each session's
 	// actions.
-	SessionTTL       time.Duration
-	ActionsPerMinute int
+	SessionTTL       time.Duration `env:"CONSOLE_SESSION_TTL" envDefault:"8h" help:"longest sign-in"`
+	ActionsPerMinute int           `env:"CONSOLE_ACTIONS_PER_MINUTE" envDefault:"10" help:"actions per session and minute"`
 	// SampleInterval is how often the services' /metrics are sampled for
 	// the Backlogs charts.
-	SampleInterval time.Duration
+	SampleInterval time.Duration `env:"CONSOLE_SAMPLE_INTERVAL" envDefault:"10s" help:"how often the services' /metrics are sampled (15 min kept); at least 100ms"`
 	// OIDC, when enabled, adds sign-in by OpenID Connect beside the
 	// pasted token.
 	OIDC OIDCConfig
 }
 
-// ConfigFromEnv reads the configuration. Variables, with their defaults:
-//
-//	CONSOLE_HTTP_ADDR           :8084                  where the console listens
-//	CONSOLE_TRANSFERS_URL       http://localhost:8080  the transfers service
-//	CONSOLE_LEDGER_URL          http://localhost:8081  the ledger
-//	CONSOLE_ANTIFRAUD_URL       http://localhost:8082  antifraud
-//	CONSOLE_NOTIFICATIONS_URL   http://localhost:8083  notifications
-//	CONSOLE_SESSION_TTL         8h                     longest sign-in
-//	CONSOLE_ACTIONS_PER_MINUTE  10                     actions per session and minute
-//	CONSOLE_SAMPLE_INTERVAL     10s                    how often the services' /metrics are sampled (15 min kept)
-//	AUTH_JWKS_URL | AUTH_JWKS_FILE, AUTH_ISSUER (required), AUTH_AUDIENCE
-//	                                                   token verification (platform.AuthFromEnv)
-//
-// Sign-in by OpenID Connect, all four or none (then only the pasted token):
-//
-//	CONSOLE_OIDC_ISSUER         (unset)                the provider's issuer URL (discovery)
-//	CONSOLE_OIDC_CLIENT_ID      (unset)                the console's client id at the provider
-//	CONSOLE_OIDC_CLIENT_SECRET  (unset)                its secret (never logged), or _FILE: a file holding it
-//	CONSOLE_OIDC_REDIRECT_URL   (unset)                https://<console>/oidc/callback, as registered
-//	CONSOLE_OIDC_SCOPES         openid                 scopes asked for (space or comma separated; openid always)
-//	CONSOLE_OIDC_NAME           the issuer's host      the provider's name on the sign-in page
-//
-// The access token the provider issues must pass the same check as a
-// pasted one (AUTH_*, scope operacoes).
+// Variables are the variables ConfigFromEnv reads, with their defaults and
+// descriptions (the binary's --help).
+func Variables() []envconfig.Var { return envconfig.Vars(Config{HTTPAddr: DefaultHTTPAddr}) }
+
+// ConfigFromEnv reads the configuration declared by Config's tags. Every
+// problem is reported at once. The access token an OpenID provider issues
+// must pass the same check as a pasted one (AUTH_*, scope operacoes).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	env := platform.NewEnv(getenv)
-	cfg := Config{
-		HTTPAddr:         env.String("CONSOLE_HTTP_ADDR", DefaultHTTPAddr),
-		TransfersURL:     env.String("CONSOLE_TRANSFERS_URL", "http://localhost:8080"),
-		LedgerURL:        env.String("CONSOLE_LEDGER_URL", "http://localhost:8081"),
-		AntifraudURL:     env.String("CONSOLE_ANTIFRAUD_URL", "http://localhost:8082"),
-		NotificationsURL: env.String("CONSOLE_NOTIFICATIONS_URL", "http://localhost:8083"),
-		Auth:             platform.AuthFromEnv(env),
-		SessionTTL:       env.Duration("CONSOLE_SESSION_TTL", 8*time.Hour),
-		ActionsPerMinute: env.Int("CONSOLE_ACTIONS_PER_MINUTE", 10),
-		SampleInterval:   env.Duration("CONSOLE_SAMPLE_INTERVAL", 10*time.Second),
-		OIDC:             oidcFromEnv(env),
-	}
+	cfg := Config{HTTPAddr: DefaultHTTPAddr}
+	errs := []error{envconfig.Parse(getenv, &cfg), cfg.Auth.Validate()}
+	errs = append(errs, cfg.OIDC.complete()...)
 	if cfg.SampleInterval < 100*time.Millisecond {
-		env.Check(errors.New("CONSOLE_SAMPLE_INTERVAL must be at least 100ms"))
+		errs = append(errs, errors.New("CONSOLE_SAMPLE_INTERVAL must be at least 100ms"))
 	}
-	return cfg, env.Err()
+	return cfg, envconfig.Join(errs...)
 }
 
 // Run serves the console until ctx is cancelled. listening, if not nil,

@@ -1,7 +1,10 @@
 package ledger_test
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/paysuite/payments/services/ledger"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
@@ -33,5 +36,27 @@ func TestLedgerOwnershipSetting(t *testing.T) {
 				t.Errorf("Ownership = %v, want %v", cfg.Ownership, tc.want)
 			}
 		})
+	}
+}
+
+// Every bad value is reported at once, each naming its variable, with no
+// made-up problem from a field left at zero (LEDGER_BATCH_MAX's range).
+func TestLedgerBadValues(t *testing.T) {
+	t.Parallel()
+	_, err := ledger.ConfigFromEnv(func(k string) string {
+		return map[string]string{"LEDGER_BATCH_MAX": "many", "LEDGER_OWNERSHIP": "maybe", "OUTBOX_LEASE": "long",
+			"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test"}[k]
+	})
+	want := []string{
+		"invalid configuration: DATABASE_URL is required",
+		`OUTBOX_LEASE: "long" is not a duration`,
+		`LEDGER_BATCH_MAX: "many" is not an integer`,
+		`LEDGER_OWNERSHIP: "maybe" is neither "on" nor "off"`,
+	}
+	if err == nil {
+		t.Fatal("ConfigFromEnv accepted bad values")
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("problems mismatch (-want +got):\n%s", diff)
 	}
 }

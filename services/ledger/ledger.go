@@ -20,6 +20,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
@@ -61,10 +62,10 @@ type Config struct {
 	DLTMonitorGroup string
 	// BatchMax is the most records of one partition settled in one database
 	// transaction; 1 settles each in its own.
-	BatchMax int
+	BatchMax int `env:"LEDGER_BATCH_MAX" help:"records of one partition settled per transaction, 1..1000; 1 settles one per transaction"`
 	// Ownership is whether only the source account's titular may debit it
-	// (LEDGER_OWNERSHIP; default enforced).
-	Ownership domain.Ownership
+	// (default enforced).
+	Ownership domain.Ownership `env:"LEDGER_OWNERSHIP" envDefault:"on" help:"on: a transfer debits an account only when its clienteId is the account's titular; off: no check, for producers that predate clienteId"`
 	// Policy handles records whose settlement failed for a reason that is
 	// not a business rejection; default consumer.BlockingRetries. Tests set
 	// shorter delays.
@@ -73,48 +74,43 @@ type Config struct {
 	Now func() time.Time
 }
 
-// ConfigFromEnv reads the configuration from environment variables:
-//
-//	HTTP_ADDR                 listen address (default ":8081")
-//	DATABASE_URL              the ledger's PostgreSQL database (required)
-//	DATABASE_MAX_CONNS        pool size (default 20)
-//	KAFKA_BROKERS             comma-separated brokers (default "localhost:9092")
-//	KAFKA_MAX_MESSAGE_BYTES   largest record written (default 1048576)
-//	OUTBOX_BATCH_SIZE, OUTBOX_WORKERS, OUTBOX_POLL_INTERVAL, OUTBOX_LEASE,
-//	OUTBOX_MAX_ATTEMPTS, OUTBOX_BACKOFF_BASE, OUTBOX_BACKOFF_MAX,
-//	OUTBOX_RETENTION          outbox relay tuning (see pkg/platform)
-//	MIGRATE_ON_START          apply migrations at start (default true)
-//	AUTH_JWKS_URL | AUTH_JWKS_FILE, AUTH_ISSUER (required), AUTH_AUDIENCE,
-//	RATE_LIMIT_RPS, RATE_LIMIT_BURST
-//	                          authentication (see platform.AuthFromEnv)
-//	LEDGER_BATCH_MAX          records of one partition settled per transaction,
-//	                          1..1000 (default 50; 1 = one transaction each)
-//	LEDGER_OWNERSHIP          "on" (default): a transfer debits an account only
-//	                          when its clienteId is the account's titular; "off":
-//	                          no check, for a mixed deployment whose producers
-//	                          predate clienteId
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	env := platform.NewEnv(getenv)
-	cfg := Config{
-		Config:          platform.ConfigFromEnv(env, Service, ":8081"),
+// DefaultConfig is the configuration before the environment is read.
+func DefaultConfig() Config {
+	return Config{
+		Config:          platform.DefaultConfig(Service, ":8081"),
 		Topics:          events.DefaultTopics,
 		Group:           DefaultGroup,
 		DLTMonitorGroup: DefaultDLTMonitorGroup,
-		BatchMax:        env.Int("LEDGER_BATCH_MAX", DefaultBatchMax),
+		BatchMax:        DefaultBatchMax,
 		Policy:          consumer.BlockingRetries,
 	}
-	if cfg.BatchMax < 1 || cfg.BatchMax > 1000 {
-		env.Check(fmt.Errorf("LEDGER_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
-	}
-	switch v := env.String("LEDGER_OWNERSHIP", "on"); v {
+}
+
+// Variables are the variables ConfigFromEnv reads, with their defaults and
+// descriptions (the binary's --help).
+func Variables() []envconfig.Var { return envconfig.Vars(DefaultConfig()) }
+
+// parseOwnership reads LEDGER_OWNERSHIP.
+func parseOwnership(v string) (domain.Ownership, error) {
+	switch v {
 	case "on":
-		cfg.Ownership = domain.OwnershipEnforced
+		return domain.OwnershipEnforced, nil
 	case "off":
-		cfg.Ownership = domain.OwnershipOff
-	default:
-		env.Check(fmt.Errorf("LEDGER_OWNERSHIP: %q is neither \"on\" nor \"off\"", v))
+		return domain.OwnershipOff, nil
 	}
-	if err := env.Err(); err != nil {
+	return 0, fmt.Errorf("%q is neither \"on\" nor \"off\"", v)
+}
+
+// ConfigFromEnv reads the configuration declared by Config's tags (see
+// Variables, or "ledger --help"). Every problem is reported at once.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	cfg := DefaultConfig()
+	opts := append(platform.ParseOptions(), envconfig.WithParser(parseOwnership))
+	errs := []error{envconfig.Parse(getenv, &cfg, opts...), cfg.Complete()}
+	if cfg.BatchMax < 1 || cfg.BatchMax > 1000 {
+		errs = append(errs, fmt.Errorf("LEDGER_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
+	}
+	if err := envconfig.Join(errs...); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

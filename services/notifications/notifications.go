@@ -22,6 +22,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
@@ -67,10 +68,25 @@ type Config struct {
 	Topics events.Topics
 	// Group is the consumer group (DefaultGroup; tests use unique ones).
 	Group string
-	// Channel is ChannelLog or ChannelWebhook (NOTIFY_CHANNEL).
-	Channel string
-	// Webhook configures ChannelWebhook.
+	// Channel is ChannelLog or ChannelWebhook.
+	Channel string `env:"NOTIFY_CHANNEL" envDefault:"log" help:"log (development) or webhook"`
+	// Webhook configures ChannelWebhook, built from WebhookVariables and
+	// the WEBHOOK_<NAME>_* variables.
 	Webhook WebhookConfig
+	// WebhookVariables are the webhook variables of fixed names, as read.
+	WebhookVariables WebhookVariables
+}
+
+// WebhookVariables are the webhook variables whose names are fixed. The
+// variables of each named destination (WEBHOOK_<NAME>_URL, _ACCOUNTS,
+// _SECRET, _SECRET_FILE) are named by WEBHOOK_DESTINATIONS, so they cannot
+// be tags: ConfigFromEnv reads them by name, and Variables documents them.
+type WebhookVariables struct {
+	DefaultURL   string   `env:"WEBHOOK_DEFAULT_URL" help:"webhook URL of the accounts no destination lists"`
+	Secret       Secret   `env:"WEBHOOK_SECRET" secret:"true" help:"that URL's HMAC-SHA256 key(s), at least 16 characters; new,old while rotating"`
+	SecretFile   string   `env:"WEBHOOK_SECRET_FILE" help:"a file holding WEBHOOK_SECRET instead (a mounted secret)"`
+	Destinations []string `env:"WEBHOOK_DESTINATIONS" help:"names of the other receivers, e.g. ACME,GLOBEX; each has its WEBHOOK_<NAME>_* variables"`
+	URLs         string   `env:"WEBHOOK_URLS" secret:"true" help:"refused: it gave every account one shared secret; use WEBHOOK_DESTINATIONS"`
 }
 
 // WebhookConfig configures the webhook channel.
@@ -82,8 +98,8 @@ type WebhookConfig struct {
 	// Destinations are the named destinations (WEBHOOK_DESTINATIONS), each
 	// with its own accounts and secrets.
 	Destinations []Destination
-	// Timeout bounds one request (WEBHOOK_TIMEOUT).
-	Timeout time.Duration
+	// Timeout bounds one request.
+	Timeout time.Duration `env:"WEBHOOK_TIMEOUT" envDefault:"5s" help:"timeout of one webhook request (a timeout is retried)"`
 }
 
 // Destination is one webhook receiver: its URL, the source accounts it is
@@ -113,98 +129,89 @@ const maxSecrets = 2
 // becomes part of variable names.
 var destinationName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,31}$`)
 
-// ConfigFromEnv reads the configuration from the environment:
-//
-//	HTTP_ADDR                   listen address                          (:8083)
-//	DATABASE_URL                the service's PostgreSQL database        (required)
-//	DATABASE_MAX_CONNS          pool size                                (20)
-//	KAFKA_BROKERS               comma-separated brokers                  (localhost:9092)
-//	MIGRATE_ON_START            apply migrations at start                (true)
-//	NOTIFY_CHANNEL              log | webhook                            (log)
-//	WEBHOOK_DEFAULT_URL         URL of accounts no destination lists     ("")
-//	WEBHOOK_SECRET              the default URL's secret(s)              (required with it; never logged)
-//	WEBHOOK_SECRET_FILE         a file holding WEBHOOK_SECRET instead
-//	WEBHOOK_DESTINATIONS        names of the other destinations: A,B     ("")
-//	WEBHOOK_<NAME>_URL          destination NAME's URL                   (required per name)
-//	WEBHOOK_<NAME>_ACCOUNTS     source accounts sent to NAME: CC-1,CC-2  (required per name)
-//	WEBHOOK_<NAME>_SECRET       NAME's own secret(s), or _SECRET_FILE    (required per name; never logged)
-//	WEBHOOK_TIMEOUT             timeout of one request                   (5s)
+// DefaultConfig is the configuration before the environment is read.
+func DefaultConfig() Config {
+	return Config{
+		Config: platform.DefaultConfig(Service, ":8083"),
+		Topics: events.DefaultTopics,
+		Group:  DefaultGroup,
+	}
+}
+
+// Variables are the variables ConfigFromEnv reads, with their defaults and
+// descriptions (the binary's --help): the declared ones, then those of
+// each named destination.
+func Variables() []envconfig.Var {
+	return append(envconfig.Vars(DefaultConfig()),
+		envconfig.Var{Name: "WEBHOOK_<NAME>_URL", Help: "destination NAME's URL (required per name)"},
+		envconfig.Var{Name: "WEBHOOK_<NAME>_ACCOUNTS", Help: "source accounts sent to NAME: CC-1,CC-2 (required per name)"},
+		envconfig.Var{Name: "WEBHOOK_<NAME>_SECRET", Help: "NAME's own key(s), same rules as WEBHOOK_SECRET (this or _SECRET_FILE is required per name)", Secret: true},
+		envconfig.Var{Name: "WEBHOOK_<NAME>_SECRET_FILE", Help: "a file holding WEBHOOK_<NAME>_SECRET instead"},
+	)
+}
+
+// ConfigFromEnv reads the configuration declared by Config's tags and the
+// variables of each destination WEBHOOK_DESTINATIONS names (see Variables,
+// or "notifications --help").
 //
 // A secret variable holds one HMAC-SHA256 key of at least 16 characters,
 // or two separated by a comma while it is rotated (every delivery is then
 // signed with both). WEBHOOK_URLS, which gave several accounts one shared
-// secret, is refused. Plus the OUTBOX_* and KAFKA_MAX_MESSAGE_BYTES
-// variables every service reads (platform.ConfigFromEnv). With
-// NOTIFY_CHANNEL=webhook, WEBHOOK_DEFAULT_URL or WEBHOOK_DESTINATIONS is
-// required.
+// secret, is refused. With NOTIFY_CHANNEL=webhook, WEBHOOK_DEFAULT_URL or
+// WEBHOOK_DESTINATIONS is required. Every problem is reported at once.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	env := platform.NewEnv(getenv)
-	cfg := Config{
-		Config:  platform.ConfigFromEnv(env, Service, ":8083"),
-		Topics:  events.DefaultTopics,
-		Group:   DefaultGroup,
-		Channel: env.String("NOTIFY_CHANNEL", ChannelLog),
-		Webhook: WebhookConfig{
-			Timeout: env.Duration("WEBHOOK_TIMEOUT", 5*time.Second),
-		},
-	}
-	if env.String("WEBHOOK_URLS", "") != "" {
-		env.Check(errors.New("WEBHOOK_URLS is no longer read: it gave every account one shared secret; " +
+	cfg := DefaultConfig()
+	errs := []error{envconfig.Parse(getenv, &cfg, platform.ParseOptions()...), cfg.Complete()}
+	v := cfg.WebhookVariables
+	if v.URLs != "" {
+		errs = append(errs, errors.New("WEBHOOK_URLS is no longer read: it gave every account one shared secret; "+
 			"list each receiver in WEBHOOK_DESTINATIONS with its own WEBHOOK_<NAME>_URL, _ACCOUNTS and _SECRET"))
 	}
-	cfg.Webhook.Default = Destination{URL: env.String("WEBHOOK_DEFAULT_URL", ""), SecretVar: "WEBHOOK_SECRET"}
-	cfg.Webhook.Default.Secrets = readSecrets(env, "WEBHOOK_SECRET")
-	for name := range strings.SplitSeq(env.String("WEBHOOK_DESTINATIONS", ""), ",") {
-		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
-		}
+	cfg.Webhook.Default = Destination{URL: v.DefaultURL, SecretVar: "WEBHOOK_SECRET"}
+	secrets, err := readSecrets("WEBHOOK_SECRET", string(v.Secret), v.SecretFile)
+	cfg.Webhook.Default.Secrets = secrets
+	errs = append(errs, err)
+	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	for _, name := range v.Destinations {
 		if !destinationName.MatchString(name) {
-			env.Check(fmt.Errorf("WEBHOOK_DESTINATIONS: %q is not a name of A-Z, 0-9 and _ starting with a letter", name))
+			errs = append(errs, fmt.Errorf("WEBHOOK_DESTINATIONS: %q is not a name of A-Z, 0-9 and _ starting with a letter", name))
 			continue
 		}
 		prefix := "WEBHOOK_" + name + "_"
-		d := Destination{Name: name, URL: env.String(prefix+"URL", ""), SecretVar: prefix + "SECRET"}
-		for a := range strings.SplitSeq(env.String(prefix+"ACCOUNTS", ""), ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				d.Accounts = append(d.Accounts, a)
-			}
-		}
-		d.Secrets = readSecrets(env, d.SecretVar)
+		d := Destination{Name: name, URL: get(prefix + "URL"), SecretVar: prefix + "SECRET", Accounts: envconfig.List(get(prefix + "ACCOUNTS"))}
+		d.Secrets, err = readSecrets(d.SecretVar, get(d.SecretVar), get(d.SecretVar+"_FILE"))
+		errs = append(errs, err)
 		cfg.Webhook.Destinations = append(cfg.Webhook.Destinations, d)
 	}
-	env.Check(cfg.Validate())
-	if err := env.Err(); err != nil {
+	errs = append(errs, cfg.Validate())
+	if err := envconfig.Join(errs...); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
 }
 
-// readSecrets reads the comma-separated secrets of variable name, or of
-// the file named by name_FILE (for secrets mounted as files). Errors name
-// the variable, never a value.
-func readSecrets(env *platform.Env, name string) []Secret {
-	raw, file := env.String(name, ""), env.String(name+"_FILE", "")
+// readSecrets reads the comma-separated secrets of variable name (raw), or
+// of the file named by name_FILE (file), for secrets mounted as files.
+// Errors name the variable, never a value.
+func readSecrets(name, raw, file string) ([]Secret, error) {
 	switch {
 	case raw != "" && file != "":
-		env.Check(fmt.Errorf("%s and %s_FILE are both set; set one", name, name))
-		return nil
+		return nil, fmt.Errorf("%s and %s_FILE are both set; set one", name, name)
 	case file != "":
 		b, err := os.ReadFile(file) //nolint:gosec // the operator names the file
 		if err != nil {
-			env.Check(fmt.Errorf("%s_FILE: %w", name, err))
-			return nil
+			return nil, fmt.Errorf("%s_FILE: %w", name, err)
 		}
 		raw = strings.TrimSpace(string(b))
 	}
 	if raw == "" {
-		return nil
+		return nil, nil
 	}
 	var out []Secret
 	for part := range strings.SplitSeq(raw, ",") {
 		out = append(out, Secret(strings.TrimSpace(part)))
 	}
-	return out
+	return out, nil
 }
 
 // Validate checks the service-specific settings.

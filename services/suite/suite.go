@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/console"
@@ -138,6 +139,15 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	ncfg, err := notifications.ConfigFromEnv(env("notifications", NotificationsAddr))
 	if err != nil {
 		return fmt.Errorf("notifications: %w", err)
+	}
+
+	// Each service's effective configuration, secrets masked, as its own
+	// binary logs it at start.
+	for _, c := range []struct {
+		name string
+		cfg  any
+	}{{"transfers", tcfg}, {"ledger", lcfg}, {"antifraud", acfg}, {"notifications", ncfg}} {
+		opts.Log.InfoContext(ctx, "configuration", "service", c.name, "config", envconfig.LogValue(c.cfg))
 	}
 
 	ccfg, err := console.ConfigFromEnv(func(name string) string {

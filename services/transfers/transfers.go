@@ -19,6 +19,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/opsapi"
@@ -56,45 +57,33 @@ type Config struct {
 	// transferencias-projecao in production.
 	ProjectionGroup string
 	// ClaimTimeout bounds how long a request stalled inside its transaction
-	// keeps its Idempotency-Key in flight (IDEMPOTENCY_CLAIM_TIMEOUT).
-	ClaimTimeout time.Duration
+	// keeps its Idempotency-Key in flight.
+	ClaimTimeout time.Duration `env:"IDEMPOTENCY_CLAIM_TIMEOUT" help:"longest a stalled request keeps its Idempotency-Key in flight (409); at least 1s"`
 }
 
-// ConfigFromEnv reads the configuration. Variables, with their defaults:
-//
-//	HTTP_ADDR                  :8080           where the HTTP API listens
-//	DATABASE_URL               (required)      the service's PostgreSQL database
-//	DATABASE_MAX_CONNS         20              pool size
-//	KAFKA_BROKERS              localhost:9092  comma-separated bootstrap brokers
-//	KAFKA_MAX_MESSAGE_BYTES    1048576         largest record the writer sends
-//	MIGRATE_ON_START           true            apply migrations at start
-//	OUTBOX_BATCH_SIZE          500             events per relay claim
-//	OUTBOX_WORKERS             2               relay claim-send-mark loops
-//	OUTBOX_POLL_INTERVAL       500ms           relay fallback scan period
-//	OUTBOX_LEASE               30s             relay claim lease (>= OUTBOX_SEND_TIMEOUT + 2s)
-//	OUTBOX_SEND_TIMEOUT        15s             bound of one relay broker call
-//	OUTBOX_MAX_ATTEMPTS        12              refused sends before an event is DEAD
-//	OUTBOX_BACKOFF_BASE        500ms           relay retry delay base
-//	OUTBOX_BACKOFF_MAX         1m              relay retry delay cap
-//	OUTBOX_RETENTION           168h            how long published events are kept
-//	INBOX_RETENTION            336h            how long processed-event rows are kept
-//	IDEMPOTENCY_CLAIM_TIMEOUT  30s             longest a stalled request keeps its key in flight
-//	AUTH_JWKS_URL | AUTH_JWKS_FILE, AUTH_ISSUER (required), AUTH_AUDIENCE,
-//	RATE_LIMIT_RPS, RATE_LIMIT_BURST            authentication (platform.AuthFromEnv)
-//
-// Every problem is reported at once.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	env := platform.NewEnv(getenv)
-	cfg := Config{
-		Config:          platform.ConfigFromEnv(env, Service, DefaultHTTPAddr),
+// DefaultConfig is the configuration before the environment is read.
+func DefaultConfig() Config {
+	return Config{
+		Config:          platform.DefaultConfig(Service, DefaultHTTPAddr),
 		Topics:          events.DefaultTopics,
 		ProjectionGroup: kafka.Group,
-		ClaimTimeout:    env.Duration("IDEMPOTENCY_CLAIM_TIMEOUT", postgres.DefaultClaimTimeout),
+		ClaimTimeout:    postgres.DefaultClaimTimeout,
 	}
+}
+
+// Variables are the variables ConfigFromEnv reads, with their defaults and
+// descriptions (the binary's --help).
+func Variables() []envconfig.Var { return envconfig.Vars(DefaultConfig()) }
+
+// ConfigFromEnv reads the configuration declared by Config's tags (see
+// Variables, or "transfers --help"). Every problem is reported at once.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	cfg := DefaultConfig()
+	errs := []error{envconfig.Parse(getenv, &cfg, platform.ParseOptions()...), cfg.Complete()}
 	if cfg.ClaimTimeout < time.Second {
-		env.Check(errors.New("IDEMPOTENCY_CLAIM_TIMEOUT must be at least 1s"))
+		errs = append(errs, errors.New("IDEMPOTENCY_CLAIM_TIMEOUT must be at least 1s"))
 	}
-	return cfg, env.Err()
+	return cfg, envconfig.Join(errs...)
 }
 
 // Run runs the service until ctx is cancelled: it opens the database

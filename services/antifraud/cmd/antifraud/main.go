@@ -2,9 +2,10 @@
 //
 //	antifraud           run the service until SIGINT or SIGTERM
 //	antifraud migrate   apply the database migrations and exit
+//	antifraud --help    print this usage and every variable
 //
-// Configuration comes from environment variables (see
-// antifraud.ConfigFromEnv), plus LOG_LEVEL (debug, info, warn, error;
+// Configuration comes from environment variables ("antifraud --help" lists
+// every one: antifraud.Variables), plus LOG_LEVEL (debug, info, warn, error;
 // default info) and LOG_FORMAT (json or text; default json, text on a
 // terminal).
 package main
@@ -23,6 +24,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return platform.Main(ctx, args, getenv, stdout, platform.Binary[antifraud.Config]{
 		Service:     antifraud.Service,
 		Config:      antifraud.ConfigFromEnv,
+		Variables:   antifraud.Variables,
 		DatabaseURL: func(c antifraud.Config) string { return c.DatabaseURL },
 		Run:         antifraud.Run,
 	})

@@ -195,34 +195,34 @@ func (e *Engine) RuleNames() []string {
 // Config parameterises the standard rules. A zero limit disables its rule.
 type Config struct {
 	// BaseScore is the score when no rule fires (10, as the seed).
-	BaseScore int
+	BaseScore int `env:"ANTIFRAUD_BASE_SCORE" help:"score when no rule fires"`
 	// BlockThreshold blocks transfers scoring at least this (80).
-	BlockThreshold int
+	BlockThreshold int `env:"ANTIFRAUD_BLOCK_THRESHOLD" help:"rejected (BLOQUEADA_ANTIFRAUDE) from this score on, 1..100"`
 
 	// HighAmountCents: a transfer of at least this many cents fires
 	// high_amount (10_000_000 = R$ 100.000,00, the seed's rule).
-	HighAmountCents int64
+	HighAmountCents int64 `env:"ANTIFRAUD_HIGH_AMOUNT_CENTS" help:"high_amount fires from this amount (R$ 100.000,00); 0 disables"`
 	// HighAmountScore is high_amount's score (95, the seed's).
-	HighAmountScore int
+	HighAmountScore int `env:"ANTIFRAUD_HIGH_AMOUNT_SCORE" help:"score of high_amount"`
 
 	// VelocityWindow is the sliding window of the velocity rules (1h).
-	VelocityWindow time.Duration
+	VelocityWindow time.Duration `env:"ANTIFRAUD_VELOCITY_WINDOW" help:"sliding window of the velocity rules"`
 	// VelocityMaxCount: velocity_count fires when this transfer would make
 	// more than VelocityMaxCount approved transfers of its source account
 	// within the window (20).
-	VelocityMaxCount int64
+	VelocityMaxCount int64 `env:"ANTIFRAUD_VELOCITY_MAX_COUNT" help:"approved transfers per source account and window beyond which velocity_count fires; 0 disables"`
 	// VelocityMaxCents: velocity_amount fires when this transfer would make
 	// the approved amount of its source account within the window exceed
 	// VelocityMaxCents (20_000_000 = R$ 200.000,00).
-	VelocityMaxCents int64
+	VelocityMaxCents int64 `env:"ANTIFRAUD_VELOCITY_MAX_CENTS" help:"approved cents per source account and window beyond which velocity_amount fires; 0 disables"`
 	// VelocityScore is the score of both velocity rules (90).
-	VelocityScore int
+	VelocityScore int `env:"ANTIFRAUD_VELOCITY_SCORE" help:"score of the velocity rules"`
 
 	// Blocklist holds accounts whose transfers, as source or destination,
 	// are blocked.
-	Blocklist []string
+	Blocklist []string `env:"ANTIFRAUD_BLOCKLIST" help:"comma-separated accounts blocked as source or destination"`
 	// BlocklistScore is the score of the blocklist rules (100).
-	BlocklistScore int
+	BlocklistScore int `env:"ANTIFRAUD_BLOCKLIST_SCORE" help:"score of the blocklist rules"`
 }
 
 // DefaultConfig returns the defaults documented on Config.

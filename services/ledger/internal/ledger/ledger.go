@@ -75,6 +75,14 @@ const (
 	OwnershipOff
 )
 
+// String is the policy as LEDGER_OWNERSHIP writes it: "on" or "off".
+func (o Ownership) String() string {
+	if o == OwnershipOff {
+		return "off"
+	}
+	return "on"
+}
+
 // Result is the outcome of one transfer; Reason is set when Rejected.
 type Result struct {
 	TransferID uuid.UUID

@@ -4,8 +4,10 @@
 //
 //	notifications            run the service until SIGINT or SIGTERM
 //	notifications migrate    apply the database migrations and exit
+//	notifications --help     print this usage and every variable
 //
-// Configuration comes from the environment; see notifications.ConfigFromEnv.
+// Configuration comes from the environment: "notifications --help" lists
+// every variable (notifications.Variables).
 // LOG_LEVEL (debug, info, warn, error; default info) and LOG_FORMAT (json or
 // text; default json, text on a terminal) set up the log. The DLT tooling is
 // the operator CLI's: payments dlt list|replay.
@@ -25,6 +27,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return platform.Main(ctx, args, getenv, stdout, platform.Binary[notifications.Config]{
 		Service:     notifications.Service,
 		Config:      notifications.ConfigFromEnv,
+		Variables:   notifications.Variables,
 		DatabaseURL: func(c notifications.Config) string { return c.DatabaseURL },
 		Run:         notifications.Run,
 	})
