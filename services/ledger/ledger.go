@@ -147,8 +147,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	log = base.Log
 
-	store := postgres.New(base.DB, base.Outbox, cfg.Topics, postgres.WithOwnership(cfg.Ownership))
-	svc := domain.NewService(store, cfg.Now)
+	store := postgres.New(base.DB, base.Outbox)
+	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Topics: cfg.Topics}, cfg.Now)
 
 	mount(base.Router, svc, opsRoutes(base, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
 

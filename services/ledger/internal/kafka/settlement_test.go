@@ -50,7 +50,7 @@ type call struct {
 
 var errInjected = errors.New("injected failure: database unavailable")
 
-func (f *failingStore) Settle(ctx context.Context, ts []ledger.Transfer, now time.Time) ([]ledger.Result, error) {
+func (f *failingStore) Settle(ctx context.Context, ts []ledger.Transfer, decide ledger.Decider) ([]ledger.Result, error) {
 	c := call{at: time.Now()}
 	for _, t := range ts {
 		c.ids = append(c.ids, t.ID)
@@ -61,7 +61,7 @@ func (f *failingStore) Settle(ctx context.Context, ts []ledger.Transfer, now tim
 	if slices.Contains(c.ids, f.failID) {
 		return nil, errInjected
 	}
-	return f.Store.Settle(ctx, ts, now)
+	return f.Store.Settle(ctx, ts, decide)
 }
 
 // callsWith returns the calls that included id.
@@ -88,12 +88,14 @@ type env struct {
 	logs    *syncBuffer
 	// group is the settlement consumer's group, once run.
 	group string
+	// ownership is the ownership rule the settlement consumer applies.
+	ownership ledger.Ownership
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := ledgertest.NewDB(t)
-	e := &env{db: db, store: postgres.New(db, outbox.New(db), ledgertest.Topics), brokers: kafkatest.Brokers(t),
+	e := &env{db: db, store: postgres.New(db, outbox.New(db)), brokers: kafkatest.Brokers(t),
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	e.failing = &failingStore{Store: e.store, failID: uuid.New()}
 	e.topic = kafkatest.Topic(t, "ledger-analisada", 1)
@@ -115,7 +117,7 @@ func (e *env) logger() *slog.Logger {
 // run starts the settlement consumer until the test ends.
 func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	t.Helper()
-	svc := ledger.NewService(e.failing, nil)
+	svc := ledger.NewService(e.failing, ledger.Rules{Ownership: e.ownership, Topics: ledgertest.Topics}, nil)
 	h := kafka.NewSettlement(svc, e.logger(), kafka.NewMetrics(e.reg))
 	e.group = kafkatest.Group(t, "ledger")
 	cfg := consumer.Config{
