@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -94,18 +95,15 @@ type HTTPMetrics struct {
 // NewHTTPMetrics creates and registers the access metrics (reg nil: not
 // registered).
 func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
-	m := &HTTPMetrics{
-		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+	f := promauto.With(reg)
+	return &HTTPMetrics{
+		Requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "http_requests_total", Help: "HTTP requests by method, route and status."},
 			[]string{"method", "route", "status"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "http_request_duration_seconds", Help: "HTTP request latency by method and route.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"method", "route"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.Requests, m.Duration)
-	}
-	return m
 }
 
 // NotReady is a failed readiness check. /readyz answers 503 naming Check

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/paysuite/payments/pkg/postgres"
 )
@@ -28,14 +29,10 @@ type DuplicatesCounter = *prometheus.CounterVec
 // NewDuplicatesCounter creates inbox_duplicates_total and registers it on reg
 // (nil: not registered).
 func NewDuplicatesCounter(reg prometheus.Registerer) DuplicatesCounter {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 		Name: "inbox_duplicates_total",
 		Help: "Deliveries skipped because the inbox had already processed the event.",
 	}, []string{"consumer"})
-	if reg != nil {
-		reg.MustRegister(c)
-	}
-	return c
 }
 
 // New returns the inbox of consumer (a stable name, usually the consumer

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
@@ -22,35 +21,6 @@ import (
 type Settler interface {
 	Settle(ctx context.Context, t ledger.Transfer) (ledger.Result, error)
 	SettleBatch(ctx context.Context, ts []ledger.Transfer) ([]ledger.Result, error)
-}
-
-// Metrics are the settlement counters.
-type Metrics struct {
-	// Settlements counts decided and duplicate transfers by result
-	// (LIQUIDADA, REJEITADA, DUPLICADA) and reason.
-	Settlements *prometheus.CounterVec
-	// BatchSize observes the transfers settled per database transaction.
-	BatchSize prometheus.Histogram
-}
-
-// NewMetrics creates the settlement metrics and registers them on reg (nil:
-// not registered).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ledger_settlements_total",
-			Help: "Transfers handled by the ledger, by result (LIQUIDADA, REJEITADA, DUPLICADA) and rejection reason.",
-		}, []string{"result", "reason"}),
-		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ledger_settlement_batch_size",
-			Help:    "Transfers settled per database transaction.",
-			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
-		}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.Settlements, m.BatchSize)
-	}
-	return m
 }
 
 // Settlement turns TransferenciaAnalisada records into settlements.

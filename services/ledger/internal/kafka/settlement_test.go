@@ -90,6 +90,8 @@ type env struct {
 	group string
 	// ownership is the ownership rule the settlement consumer applies.
 	ownership ledger.Ownership
+	// metrics are the ledger's metrics, registered on reg.
+	metrics *kafka.Metrics
 }
 
 func newEnv(t *testing.T) *env {
@@ -97,6 +99,7 @@ func newEnv(t *testing.T) *env {
 	db := ledgertest.NewDB(t)
 	e := &env{db: db, store: postgres.New(db, outbox.New(db)), brokers: kafkatest.Brokers(t),
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	e.metrics = kafka.NewMetrics(e.reg)
 	e.failing = &failingStore{Store: e.store, failID: uuid.New()}
 	e.topic = kafkatest.Topic(t, "ledger-analisada", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -118,7 +121,7 @@ func (e *env) logger() *slog.Logger {
 func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	t.Helper()
 	svc := ledger.NewService(e.failing, ledger.Rules{Ownership: e.ownership, Topics: ledgertest.Topics}, nil)
-	h := kafka.NewSettlement(svc, e.logger(), kafka.NewMetrics(e.reg))
+	h := kafka.NewSettlement(svc, e.logger(), e.metrics)
 	e.group = kafkatest.Group(t, "ledger")
 	cfg := consumer.Config{
 		Broker: broker.Config{Brokers: e.brokers}, Group: e.group, Topics: []string{e.topic},
@@ -373,7 +376,7 @@ func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	e.produce(t, kafkago.Message{Key: []byte("CC-9"), Value: []byte(`garbage`)})
 	// The settlement consumer dead-letters the record; the monitor reads it.
 	e.run(t, consumer.BlockingRetries, false)
-	monitor := kafka.NewDLTMonitor(e.logger(), e.reg)
+	monitor := kafka.NewDLTMonitor(e.logger(), e.metrics)
 	e.start(t, consumer.Config{Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger-dlt-monitor"),
 		Topics: []string{events.DLT(e.topic)}, Handler: monitor.Handle, Publisher: e.writer, Logger: e.logger()})
 
@@ -395,7 +398,7 @@ func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
-	m := kafka.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), reg)
+	m := kafka.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), kafka.NewMetrics(reg))
 	if err := m.Handle(context.Background(), kafkago.Message{Topic: "x-dlt", Key: []byte("K")}); err != nil {
 		t.Fatal(err)
 	}
