@@ -53,11 +53,12 @@ func Decode(m kafkago.Message) (ledger.Transfer, error) {
 		AmountCents: e.AmountCents,
 		Currency:    e.Currency,
 		ClientID:    e.ClientID,
-		Traceparent: broker.Header(m, events.HeaderTraceparent),
 	}, nil
 }
 
 // Handle settles one record in its own transaction (consumer.Handler).
+// ctx carries the record's trace context (the consumer loop's span), which
+// the outbox gives the result event.
 func (s *Settlement) Handle(ctx context.Context, m kafkago.Message) error {
 	t, err := Decode(m)
 	if err != nil {
@@ -85,6 +86,9 @@ func (s *Settlement) HandleBatch(ctx context.Context, ms []kafkago.Message) erro
 		if err != nil {
 			return err
 		}
+		// The batch's ctx carries no record's trace: each record's goes
+		// with it (ledger.Transfer.Traceparent).
+		t.Traceparent = broker.Header(m, events.HeaderTraceparent)
 		ts[i] = t
 	}
 	start := time.Now()

@@ -39,8 +39,11 @@ type Transfer struct {
 	// ClientID is the client that requested the transfer (clienteId); empty
 	// when the record named none.
 	ClientID string
-	// Traceparent is the W3C trace context of the input record, passed on
-	// to the result event; may be empty.
+	// Traceparent is the W3C trace context of the input record of a batch,
+	// passed on to the result event; may be empty. Trace context travels
+	// in ctx everywhere else; a batch is the one exception: its records
+	// belong to as many traces, and one ctx cannot carry them. A single
+	// transfer leaves it empty and the outbox takes ctx's.
 	Traceparent string
 }
 
