@@ -19,10 +19,15 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 )
+
+// DefaultInboxRetention is how long processed-event rows are kept by
+// default: longer than a record can come back (the topics' 7-day
+// retention, then a DLT record replayed up to 7 days later), so that a
+// redelivery still finds its row.
+const DefaultInboxRetention = 14 * 24 * time.Hour
 
 // Config is what every service reads the same way.
 type Config struct {
@@ -43,9 +48,8 @@ type Config struct {
 	// MigrateOnStart applies migrations at start (MIGRATE_ON_START, default
 	// true).
 	MigrateOnStart bool
-	// InboxRetention is how long processed-event rows are kept
-	// (INBOX_RETENTION, default 14 days: longer than a record can come
-	// back).
+	// InboxRetention is how long the transfers projection's processed-event
+	// rows are kept (INBOX_RETENTION, default DefaultInboxRetention).
 	InboxRetention time.Duration
 	// RelayDisabled turns the outbox relay off (OUTBOX_RELAY_ENABLED=false)
 	// when Debezium's outbox router publishes instead. The zero value runs
@@ -109,7 +113,7 @@ func ConfigFromEnv(env *Env, service, defaultAddr string) Config {
 			Retention:    env.Duration("OUTBOX_RETENTION", 7*24*time.Hour),
 		},
 		MigrateOnStart: env.Bool("MIGRATE_ON_START", true),
-		InboxRetention: env.Duration("INBOX_RETENTION", inbox.DefaultRetention),
+		InboxRetention: env.Duration("INBOX_RETENTION", DefaultInboxRetention),
 		RelayDisabled:  !env.Bool("OUTBOX_RELAY_ENABLED", true),
 		Auth:           AuthFromEnv(env),
 		ShutdownDrain:  shutdownDrainFromEnv(env),
@@ -154,10 +158,9 @@ type Base struct {
 	Outbox   *outbox.Outbox
 	Relay    *outbox.Relay
 	Router   chi.Router
-	// ConsumerMetrics and InboxDuplicates are registered once per service
-	// and shared by its consumers.
+	// ConsumerMetrics are registered once per service and shared by its
+	// consumers.
 	ConsumerMetrics *consumer.Metrics
-	InboxDuplicates inbox.DuplicatesCounter
 	HTTPMetrics     *httpapi.HTTPMetrics
 	// Auth authenticates every request but the public ones; routes mount
 	// through auth.Mount with their scopes.
@@ -205,7 +208,6 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 		Writer:          broker.NewWriter(cfg.Kafka),
 		Outbox:          outbox.New(db),
 		ConsumerMetrics: consumer.NewMetrics(reg),
-		InboxDuplicates: inbox.NewDuplicatesCounter(reg),
 		HTTPMetrics:     httpapi.NewHTTPMetrics(reg),
 		Auth:            authn,
 	}

@@ -1,6 +1,11 @@
-// Package inbox makes a consumer's effect happen once per event: the handler's
-// database work and the record of the event id commit in one transaction, so
-// a redelivered event (at-least-once) finds its id and does nothing.
+// Package inbox makes the transfers projection's effect happen once per
+// event: the handler's database work and the record of the event id commit
+// in one transaction, so a redelivered event (at-least-once) finds its id
+// and does nothing. The other consumers of the suite deduplicate on keys of
+// their own (antifraud's decision and the ledger's processed marker per
+// transfer, written in the transaction that decides it; the notification
+// log per event id, whose send happens outside any transaction), so this
+// package is the projection's alone.
 package inbox
 
 import (
