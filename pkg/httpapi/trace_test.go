@@ -8,14 +8,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/test/spantest"
 )
 
 // TestServerSpans checks the router's server span of each request: named
@@ -24,14 +22,7 @@ import (
 // the caller's traceparent, with the status code and an error status for
 // a 5xx. Not parallel: it installs a global tracer provider.
 func TestServerSpans(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	rec := spantest.Record(t)
 
 	// A middleware that hands on a copy of the request, as the
 	// authentication middleware does: the span is still renamed after the
