@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/felixge/httpsnoop"
+
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -31,15 +33,11 @@ func Audited(log *slog.Logger, action string, next WriteHandler) http.HandlerFun
 			Unauthenticated(w, r, log)
 			return
 		}
-		sw := httpapi.NewStatusRecorder(w)
 		var a AuditRecord
-		next(sw, r, p, &a)
-		status := sw.Status()
-		if status == 0 {
-			status = http.StatusOK
-		}
+		// The status is 200 when next wrote nothing or a body without one.
+		cm := httpsnoop.CaptureMetricsFn(w, func(w http.ResponseWriter) { next(w, r, p, &a) })
 		attrs := append([]any{"action", action, "client", p.Subject,
-			"request_id", httpapi.RequestIDFrom(r.Context()), "status", status}, a.attrs...)
+			"request_id", httpapi.RequestIDFrom(r.Context()), "status", cm.Code}, a.attrs...)
 		log.InfoContext(r.Context(), "audit", slog.Group("audit", attrs...))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Metrics are the consumer loop's counters and histograms.
@@ -21,37 +22,34 @@ type Metrics struct {
 	CommitFailures *prometheus.CounterVec
 }
 
-// NewMetrics creates the consumer metrics and registers them on reg (nil:
-// not registered).
+// NewMetrics creates the consumer metrics, registered on reg (nil: not
+// registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
 	m := &Metrics{
-		Records: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Records: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "consumer_records_total", Help: "Records handled, by group, topic and outcome (ok, retry, dlt, poison)."},
 			[]string{"group", "topic", "outcome"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "consumer_handler_duration_seconds", Help: "Handler duration per record.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"group", "topic"}),
-		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Retries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "consumer_retries_total", Help: "Retries scheduled, by group and attempt number."},
 			[]string{"group", "attempt"}),
-		DLT: prometheus.NewCounterVec(prometheus.CounterOpts{
+		DLT: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "consumer_dlt_records_total", Help: "Records sent to a DLT, by origin topic."},
 			[]string{"origin_topic"}),
-		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Lag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "consumer_lag", Help: "Last stable offset minus the committed offset, by group, topic and partition."},
 			[]string{"group", "topic", "partition"}),
-		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+		BatchSize: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "consumer_batch_size", Help: "Records per batch handed to a batch handler.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
-		Outage: newOutageMetrics(),
-		CommitFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Outage: newOutageMetrics(f),
+		CommitFailures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "consumer_commit_failures_total",
 			Help: "Partition offsets whose commit failed (refused by the broker: rebalance_in_progress, illegal_generation, unknown_member_id; or timeout, other), by group and reason."},
 			[]string{"group", "reason"}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.Records, m.Duration, m.Retries, m.DLT, m.Lag, m.BatchSize)
-		reg.MustRegister(m.Outage.Waits, m.Outage.Waiting, m.CommitFailures)
 	}
 	return m
 }

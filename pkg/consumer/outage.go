@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/paysuite/payments/pkg/outage"
 )
@@ -40,13 +41,13 @@ type outageMetrics struct {
 	Waiting *prometheus.GaugeVec
 }
 
-func newOutageMetrics() outageMetrics {
+func newOutageMetrics(f promauto.Factory) outageMetrics {
 	return outageMetrics{
-		Waits: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Waits: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "consumer_dependency_waits_total",
 			Help: "Retries of a record because a dependency (database, broker) was unavailable, by group; never dead-lettered."},
 			[]string{"group"}),
-		Waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Waiting: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "consumer_dependency_waiting",
 			Help: "1 while the group's consumer waits for an unavailable dependency, holding its partition."},
 			[]string{"group"}),

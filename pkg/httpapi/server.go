@@ -15,12 +15,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/felixge/httpsnoop"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paysuite/payments/pkg/tracing"
@@ -94,18 +96,15 @@ type HTTPMetrics struct {
 // NewHTTPMetrics creates and registers the access metrics (reg nil: not
 // registered).
 func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
-	m := &HTTPMetrics{
-		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+	f := promauto.With(reg)
+	return &HTTPMetrics{
+		Requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "http_requests_total", Help: "HTTP requests by method, route and status."},
 			[]string{"method", "route", "status"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "http_request_duration_seconds", Help: "HTTP request latency by method and route.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"method", "route"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.Requests, m.Duration)
-	}
-	return m
 }
 
 // NotReady is a failed readiness check. /readyz answers 503 naming Check
@@ -132,7 +131,7 @@ func (e *NotReady) Unwrap() error { return e.Err }
 // same id.
 func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gatherer, ready func(context.Context) error, mw ...func(http.Handler) http.Handler) chi.Router {
 	r := chi.NewRouter()
-	r.Use(requestID, traced, recoverer(log), access(log, metrics))
+	r.Use(requestID, traced(), recoverer(log), access(log, metrics))
 	r.Use(routeOnEscapedPath, middleware.GetHead)
 	r.Use(mw...)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -244,23 +243,25 @@ func requestID(next http.Handler) http.Handler {
 }
 
 // traced continues the caller's trace (W3C traceparent) with a server span
-// per request, named after the matched route.
-func traced(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := tracing.WithTraceparent(r.Context(), r.Header.Get("traceparent"))
-		method := methodLabel(r.Method)
-		ctx, span := tracing.Tracer().Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer))
-		defer span.End()
-		sw := NewStatusRecorder(w)
-		next.ServeHTTP(sw, r.WithContext(ctx))
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			span.SetName(method + " " + rc.RoutePattern())
-		}
-		span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
-		if sw.status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(sw.status))
-		}
-	})
+// per request (otelhttp), named by spanName.
+func traced() func(http.Handler) http.Handler {
+	return otelhttp.NewMiddleware("http.server",
+		otelhttp.WithPropagators(tracing.Propagator()),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return spanName(r) }))
+}
+
+// spanName names a request's server span: the method and chi's route
+// pattern once routed, the method alone before that or when no route
+// matched; never the path, and an unknown method is "OTHER", so that a
+// client cannot mint span names. otelhttp names the span when it starts,
+// before routing, and renames it afterwards only when the request it
+// passed on got a Pattern (no middleware copied it), so access renames it
+// too.
+func spanName(r *http.Request) string {
+	if route := routeLabel(r); route != unmatched {
+		return methodLabel(r.Method) + " " + route
+	}
+	return methodLabel(r.Method)
 }
 
 func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
@@ -281,70 +282,43 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-// StatusRecorder is a ResponseWriter that remembers the status code
-// written, for middleware and handlers that log or count it.
-type StatusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-// NewStatusRecorder wraps w.
-func NewStatusRecorder(w http.ResponseWriter) *StatusRecorder {
-	return &StatusRecorder{ResponseWriter: w}
-}
-
-// Status is the status code written so far (200 once a body was written
-// without one), or 0 when nothing was written.
-func (s *StatusRecorder) Status() int { return s.status }
-
-// WriteHeader implements http.ResponseWriter.
-func (s *StatusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// Write implements http.ResponseWriter.
-func (s *StatusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
 func access(log *slog.Logger, m *HTTPMetrics) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			start := time.Now()
-			sw := NewStatusRecorder(w)
-			next.ServeHTTP(sw, r)
+			// CaptureMetrics: the status is 200 when the handler wrote
+			// nothing or a body without a status.
+			cm := httpsnoop.CaptureMetrics(next, w, r)
 			route := routeLabel(r)
 			method := methodLabel(r.Method)
-			if sw.status == 0 {
-				sw.status = http.StatusOK
+			if route != unmatched {
+				span := trace.SpanFromContext(r.Context())
+				span.SetName(spanName(r))
+				span.SetAttributes(attribute.String("http.route", route))
 			}
-			d := time.Since(start)
+			d := cm.Duration
 			if m != nil {
-				m.Requests.WithLabelValues(method, route, strconv.Itoa(sw.status)).Inc()
+				m.Requests.WithLabelValues(method, route, strconv.Itoa(cm.Code)).Inc()
 				m.Duration.WithLabelValues(method, route).Observe(d.Seconds())
 			}
 			if route != "/metrics" && route != "/healthz" && route != "/readyz" {
 				// request_id and trace_id come from the context, added by the
 				// logger's handler (pkg/platform), once.
 				log.DebugContext(r.Context(), "http request", "method", method, "route", route,
-					"status", sw.status, "duration_ms", d.Milliseconds())
+					"status", cm.Code, "duration_ms", d.Milliseconds())
 			}
 		})
 	}
 }
 
+// unmatched is the route label of a request no route matched.
+const unmatched = "unmatched"
+
 // routeLabel is the matched route pattern, one of the router's own, or
-// "unmatched": never the request's path.
+// unmatched: never the request's path.
 func routeLabel(r *http.Request) string {
 	rc := chi.RouteContext(r.Context())
 	if rc == nil || rc.RoutePattern() == "" || len(rc.RoutePatterns) == 0 {
-		return "unmatched"
+		return unmatched
 	}
 	return rc.RoutePattern()
 }

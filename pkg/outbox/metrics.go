@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/paysuite/payments/pkg/broker"
 )
@@ -20,31 +21,32 @@ type Metrics struct {
 	BatchDuration prometheus.Histogram
 }
 
-// NewMetrics creates the outbox metrics and registers them on reg (nil: not
+// NewMetrics creates the outbox metrics, registered on reg (nil: not
 // registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
 	m := &Metrics{
-		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
+		Pending: f.NewGauge(prometheus.GaugeOpts{
 			Name: "outbox_pending_events", Help: "Outbox events not yet published (PENDING or PROCESSING)."}),
-		OldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+		OldestAge: f.NewGauge(prometheus.GaugeOpts{
 			Name: "outbox_oldest_pending_age_seconds", Help: "Age of the oldest unpublished outbox event; 0 when none."}),
-		Dead: prometheus.NewGauge(prometheus.GaugeOpts{
+		Dead: f.NewGauge(prometheus.GaugeOpts{
 			Name: "outbox_dead_events", Help: "Outbox events in DEAD status, waiting for an operator."}),
-		KeysHeldBack: prometheus.NewGauge(prometheus.GaugeOpts{
+		KeysHeldBack: f.NewGauge(prometheus.GaugeOpts{
 			Name: "outbox_keys_held_back", Help: "Keys whose oldest event waits for a retry or is DEAD, holding back later events of the key."}),
-		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Published: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbox_published_total", Help: "Outbox events acknowledged by the broker."}, []string{"topic", "type"}),
-		SendFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		SendFailures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbox_send_failures_total", Help: "Failed sends of outbox events, by cause (see broker.Causes)."}, []string{"cause"}),
-		DeadTotal: prometheus.NewCounter(prometheus.CounterOpts{
+		DeadTotal: f.NewCounter(prometheus.CounterOpts{
 			Name: "outbox_dead_total", Help: "Outbox events that went DEAD."}),
-		EnqueueToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
+		EnqueueToAck: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "outbox_enqueue_to_ack_seconds", Help: "Time from enqueue to broker acknowledgement.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
-		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+		BatchSize: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "outbox_relay_batch_size", Help: "Events per relay batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
-		BatchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		BatchDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "outbox_relay_batch_duration_seconds", Help: "Time to claim, send and mark one relay batch.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
@@ -52,10 +54,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	// first failure.
 	for _, c := range broker.Causes {
 		m.SendFailures.WithLabelValues(c)
-	}
-	if reg != nil {
-		reg.MustRegister(m.Pending, m.OldestAge, m.Dead, m.KeysHeldBack, m.Published,
-			m.SendFailures, m.DeadTotal, m.EnqueueToAck, m.BatchSize, m.BatchDuration)
 	}
 	return m
 }

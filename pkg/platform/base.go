@@ -21,10 +21,15 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 )
+
+// DefaultInboxRetention is how long processed-event rows are kept by
+// default: longer than a record can come back (the topics' 7-day
+// retention, then a DLT record replayed up to 7 days later), so that a
+// redelivery still finds its row.
+const DefaultInboxRetention = 14 * 24 * time.Hour
 
 // Config is what every service reads the same way: the one declaration of
 // the common variables (pkg/envconfig's tags), embedded in each service's
@@ -48,9 +53,9 @@ type Config struct {
 	Relay outbox.RelayConfig
 	// MigrateOnStart applies migrations at start.
 	MigrateOnStart bool `env:"MIGRATE_ON_START" envDefault:"true" help:"apply the migrations at start (<service> migrate applies them and exits)"`
-	// InboxRetention is how long processed-event rows are kept (default
-	// inbox.DefaultRetention: longer than a record can come back).
-	InboxRetention time.Duration `env:"INBOX_RETENTION" help:"how long processed-event rows are kept"`
+	// InboxRetention is how long the transfers projection's processed-event
+	// rows are kept (default DefaultInboxRetention).
+	InboxRetention time.Duration `env:"INBOX_RETENTION" help:"how long the transfers projection's processed-event rows are kept"`
 	// RelayDisabled turns the outbox relay off (OUTBOX_RELAY_ENABLED=false)
 	// when Debezium's outbox router publishes instead. The zero value runs
 	// the relay.
@@ -116,7 +121,7 @@ func DefaultConfig(service, httpAddr string) Config {
 	return Config{
 		Service:        service,
 		HTTPAddr:       httpAddr,
-		InboxRetention: inbox.DefaultRetention,
+		InboxRetention: DefaultInboxRetention,
 		ShutdownDrain:  DefaultShutdownDrain,
 	}
 }
@@ -140,10 +145,9 @@ type Base struct {
 	Outbox   *outbox.Outbox
 	Relay    *outbox.Relay
 	Router   chi.Router
-	// ConsumerMetrics and InboxDuplicates are registered once per service
-	// and shared by its consumers.
+	// ConsumerMetrics are registered once per service and shared by its
+	// consumers.
 	ConsumerMetrics *consumer.Metrics
-	InboxDuplicates inbox.DuplicatesCounter
 	HTTPMetrics     *httpapi.HTTPMetrics
 	// Auth authenticates every request but the public ones; routes mount
 	// through auth.Mount with their scopes.
@@ -191,7 +195,6 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 		Writer:          broker.NewWriter(cfg.Kafka, cfg.Relay.ClaimSize()),
 		Outbox:          outbox.New(db),
 		ConsumerMetrics: consumer.NewMetrics(reg),
-		InboxDuplicates: inbox.NewDuplicatesCounter(reg),
 		HTTPMetrics:     httpapi.NewHTTPMetrics(reg),
 		Auth:            authn,
 	}

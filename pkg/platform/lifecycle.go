@@ -10,15 +10,15 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/inbox"
 )
 
 // Task is a long-running part of a service; it returns when ctx ends.
 type Task func(ctx context.Context) error
 
-// Run serves HTTP and runs the consumers, the inbox cleanup and the relay
+// Run serves HTTP and runs the consumers and the relay
 // until ctx is cancelled (SIGTERM: platform.Exit) or one of them fails.
-// consumers are the service's consumer loops (consumer.Run). listening, if
+// consumers are the service's consumer loops (consumer.Run) and the tasks
+// that stop with them (the transfers' inbox cleanup). listening, if
 // not nil, receives the HTTP address once bound. A router with a route
 // that is neither public nor mounted with a scope does not start.
 //
@@ -35,7 +35,7 @@ type Task func(ctx context.Context) error
 //     httpapi.ShutdownTimeout for the requests in flight.
 //  3. The consumers finish the record or batch in hand, commit its
 //     offsets and leave their groups, so that their partitions move to
-//     the other members at once; the inbox cleanup stops with them.
+//     the other members at once; the other consumer tasks stop with them.
 //  4. The relay publishes and marks the batch in hand (the events the
 //     last requests and records enqueued included) and releases its
 //     liveness session.
@@ -54,13 +54,6 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...T
 	serve := func(ctx context.Context) error {
 		return httpapi.Serve(ctx, b.Cfg.HTTPAddr, b.Router, b.Log, listening)
 	}
-	cleanup := func(ctx context.Context) error {
-		retention := b.Cfg.InboxRetention
-		if retention <= 0 {
-			retention = inbox.DefaultRetention
-		}
-		return inbox.CleanupLoop(ctx, b.DB, retention, time.Minute, b.Log)
-	}
 	var relay []Task
 	if !b.Cfg.RelayDisabled {
 		relay = append(relay, b.Relay.Run)
@@ -69,7 +62,7 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...T
 	}
 	stages := []*stage{
 		startStage(base, "http", fail, serve),
-		startStage(base, "consumers", fail, append(consumers, cleanup)...),
+		startStage(base, "consumers", fail, consumers...),
 		startStage(base, "relay", fail, relay...),
 	}
 	server := stages[0]

@@ -58,6 +58,9 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 	return tp.Shutdown, nil
 }
 
+// Propagator is the suite's propagator: W3C Trace Context.
+func Propagator() propagation.TextMapPropagator { return propagator }
+
 // Tracer returns the suite's tracer from the global provider.
 func Tracer() trace.Tracer { return otel.GetTracerProvider().Tracer(InstrumentationName) }
 

@@ -143,18 +143,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	log = base.Log
 
-	store := postgres.New(base.DB, base.Outbox, cfg.Topics, postgres.WithOwnership(cfg.Ownership))
-	svc := domain.NewService(store, cfg.Now)
+	store := postgres.New(base.DB, base.Outbox)
+	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Topics: cfg.Topics}, cfg.Now)
 
 	mount(base.Router, svc, opsRoutes(base, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
 
-	settlement := kafka.NewSettlement(svc, log, kafka.NewMetrics(base.Registry))
+	metrics := kafka.NewMetrics(base.Registry)
+	settlement := kafka.NewSettlement(svc, log, metrics)
 	settle := base.Consumer(cfg.Group, []string{cfg.Topics.Analysed}, settlement.Handle, cfg.Policy)
 	if cfg.BatchMax > 1 {
 		settle.Batch = settlement.HandleBatch
 		settle.MaxBatch = cfg.BatchMax
 	}
-	monitor := kafka.NewDLTMonitor(log, base.Registry)
+	monitor := kafka.NewDLTMonitor(log, metrics)
 	dlt := base.Consumer(cfg.DLTMonitorGroup, []string{events.DLT(cfg.Topics.Analysed)}, monitor.Handle, cfg.Policy)
 
 	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,

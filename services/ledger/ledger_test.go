@@ -83,7 +83,7 @@ func start(t *testing.T) *service {
 	s := &service{url: "http://" + a.String(), topics: topics, brokers: brokers,
 		bearer: iss.Bearer(t, "client-a", authtest.AllScopes...), iss: iss}
 	s.db = ledgertest.OpenDB(t, dsn)
-	s.store = postgres.New(s.db, outbox.New(s.db), topics)
+	s.store = postgres.New(s.db, outbox.New(s.db))
 	s.writer = broker.NewWriter(broker.Config{Brokers: brokers}, 100)
 	t.Cleanup(func() { _ = s.writer.Close() })
 	return s

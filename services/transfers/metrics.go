@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
@@ -34,21 +35,19 @@ type IdempotencyMetrics struct {
 // that rate() and dashboards see them before the first replay, and registers
 // them on reg (nil: not registered).
 func NewIdempotencyMetrics(reg prometheus.Registerer) *IdempotencyMetrics {
+	f := promauto.With(reg)
 	m := &IdempotencyMetrics{
-		Replays: prometheus.NewCounter(prometheus.CounterOpts{
+		Replays: f.NewCounter(prometheus.CounterOpts{
 			Name: "transfers_idempotent_replays_total",
 			Help: "POST /transferencias answered with the stored first response of the same Idempotency-Key and body.",
 		}),
-		Conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Conflicts: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "transfers_idempotency_conflicts_total",
 			Help: "POST /transferencias refused because of its Idempotency-Key, by reason (key_reused: 422, in_progress: 409).",
 		}, []string{"reason"}),
 	}
 	m.Conflicts.WithLabelValues(ConflictKeyReused)
 	m.Conflicts.WithLabelValues(ConflictInProgress)
-	if reg != nil {
-		reg.MustRegister(m.Replays, m.Conflicts)
-	}
 	return m
 }
 

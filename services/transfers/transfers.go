@@ -21,9 +21,9 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/kafka"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
@@ -98,7 +98,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	if err != nil {
 		return err
 	}
-	store := postgres.NewStore(base.DB, base.Outbox, inbox.New(base.DB, cfg.ProjectionGroup, base.InboxDuplicates), cfg.ClaimTimeout)
+	inb := inbox.New(base.DB, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(base.Registry))
+	store := postgres.NewStore(base.DB, base.Outbox, inb, cfg.ClaimTimeout)
 	svc := transfer.NewService(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), cfg.Topics.Requested)
 	mount(base.Router, svc, opsRoutes(base, base.Log), base.Log)
 	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
@@ -106,7 +107,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	// The results of one partition fetched together are applied in one
 	// statement; on any error the loop applies them one by one.
 	pcfg.Batch, pcfg.MaxBatch = projection.HandleBatch, projectionBatchMax
-	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, pcfg) })
+	retention := cfg.InboxRetention
+	if retention <= 0 {
+		retention = platform.DefaultInboxRetention
+	}
+	return base.Run(ctx, listening,
+		func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
+		func(ctx context.Context) error {
+			return inbox.CleanupLoop(ctx, base.DB, retention, time.Minute, base.Log)
+		})
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:

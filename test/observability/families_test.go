@@ -55,9 +55,8 @@ var (
 )
 
 // serviceFamilies are each service's own families. inbox_duplicates_total is
-// registered by every service but only the transfers projection uses
-// pkg/inbox; the others deduplicate in their own tables and count it in
-// their own families (antifraud_duplicate_requests_total,
+// the transfers projection's (services/transfers/internal/inbox); the others
+// deduplicate in their own tables and count it in their own families (antifraud_duplicate_requests_total,
 // ledger_settlements_total{result="DUPLICADA"},
 // notifications_sends_total{outcome="duplicate"}).
 var serviceFamilies = map[string][]family{

@@ -20,14 +20,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paysuite/payments/test/e2e"
 	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/spantest"
 )
 
 // span is what the test compares of a recorded span: its name, kind and
@@ -54,14 +53,7 @@ func (s span) String() string {
 // for a POST without a traceparent (the server span starts the trace) and
 // one with a client's traceparent (the trace is the client's).
 func TestOneTrace(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	rec := spantest.Record(t)
 
 	s := e2e.NewSuite(t, e2e.Options{Partitions: 3})
 	run := shortID()

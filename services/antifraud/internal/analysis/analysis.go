@@ -168,10 +168,10 @@ func NewService(store Store, engine *risk.Engine, topics events.Topics, metrics 
 // threshold) or TransferenciaRejeitada with BLOQUEADA_ANTIFRAUDE. The
 // velocity history is that of the requesting client on the source account
 // (see the package comment), and TransferenciaAnalisada carries the
-// request's clienteId on to the ledger. The
-// outgoing event carries correlation-id = transfer id and traceparent when
-// given. req must have passed events.Decode.
-func (s *Service) Analyse(ctx context.Context, req events.Requested, traceparent string) (Result, error) {
+// request's clienteId on to the ledger. The outgoing event carries
+// correlation-id = transfer id, and the outbox gives it the trace context
+// of ctx. req must have passed events.Decode.
+func (s *Service) Analyse(ctx context.Context, req events.Requested) (Result, error) {
 	var res Result
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		res = Result{} // the closure may run again
@@ -200,7 +200,7 @@ func (s *Service) Analyse(ctx context.Context, req events.Requested, traceparent
 		}
 		a := s.engine.Assess(in)
 		d := s.decision(req, a)
-		msg, err := s.event(d, traceparent)
+		msg, err := s.event(d, "")
 		if err != nil {
 			return err
 		}
@@ -247,9 +247,14 @@ func (s *Service) windowStart(req events.Requested, w time.Duration) time.Time {
 	return ref.Add(-w)
 }
 
-// Request is one requested transfer and the traceparent of its record.
+// Request is one requested transfer of a batch and the traceparent of its
+// record.
 type Request struct {
-	Transfer    events.Requested
+	Transfer events.Requested
+	// Traceparent is the W3C trace context of the record. Trace context
+	// travels in ctx everywhere else; a batch is the one exception: its
+	// records belong to as many traces, and one ctx cannot carry them, so
+	// each record's goes with it into its event's headers.
 	Traceparent string
 }
 
@@ -393,7 +398,9 @@ func (s *Service) decision(req events.Requested, a risk.Assessment) Decision {
 	return d
 }
 
-// event builds the outbox message announcing d.
+// event builds the outbox message announcing d. traceparent is a batch
+// record's own trace context (Request.Traceparent), "" for a single
+// record, whose context the outbox takes from ctx.
 func (s *Service) event(d Decision, traceparent string) (outbox.Message, error) {
 	m := outbox.Message{
 		ID:            d.EventID,

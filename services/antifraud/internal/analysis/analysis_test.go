@@ -18,6 +18,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/tracing"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
@@ -166,7 +167,7 @@ func TestAnalyseEmitsOneEventPerOutcome(t *testing.T) {
 			dsn := newDSN(t)
 			svc := newService(t, dsn, risk.DefaultConfig())
 			req := request("CC-001", tt.amount, at)
-			res, err := svc.Analyse(context.Background(), req, tt.traceparent)
+			res, err := svc.Analyse(tracing.WithTraceparent(context.Background(), tt.traceparent), req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +198,7 @@ func TestRedeliveryGetsTheStoredDecision(t *testing.T) {
 	dsn := newDSN(t)
 	ctx := context.Background()
 	req := request("CC-001", 30_000, time.Now())
-	first, err := newService(t, dsn, risk.DefaultConfig()).Analyse(ctx, req, "")
+	first, err := newService(t, dsn, risk.DefaultConfig()).Analyse(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestRedeliveryGetsTheStoredDecision(t *testing.T) {
 	stricter.BlockThreshold = 5
 	redelivery := req
 	redelivery.EventID = uuid.New() // even a re-emitted request with a new event id
-	again, err := newService(t, dsn, stricter).Analyse(ctx, redelivery, "")
+	again, err := newService(t, dsn, stricter).Analyse(ctx, redelivery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestConcurrentDeliveriesDecideOnce(t *testing.T) {
 		go func() {
 			defer done.Done()
 			start.Wait()
-			results[i], errs[i] = svcs[i].Analyse(context.Background(), req, "")
+			results[i], errs[i] = svcs[i].Analyse(context.Background(), req)
 		}()
 	}
 	start.Done()
@@ -294,7 +295,7 @@ func TestVelocityIsSerialisedPerAccount(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := svcs[i%2].Analyse(context.Background(), request("CC-001", 100, now), "")
+			res, err := svcs[i%2].Analyse(context.Background(), request("CC-001", 100, now))
 			if err != nil {
 				t.Error(err)
 				return
@@ -381,7 +382,7 @@ func TestVelocityWindow(t *testing.T) {
 			cfg.VelocityMaxCount, cfg.VelocityMaxCents = tt.maxCount, tt.maxCents
 			svc := newService(t, newDSN(t), cfg)
 			for i, s := range tt.steps {
-				res, err := svc.Analyse(context.Background(), request(s.account, s.amount, t0.Add(s.at)), "")
+				res, err := svc.Analyse(context.Background(), request(s.account, s.amount, t0.Add(s.at)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -413,7 +414,7 @@ func TestFutureTimestampCannotShrinkTheWindow(t *testing.T) {
 		{now.Add(3 * time.Hour), analysis.Blocked},
 	}
 	for i, tt := range tests {
-		res, err := svc.Analyse(context.Background(), request("CC-001", 100, tt.at), "")
+		res, err := svc.Analyse(context.Background(), request("CC-001", 100, tt.at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +437,7 @@ func TestMetricsCountNewDecisionsOnly(t *testing.T) {
 	small := request("CC-001", 100, time.Now())
 	big := request("CC-001", 10_000_000, time.Now())
 	for _, req := range []events.Requested{small, big, small, big, big} {
-		if _, err := svc.Analyse(ctx, req, ""); err != nil {
+		if _, err := svc.Analyse(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -122,14 +122,14 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 			one, batched := newService(t, oneDSN, tt.cfg), newService(t, batchDSN, tt.cfg)
 			for _, req := range tt.before {
 				for _, svc := range []*analysis.Service{one, batched} {
-					if _, err := svc.Analyse(ctx, req, ""); err != nil {
+					if _, err := svc.Analyse(ctx, req); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
 			var want, got []verdict
 			for _, req := range tt.reqs {
-				res, err := one.Analyse(ctx, req, "")
+				res, err := one.Analyse(ctx, req)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 )
@@ -17,22 +18,20 @@ type Metrics struct {
 	Duplicates prometheus.Counter
 }
 
-// NewMetrics creates the metrics and registers them on reg (nil: not
+// NewMetrics creates the metrics, registered on reg (nil: not
 // registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
 	m := &Metrics{
-		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Decisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "antifraud_decisions_total", Help: "Antifraud decisions taken, by outcome (APPROVED, BLOCKED)."},
 			[]string{"outcome"}),
-		RulesFired: prometheus.NewCounterVec(prometheus.CounterOpts{
+		RulesFired: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "antifraud_rules_fired_total", Help: "Rules that fired in antifraud decisions, by rule."},
 			[]string{"rule"}),
-		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+		Duplicates: f.NewCounter(prometheus.CounterOpts{
 			Name: "antifraud_duplicate_requests_total",
 			Help: "Requests that already had a decision: nothing new was stored or emitted."}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.Decisions, m.RulesFired, m.Duplicates)
 	}
 	return m
 }

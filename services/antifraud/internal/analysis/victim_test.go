@@ -33,7 +33,7 @@ func TestAnotherClientCannotLockTheTitularOut(t *testing.T) {
 	}
 	outcomes := map[analysis.Outcome]int{}
 	for i := range cfg.VelocityMaxCount {
-		res, err := svc.Analyse(ctx, by("bruno", fmt.Sprintf("CC-NOPE-%d", i), 1), "")
+		res, err := svc.Analyse(ctx, by("bruno", fmt.Sprintf("CC-NOPE-%d", i), 1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func TestAnotherClientCannotLockTheTitularOut(t *testing.T) {
 		{"the titular again", by("ana", "CC-BIA", 30_000), analysis.Approved, "ana"},
 	}
 	for _, tc := range tests {
-		res, err := svc.Analyse(ctx, tc.req, "")
+		res, err := svc.Analyse(ctx, tc.req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestRequestsWithoutClientShareOneQuota(t *testing.T) {
 	now := time.Now().Add(-time.Minute)
 	var got []analysis.Outcome
 	for range 3 {
-		res, err := svc.Analyse(context.Background(), request("CC-001", 100, now), "")
+		res, err := svc.Analyse(context.Background(), request("CC-001", 100, now))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 
 // Analyser decides a requested transfer (analysis.Service).
 type Analyser interface {
-	Analyse(ctx context.Context, req events.Requested, traceparent string) (analysis.Result, error)
+	Analyse(ctx context.Context, req events.Requested) (analysis.Result, error)
 }
 
 // BatchAnalyser decides requested transfers in one transaction
@@ -36,7 +36,8 @@ func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
 		if err != nil {
 			return err
 		}
-		res, err := a.Analyse(ctx, req, broker.Header(m, events.HeaderTraceparent))
+		// ctx carries the record's trace context (the consumer loop's span).
+		res, err := a.Analyse(ctx, req)
 		if err != nil {
 			return err
 		}
@@ -59,6 +60,8 @@ func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
 			if err != nil {
 				return err
 			}
+			// The batch's ctx carries no record's trace: each record's
+			// goes with it (analysis.Request.Traceparent).
 			reqs[i] = analysis.Request{Transfer: req, Traceparent: broker.Header(m, events.HeaderTraceparent)}
 		}
 		rs, err := a.AnalyseBatch(ctx, reqs)

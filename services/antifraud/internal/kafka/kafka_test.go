@@ -14,19 +14,21 @@ import (
 
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/tracing"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/kafka"
 )
 
-// fakeAnalyser records what it was given and answers with analyse.
+// fakeAnalyser records what it was given (the trace context of its ctx
+// included) and answers with analyse.
 type fakeAnalyser struct {
 	analyse func(req events.Requested, traceparent string) (analysis.Result, error)
 	calls   int
 }
 
-func (f *fakeAnalyser) Analyse(_ context.Context, req events.Requested, traceparent string) (analysis.Result, error) {
+func (f *fakeAnalyser) Analyse(ctx context.Context, req events.Requested) (analysis.Result, error) {
 	f.calls++
-	return f.analyse(req, traceparent)
+	return f.analyse(req, tracing.Traceparent(ctx))
 }
 
 func TestHandler(t *testing.T) {
@@ -39,6 +41,10 @@ func TestHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	dbDown := errors.New("connection refused")
+	const (
+		ctxTrace   = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		otherTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	)
 	tests := []struct {
 		name          string
 		value         []byte
@@ -49,9 +55,11 @@ func TestHandler(t *testing.T) {
 		wantErr       error
 		wantTrace     string
 	}{
-		{name: "valid, with traceparent", value: valid, wantCalls: 1,
-			headers:   map[string]string{events.HeaderEventType: events.TypeRequested, events.HeaderTraceparent: "00-abc-def-01"},
-			wantTrace: "00-abc-def-01"},
+		// The trace context comes in ctx (the consumer loop's span of the
+		// record), never from the header.
+		{name: "valid, traced in ctx", value: valid, wantCalls: 1,
+			headers:   map[string]string{events.HeaderEventType: events.TypeRequested, events.HeaderTraceparent: otherTrace},
+			wantTrace: ctxTrace},
 		{name: "valid, no headers", value: valid, wantCalls: 1},
 		{name: "not JSON", value: []byte("{"), wantPermanent: true, wantErr: events.ErrMalformed},
 		{name: "missing field", value: []byte(`{"eventoId":"` + uuid.NewString() + `"}`), wantPermanent: true, wantErr: events.ErrMalformed},
@@ -72,7 +80,11 @@ func TestHandler(t *testing.T) {
 			for k, v := range tt.headers {
 				m.Headers = append(m.Headers, kafkago.Header{Key: k, Value: []byte(v)})
 			}
-			err := kafka.NewHandler(f, slog.New(slog.DiscardHandler))(context.Background(), m)
+			ctx := context.Background()
+			if tt.wantTrace != "" {
+				ctx = tracing.WithTraceparent(ctx, tt.wantTrace)
+			}
+			err := kafka.NewHandler(f, slog.New(slog.DiscardHandler))(ctx, m)
 
 			if got := consumer.IsPermanent(err); got != tt.wantPermanent {
 				t.Errorf("IsPermanent(%v) = %v, want %v", err, got, tt.wantPermanent)

@@ -23,18 +23,13 @@ type DLTMonitor struct {
 	records *prometheus.CounterVec
 }
 
-// NewDLTMonitor returns the monitor with its counter
-// ledger_dlt_messages_total{origin_topic} registered on reg (nil: not
-// registered).
-func NewDLTMonitor(log *slog.Logger, reg prometheus.Registerer) *DLTMonitor {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ledger_dlt_messages_total",
-		Help: "Records found on the ledger's dead-letter topic, by origin topic.",
-	}, []string{"origin_topic"})
-	if reg != nil {
-		reg.MustRegister(c)
+// NewDLTMonitor returns the monitor, counting on metrics.DLTRecords
+// (nil metrics: not registered).
+func NewDLTMonitor(log *slog.Logger, metrics *Metrics) *DLTMonitor {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
 	}
-	return &DLTMonitor{log: log, records: c}
+	return &DLTMonitor{log: log, records: metrics.DLTRecords}
 }
 
 // Handle logs and counts one DLT record (consumer.Handler).

@@ -10,9 +10,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/consumer"
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/ledgertest"
 )
 
@@ -73,8 +71,7 @@ func TestOnlyTheTitularDebitsAnAccount(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.store = postgres.New(e.db, outbox.New(e.db), ledgertest.Topics, postgres.WithOwnership(tc.ownership))
-			e.failing.Store = e.store
+			e.ownership = tc.ownership
 			e.openFor(t, "ana", "ANA-1", 1_000)
 			e.openFor(t, "bruno", "BRUNO-1", 0)
 			ids := map[string]uuid.UUID{"bruno": uuid.New(), "": uuid.New(), "ana": uuid.New()}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
@@ -22,35 +21,6 @@ import (
 type Settler interface {
 	Settle(ctx context.Context, t ledger.Transfer) (ledger.Result, error)
 	SettleBatch(ctx context.Context, ts []ledger.Transfer) ([]ledger.Result, error)
-}
-
-// Metrics are the settlement counters.
-type Metrics struct {
-	// Settlements counts decided and duplicate transfers by result
-	// (LIQUIDADA, REJEITADA, DUPLICADA) and reason.
-	Settlements *prometheus.CounterVec
-	// BatchSize observes the transfers settled per database transaction.
-	BatchSize prometheus.Histogram
-}
-
-// NewMetrics creates the settlement metrics and registers them on reg (nil:
-// not registered).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ledger_settlements_total",
-			Help: "Transfers handled by the ledger, by result (LIQUIDADA, REJEITADA, DUPLICADA) and rejection reason.",
-		}, []string{"result", "reason"}),
-		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ledger_settlement_batch_size",
-			Help:    "Transfers settled per database transaction.",
-			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
-		}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.Settlements, m.BatchSize)
-	}
-	return m
 }
 
 // Settlement turns TransferenciaAnalisada records into settlements.
@@ -83,11 +53,12 @@ func Decode(m kafkago.Message) (ledger.Transfer, error) {
 		AmountCents: e.AmountCents,
 		Currency:    e.Currency,
 		ClientID:    e.ClientID,
-		Traceparent: broker.Header(m, events.HeaderTraceparent),
 	}, nil
 }
 
 // Handle settles one record in its own transaction (consumer.Handler).
+// ctx carries the record's trace context (the consumer loop's span), which
+// the outbox gives the result event.
 func (s *Settlement) Handle(ctx context.Context, m kafkago.Message) error {
 	t, err := Decode(m)
 	if err != nil {
@@ -115,6 +86,9 @@ func (s *Settlement) HandleBatch(ctx context.Context, ms []kafkago.Message) erro
 		if err != nil {
 			return err
 		}
+		// The batch's ctx carries no record's trace: each record's goes
+		// with it (ledger.Transfer.Traceparent).
+		t.Traceparent = broker.Header(m, events.HeaderTraceparent)
 		ts[i] = t
 	}
 	start := time.Now()

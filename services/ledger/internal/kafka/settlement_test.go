@@ -50,7 +50,7 @@ type call struct {
 
 var errInjected = errors.New("injected failure: database unavailable")
 
-func (f *failingStore) Settle(ctx context.Context, ts []ledger.Transfer, now time.Time) ([]ledger.Result, error) {
+func (f *failingStore) Settle(ctx context.Context, ts []ledger.Transfer, decide ledger.Decider) ([]ledger.Result, error) {
 	c := call{at: time.Now()}
 	for _, t := range ts {
 		c.ids = append(c.ids, t.ID)
@@ -61,7 +61,7 @@ func (f *failingStore) Settle(ctx context.Context, ts []ledger.Transfer, now tim
 	if slices.Contains(c.ids, f.failID) {
 		return nil, errInjected
 	}
-	return f.Store.Settle(ctx, ts, now)
+	return f.Store.Settle(ctx, ts, decide)
 }
 
 // callsWith returns the calls that included id.
@@ -88,13 +88,18 @@ type env struct {
 	logs    *syncBuffer
 	// group is the settlement consumer's group, once run.
 	group string
+	// ownership is the ownership rule the settlement consumer applies.
+	ownership ledger.Ownership
+	// metrics are the ledger's metrics, registered on reg.
+	metrics *kafka.Metrics
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := ledgertest.NewDB(t)
-	e := &env{db: db, store: postgres.New(db, outbox.New(db), ledgertest.Topics), brokers: kafkatest.Brokers(t),
+	e := &env{db: db, store: postgres.New(db, outbox.New(db)), brokers: kafkatest.Brokers(t),
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	e.metrics = kafka.NewMetrics(e.reg)
 	e.failing = &failingStore{Store: e.store, failID: uuid.New()}
 	e.topic = kafkatest.Topic(t, "ledger-analisada", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -115,8 +120,8 @@ func (e *env) logger() *slog.Logger {
 // run starts the settlement consumer until the test ends.
 func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	t.Helper()
-	svc := ledger.NewService(e.failing, nil)
-	h := kafka.NewSettlement(svc, e.logger(), kafka.NewMetrics(e.reg))
+	svc := ledger.NewService(e.failing, ledger.Rules{Ownership: e.ownership, Topics: ledgertest.Topics}, nil)
+	h := kafka.NewSettlement(svc, e.logger(), e.metrics)
 	e.group = kafkatest.Group(t, "ledger")
 	cfg := consumer.Config{
 		Broker: broker.Config{Brokers: e.brokers}, Group: e.group, Topics: []string{e.topic},
@@ -371,7 +376,7 @@ func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	e.produce(t, kafkago.Message{Key: []byte("CC-9"), Value: []byte(`garbage`)})
 	// The settlement consumer dead-letters the record; the monitor reads it.
 	e.run(t, consumer.BlockingRetries, false)
-	monitor := kafka.NewDLTMonitor(e.logger(), e.reg)
+	monitor := kafka.NewDLTMonitor(e.logger(), e.metrics)
 	e.start(t, consumer.Config{Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger-dlt-monitor"),
 		Topics: []string{events.DLT(e.topic)}, Handler: monitor.Handle, Publisher: e.writer, Logger: e.logger()})
 
@@ -393,7 +398,7 @@ func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
-	m := kafka.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), reg)
+	m := kafka.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), kafka.NewMetrics(reg))
 	if err := m.Handle(context.Background(), kafkago.Message{Topic: "x-dlt", Key: []byte("K")}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,15 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
 )
 
 // FundingPrefix starts the id of the funding account of each currency
@@ -36,8 +39,11 @@ type Transfer struct {
 	// ClientID is the client that requested the transfer (clienteId); empty
 	// when the record named none.
 	ClientID string
-	// Traceparent is the W3C trace context of the input record, passed on
-	// to the result event; may be empty.
+	// Traceparent is the W3C trace context of the input record of a batch,
+	// passed on to the result event; may be empty. Trace context travels
+	// in ctx everywhere else; a batch is the one exception: its records
+	// belong to as many traces, and one ctx cannot carry them. A single
+	// transfer leaves it empty and the outbox takes ctx's.
 	Traceparent string
 }
 
@@ -154,16 +160,16 @@ var (
 
 // Store keeps accounts, postings, settlement results and the outbox.
 type Store interface {
-	// Settle settles ts in one database transaction, in order, with the
-	// rules of Decide, exactly as if each were settled alone in its own
-	// transaction one after the other: it claims each transfer by inserting
-	// its processed marker (a transfer already claimed, earlier or in ts
-	// itself, is a Duplicate), locks every account involved ORDER BY id FOR
-	// UPDATE, writes the debit and credit postings and balances of each
-	// settled transfer, records each result and enqueues its result event in
-	// the outbox, stamped at now. It returns one Result per transfer, in the
-	// order of ts. On error nothing was written.
-	Settle(ctx context.Context, ts []Transfer, now time.Time) ([]Result, error)
+	// Settle settles ts in one database transaction, in order, exactly as
+	// if each were settled alone in its own transaction one after the
+	// other: it claims each transfer by inserting its processed marker (a
+	// transfer already claimed, earlier or in ts itself, is a Duplicate),
+	// locks every account involved ORDER BY id FOR UPDATE, asks decide for
+	// each claimed transfer's Decision, writes the debit and credit postings
+	// and balances of each settled transfer, records each result and
+	// enqueues its Decision's event in the outbox. It returns one Result per
+	// transfer, in the order of ts. On error nothing was written.
+	Settle(ctx context.Context, ts []Transfer, decide Decider) ([]Result, error)
 
 	// CreateAccount creates a customer account of holder with a zero
 	// balance (and the funding account of its currency if needed). created
@@ -222,4 +228,79 @@ func Decide(source, dest *Account, t Transfer, own Ownership) (Outcome, string) 
 	source.BalanceCents -= t.AmountCents
 	dest.BalanceCents += t.AmountCents
 	return Settled, ""
+}
+
+// Derived event id kinds (events.DerivedID) of the ledger's result events.
+const (
+	KindSettled  = "liquidada"
+	KindRejected = "rejeitada-ledger"
+)
+
+// Decision is the settlement of one claimed transfer: its Result and the
+// outbox message that announces it.
+type Decision struct {
+	Result
+	Event outbox.Message
+}
+
+// Decider decides one claimed transfer against its locked accounts (nil
+// when absent), moving the balances in place as Decide does. The store
+// calls it inside its settlement transaction.
+type Decider func(source, dest *Account, t Transfer) (Decision, error)
+
+// Rules are how the ledger settles: the ownership rule, and the topics
+// its result events go to (configuration, through the service layer).
+type Rules struct {
+	Ownership Ownership
+	// Topics names the topics of the result events; only Settled and
+	// Rejected are used.
+	Topics events.Topics
+}
+
+// Decider returns the Decider that applies r with result events stamped at
+// now.
+func (r Rules) Decider(now time.Time) Decider {
+	return func(source, dest *Account, t Transfer) (Decision, error) {
+		outcome, reason := Decide(source, dest, t, r.Ownership)
+		d := Decision{Result: Result{TransferID: t.ID, Outcome: outcome, Reason: reason}}
+		var err error
+		d.Event, err = r.resultEvent(t, outcome, reason, now)
+		return d, err
+	}
+}
+
+// resultEvent is the outbox message of a decided transfer:
+// TransferenciaLiquidada or TransferenciaRejeitada, keyed by the source
+// account, with an id derived from the transfer id so that a second
+// decision (which the processed marker prevents anyway) could not make a
+// second event.
+func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.Time) (outbox.Message, error) {
+	m := outbox.Message{
+		AggregateType: "transfer",
+		AggregateID:   t.ID.String(),
+		Key:           t.Source,
+		Headers:       map[string]string{events.HeaderCorrelationID: t.ID.String()},
+		OccurredAt:    now,
+	}
+	if t.Traceparent != "" {
+		m.Headers[events.HeaderTraceparent] = t.Traceparent
+	}
+	var payload any
+	switch outcome {
+	case Settled:
+		m.ID = events.DerivedID(KindSettled, t.ID)
+		m.Topic, m.Type = r.Topics.Settled, events.TypeSettled
+		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now}
+	case Rejected:
+		m.ID = events.DerivedID(KindRejected, t.ID)
+		m.Topic, m.Type = r.Topics.Rejected, events.TypeRejected
+		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now}
+	default:
+		return outbox.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
+	}
+	var err error
+	if m.Payload, err = json.Marshal(payload); err != nil {
+		return outbox.Message{}, fmt.Errorf("encode result event of %s: %w", t.ID, err)
+	}
+	return m, nil
 }

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
 
@@ -177,7 +179,7 @@ func TestServiceValidatesBeforeTheStore(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &stubStore{}
-			err := tc.call(ledger.NewService(store, time.Now))
+			err := tc.call(ledger.NewService(store, ledger.Rules{}, time.Now))
 			var ve *ledger.ValidationError
 			var fields []string
 			if errors.As(err, &ve) {
@@ -192,6 +194,45 @@ func TestServiceValidatesBeforeTheStore(t *testing.T) {
 			}
 			if wantCall := tc.fields == nil && tc.err == nil; store.called != wantCall {
 				t.Errorf("store called = %v, want %v", store.called, wantCall)
+			}
+		})
+	}
+}
+
+func TestDeciderBuildsResultEvents(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
+	rules := ledger.Rules{Topics: events.Topics{Settled: "settled-topic", Rejected: "rejected-topic"}}
+	decide := rules.Decider(now)
+	tr := ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B", AmountCents: 10, Currency: "BRL", ClientID: "ana",
+		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	acct := func(id string, bal int64) *ledger.Account {
+		return &ledger.Account{ID: id, Currency: "BRL", BalanceCents: bal, Holder: "ana"}
+	}
+	tests := []struct {
+		name        string
+		source      *ledger.Account
+		topic, typ  string
+		kind        string
+		wantPayload string
+	}{
+		{"settled", acct("A", 10), "settled-topic", events.TypeSettled, ledger.KindSettled,
+			`{"eventoId":"%s","transferenciaId":"%s","ocorridoEm":"2026-11-29T22:00:00Z"}`},
+		{"rejected", acct("A", 9), "rejected-topic", events.TypeRejected, ledger.KindRejected,
+			`{"eventoId":"%s","transferenciaId":"%s","motivo":"SALDO_INSUFICIENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := decide(tc.source, acct("B", 0), tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := events.DerivedID(tc.kind, tr.ID)
+			m := d.Event
+			got := []string{m.ID.String(), m.Topic, m.Type, m.Key, m.Headers[events.HeaderCorrelationID], m.Headers[events.HeaderTraceparent], string(m.Payload)}
+			want := []string{id.String(), tc.topic, tc.typ, "A", tr.ID.String(), tr.Traceparent, fmt.Sprintf(tc.wantPayload, id, tr.ID)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("event mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -35,22 +35,23 @@ func ValidAccountID(id string) bool { return validate.AccountID(id) }
 // transfers and the operations of the accounts API.
 type Service struct {
 	store Store
+	rules Rules
 	now   func() time.Time
 }
 
-// NewService returns the service over store. now is the clock (nil:
-// time.Now).
-func NewService(store Store, now func() time.Time) *Service {
+// NewService returns the service over store, settling with rules. now is
+// the clock stamped on result events (nil: time.Now).
+func NewService(store Store, rules Rules, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, now: now}
+	return &Service{store: store, rules: rules, now: now}
 }
 
 // Settle settles one transfer in its own transaction. A rejection is a
 // result, not an error; an error is a failure (database) worth retrying.
 func (s *Service) Settle(ctx context.Context, t Transfer) (Result, error) {
-	rs, err := s.store.Settle(ctx, []Transfer{t}, s.now().UTC())
+	rs, err := s.store.Settle(ctx, []Transfer{t}, s.rules.Decider(s.now().UTC()))
 	if err != nil {
 		return Result{}, fmt.Errorf("settle transfer %s: %w", t.ID, err)
 	}
@@ -63,7 +64,7 @@ func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, err
 	if len(ts) == 0 {
 		return nil, nil
 	}
-	rs, err := s.store.Settle(ctx, ts, s.now().UTC())
+	rs, err := s.store.Settle(ctx, ts, s.rules.Decider(s.now().UTC()))
 	if err != nil {
 		return nil, fmt.Errorf("settle batch of %d transfers (first %s): %w", len(ts), ts[0].ID, err)
 	}

@@ -32,7 +32,7 @@ func BenchmarkSettlement(b *testing.B) {
 		spreadW  = 8
 	)
 	db := ledgertest.NewDB(b)
-	s := postgres.New(db, outbox.New(db), ledgertest.Topics)
+	s := postgres.New(db, outbox.New(db))
 	ctx := context.Background()
 	ids := make([]string, accounts)
 	for i := range ids {
@@ -98,7 +98,7 @@ func BenchmarkSettlement(b *testing.B) {
 				wg.Go(func() {
 					for len(stream) > 0 {
 						n := min(c.batch, len(stream))
-						rs, err := s.Settle(ctx, stream[:n], time.Now())
+						rs, err := s.Settle(ctx, stream[:n], ledger.Rules{Topics: ledgertest.Topics}.Decider(time.Now()))
 						if err == nil {
 							for _, r := range rs {
 								if r.Outcome != ledger.Settled {

@@ -29,8 +29,8 @@ func TestCrossedTransfersNeverDeadlock(t *testing.T) {
 		load = 2 * time.Second
 	}
 	db := ledgertest.NewDB(t)
-	s := postgres.New(db, outbox.New(db), ledgertest.Topics, postgres.WithTxRunner(noRetry{db}))
-	svc := ledger.NewService(s, nil)
+	s := postgres.New(db, outbox.New(db), postgres.WithTxRunner(noRetry{db}))
+	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics}, nil)
 	ids := []string{"A", "B", "C", "D"}
 	const initial = 1_000_000
 	for _, id := range ids {
@@ -105,7 +105,7 @@ func TestConservationUnderConcurrentLoad(t *testing.T) {
 		ops = 1000
 	}
 	s, db := newStore(t)
-	svc := ledger.NewService(s, nil)
+	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics}, nil)
 	type acct struct{ id, currency string }
 	var accounts []acct
 	for i := range 12 {
@@ -314,8 +314,8 @@ func settleVia(ctx context.Context, svc *ledger.Service, ts []ledger.Transfer) (
 func TestConcurrentDepositsNeverDeadlock(t *testing.T) {
 	t.Parallel()
 	db := ledgertest.NewDB(t)
-	s := postgres.New(db, outbox.New(db), ledgertest.Topics, postgres.WithTxRunner(noRetry{db}))
-	svc := ledger.NewService(s, nil)
+	s := postgres.New(db, outbox.New(db), postgres.WithTxRunner(noRetry{db}))
+	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics}, nil)
 	open(t, s, "HOT", "BRL", 1_000_000)
 	open(t, s, "OTHER", "BRL", 0)
 	const workers, rounds = 12, 40

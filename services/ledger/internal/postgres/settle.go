@@ -2,23 +2,14 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-)
-
-// Derived event id kinds (events.DerivedID) of the ledger's result events.
-const (
-	KindSettled  = "liquidada"
-	KindRejected = "rejeitada-ledger"
 )
 
 // The settlement statements take arrays, so that one transfer and a batch of
@@ -85,14 +76,14 @@ const noSeqScanSQL = `SELECT set_config('enable_seqscan', 'off', true)`
 // Transfers whose marker was already there are Duplicates; their accounts
 // are locked anyway (the claim and the lock share a round trip), which
 // costs nothing but a brief wait.
-func (s *Store) Settle(ctx context.Context, ts []ledger.Transfer, now time.Time) ([]ledger.Result, error) {
+func (s *Store) Settle(ctx context.Context, ts []ledger.Transfer, decide ledger.Decider) ([]ledger.Result, error) {
 	if len(ts) == 0 {
 		return nil, nil
 	}
 	var results []ledger.Result
 	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		results, err = s.settle(ctx, tx, ts, now)
+		results, err = s.settle(ctx, tx, ts, decide)
 		return err
 	})
 	if err != nil {
@@ -103,7 +94,7 @@ func (s *Store) Settle(ctx context.Context, ts []ledger.Transfer, now time.Time)
 
 // settle is the body of the settlement transaction. It builds all of its
 // state afresh, since InTx may run it again.
-func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, now time.Time) ([]ledger.Result, error) {
+func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, decide ledger.Decider) ([]ledger.Result, error) {
 	// The first occurrence of a transfer in ts claims it; a later one is a
 	// duplicate, as its redelivery after a commit would be.
 	first := make(map[uuid.UUID]int, len(ts))
@@ -174,9 +165,12 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, now
 			results[i] = ledger.Result{TransferID: t.ID, Outcome: ledger.Duplicate}
 			continue
 		}
-		outcome, reason := ledger.Decide(accounts[t.Source], accounts[t.Dest], t, s.own)
-		results[i] = ledger.Result{TransferID: t.ID, Outcome: outcome, Reason: reason}
-		if outcome == ledger.Settled {
+		d, err := decide(accounts[t.Source], accounts[t.Dest], t)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = d.Result
+		if d.Outcome == ledger.Settled {
 			pEntries = append(pEntries, [16]byte(t.ID), [16]byte(t.ID))
 			pAccounts = append(pAccounts, t.Source, t.Dest)
 			pDirections = append(pDirections, string(ledger.Debit), string(ledger.Credit))
@@ -184,13 +178,9 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, now
 			deltas[t.Source] -= t.AmountCents
 			deltas[t.Dest] += t.AmountCents
 		}
-		msg, err := s.resultMessage(t, outcome, reason, now)
-		if err != nil {
-			return nil, err
-		}
-		msgs = append(msgs, msg)
-		rIDs, rEventIDs = append(rIDs, [16]byte(t.ID)), append(rEventIDs, [16]byte(msg.ID))
-		rResults, rReasons = append(rResults, string(outcome)), append(rReasons, reason)
+		msgs = append(msgs, d.Event)
+		rIDs, rEventIDs = append(rIDs, [16]byte(t.ID)), append(rEventIDs, [16]byte(d.Event.ID))
+		rResults, rReasons = append(rResults, string(d.Outcome)), append(rReasons, d.Reason)
 	}
 	if len(msgs) == 0 {
 		return results, nil // every transfer was a duplicate
@@ -273,40 +263,4 @@ func sortedDeltas(deltas map[string]int64) ([]string, []int64) {
 		amounts[i] = deltas[id]
 	}
 	return ids, amounts
-}
-
-// resultMessage is the outbox message of a decided transfer:
-// TransferenciaLiquidada or TransferenciaRejeitada, keyed by the source
-// account, with an id derived from the transfer id so that a second
-// decision (which the marker prevents anyway) could not make a second
-// event.
-func (s *Store) resultMessage(t ledger.Transfer, outcome ledger.Outcome, reason string, now time.Time) (outbox.Message, error) {
-	m := outbox.Message{
-		AggregateType: "transfer",
-		AggregateID:   t.ID.String(),
-		Key:           t.Source,
-		Headers:       map[string]string{events.HeaderCorrelationID: t.ID.String()},
-		OccurredAt:    now,
-	}
-	if t.Traceparent != "" {
-		m.Headers[events.HeaderTraceparent] = t.Traceparent
-	}
-	var payload any
-	switch outcome {
-	case ledger.Settled:
-		m.ID = events.DerivedID(KindSettled, t.ID)
-		m.Topic, m.Type = s.topics.Settled, events.TypeSettled
-		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now}
-	case ledger.Rejected:
-		m.ID = events.DerivedID(KindRejected, t.ID)
-		m.Topic, m.Type = s.topics.Rejected, events.TypeRejected
-		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now}
-	default:
-		return outbox.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
-	}
-	var err error
-	if m.Payload, err = json.Marshal(payload); err != nil {
-		return outbox.Message{}, fmt.Errorf("encode result event of %s: %w", t.ID, err)
-	}
-	return m, nil
 }

@@ -26,10 +26,14 @@ var at = time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
 
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
+// decide is the settlement of the tests: ownership enforced, the
+// ledgertest topics, stamped at at.
+var decide = ledger.Rules{Topics: ledgertest.Topics}.Decider(at)
+
 func newStore(tb testing.TB, opts ...postgres.Option) (*postgres.Store, *pgplatform.DB) {
 	tb.Helper()
 	db := ledgertest.NewDB(tb)
-	return postgres.New(db, outbox.New(db), ledgertest.Topics, opts...), db
+	return postgres.New(db, outbox.New(db), opts...), db
 }
 
 // open creates account id in currency with balance cents deposited.
@@ -63,7 +67,7 @@ func transfer(src, dst string, cents int64, currency string) ledger.Transfer {
 
 func settle(tb testing.TB, s *postgres.Store, ts ...ledger.Transfer) []ledger.Result {
 	tb.Helper()
-	rs, err := s.Settle(context.Background(), ts, at)
+	rs, err := s.Settle(context.Background(), ts, decide)
 	if err != nil {
 		tb.Fatalf("settle: %v", err)
 	}
@@ -237,7 +241,7 @@ func TestConcurrentDeliveriesOfOneTransferSettleOnce(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			var rs []ledger.Result
-			rs, errs[i] = s.Settle(context.Background(), []ledger.Transfer{tr}, at)
+			rs, errs[i] = s.Settle(context.Background(), []ledger.Transfer{tr}, decide)
 			if errs[i] == nil {
 				results[i] = rs[0]
 			}
@@ -367,7 +371,7 @@ func TestFailedBatchWritesNothing(t *testing.T) {
 			failFor(t, db, tc.table, tc.on, batch[3].ID)
 			before := ledgertest.ReadState(t, db)
 
-			if _, err := s.Settle(context.Background(), batch, at); err == nil {
+			if _, err := s.Settle(context.Background(), batch, decide); err == nil {
 				t.Fatal("settle succeeded despite the injected failure")
 			}
 			if diff := cmp.Diff(before, ledgertest.ReadState(t, db)); diff != "" {

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
@@ -31,8 +30,6 @@ type Store struct {
 	db     *postgres.DB
 	tx     TxRunner
 	outbox *outbox.Outbox
-	topics events.Topics
-	own    ledger.Ownership
 }
 
 // Option changes a Store.
@@ -43,14 +40,10 @@ type Option func(*Store)
 // would surface).
 func WithTxRunner(r TxRunner) Option { return func(s *Store) { s.tx = r } }
 
-// WithOwnership sets the ownership rule of settlements (default
-// ledger.OwnershipEnforced).
-func WithOwnership(o ledger.Ownership) Option { return func(s *Store) { s.own = o } }
-
-// New returns the store on db, enqueuing result events in ob for the topics
-// t.Settled and t.Rejected.
-func New(db *postgres.DB, ob *outbox.Outbox, t events.Topics, opts ...Option) *Store {
-	s := &Store{db: db, tx: db, outbox: ob, topics: t}
+// New returns the store on db, enqueuing the result events that settlements
+// are given in ob.
+func New(db *postgres.DB, ob *outbox.Outbox, opts ...Option) *Store {
+	s := &Store{db: db, tx: db, outbox: ob}
 	for _, o := range opts {
 		o(s)
 	}

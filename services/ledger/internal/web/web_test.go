@@ -68,12 +68,12 @@ func newAPI(tb testing.TB) *api {
 func newAPIWithLog(tb testing.TB, log *slog.Logger) *api {
 	tb.Helper()
 	db := ledgertest.NewDB(tb)
-	store := postgres.New(db, outbox.New(db), ledgertest.Topics)
+	store := postgres.New(db, outbox.New(db))
 	iss := authtest.New(tb)
 	r := httpapi.NewRouter(log, nil, nil, nil, iss.Authenticator(tb).Middleware)
 	r.Group(func(r chi.Router) {
 		r.Use(asClient)
-		web.New(ledger.NewService(store, nil), log).Routes(r)
+		web.New(ledger.NewService(store, ledger.Rules{Topics: ledgertest.Topics}, nil), log).Routes(r)
 	})
 	// Every request is client-a's with every scope unless it says otherwise.
 	srv := httptest.NewServer(tokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...)))
@@ -453,7 +453,7 @@ func TestPostingsPagination(t *testing.T) {
 			src, dst, dir = dst, src, "C"
 		}
 		tr := ledger.Transfer{ID: uuid.New(), EventID: uuid.New(), Source: src, Dest: dst, AmountCents: int64(10 + i), Currency: "BRL", ClientID: ledgertest.Client}
-		rs, err := a.store.Settle(ctx, []ledger.Transfer{tr}, time.Now())
+		rs, err := a.store.Settle(ctx, []ledger.Transfer{tr}, ledger.Rules{Topics: ledgertest.Topics}.Decider(time.Now()))
 		if err != nil || rs[0].Outcome != ledger.Settled {
 			t.Fatalf("settle: %v %v", rs, err)
 		}

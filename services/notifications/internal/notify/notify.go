@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paysuite/payments/pkg/outage"
 )
@@ -115,41 +114,6 @@ var (
 	// so the send is retried and the receiver deduplicates on the event id.
 	ErrOutcomeUnknown = errors.New("notification outcome unknown")
 )
-
-// Metrics count sends by channel and outcome.
-type Metrics struct {
-	Sends    *prometheus.CounterVec
-	Duration *prometheus.HistogramVec
-}
-
-// Send outcomes, the "outcome" label of notifications_sends_total.
-const (
-	OutcomeDelivered     = "delivered"
-	OutcomeFailed        = "failed"
-	OutcomeTimeout       = "timeout"
-	OutcomeNoDestination = "no_destination"
-	OutcomeDuplicate     = "duplicate"
-)
-
-// NewMetrics creates the metrics and registers them on reg (nil: not
-// registered).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Sends: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "notifications_sends_total",
-			Help: "Notification attempts by channel and outcome (delivered, failed, timeout, no_destination, duplicate).",
-		}, []string{"channel", "outcome"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "notifications_send_duration_seconds",
-			Help:    "Duration of notification sends by channel.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
-		}, []string{"channel"}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.Sends, m.Duration)
-	}
-	return m
-}
 
 // Service notifies customers of transfer results.
 type Service struct {

@@ -15,9 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/inbox"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"

@@ -9,11 +9,6 @@ import (
 	"github.com/paysuite/payments/pkg/postgres"
 )
 
-// DefaultRetention is how long processed-event rows are kept: longer than a
-// record can come back (the topics' 7-day retention, then a DLT record
-// replayed up to 7 days later), so that a redelivery still finds its row.
-const DefaultRetention = 14 * 24 * time.Hour
-
 const cleanupSQL = `
 DELETE FROM inbox_event WHERE ctid IN (
     SELECT ctid FROM inbox_event WHERE processed_at < now() - $1::interval LIMIT $2)`

@@ -1,6 +1,11 @@
-// Package inbox makes a consumer's effect happen once per event: the handler's
-// database work and the record of the event id commit in one transaction, so
-// a redelivered event (at-least-once) finds its id and does nothing.
+// Package inbox makes the transfers projection's effect happen once per
+// event: the handler's database work and the record of the event id commit
+// in one transaction, so a redelivered event (at-least-once) finds its id
+// and does nothing. The other consumers of the suite deduplicate on keys of
+// their own (antifraud's decision and the ledger's processed marker per
+// transfer, written in the transaction that decides it; the notification
+// log per event id, whose send happens outside any transaction), so this
+// package is the projection's alone.
 package inbox
 
 import (
@@ -10,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/paysuite/payments/pkg/postgres"
 )
@@ -28,14 +34,10 @@ type DuplicatesCounter = *prometheus.CounterVec
 // NewDuplicatesCounter creates inbox_duplicates_total and registers it on reg
 // (nil: not registered).
 func NewDuplicatesCounter(reg prometheus.Registerer) DuplicatesCounter {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 		Name: "inbox_duplicates_total",
 		Help: "Deliveries skipped because the inbox had already processed the event.",
 	}, []string{"consumer"})
-	if reg != nil {
-		reg.MustRegister(c)
-	}
-	return c
 }
 
 // New returns the inbox of consumer (a stable name, usually the consumer
