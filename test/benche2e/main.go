@@ -50,6 +50,7 @@ type options struct {
 	modes        []string
 	rates        []float64
 	step         time.Duration
+	warmup       time.Duration
 	drain        time.Duration
 	accounts     int
 	postClients  int
@@ -77,6 +78,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	rates := fs.String("rates", "50,100,200,400,800", "offered rates, requests per second, in order (a rate left undrained ends the series)")
 	step := fs.Duration("step", 15*time.Second, "how long each rate is offered")
 	drain := fs.Duration("drain", 30*time.Second, "longest wait after a step for its transfers to reach a terminal status")
+	warmup := fs.Duration("warmup", 20*time.Second, "load at the first rate before the first step of each deployment, not reported")
 	accounts := fs.Int("accounts", 1000, "funded accounts the transfers pick from")
 	postClients := fs.Int("post-clients", 8, "clients of the POST-alone baseline (closed loop)")
 	postFor := fs.Duration("post-for", 10*time.Second, "duration of the POST-alone baseline")
@@ -92,7 +94,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return err
 	}
-	o := options{step: *step, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
+	o := options{step: *step, warmup: *warmup, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
 		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, logDir: *logDir, env: map[string]string{},
 		profile: *profile}
 	for m := range strings.SplitSeq(*modes, ",") {
@@ -448,8 +450,10 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 	if b.prof != nil {
 		b.heapProfiles(ctx, procs, mode+"-start")
 	}
-	// Warm-up: a few seconds at the first rate, not reported.
-	b.api.openLoop(ctx, b.url(0), accounts, b.o.rates[0], 3*time.Second, b.o.maxInFlight)
+	// Warm-up at the first rate, not reported: the broker's JIT compiles
+	// its hot paths meanwhile (its compiler threads took a sixth of the
+	// machine in the first steps after a 3 s warm-up).
+	b.api.openLoop(ctx, b.url(0), accounts, b.o.rates[0], b.o.warmup, b.o.maxInFlight)
 	b.waitDrained(ctx, d, b.o.drain)
 
 	var rows []stepRow
