@@ -61,6 +61,7 @@ type options struct {
 	logDir       string
 	env          map[string]string
 	profile      string
+	profileCPU   bool
 }
 
 func main() {
@@ -87,6 +88,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	maxInFlight := fs.Int("max-in-flight", 4000, "most outstanding requests; a request that finds them all busy leaves late (reported)")
 	logDir := fs.String("logs", "", "folder for the services' logs (default: a temporary folder, kept)")
 	envFlag := fs.String("env", "", "extra service settings, comma-separated NAME=VALUE (e.g. ANTIFRAUD_BATCH_MAX=1)")
+	profileCPU := fs.Bool("profile-cpu", true, "with -profile, also the CPU profiles (perf, JFR, pprof), which cost CPU of their own; false keeps the heap profiles and PostgreSQL's statements (a long memory run)")
 	profile := fs.String("profile", "", "folder for profiles: each service's CPU profile per step and heap profile at start and end (binaries built with -tags benchprofile), PostgreSQL's statements per step (pg_stat_statements)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -96,7 +98,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	o := options{step: *step, warmup: *warmup, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
 		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, logDir: *logDir, env: map[string]string{},
-		profile: *profile}
+		profile: *profile, profileCPU: *profileCPU}
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "all-in-one" && m != "four-processes" {
 			return fmt.Errorf("-modes: unknown deployment %q", m)
@@ -446,15 +448,18 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 	if err != nil {
 		return err
 	}
-	heapStart := b.heaps(ctx, mode)
-	if b.prof != nil {
-		b.heapProfiles(ctx, procs, mode+"-start")
-	}
 	// Warm-up at the first rate, not reported: the broker's JIT compiles
 	// its hot paths meanwhile (its compiler threads took a sixth of the
 	// machine in the first steps after a 3 s warm-up).
 	b.api.openLoop(ctx, b.url(0), accounts, b.o.rates[0], b.o.warmup, b.o.maxInFlight)
 	b.waitDrained(ctx, d, b.o.drain)
+	// The heap's start is taken warm, after the first load: its growth to
+	// the end is what the steps added, not the caches and pools the first
+	// requests fill.
+	heapStart := b.heaps(ctx, mode)
+	if b.prof != nil {
+		b.heapProfiles(ctx, procs, mode+"-start")
+	}
 
 	var rows []stepRow
 	for _, rate := range b.o.rates {
@@ -548,6 +553,8 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 	profiled := make(chan struct{})
 	if b.prof != nil {
 		b.prof.resetStatements(ctx)
+	}
+	if b.prof != nil && b.o.profileCPU {
 		// The profile covers the step but its last second, so that it is
 		// written by the time the step ends.
 		go func() {

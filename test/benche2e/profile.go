@@ -362,8 +362,8 @@ func (b *bench) perfSummary(ctx context.Context, perf, data, prefix string) {
 	}
 	defer func() { _ = f.Close() }()
 	for _, args := range [][]string{
-		{"report", "-i", data, "--stdio", "--no-children", "--sort", "comm", "--percent-limit", "0.5"},
-		{"report", "-i", data, "--stdio", "--no-children", "--comms", "postgres", "--sort", "symbol", "--percent-limit", "0.7", "-g", "none"},
+		{"report", "-i", data, "--stdio", "--no-children", "--sort", "comm", "--percent-limit", "0.5", "-g", "none"},
+		{"report", "-i", data, "--stdio", "--no-children", "--comms", "postgres", "--sort", "dso,symbol", "--percentage", "relative", "--percent-limit", "0.7", "-g", "none"},
 	} {
 		cmd := exec.CommandContext(ctx, perf, args...) //nolint:gosec // the bench's own tool call
 		out, err := cmd.Output()
