@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,5 +96,27 @@ func TestClaimAsksTheLockManagerWhoIsAlive(t *testing.T) {
 	}
 	if owner != mine || by != "r/3" {
 		t.Errorf("lease is %s owned by %d, want r/3 owned by %d", by, owner, mine)
+	}
+}
+
+// The outbox table is vacuumed and analyzed after a fixed number of dead
+// tuples, without cost delay, whatever its size (migration 00003): a queue
+// whose dead index entries pile up between vacuums slows every claim.
+func TestOutboxVacuumedByCountNotShare(t *testing.T) {
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, pgtest.NewDSN(t, migrations.Platform), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	var opts []string
+	if err := db.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE relname = 'outbox_event'`).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_threshold=5000",
+		"autovacuum_analyze_scale_factor=0", "autovacuum_vacuum_cost_delay=0"} {
+		if !slices.Contains(opts, want) {
+			t.Errorf("outbox_event's storage options %v lack %s", opts, want)
+		}
 	}
 }
