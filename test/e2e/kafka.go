@@ -11,91 +11,66 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 )
 
-func (s *Suite) kafkaClient() *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(s.Brokers...), Timeout: 15 * time.Second}
-}
-
-// partitions returns the partition ids of topic.
-func (s *Suite) partitions(ctx context.Context, topic string) ([]int, error) {
-	meta, err := s.kafkaClient().Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range meta.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if t.Error != nil {
-			return nil, fmt.Errorf("topic %s: %w", topic, t.Error)
-		}
-		ps := make([]int, 0, len(t.Partitions))
-		for _, p := range t.Partitions {
-			ps = append(ps, p.ID)
-		}
-		sort.Ints(ps)
-		return ps, nil
-	}
-	return nil, fmt.Errorf("topic %s: not in metadata", topic)
-}
+// kafka is the broker configuration of the suite's test clients.
+func (s *Suite) kafka() broker.Config { return broker.Config{Brokers: s.Brokers} }
 
 // EndOffsets returns, per topic and partition, the offset the next record
 // will get (the high watermark).
 func (s *Suite) EndOffsets(ctx context.Context, topics ...string) (map[string]map[int]int64, error) {
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for _, t := range topics {
-		ps, err := s.partitions(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range ps {
-			req.Topics[t] = append(req.Topics[t], kafka.LastOffsetOf(p))
-		}
+	adm, err := broker.NewAdminClient(s.kafka())
+	if err != nil {
+		return nil, err
 	}
-	resp, err := s.kafkaClient().ListOffsets(ctx, req)
+	defer adm.Close()
+	listed, err := adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]map[int]int64{}
-	for t, ps := range resp.Topics {
+	for _, t := range topics {
 		out[t] = map[int]int64{}
-		for _, p := range ps {
-			if p.Error != nil {
-				return nil, fmt.Errorf("offsets of %s/%d: %w", t, p.Partition, p.Error)
-			}
-			out[t][p.Partition] = p.LastOffset
-		}
 	}
-	return out, nil
+	var ferr error
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			ferr = errors.Join(ferr, fmt.Errorf("offsets of %s/%d: %w", o.Topic, o.Partition, o.Err))
+			return
+		}
+		out[o.Topic][int(o.Partition)] = o.Offset
+	})
+	return out, ferr
 }
 
-// committed returns group's committed offsets of topics (-1: none).
+// committed returns group's committed offsets of the partitions of ends
+// (-1: none).
 func (s *Suite) committed(ctx context.Context, group string, ends map[string]map[int]int64) (map[string]map[int]int64, error) {
-	req := &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{}}
-	for t, ps := range ends {
-		for p := range ps {
-			req.Topics[t] = append(req.Topics[t], p)
-		}
-	}
-	resp, err := s.kafkaClient().OffsetFetch(ctx, req)
+	adm, err := broker.NewAdminClient(s.kafka())
 	if err != nil {
 		return nil, err
 	}
-	if resp.Error != nil {
-		return nil, resp.Error
+	defer adm.Close()
+	fetched, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]map[int]int64{}
-	for t, ps := range resp.Topics {
+	for t, ps := range ends {
 		out[t] = map[int]int64{}
-		for _, p := range ps {
-			if p.Error != nil {
-				return nil, fmt.Errorf("committed offset of %s/%d: %w", t, p.Partition, p.Error)
+		for p := range ps {
+			out[t][p] = -1
+			if o, ok := fetched.Lookup(t, int32(p)); ok { //nolint:gosec // partition ids are small
+				if o.Err != nil {
+					return nil, fmt.Errorf("committed offset of %s/%d: %w", t, p, o.Err)
+				}
+				out[t][p] = o.At
 			}
-			out[t][p.Partition] = p.CommittedOffset
 		}
 	}
 	return out, nil
@@ -203,46 +178,20 @@ func (s *Suite) DLTRecords(tb testing.TB) map[string]int64 {
 	return out
 }
 
-// ReadTopic returns every record topic holds now, from every partition.
+// ReadTopic returns every committed record topic holds now, from every
+// partition (dlt.List reads any topic: from each partition's start to its
+// last stable offset, read_committed).
 func (s *Suite) ReadTopic(ctx context.Context, topic string) ([]kafka.Message, error) {
-	ends, err := s.EndOffsets(ctx, topic)
+	recs, err := dlt.List(ctx, s.kafka(), dlt.Filter{Topic: topic})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", topic, err)
 	}
-	var out []kafka.Message
-	for p, end := range ends[topic] {
-		if end <= 0 {
-			continue
-		}
-		ms, err := s.readPartition(ctx, topic, p, end)
-		if err != nil {
-			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
-		}
-		out = append(out, ms...)
+	out := make([]kafka.Message, len(recs))
+	for i, r := range recs {
+		out[i] = kafka.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Time: r.Time,
+			Key: r.Key, Value: r.Value, Headers: r.Headers}
 	}
 	return out, nil
-}
-
-func (s *Suite) readPartition(ctx context.Context, topic string, partition int, end int64) ([]kafka.Message, error) {
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: s.Brokers, Topic: topic, Partition: partition,
-		MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond,
-	})
-	defer func() { _ = r.Close() }()
-	if err := r.SetOffset(kafka.FirstOffset); err != nil {
-		return nil, err
-	}
-	var out []kafka.Message
-	for {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-		if m.Offset >= end-1 {
-			return out, nil
-		}
-	}
 }
 
 // Reproduce writes copies of msgs (key, value and headers) to their topic
@@ -252,7 +201,7 @@ func (s *Suite) Reproduce(ctx context.Context, msgs []kafka.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	w := broker.NewWriter(broker.Config{Brokers: s.Brokers}, 100)
+	w := broker.NewWriter(s.kafka(), 100)
 	defer func() { _ = w.Close() }()
 	out := make([]kafka.Message, len(msgs))
 	for i, m := range msgs {
