@@ -56,18 +56,26 @@ const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), has
 // by an older event that waits for a retry (retry_wait), is DEAD (until an
 // operator requeues or discards it), or is validly leased to a relay
 // (leased). Every older event of a taken event's key is then ready and not
-// held either, so it precedes it in the scan and is taken too. The checks are
-// correlated subqueries probing the small per-key partial indexes (OFFSET 0
-// keeps them subqueries, one per index: an OR would need a bitmap, and the
-// claim turns bitmaps off): as joins, the planner estimated the held rows
-// from statistics that lag behind a leasing relay and compared every
-// candidate with every held row. After an ANALYZE that saw an empty queue, though, the
-// planner serves them from the seq-only index of all unpublished rows
-// ("seq < e.seq": every older row of every key, for every candidate),
-// quadratic in the backlog: a claim over a thousand waiting rows then takes
-// hundreds of milliseconds and the relay falls behind (auto_explain under
-// make bench-e2e, 5-minute runs; README, whole-flow benchmark). Not fixed
-// yet. The window of $2 rows bounds the scan when
+// held either, so it precedes it in the scan and is taken too.
+//
+// The held keys are computed once per claim, each with its oldest held seq:
+// waits (retry_wait and DEAD rows) and leases (validly leased rows), read
+// through their small partial indexes. The candidates, walked in seq order
+// on the unpublished index, are then checked against them with hashed
+// subplans: "(topic, key) NOT IN (held keys)" is one hash probe per candidate,
+// and only a candidate whose key is held compares its seq with the key's
+// oldest held one. The checks used to be correlated subqueries per candidate;
+// after an ANALYZE that saw an empty queue, the planner served them from the
+// seq-only unpublished index ("seq < e.seq": every older row of every key,
+// for every candidate), quadratic in the backlog: a claim over 2,000 waiting
+// rows took 190-330 ms, the relay fell behind and the backlog fed itself
+// (auto_explain under make bench-e2e, 5-minute runs; README, whole-flow
+// benchmark). Here each held set is read once, linear at worst, whatever the
+// plan of its scan. The hashed subplans need the held sets to fit in
+// work_mem (they are a few thousand rows in an outage, a few hundred bytes
+// each); topic and key are NOT NULL, so NOT IN means "not among".
+//
+// The window of $2 rows bounds the scan when
 // most ready rows belong to keys leased by a relay in flight (the other
 // worker's batch): those keys are free again after its send, so stopping
 // there delays nobody for long. Keys held by a retry do not count against the
@@ -98,7 +106,24 @@ const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), has
 // take, and the caller releases the batch when some were dropped, since a
 // dropped row's later events of its key must not go without it.
 var claimSQL = `
-WITH cand AS MATERIALIZED (
+WITH waits AS MATERIALIZED (
+    SELECT h.topic, h.key, min(h.seq) AS seq
+      FROM (SELECT w.topic, w.key, w.seq
+              FROM outbox_event w
+             WHERE w.status = 'PENDING' AND w.attempts > 0
+               AND w.next_attempt_at > statement_timestamp()
+            UNION ALL
+            SELECT d.topic, d.key, d.seq
+              FROM outbox_event d
+             WHERE d.status = 'DEAD') h
+     GROUP BY h.topic, h.key
+), leases AS MATERIALIZED (
+    SELECT l.topic, l.key, min(l.seq) AS seq
+      FROM outbox_event l
+     WHERE l.status = 'PROCESSING' AND l.locked_until > statement_timestamp()
+       AND (l.lease_owner IS NULL OR NOT ` + ownerDeadSQL("l.lease_owner") + `)
+     GROUP BY l.topic, l.key
+), cand AS MATERIALIZED (
     SELECT r.id, r.seq, r.topic, r.key, r.isolate
       FROM (SELECT e.id, e.seq, e.topic, e.key, e.isolate
               FROM outbox_event e
@@ -106,25 +131,12 @@ WITH cand AS MATERIALIZED (
                AND ((e.status = 'PENDING' AND e.next_attempt_at <= statement_timestamp())
                  OR (e.status = 'PROCESSING' AND (e.locked_until <= statement_timestamp()
                       OR ` + ownerDeadSQL("e.lease_owner") + `)))
-               AND NOT EXISTS (
-                   SELECT FROM outbox_event w
-                    WHERE w.topic = e.topic AND w.key = e.key AND w.seq < e.seq
-                      AND w.status = 'PENDING' AND w.attempts > 0
-                      AND w.next_attempt_at > statement_timestamp()
-                   OFFSET 0)
-               AND NOT EXISTS (
-                   SELECT FROM outbox_event d
-                    WHERE d.topic = e.topic AND d.key = e.key AND d.seq < e.seq
-                      AND d.status = 'DEAD'
-                   OFFSET 0)
+               AND ((e.topic, e.key) NOT IN (SELECT topic, key FROM waits)
+                 OR e.seq < (SELECT w.seq FROM waits w WHERE w.topic = e.topic AND w.key = e.key))
              ORDER BY e.seq
              LIMIT $2) r
-     WHERE NOT EXISTS (
-           SELECT FROM outbox_event l
-            WHERE l.topic = r.topic AND l.key = r.key AND l.seq < r.seq
-              AND l.status = 'PROCESSING' AND l.locked_until > statement_timestamp()
-              AND (l.lease_owner IS NULL OR NOT ` + ownerDeadSQL("l.lease_owner") + `)
-           OFFSET 0)
+     WHERE (r.topic, r.key) NOT IN (SELECT topic, key FROM leases)
+        OR r.seq < (SELECT l.seq FROM leases l WHERE l.topic = r.topic AND l.key = r.key)
      ORDER BY r.seq
      LIMIT $1
 ), kept AS (
