@@ -20,10 +20,12 @@ import (
 //     timeouts), and also errors an operator must fix but that say nothing
 //     against the record: authorization failures, an unknown topic (not
 //     created yet, or deleted), the broker's "unknown server error". These
-//     are retried by the outbox relay without limit at the capped delay,
+//     are retried by the outbox relay without limit with its backoff,
 //     counted in outbox_send_failures_total{cause} and alerted on
 //     (deploy/prometheus/alerts.yml): a whole backlog must never die of a
-//     missing ACL or a broker restart.
+//     missing ACL or a broker restart. Those that say the broker could not
+//     be reached (pkg/outage.Unavailable) are due again as soon as the broker
+//     takes a send (pkg/outbox, waiting.go).
 
 // Send failure causes, the values of outbox_send_failures_total's label.
 // The set is closed: every series exists at 0 from start.

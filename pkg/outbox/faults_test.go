@@ -3,8 +3,13 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -534,5 +539,77 @@ func TestRelayConfigValidate(t *testing.T) {
 	r := outbox.NewRelay(outbox.New(db), newSendLog(), outbox.RelayConfig{Lease: time.Second}, testLogger(t), nil)
 	if err := r.Run(context.Background()); err == nil {
 		t.Errorf("Run with a lease shorter than the send timeout returned nil")
+	}
+}
+
+// An outage is waited out, and the flow resumes once the broker is back,
+// not when each event's backoff runs out: events whose sends failed because
+// the broker could not be reached are due again at the first send the broker
+// takes (the relay probes it with the oldest of them), whether the relay
+// that saw them fail is still running or a new one starts. A failure that is
+// not an outage (a missing ACL) keeps its backoff.
+func TestRelayResumesWhenTheBrokerIsBackNotAfterTheBackoff(t *testing.T) {
+	t.Parallel()
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("relay restarted %v", restart), func(t *testing.T) {
+			t.Parallel()
+			db := openDB(t)
+			ob := outbox.New(db)
+			e := &env{db: db, ob: ob, topic: "t"}
+			if _, err := db.Exec(context.Background(), `CREATE TABLE widget (id uuid PRIMARY KEY, name text NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
+			var down atomic.Bool
+			down.Store(true)
+			unreachable := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+			log := newSendLog()
+			log.fail = func(m kafka.Message) error {
+				switch {
+				case string(m.Key) == "acl":
+					return kafka.TopicAuthorizationFailed
+				case down.Load():
+					return unreachable
+				}
+				return nil
+			}
+			cfg := fastRelay("outage")
+			cfg.BackoffBase, cfg.BackoffMax = time.Minute, time.Minute // a failed event waits 30 to 60 s
+			stop := startRelay(t, outbox.NewRelay(ob, log, cfg, testLogger(t), nil))
+
+			var items []payload
+			for i := range 30 {
+				items = append(items, payload{Key: "acct-" + strconv.Itoa(i%5), N: i})
+			}
+			ids := e.enqueue(t, items...)
+			acl := e.enqueue(t, payload{"acl", 0})[0]
+			poll.Until(t, 20*time.Second, "every key's events failed for want of the broker, and the ACL one", func() (bool, string) {
+				n := count(t, db, `SELECT count(DISTINCT key) FROM outbox_event
+					WHERE waits_for_broker AND next_attempt_at > now() + interval '20 seconds'`)
+				a := count(t, db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND attempts > 0`, acl)
+				return n == 5 && a == 1, fmt.Sprintf("%d keys waiting for the broker, ACL attempted %d", n, a)
+			})
+			if restart {
+				stop()
+			}
+			down.Store(false)
+			if restart {
+				startRelay(t, outbox.NewRelay(ob, log, cfg, testLogger(t), nil))
+			}
+			poll.Until(t, 10*time.Second, "every event sent after the broker came back", func() (bool, string) {
+				sent := 0
+				for _, id := range ids {
+					sent += min(log.sends(id), 1)
+				}
+				return sent == len(ids), fmt.Sprintf("%d of %d sent", sent, len(ids))
+			})
+			var waits, later bool
+			if err := db.QueryRow(context.Background(), `SELECT waits_for_broker, next_attempt_at > now() + interval '20 seconds'
+				FROM outbox_event WHERE id = $1`, acl).Scan(&waits, &later); err != nil {
+				t.Fatal(err)
+			}
+			if waits || !later {
+				t.Errorf("the event refused for a missing ACL: waits for the broker %v, still in its backoff %v; want false, true", waits, later)
+			}
+		})
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/outage"
 )
 
 // publishedSQL, failedSQL and releaseSQL join the ids as a table: an index
@@ -25,7 +27,9 @@ UPDATE outbox_event AS o
 
 // failedSQL records failed sends: every failure adds to attempts (which
 // paces the backoff); only the broker's refusals of the record add to
-// refusals, and only refusals turn an event DEAD.
+// refusals, and only refusals turn an event DEAD. A failure that says the
+// broker could not be reached marks the event as waiting for the broker
+// (see waitingSQL).
 const failedSQL = `
 UPDATE outbox_event AS o
    SET status = CASE WHEN f.dead THEN 'DEAD' ELSE 'PENDING' END,
@@ -34,8 +38,9 @@ UPDATE outbox_event AS o
        next_attempt_at = now() + f.delay_ms * interval '1 millisecond',
        last_error = f.err,
        isolate = o.isolate OR f.refused,
+       waits_for_broker = f.outage,
        locked_by = NULL, locked_until = NULL, lease_owner = NULL
-  FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bool[], $6::bool[]) AS f(id, delay_ms, err, dead, refused)
+  FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bool[], $6::bool[], $7::bool[]) AS f(id, delay_ms, err, dead, refused, outage)
  WHERE o.id = f.id AND o.status = 'PROCESSING' AND o.locked_by = $5`
 
 // errNotSent is the result of an event the claim leased but did not send:
@@ -54,7 +59,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 	var failIDs []uuid.UUID
 	var delays []int64
 	var errs []string
-	var dead, refused []bool
+	var dead, refused, outages []bool
 	var firstErr error
 	var firstID uuid.UUID
 	var firstAttempts int
@@ -72,6 +77,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 			continue
 		}
 		ref := broker.Refused(err)
+		unavailable := outage.Unavailable(err)
 		attempts := c.attempts + 1
 		isDead := ref && c.refusals+1 >= r.cfg.MaxAttempts
 		failIDs = append(failIDs, c.id)
@@ -79,6 +85,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 		errs = append(errs, truncate(err.Error(), 2000))
 		dead = append(dead, isDead)
 		refused = append(refused, ref)
+		outages = append(outages, unavailable)
 		r.metrics.SendFailures.WithLabelValues(broker.Cause(err)).Inc()
 		if isDead {
 			r.metrics.DeadTotal.Inc()
@@ -104,9 +111,17 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 		}
 	}
 	if len(failIDs) > 0 {
-		if _, err := r.ob.db.Exec(mctx, failedSQL, failIDs, delays, errs, dead, token, refused); err != nil {
+		if _, err := r.ob.db.Exec(mctx, failedSQL, failIDs, delays, errs, dead, token, refused, outages); err != nil {
 			return fmt.Errorf("schedule %d outbox retries: %w", len(failIDs), err)
 		}
+	}
+	switch {
+	case len(ok) > 0:
+		if r.waiting.Swap(false) {
+			r.resume(mctx)
+		}
+	case slices.Contains(outages, true):
+		r.waiting.Store(true)
 	}
 	return r.release(mctx, unsent, token)
 }

@@ -48,10 +48,12 @@ type RelayConfig struct {
 	// MaxAttempts is how many times the broker may refuse an event itself
 	// (too large, corrupt, invalid: see Refused) before it turns DEAD;
 	// default 12. Other failures (broker unreachable, leader moving,
-	// authorization, unknown topic) are retried at the capped delay for as
+	// authorization, unknown topic) are retried with the backoff for as
 	// long as they last and never count toward DEAD: an outage never kills
 	// events, it shows as the age of the oldest pending event and as
-	// outbox_send_failures_total{cause}.
+	// outbox_send_failures_total{cause}. Events that failed because the
+	// broker could not be reached are due again as soon as the broker takes
+	// a send (waiting.go).
 	MaxAttempts int `env:"OUTBOX_MAX_ATTEMPTS" envDefault:"12" help:"broker refusals of an event before it goes DEAD"`
 	// BackoffBase and BackoffMax shape the exponential retry delay (with
 	// jitter); defaults 500ms and 60s.
@@ -140,6 +142,9 @@ type Relay struct {
 	claims atomic.Uint64
 	// running is set by Run: claims then need the liveness session.
 	running atomic.Bool
+	// waiting is set while events of this relay wait for the broker to be
+	// reachable again (waiting.go).
+	waiting atomic.Bool
 }
 
 // NewRelay returns a relay publishing ob's events through pub. metrics may be
@@ -158,7 +163,7 @@ func (r *Relay) Name() string { return r.cfg.Name }
 
 // Run publishes until ctx is cancelled, then lets the batches in hand finish
 // and returns nil. It also runs the NOTIFY listener and sender, the cleanup
-// of old published rows and the gauges.
+// of old published rows, the gauges and the broker probe (waiting.go).
 func (r *Relay) Run(ctx context.Context) error {
 	if err := r.cfg.Validate(); err != nil {
 		return err
@@ -204,9 +209,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); r.listenLoop(ctx, fanout) }()
 		go func() { defer wg.Done(); r.notifyLoop(ctx) }()
 	}
-	wg.Add(2)
+	r.waiting.Store(true) // events a previous process left waiting are probed at once
+	wg.Add(3)
 	go func() { defer wg.Done(); r.cleanupLoop(ctx) }()
 	go func() { defer wg.Done(); r.statsLoop(ctx) }()
+	go func() { defer wg.Done(); r.probeLoop(ctx) }()
 
 	var workers sync.WaitGroup
 	var busy atomic.Int32 // workers with a batch in flight
