@@ -583,6 +583,12 @@ func (s *suite) runFaults() map[string]any {
 	// The transfers database stopped for flagDBStop.
 	f = s.begin(fmt.Sprintf("transfers database stopped %s", *flagDBStop), "ConsumerWaitingForDependency{transfers}")
 	s.pgB.stopImmediate(s.t)
+	// Results that reach the projection while its database is down wait for
+	// it (their partitions hold, nothing is dead-lettered), whatever was in
+	// flight at the stop: a few exact copies of settled results arrive now.
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+	s.produce(s.copies(dctx, s.topics.Settled, 4)...)
+	dcancel()
 	s.settle(*flagDBStop)
 	s.pgB.start(s.t)
 	f.restored = time.Now()
@@ -682,24 +688,30 @@ func (s *suite) injectDuplicates() map[string]int {
 	out := map[string]int{}
 	var copies []kafka.Message
 	for _, topic := range topics {
-		msgs, err := readTopic(ctx, s.kc, s.kafka.addr(), topic)
-		if err != nil {
-			s.t.Fatalf("read %s: %v", topic, err)
-		}
-		n := 0
-		for _, m := range msgs {
-			if strings.Contains(string(m.Value), poisonMarker) {
-				continue
-			}
-			if n == 20 {
-				break
-			}
-			copies = append(copies, kafka.Message{Topic: topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Headers: m.Headers})
-			n++
-		}
-		out[topic] = n
+		c := s.copies(ctx, topic, 20)
+		copies = append(copies, c...)
+		out[topic] = len(c)
 	}
 	s.produce(copies...)
+	return out
+}
+
+// copies returns exact copies of up to n valid records of topic.
+func (s *suite) copies(ctx context.Context, topic string, n int) []kafka.Message {
+	s.t.Helper()
+	msgs, err := readTopic(ctx, s.kc, s.kafka.addr(), topic)
+	if err != nil {
+		s.t.Fatalf("read %s: %v", topic, err)
+	}
+	var out []kafka.Message
+	for _, m := range msgs {
+		if len(out) == n {
+			break
+		}
+		if !strings.Contains(string(m.Value), poisonMarker) {
+			out = append(out, kafka.Message{Topic: topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Headers: m.Headers})
+		}
+	}
 	return out
 }
 
