@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/periodic"
 )
 
 // lagInterval is how often the consumer lag gauge is refreshed.
@@ -27,24 +28,17 @@ func (l *loop) reportLag(ctx context.Context) {
 		return
 	}
 	defer adm.Close()
-	t := time.NewTicker(lagInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Every(ctx, periodic.Fixed(lagInterval), func() {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		lags, err := groupLag(qctx, adm, l.group, l.topics)
 		cancel()
 		if err != nil {
-			continue // the broker may be away; the gauge keeps its last value
+			return // the broker may be away; the gauge keeps its last value
 		}
 		for tp, lag := range lags {
 			l.cfg.Metrics.Lag.WithLabelValues(l.group, tp.topic, strconv.Itoa(tp.partition)).Set(float64(lag))
 		}
-	}
+	})
 }
 
 type topicPartition struct {

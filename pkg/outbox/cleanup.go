@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/paysuite/payments/pkg/periodic"
 )
 
 const cleanupSQL = `
@@ -30,19 +32,12 @@ func (o *Outbox) Cleanup(ctx context.Context, retention time.Duration, batch int
 }
 
 func (r *Relay) cleanupLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.CleanupInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Every(ctx, periodic.Fixed(r.cfg.CleanupInterval), func() {
 		n, err := r.ob.Cleanup(ctx, r.cfg.Retention, r.cfg.CleanupBatch)
 		if err != nil && ctx.Err() == nil {
 			r.log.WarnContext(ctx, "outbox cleanup failed", "err", err)
 		} else if n > 0 {
 			r.log.DebugContext(ctx, "outbox cleanup", "deleted", n)
 		}
-	}
+	})
 }

@@ -388,12 +388,8 @@ func TestRelayOnlyRefusalsCountTowardDead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			db := openDB(t)
-			ob := outbox.New(db)
-			e := &env{db: db, ob: ob, topic: "t"}
-			if _, err := db.Exec(context.Background(), `CREATE TABLE widget (id uuid PRIMARY KEY, name text NOT NULL)`); err != nil {
-				t.Fatal(err)
-			}
+			e := newDBEnv(t)
+			db, ob := e.db, e.ob
 			ids := e.enqueue(t, payload{"k", 1})
 			log := newSendLog()
 			log.fail = func(kafka.Message) error { return tt.err }
@@ -553,12 +549,8 @@ func TestRelayResumesWhenTheBrokerIsBackNotAfterTheBackoff(t *testing.T) {
 	for _, restart := range []bool{false, true} {
 		t.Run(fmt.Sprintf("relay restarted %v", restart), func(t *testing.T) {
 			t.Parallel()
-			db := openDB(t)
-			ob := outbox.New(db)
-			e := &env{db: db, ob: ob, topic: "t"}
-			if _, err := db.Exec(context.Background(), `CREATE TABLE widget (id uuid PRIMARY KEY, name text NOT NULL)`); err != nil {
-				t.Fatal(err)
-			}
+			e := newDBEnv(t)
+			db, ob := e.db, e.ob
 			var down atomic.Bool
 			down.Store(true)
 			unreachable := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}

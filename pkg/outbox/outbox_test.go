@@ -38,14 +38,23 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int) *env {
 	t.Helper()
+	e := newDBEnv(t)
+	e.kcfg = broker.Config{Brokers: kafkatest.Brokers(t)}
+	e.writer = broker.NewWriter(e.kcfg, 1000)
+	t.Cleanup(func() { e.writer.Close() })
+	e.topic = kafkatest.Topic(t, "outbox", partitions)
+	return e
+}
+
+// newDBEnv is an env without Kafka (topic "t"), for relays that publish
+// through a fake.
+func newDBEnv(t *testing.T) *env {
+	t.Helper()
 	db := openDB(t)
 	if _, err := db.Exec(context.Background(), `CREATE TABLE widget (id uuid PRIMARY KEY, name text NOT NULL)`); err != nil {
 		t.Fatalf("create business table: %v", err)
 	}
-	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	w := broker.NewWriter(kcfg, 1000)
-	t.Cleanup(func() { w.Close() })
-	return &env{db: db, ob: outbox.New(db), topic: kafkatest.Topic(t, "outbox", partitions), kcfg: kcfg, writer: w}
+	return &env{db: db, ob: outbox.New(db), topic: "t"}
 }
 
 // openDB opens a fresh migrated database with a pool sized like a

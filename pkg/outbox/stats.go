@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/paysuite/payments/pkg/periodic"
 )
 
 // Stats is a snapshot of the outbox table.
@@ -34,19 +36,14 @@ func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (r *Relay) statsLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.StatsInterval)
-	defer t.Stop()
-	for {
+	refresh := func() {
 		if s, err := r.ob.Stats(ctx); err == nil {
 			r.metrics.Pending.Set(float64(s.Pending))
 			r.metrics.OldestAge.Set(s.OldestAge.Seconds())
 			r.metrics.Dead.Set(float64(s.Dead))
 			r.metrics.KeysHeldBack.Set(float64(s.KeysHeldBack))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
+	refresh()
+	periodic.Every(ctx, periodic.Fixed(r.cfg.StatsInterval), refresh)
 }

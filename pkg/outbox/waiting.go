@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"time"
+
+	"github.com/paysuite/payments/pkg/periodic"
 )
 
 // Waiting for the broker. A send that fails because the broker cannot be
@@ -54,32 +56,25 @@ UPDATE outbox_event SET next_attempt_at = statement_timestamp()
 // probeLoop probes the broker through the oldest waiting event while the
 // relay is waiting.
 func (r *Relay) probeLoop(ctx context.Context) {
-	t := time.NewTimer(r.jitter(r.cfg.PollInterval))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	periodic.Every(ctx, func() time.Duration { return r.jitter(r.cfg.PollInterval) }, func() {
+		if !r.waiting.Load() {
 			return
-		case <-t.C:
 		}
-		if r.waiting.Load() {
-			tag, err := r.ob.db.Exec(ctx, probeSQL)
-			switch {
-			case err != nil:
-				if ctx.Err() == nil {
-					r.log.DebugContext(ctx, "outbox broker probe failed", "relay", r.cfg.Name, "err", err)
-				}
-			case tag.RowsAffected() == 0:
-				r.waiting.Store(false) // nothing waits for the broker
+		tag, err := r.ob.db.Exec(ctx, probeSQL)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				r.log.DebugContext(ctx, "outbox broker probe failed", "relay", r.cfg.Name, "err", err)
+			}
+		case tag.RowsAffected() == 0:
+			r.waiting.Store(false) // nothing waits for the broker
+		default:
+			select { // the workers of this relay claim the probed event
+			case r.ob.local <- struct{}{}:
 			default:
-				select { // the workers of this relay claim the probed event
-				case r.ob.local <- struct{}{}:
-				default:
-				}
 			}
 		}
-		t.Reset(r.jitter(r.cfg.PollInterval))
-	}
+	})
 }
 
 // resume makes every event that waits for the broker due now: the broker

@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/paysuite/payments/pkg/periodic"
 )
 
 // chartWindow is how far back the Backlogs charts look.
@@ -48,20 +50,15 @@ func newSampler(every time.Duration, ups []Upstream) *sampler {
 
 // run samples until ctx ends.
 func (s *sampler) run(ctx context.Context) {
-	t := time.NewTicker(s.every)
-	defer t.Stop()
-	for {
+	sample := func() {
 		for _, u := range s.ups {
 			if sm, err := s.read(ctx, u); err == nil {
 				s.add(u.Name, sm)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
+	sample()
+	periodic.Every(ctx, periodic.Fixed(s.every), sample)
 }
 
 func (s *sampler) add(service string, sm sample) {

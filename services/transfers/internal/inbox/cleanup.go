@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/paysuite/payments/pkg/periodic"
 	"github.com/paysuite/payments/pkg/postgres"
 )
 
@@ -33,19 +34,13 @@ func Cleanup(ctx context.Context, db *postgres.DB, retention time.Duration, batc
 // CleanupLoop runs Cleanup every interval until ctx ends, like the outbox
 // relay's cleanup of published events. It returns nil.
 func CleanupLoop(ctx context.Context, db *postgres.DB, retention, interval time.Duration, log *slog.Logger) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	periodic.Every(ctx, periodic.Fixed(interval), func() {
 		n, err := Cleanup(ctx, db, retention, 1000)
 		if err != nil && ctx.Err() == nil {
 			log.WarnContext(ctx, "inbox cleanup failed", "err", err)
 		} else if n > 0 {
 			log.DebugContext(ctx, "inbox cleanup", "deleted", n)
 		}
-	}
+	})
+	return nil
 }
