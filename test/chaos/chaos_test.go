@@ -31,6 +31,7 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications/webhook"
+	"github.com/paysuite/payments/test/poll"
 )
 
 var (
@@ -382,23 +383,19 @@ func (s *suite) probe(f *fault) {
 // from the transfers database, and records the time since the fault.
 func (s *suite) awaitRecovery(f *fault, within time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		var status string
+	var status string
+	var err error
+	if !poll.Wait(within, poll.Interval, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := s.transfer.QueryRow(ctx, `SELECT status FROM transferencia WHERE id = $1`, f.probeKey).Scan(&status)
-		cancel()
-		if err == nil && status != "PENDENTE" {
-			f.recovery = time.Since(f.at)
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Errorf("%s: the probe transfer %s was not terminal within %s (status %q, err %v)", f.name, f.probeKey, within, status, err)
-			f.recovery = -1
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // polling the database, with a deadline
+		defer cancel()
+		err = s.transfer.QueryRow(ctx, `SELECT status FROM transferencia WHERE id = $1`, f.probeKey).Scan(&status)
+		return err == nil && status != "PENDENTE"
+	}) {
+		s.t.Errorf("%s: the probe transfer %s was not terminal within %s (status %q, err %v)", f.name, f.probeKey, within, status, err)
+		f.recovery = -1
+		return
 	}
+	f.recovery = time.Since(f.at)
 }
 
 func (s *suite) begin(name string, want ...string) *fault {
@@ -482,8 +479,7 @@ SELECT e.id FROM outbox_event e
 	s.procs["transfers-a"].kill9()
 	var last *time.Time
 	var after, pending int
-	poll := time.Now().Add(time.Minute)
-	for {
+	if !poll.Wait(time.Minute, 10*time.Millisecond, func() bool {
 		err := s.transfer.QueryRow(context.Background(), `
 SELECT count(*) FILTER (WHERE status <> 'PUBLISHED'),
        count(*) FILTER (WHERE status = 'PUBLISHED' AND published_at >= $2),
@@ -492,14 +488,10 @@ SELECT count(*) FILTER (WHERE status <> 'PUBLISHED'),
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		if pending == 0 {
-			break
-		}
-		if time.Now().After(poll) {
-			s.t.Errorf("takeover: %d of the %d rows transfers-a had leased still unpublished after 1m", pending, len(ids))
-			return -1, len(ids)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the database, with a deadline
+		return pending == 0
+	}) {
+		s.t.Errorf("takeover: %d of the %d rows transfers-a had leased still unpublished after 1m", pending, len(ids))
+		return -1, len(ids)
 	}
 	var took time.Duration
 	if last != nil {
@@ -549,20 +541,16 @@ func (s *suite) runFaults() map[string]any {
 	ready := time.Now()
 	f.restored = ready
 	var first time.Time
-	deadline := time.Now().Add(time.Minute)
-	for first.IsZero() {
+	if !poll.Wait(time.Minute, poll.Interval, func() bool {
 		var t *time.Time
 		err := s.transfer.QueryRow(context.Background(),
 			`SELECT min(atualizada_em) FROM transferencia WHERE status = 'LIQUIDADA' AND atualizada_em >= $1`, ready).Scan(&t)
 		if err == nil && t != nil {
 			first = *t
-			break
 		}
-		if time.Now().After(deadline) {
-			s.t.Errorf("broker restart: no transfer settled within 1m of the broker being ready")
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // polling the database, with a deadline
+		return !first.IsZero()
+	}) {
+		s.t.Errorf("broker restart: no transfer settled within 1m of the broker being ready")
 	}
 	if !first.IsZero() {
 		out["broker"] = brokerResult{first.Sub(ready)}
@@ -742,22 +730,16 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 
 	// Every accepted transfer has a row and a terminal status.
 	var rows, pending int
-	deadline := lastFault.Add(*flagTerminal)
-	for {
+	if !poll.Wait(time.Until(lastFault.Add(*flagTerminal)), 100*time.Millisecond, func() bool {
 		err := s.transfer.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'PENDENTE') FROM transferencia WHERE id = ANY($1)`,
 			keys).Scan(&rows, &pending)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pending == 0 && rows == len(keys) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s after the last fault: %d of %d accepted transfers have a row, %d still PENDENTE",
-				time.Since(lastFault).Round(time.Second), rows, len(keys), pending)
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // polling the database, with a deadline
+		return pending == 0 && rows == len(keys)
+	}) {
+		t.Errorf("%s after the last fault: %d of %d accepted transfers have a row, %d still PENDENTE",
+			time.Since(lastFault).Round(time.Second), rows, len(keys), pending)
 	}
 	terminalAfter := time.Since(lastFault)
 	lost := len(keys) - rows
@@ -890,11 +872,10 @@ SELECT count(*) FROM (
 	delivered, dupDeliveries, badHooks := s.recv.counts()
 	// Wait (bounded) for the notifications to catch up with the terminal
 	// transfers, then compare.
-	deadline = time.Now().Add(30 * time.Second)
-	for delivered < settled+rejected && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond) // waiting for deliveries, with a deadline
+	poll.Wait(30*time.Second, 200*time.Millisecond, func() bool {
 		delivered, dupDeliveries, _ = s.recv.counts()
-	}
+		return delivered >= settled+rejected
+	}) // a shortfall is reported below
 	if notifTransfers != notifRows {
 		t.Errorf("notifications: %d log rows for %d transfers", notifRows, notifTransfers)
 	}
@@ -932,8 +913,7 @@ SELECT count(*) FROM (
 	var gotDLT, foreign map[string]int
 	var lagTotal int64
 	var lagDetail []string
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	poll.Wait(30*time.Second, time.Second, func() bool {
 		gotDLT, foreign = map[string]int{}, map[string]int{}
 		for _, main := range []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected} {
 			dlt := events.DLT(main)
@@ -958,11 +938,8 @@ SELECT count(*) FROM (
 			lagTotal += n
 			lagDetail = append(lagDetail, d...)
 		}
-		if (equalCounts(gotDLT, wantDLT) && len(foreign) == 0 && lagTotal == 0) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second) // waiting for consumers, with a deadline
-	}
+		return equalCounts(gotDLT, wantDLT) && len(foreign) == 0 && lagTotal == 0
+	}) // what is still wrong at the deadline is reported below
 	if !equalCounts(gotDLT, wantDLT) || len(foreign) > 0 {
 		t.Errorf("DLTs: poison records %v, want %v; other records %v", gotDLT, wantDLT, foreign)
 	}
@@ -971,8 +948,21 @@ SELECT count(*) FROM (
 		t.Errorf("consumer lag %d:\n  %s", lagTotal, strings.Join(lagDetail, "\n  "))
 	}
 
-	// Alerts: each fault fired its alert (Prometheus's own record).
-	time.Sleep(3 * time.Second) // one more evaluation round of the rules (1 s) for the last fault
+	// Alerts: each fault fired its alert (Prometheus's own record). The
+	// last fault's may need another evaluation round of the rules (1 s).
+	lastF := s.faults[len(s.faults)-1]
+	poll.Wait(10*time.Second, 500*time.Millisecond, func() bool {
+		fired, err := s.prom.queryAlerts(ctx, lastF.at, time.Now())
+		if err != nil {
+			return false
+		}
+		for _, w := range lastF.want {
+			if !fired[w] {
+				return false
+			}
+		}
+		return true
+	}) // an alert still missing is reported below
 	for i, f := range s.faults {
 		end := time.Now()
 		if i+1 < len(s.faults) {

@@ -37,3 +37,21 @@ func True(tb testing.TB, within time.Duration, what string, cond func() bool) {
 	tb.Helper()
 	Until(tb, within, what, func() (bool, string) { return cond(), "" })
 }
+
+// Wait checks cond every interval until it reports true or within has
+// passed, and says whether it held. It fails nothing: for checks whose
+// failure is reported with figures (t.Errorf) and the test goes on.
+func Wait(within, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-t.C
+	}
+}

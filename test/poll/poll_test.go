@@ -53,3 +53,18 @@ func TestUntilFailsAtDeadlineWithState(t *testing.T) {
 		t.Errorf("failure message = %q", f.msg)
 	}
 }
+
+// Wait says whether the condition held before the deadline, and never
+// fails the test.
+func TestWait(t *testing.T) {
+	n := 0
+	if !poll.Wait(10*time.Second, time.Millisecond, func() bool { n++; return n == 3 }) {
+		t.Errorf("Wait returned false for a condition that held on the third look")
+	}
+	if n != 3 {
+		t.Errorf("cond called %d times, want 3", n)
+	}
+	if poll.Wait(5*time.Millisecond, time.Millisecond, func() bool { return false }) {
+		t.Errorf("Wait returned true for a condition that never held")
+	}
+}
