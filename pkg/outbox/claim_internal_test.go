@@ -2,13 +2,19 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/postgres"
@@ -207,5 +213,30 @@ func (n planNode) walk(f func(planNode)) {
 	f(n)
 	for _, c := range n.Plans {
 		c.walk(f)
+	}
+}
+
+// Only outages of the path to the broker make an event wait for the broker:
+// causes that name the record or an operator's fix keep their backoff, even
+// where kafka-go calls them temporary.
+func TestWaitsForBroker(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, true},
+		{io.ErrUnexpectedEOF, true},
+		{kafka.LeaderNotAvailable, true},
+		{kafka.NotEnoughReplicas, true},
+		{kafka.RequestTimedOut, true},
+		{kafka.InvalidMessage, false},
+		{kafka.MessageSizeTooLarge, false},
+		{kafka.UnknownTopicOrPartition, false},
+		{kafka.TopicAuthorizationFailed, false},
+		{errors.New("something else"), false},
+	} {
+		if got := waitsForBroker(tt.err); got != tt.want {
+			t.Errorf("waitsForBroker(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }

@@ -29,7 +29,7 @@ UPDATE outbox_event AS o
 // paces the backoff); only the broker's refusals of the record add to
 // refusals, and only refusals turn an event DEAD. A failure that says the
 // broker could not be reached marks the event as waiting for the broker
-// (see waitingSQL).
+// (waiting.go).
 const failedSQL = `
 UPDATE outbox_event AS o
    SET status = CASE WHEN f.dead THEN 'DEAD' ELSE 'PENDING' END,
@@ -77,7 +77,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 			continue
 		}
 		ref := broker.Refused(err)
-		unavailable := outage.Unavailable(err)
+		unavailable := waitsForBroker(err)
 		attempts := c.attempts + 1
 		isDead := ref && c.refusals+1 >= r.cfg.MaxAttempts
 		failIDs = append(failIDs, c.id)
@@ -124,6 +124,19 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 		r.waiting.Store(true)
 	}
 	return r.release(mctx, unsent, token)
+}
+
+// waitsForBroker reports whether a failed send waits for the broker to be
+// reachable again (waiting.go): an outage (outage.Unavailable) of the path
+// to the broker or of its leadership, and not a cause that names the record
+// or an operator's fix (a refusal, authorization, an unknown topic, the
+// broker's unknown error), some of which kafka-go also calls temporary.
+func waitsForBroker(err error) bool {
+	switch broker.Cause(err) {
+	case broker.CauseBroker, broker.CauseNetwork, broker.CauseTimeout, broker.CauseOther:
+		return outage.Unavailable(err)
+	}
+	return false
 }
 
 // backoff is the delay before attempt+1: exponential from BackoffBase,
