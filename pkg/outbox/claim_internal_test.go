@@ -240,3 +240,39 @@ func TestWaitsForBroker(t *testing.T) {
 		}
 	}
 }
+
+// A failure counted while a probe or resume runs keeps the relay waiting:
+// the statement resolves only the failures counted before it began. And a
+// resume runs at most once per interval.
+func TestWaitStateKeepsAFailureCountedDuringAProbe(t *testing.T) {
+	var w waitState
+	if w.waiting() {
+		t.Fatal("a new state is waiting")
+	}
+	w.failed()
+	seen := w.begin() // a probe starts
+	w.failed()        // a batch fails while it runs
+	w.settle(seen)    // the probe found nothing waiting
+	if !w.waiting() {
+		t.Error("the failure counted during the probe was lost")
+	}
+	w.settle(w.begin())
+	if w.waiting() {
+		t.Error("still waiting after every failure was resolved")
+	}
+	w.settle(seen) // a late, older settle changes nothing
+	if w.waiting() {
+		t.Error("an older settle made the state wait again")
+	}
+
+	now := time.Now()
+	if !w.resumeDue(now, time.Second) {
+		t.Error("the first resume is not due")
+	}
+	if w.resumeDue(now.Add(500*time.Millisecond), time.Second) {
+		t.Error("a second resume within the interval is due")
+	}
+	if !w.resumeDue(now.Add(time.Second), time.Second) {
+		t.Error("a resume one interval later is not due")
+	}
+}

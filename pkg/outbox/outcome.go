@@ -116,12 +116,10 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 		}
 	}
 	switch {
-	case len(ok) > 0:
-		if r.waiting.Swap(false) {
-			r.resume(mctx)
-		}
 	case slices.Contains(outages, true):
-		r.waiting.Store(true)
+		r.wait.failed() // also when some sends went through: a partition without a leader
+	case len(ok) > 0:
+		r.resume(mctx)
 	}
 	return r.release(mctx, unsent, token)
 }

@@ -142,9 +142,9 @@ type Relay struct {
 	claims atomic.Uint64
 	// running is set by Run: claims then need the liveness session.
 	running atomic.Bool
-	// waiting is set while events of this relay wait for the broker to be
+	// wait tells whether events of this relay wait for the broker to be
 	// reachable again (waiting.go).
-	waiting atomic.Bool
+	wait waitState
 }
 
 // NewRelay returns a relay publishing ob's events through pub. metrics may be
@@ -209,7 +209,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); r.listenLoop(ctx, fanout) }()
 		go func() { defer wg.Done(); r.notifyLoop(ctx) }()
 	}
-	r.waiting.Store(true) // events a previous process left waiting are probed at once
+	r.wait.failed() // events a previous process left waiting are probed at once
 	wg.Add(3)
 	go func() { defer wg.Done(); r.cleanupLoop(ctx) }()
 	go func() { defer wg.Done(); r.statsLoop(ctx) }()

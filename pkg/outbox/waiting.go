@@ -2,13 +2,15 @@ package outbox
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/paysuite/payments/pkg/periodic"
 )
 
 // Waiting for the broker. A send that fails because the broker cannot be
-// reached (pkg/outage.Unavailable) says nothing about the event: the same
+// reached (waitsForBroker: an outage of the path to the broker or of its
+// leadership) says nothing about the event: the same
 // send succeeds unchanged once the broker is back. Such events still get
 // the exponential backoff, so that a long outage costs the database little,
 // but they are marked waits_for_broker, and the relay, once any of its sends
@@ -17,9 +19,11 @@ import (
 //   - while waiting, every poll interval, the probe makes the oldest event
 //     that waits for the broker due now and wakes the workers: one real send,
 //     a few events at most, tells whether the broker takes sends again;
-//   - the first batch that the broker takes while waiting makes every event
-//     that waits for the broker due at once (resumeSQL) and wakes every
-//     relay of the database.
+//   - the first batch that the broker takes whole while waiting makes every
+//     event that waits for the broker due at once (resumeSQL) and wakes
+//     every relay of the database; resumes are at most one per poll
+//     interval, so a partition without a leader beside working ones is
+//     retried at the probe's pace.
 //
 // So the flow resumes about a poll interval after the broker is back,
 // whatever the backoff the outage had built up (the chaos test's broker
@@ -53,11 +57,59 @@ UPDATE outbox_event SET next_attempt_at = statement_timestamp()
  WHERE status = 'PENDING' AND attempts > 0 AND waits_for_broker
    AND next_attempt_at > statement_timestamp()`
 
+// waitState tells whether a relay is waiting for the broker. Each batch
+// with a send that failed for want of the broker counts as one failure,
+// once its rows are committed; the relay waits while failures are counted
+// that no later statement has found resolved. A statement that finds none
+// left (a probe) or makes them all due (a resume) resolves exactly the
+// failures counted before it began, since its snapshot holds their rows:
+// a failure committed while it runs keeps the relay waiting. (A flag set by
+// a failure and cleared by a probe that started before it would lose that
+// failure's rows to their backoff.)
+type waitState struct {
+	failures atomic.Uint64 // batches that failed for want of the broker
+	resolved atomic.Uint64 // failures known resolved
+	// lastResume is when the last resume ran (UnixNano): resumes are at
+	// most one per poll interval, so that while one partition has no
+	// leader and the others take sends, its events are retried at the
+	// probe's pace, not after every batch of the others.
+	lastResume atomic.Int64
+}
+
+// resumeDue reports whether a resume may run now, and claims it if so.
+func (w *waitState) resumeDue(now time.Time, every time.Duration) bool {
+	last := w.lastResume.Load()
+	return now.UnixNano()-last >= int64(every) && w.lastResume.CompareAndSwap(last, now.UnixNano())
+}
+
+// failed counts a failure whose rows are committed.
+func (w *waitState) failed() { w.failures.Add(1) }
+
+// begin returns the failures a statement starting now can see.
+func (w *waitState) begin() uint64 { return w.failures.Load() }
+
+// waitingAt reports whether failures counted up to seen are unresolved.
+func (w *waitState) waitingAt(seen uint64) bool { return seen > w.resolved.Load() }
+
+// waiting reports whether any counted failure is unresolved.
+func (w *waitState) waiting() bool { return w.waitingAt(w.begin()) }
+
+// settle records that the failures counted up to seen are resolved.
+func (w *waitState) settle(seen uint64) {
+	for {
+		cur := w.resolved.Load()
+		if seen <= cur || w.resolved.CompareAndSwap(cur, seen) {
+			return
+		}
+	}
+}
+
 // probeLoop probes the broker through the oldest waiting event while the
 // relay is waiting.
 func (r *Relay) probeLoop(ctx context.Context) {
 	periodic.Every(ctx, func() time.Duration { return r.jitter(r.cfg.PollInterval) }, func() {
-		if !r.waiting.Load() {
+		seen := r.wait.begin()
+		if !r.wait.waitingAt(seen) {
 			return
 		}
 		tag, err := r.ob.db.Exec(ctx, probeSQL)
@@ -67,7 +119,7 @@ func (r *Relay) probeLoop(ctx context.Context) {
 				r.log.DebugContext(ctx, "outbox broker probe failed", "relay", r.cfg.Name, "err", err)
 			}
 		case tag.RowsAffected() == 0:
-			r.waiting.Store(false) // nothing waits for the broker
+			r.wait.settle(seen) // nothing waits for the broker
 		default:
 			select { // the workers of this relay claim the probed event
 			case r.ob.local <- struct{}{}:
@@ -77,16 +129,20 @@ func (r *Relay) probeLoop(ctx context.Context) {
 	})
 }
 
-// resume makes every event that waits for the broker due now: the broker
-// took a send of this relay after some had failed for want of it.
+// resume makes every event that waits for the broker due now, if any
+// failure is unresolved: the broker took a send of this relay.
 func (r *Relay) resume(ctx context.Context) {
+	seen := r.wait.begin()
+	if !r.wait.waitingAt(seen) || !r.wait.resumeDue(time.Now(), r.cfg.PollInterval) {
+		return
+	}
 	tag, err := r.ob.db.Exec(ctx, resumeSQL)
 	if err != nil {
-		r.waiting.Store(true) // the probe carries on, one event at a time
 		r.log.WarnContext(ctx, "outbox: the broker is back, but the events that waited for it could not be made due; the probe carries on",
 			"relay", r.cfg.Name, "err", err)
 		return
 	}
+	r.wait.settle(seen)
 	if n := tag.RowsAffected(); n > 0 {
 		r.log.InfoContext(ctx, "outbox: the broker takes sends again; the events that waited for it are due now",
 			"relay", r.cfg.Name, "records", n)
