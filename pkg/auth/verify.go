@@ -257,7 +257,11 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	if err != nil {
 		return Principal{}, err
 	}
-	v.tokens.add(key, gen, p, times)
+	// A key set refetched meanwhile may lack the key that verified raw:
+	// only an entry of the generation seen before verification is added.
+	if v.tokens.generation(v.keySet()) == gen {
+		v.tokens.add(key, gen, p, times)
+	}
 	return p, nil
 }
 

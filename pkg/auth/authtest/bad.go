@@ -151,3 +151,27 @@ func (i *TestIssuer) PublicKeys() []jwk.Key {
 	defer i.mu.Unlock()
 	return append([]jwk.Key(nil), i.served...)
 }
+
+// SignTyped signs claims as they are with the issuer's current key and
+// typ in the protected header ("": no typ).
+func (i *TestIssuer) SignTyped(tb testing.TB, claims map[string]any, typ string) string {
+	tb.Helper()
+	i.mu.Lock()
+	priv := i.priv
+	i.mu.Unlock()
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hdr := jws.NewHeaders()
+	if typ != "" {
+		if err := hdr.Set(jws.TypeKey, typ); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	signed, err := jws.Sign(payload, jws.WithKey(jwa.EdDSA(), priv, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(signed)
+}
