@@ -43,7 +43,9 @@ const (
 
 // Config says where the keys come from and what a token must say. It is
 // read once at start (pkg/platform: AUTH_JWKS_URL or AUTH_JWKS_FILE,
-// AUTH_ISSUER, AUTH_AUDIENCE, RATE_LIMIT_RPS, RATE_LIMIT_BURST).
+// AUTH_ISSUER, AUTH_AUDIENCE, RATE_LIMIT_RPS, RATE_LIMIT_BURST, and the
+// token rules and cache, AUTH_MAX_TOKEN_LIFETIME, AUTH_REQUIRED_TYP,
+// AUTH_TOKEN_CACHE_SIZE).
 type Config struct {
 	// JWKSURL is an http(s) URL serving the JWKS of the token issuer.
 	JWKSURL string `env:"AUTH_JWKS_URL" help:"the token issuer's JWKS URL (this or AUTH_JWKS_FILE is required)"`
@@ -259,7 +261,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	}
 	// A key set refetched meanwhile may lack the key that verified raw:
 	// only an entry of the generation seen before verification is added.
-	if v.tokens.generation(v.keySet()) == gen {
+	if cur := v.keySet(); cur != nil && v.tokens.generation(cur) == gen {
 		v.tokens.add(key, gen, p, times)
 	}
 	return p, nil
