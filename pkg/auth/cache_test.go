@@ -220,6 +220,35 @@ func TestCachedTokenAfterRotation(t *testing.T) {
 	}
 }
 
+// TestCacheSurvivesAnIdenticalRefetch: a refetch of the JWKS that brings
+// the same keys (the hourly refresh, or one caused by an unknown kid)
+// keeps the cache.
+func TestCacheSurvivesAnIdenticalRefetch(t *testing.T) {
+	t.Parallel()
+	c := newCached(t, nil)
+	good := c.iss.Bearer(t, "client-a", auth.ScopeTransfersCreate)
+	c.warm(t, good)
+	c.advance(auth.RefreshInterval)
+	stranger, _ := authtest.NewKey(t)
+	fetches := c.iss.Fetches()
+	if code, _ := c.do(t, http.MethodPost, "/transferencias", "Bearer "+authtest.SignWith(t, stranger, claimsWith("sub", "x"))); code != 401 {
+		t.Fatalf("a token of a key the JWKS lacks: %d, want 401", code)
+	}
+	if c.iss.Fetches() != fetches+1 {
+		t.Fatalf("the unknown kid did not refetch the JWKS")
+	}
+	hits := c.metric(t, "auth_token_cache_hits_total")
+	if code, _ := c.do(t, http.MethodPost, "/transferencias", good); code != 202 {
+		t.Fatalf("the cached token after the refetch: %d", code)
+	}
+	if got := c.metric(t, "auth_token_cache_hits_total"); got != hits+1 {
+		t.Errorf("the cached token after a refetch of the same keys was not a hit")
+	}
+	if got := c.metric(t, "auth_token_cache_flushes_total"); got != 0 {
+		t.Errorf("flushes after a refetch of the same keys: %v, want 0", got)
+	}
+}
+
 // TestCacheKeepsOnlyGoodTokens: a refused token is verified in full each
 // time and never enters the cache; the cache holds at most its size, and
 // its entries and hit ratio are metrics.

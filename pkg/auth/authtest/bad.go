@@ -111,6 +111,13 @@ func (i *TestIssuer) SignClaims(tb testing.TB, claims map[string]any) string {
 	return signClaims(tb, priv, claims)
 }
 
+// SignWith signs claims as they are with key, a private JWK the issuer
+// may not serve (NewKey makes one).
+func SignWith(tb testing.TB, key jwk.Key, claims map[string]any) string {
+	tb.Helper()
+	return signClaims(tb, key, claims)
+}
+
 func signClaims(tb testing.TB, key jwk.Key, claims map[string]any) string {
 	tb.Helper()
 	payload, err := json.Marshal(claims)
