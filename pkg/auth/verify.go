@@ -140,7 +140,7 @@ var (
 	// ErrLifetime and ErrType are invalid claims (counted as such): a
 	// lifetime over AUTH_MAX_TOKEN_LIFETIME, a typ other than
 	// AUTH_REQUIRED_TYP.
-	ErrLifetime = fmt.Errorf("%w: lifetime (exp - iat) over the accepted maximum", ErrClaims)
+	ErrLifetime = fmt.Errorf("%w: token lifetime over the accepted maximum", ErrClaims)
 	ErrType     = fmt.Errorf("%w: token type (typ) not accepted", ErrClaims)
 )
 
