@@ -34,7 +34,7 @@ type BadCase struct {
 // 100 KB token, alg none, HS256 keyed with the public key's bytes, a good
 // signature by a key the JWKS does not have, a tampered payload, and
 // tokens that are expired, not yet valid, for another issuer or audience,
-// or without exp or sub.
+// without exp or sub, or living longer than auth.DefaultMaxTokenLifetime.
 func (i *TestIssuer) BadAuthorizations(tb testing.TB) []BadCase {
 	tb.Helper()
 	now := time.Now()
@@ -97,6 +97,7 @@ func (i *TestIssuer) BadAuthorizations(tb testing.TB) []BadCase {
 		{Name: "missing exp", Authorization: "Bearer " + i.SignClaims(tb, with("exp", nil)), Challenge: ChallengeInvalid},
 		{Name: "missing sub", Authorization: "Bearer " + i.SignClaims(tb, with("sub", nil)), Challenge: ChallengeInvalid},
 		{Name: "empty sub", Authorization: "Bearer " + i.SignClaims(tb, with("sub", " ")), Challenge: ChallengeInvalid},
+		{Name: "lifetime over the maximum", Authorization: "Bearer " + i.SignClaims(tb, with("exp", now.Add(auth.DefaultMaxTokenLifetime+time.Hour).Unix())), Challenge: ChallengeInvalid},
 		{Name: "two Authorization values", Authorization: "Bearer " + valid + ", Bearer " + valid, Challenge: ChallengeInvalid},
 	}
 }
