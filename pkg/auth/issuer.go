@@ -13,6 +13,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 )
 
@@ -29,6 +30,9 @@ const (
 	// DevDir is where make run and make demo keep the development key,
 	// relative to the repository root.
 	DevDir = ".cache/auth"
+	// AccessTokenType is the typ header of the tokens the suite signs: a
+	// JWT access token (RFC 9068), which AUTH_REQUIRED_TYP can demand.
+	AccessTokenType = "at+jwt"
 )
 
 // GenerateKey writes a new Ed25519 signing key and its public JWKS into
@@ -143,7 +147,7 @@ type Claims struct {
 }
 
 // Sign returns a compact JWS access token for c signed with k, with the
-// key's id in its header.
+// key's id and typ AccessTokenType in its header.
 func (k SigningKey) Sign(c Claims) (string, error) {
 	if c.Subject == "" || c.Issuer == "" || c.Audience == "" {
 		return "", errors.New("a token needs a subject, an issuer and an audience")
@@ -171,7 +175,11 @@ func (k SigningKey) Sign(c Claims) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	signed, err := jwt.Sign(tok, jwt.WithKey(alg, k.key))
+	hdr := jws.NewHeaders()
+	if err := hdr.Set(jws.TypeKey, AccessTokenType); err != nil {
+		return "", fmt.Errorf("token header: %w", err)
+	}
+	signed, err := jwt.Sign(tok, jwt.WithKey(alg, k.key, jws.WithProtectedHeaders(hdr)))
 	if err != nil {
 		return "", fmt.Errorf("sign token: %w", err)
 	}

@@ -51,8 +51,9 @@ var refusals = map[error]string{
 }
 
 // New returns the authenticator of cfg, its refusals counted in reg
-// (auth_requests_refused_total{reason}; reg nil: not registered). Close
-// stops the JWKS cache it may start, once no request is in flight.
+// (auth_requests_refused_total{reason}) with the token cache's metrics
+// (reg nil: not registered). Close stops the JWKS cache it may start, once
+// no request is in flight.
 func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
@@ -71,6 +72,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regis
 	v, err := NewVerifier(ctx, cfg, log)
 	if err != nil {
 		return nil, err
+	}
+	if err := v.Register(reg); err != nil {
+		_ = v.Close(ctx)
+		return nil, fmt.Errorf("auth: register metrics: %w", err)
 	}
 	return &Authenticator{verifier: v, limiter: newLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now, refused: refused}, nil
 }

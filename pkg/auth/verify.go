@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,7 +43,9 @@ const (
 
 // Config says where the keys come from and what a token must say. It is
 // read once at start (pkg/platform: AUTH_JWKS_URL or AUTH_JWKS_FILE,
-// AUTH_ISSUER, AUTH_AUDIENCE, RATE_LIMIT_RPS, RATE_LIMIT_BURST).
+// AUTH_ISSUER, AUTH_AUDIENCE, RATE_LIMIT_RPS, RATE_LIMIT_BURST, and the
+// token rules and cache, AUTH_MAX_TOKEN_LIFETIME, AUTH_REQUIRED_TYP,
+// AUTH_TOKEN_CACHE_SIZE).
 type Config struct {
 	// JWKSURL is an http(s) URL serving the JWKS of the token issuer.
 	JWKSURL string `env:"AUTH_JWKS_URL" help:"the token issuer's JWKS URL (this or AUTH_JWKS_FILE is required)"`
@@ -58,12 +61,32 @@ type Config struct {
 	// instance (a token bucket per subject).
 	RateRPS   float64 `env:"RATE_LIMIT_RPS" envDefault:"50" help:"requests per second per client and instance"`
 	RateBurst int     `env:"RATE_LIMIT_BURST" envDefault:"100" help:"burst per client and instance"`
+	// MaxTokenLifetime is the longest lifetime a token may claim: exp -
+	// iat, or exp - now (with Leeway) for a token without iat. Zero means
+	// DefaultMaxTokenLifetime.
+	MaxTokenLifetime time.Duration `env:"AUTH_MAX_TOKEN_LIFETIME" envDefault:"24h" help:"longest token lifetime accepted (exp - iat, or exp - now without iat)"`
+	// RequiredType, when set, is the typ header every token must carry
+	// (at+jwt for RFC 9068 access tokens; compared without case and without
+	// an application/ prefix). Empty accepts any typ, as most providers
+	// send JWT.
+	RequiredType string `env:"AUTH_REQUIRED_TYP" help:"typ header every token must carry (at+jwt per RFC 9068); empty: any"`
+	// TokenCacheSize is how many verified tokens are remembered, so that a
+	// client's next requests with the same token skip the signature check;
+	// 0 turns the cache off.
+	TokenCacheSize int `env:"AUTH_TOKEN_CACHE_SIZE" envDefault:"10000" help:"verified tokens remembered per instance (0: off)"`
 }
 
-// Default rate limits per client and instance.
+// Default rate limits per client and instance, and defaults of the token
+// rules.
 const (
 	DefaultRateRPS   = 50
 	DefaultRateBurst = 100
+	// DefaultMaxTokenLifetime is the longest token lifetime accepted when
+	// AUTH_MAX_TOKEN_LIFETIME is not set.
+	DefaultMaxTokenLifetime = 24 * time.Hour
+	// DefaultTokenCacheSize is how many verified tokens are remembered when
+	// AUTH_TOKEN_CACHE_SIZE is not set.
+	DefaultTokenCacheSize = 10_000
 )
 
 // Validate reports every problem of c at once.
@@ -89,6 +112,12 @@ func (c Config) Validate() error {
 	if c.RateBurst < 1 {
 		errs = append(errs, fmt.Errorf("RATE_LIMIT_BURST must be at least 1, got %d", c.RateBurst))
 	}
+	if c.MaxTokenLifetime < 0 {
+		errs = append(errs, fmt.Errorf("AUTH_MAX_TOKEN_LIFETIME must be positive, got %v", c.MaxTokenLifetime))
+	}
+	if c.TokenCacheSize < 0 {
+		errs = append(errs, fmt.Errorf("AUTH_TOKEN_CACHE_SIZE must be 0 (off) or more, got %d", c.TokenCacheSize))
+	}
 	return errors.Join(errs...)
 }
 
@@ -108,21 +137,30 @@ var (
 	ErrMissingClaim    = errors.New("a required claim (exp, sub) is missing")
 	ErrClaims          = errors.New("invalid claims")
 	ErrKeysUnavailable = errors.New("the key set of the token issuer cannot be fetched")
+	// ErrLifetime and ErrType are invalid claims (counted as such): a
+	// lifetime over AUTH_MAX_TOKEN_LIFETIME, a typ other than
+	// AUTH_REQUIRED_TYP.
+	ErrLifetime = fmt.Errorf("%w: token lifetime over the accepted maximum", ErrClaims)
+	ErrType     = fmt.Errorf("%w: token type (typ) not accepted", ErrClaims)
 )
 
 // allowed are the signing algorithms accepted (never none, never HMAC).
 var allowed = []jwa.SignatureAlgorithm{jwa.EdDSA(), jwa.ES256(), jwa.RS256()}
 
 // Verifier checks bearer tokens against a JWKS: signature, iss, aud, exp,
-// nbf and iat. It is safe for concurrent use.
+// nbf, iat, the lifetime and (when required) typ. It remembers the tokens
+// it verified (tokens) until they expire or the key set changes. It is
+// safe for concurrent use.
 type Verifier struct {
 	cfg   Config
 	log   *slog.Logger
 	now   func() time.Time
 	every time.Duration // least time between two kid-miss refreshes
 
-	static jwk.Set    // AUTH_JWKS_FILE
-	cache  *jwk.Cache // AUTH_JWKS_URL
+	static jwk.Set                       // AUTH_JWKS_FILE
+	cache  *jwk.Cache                    // AUTH_JWKS_URL
+	res    *httprc.ResourceBase[jwk.Set] // its one resource: the set in use now
+	tokens *tokenCache                   // nil when AUTH_TOKEN_CACHE_SIZE is 0
 
 	mu          sync.Mutex // serialises kid-miss refreshes
 	lastRefresh time.Time
@@ -141,7 +179,10 @@ func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, 
 	if cfg.Audience == "" {
 		cfg.Audience = DefaultAudience
 	}
-	v := &Verifier{cfg: cfg, log: log, now: time.Now, every: RefreshInterval}
+	if cfg.MaxTokenLifetime == 0 {
+		cfg.MaxTokenLifetime = DefaultMaxTokenLifetime
+	}
+	v := &Verifier{cfg: cfg, log: log, now: time.Now, every: RefreshInterval, tokens: newTokenCache(cfg.TokenCacheSize)}
 	if cfg.JWKSFile != "" {
 		set, err := jwk.ReadFile(cfg.JWKSFile)
 		if err != nil {
@@ -173,23 +214,27 @@ func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, 
 		}
 		log.WarnContext(ctx, "JWKS not fetched at start; tokens will trigger the fetch", "jwks_url", cfg.JWKSURL, "err", err)
 	}
+	if v.res, err = cache.LookupResource(ctx, cfg.JWKSURL); err != nil {
+		_ = cache.Shutdown(ctx)
+		return nil, fmt.Errorf("auth: JWKS %s: %w", cfg.JWKSURL, err)
+	}
 	return v, nil
 }
 
-// usable reports an error when set has no key a token could be verified
-// with.
-func usable(set jwk.Set) error {
-	for i := range set.Len() {
-		k, _ := set.Key(i)
-		if _, ok := k.KeyID(); ok && k.KeyType() != jwa.OctetSeq() {
-			return nil
-		}
+// keySet returns the key set tokens are verified with now; nil before the
+// first fetch of a JWKS URL.
+func (v *Verifier) keySet() jwk.Set {
+	if v.static != nil {
+		return v.static
 	}
-	return errors.New("the JWKS has no public key with a kid")
+	return v.res.Resource()
 }
 
 // Verify checks raw, a compact JWS, and returns its principal. Errors wrap
-// one of the Err* reasons above.
+// one of the Err* reasons above. A token verified before under the same
+// key set, and still within its exp, nbf, iat and lifetime rules now, is
+// answered from the cache without checking its signature again; anything
+// else is verified in full, and only a token that passes is remembered.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	if raw == "" {
 		return Principal{}, ErrMalformed
@@ -200,8 +245,38 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	if !compactJWS(raw) {
 		return Principal{}, ErrMalformed
 	}
+	set := v.keySet()
+	if v.tokens == nil || set == nil {
+		p, _, err := v.verify(ctx, raw)
+		return p, err
+	}
+	gen := v.tokens.generation(set)
+	key := sha256.Sum256([]byte(raw))
+	if p, ok := v.tokens.get(key, gen, func(t tokenTimes) bool { return v.checkTimes(v.now(), t) == nil }); ok {
+		return p, nil
+	}
+	p, times, err := v.verify(ctx, raw)
+	if err != nil {
+		return Principal{}, err
+	}
+	// A key set refetched meanwhile may lack the key that verified raw:
+	// only an entry of the generation seen before verification is added.
+	if cur := v.keySet(); cur != nil && v.tokens.generation(cur) == gen {
+		v.tokens.add(key, gen, p, times)
+	}
+	return p, nil
+}
+
+// verify checks raw in full: its signature against the key set, then its
+// claims.
+func (v *Verifier) verify(ctx context.Context, raw string) (Principal, tokenTimes, error) {
+
 	var keyErr error
 	provider := jws.KeyProviderFunc(func(ctx context.Context, sink jws.KeySink, sig *jws.Signature, _ *jws.Message) error {
+		if err := v.checkType(sig.ProtectedHeaders()); err != nil {
+			keyErr = err
+			return err
+		}
 		alg, key, err := v.keyFor(ctx, sig.ProtectedHeaders())
 		if err != nil {
 			keyErr = err
@@ -216,23 +291,28 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 		jwt.WithIssuer(v.cfg.Issuer),
 		jwt.WithAudience(v.cfg.Audience),
 		jwt.WithAcceptableSkew(Leeway),
+		jwt.WithTruncation(truncation),
 		jwt.WithRequiredClaim(jwt.ExpirationKey),
 		jwt.WithRequiredClaim(jwt.SubjectKey),
 		jwt.WithClock(jwt.ClockFunc(v.now)),
 		jwt.WithContext(ctx),
 	)
 	if err != nil {
-		return Principal{}, classify(err, keyErr)
+		return Principal{}, tokenTimes{}, classify(err, keyErr)
 	}
 	sub, _ := tok.Subject()
 	if strings.TrimSpace(sub) == "" {
-		return Principal{}, ErrMissingClaim
+		return Principal{}, tokenTimes{}, ErrMissingClaim
 	}
 	scopes, err := scopesOf(tok)
 	if err != nil {
-		return Principal{}, err
+		return Principal{}, tokenTimes{}, err
 	}
-	return Principal{Subject: sub, Scopes: scopes}, nil
+	times := timesOf(tok)
+	if err := v.checkTimes(v.now(), times); err != nil {
+		return Principal{}, tokenTimes{}, err
+	}
+	return Principal{Subject: sub, Scopes: slices.Clip(scopes)}, times, nil
 }
 
 // compactJWS reports whether s has the shape of a compact JWS: three
@@ -311,84 +391,6 @@ func scopesOf(tok jwt.Token) ([]string, error) {
 		return out, nil
 	}
 	return nil, ErrClaims
-}
-
-// keyFor returns the key of the JWKS that h names, with the algorithm to
-// verify it with, after checking the algorithm is one of the allowed ones
-// and matches the key's type (and the key's own alg, when it has one).
-func (v *Verifier) keyFor(ctx context.Context, h jws.Headers) (jwa.SignatureAlgorithm, jwk.Key, error) {
-	alg, ok := h.Algorithm()
-	if !ok || !slices.Contains(allowed, alg) {
-		return alg, nil, ErrAlgorithm
-	}
-	kid, ok := h.KeyID()
-	if !ok || kid == "" {
-		return alg, nil, ErrUnknownKey
-	}
-	key, err := v.lookup(ctx, kid)
-	if err != nil {
-		return alg, nil, err
-	}
-	if ka, ok := key.Algorithm(); ok && ka.String() != alg.String() {
-		return alg, nil, ErrAlgorithm
-	}
-	want := map[string]jwa.KeyType{
-		jwa.EdDSA().String(): jwa.OKP(),
-		jwa.ES256().String(): jwa.EC(),
-		jwa.RS256().String(): jwa.RSA(),
-	}[alg.String()]
-	if key.KeyType() != want {
-		return alg, nil, ErrAlgorithm
-	}
-	return alg, key, nil
-}
-
-// lookup finds kid in the key set. With a JWKS URL, a kid the cached set
-// does not have refetches the set, at most once per v.every.
-func (v *Verifier) lookup(ctx context.Context, kid string) (jwk.Key, error) {
-	if v.static != nil {
-		if k, ok := v.static.LookupKeyID(kid); ok {
-			return k, nil
-		}
-		return nil, ErrUnknownKey
-	}
-	set, err := v.cache.Lookup(ctx, v.cfg.JWKSURL)
-	if err == nil {
-		if k, ok := set.LookupKeyID(kid); ok {
-			return k, nil
-		}
-	}
-	fetched := err == nil
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	// Another request may have refreshed while this one waited.
-	if s, err := v.cache.Lookup(ctx, v.cfg.JWKSURL); err == nil {
-		fetched = true
-		if k, ok := s.LookupKeyID(kid); ok {
-			return k, nil
-		}
-	}
-	now := v.now()
-	if !v.lastRefresh.IsZero() && now.Sub(v.lastRefresh) < v.every {
-		if !fetched {
-			return nil, ErrKeysUnavailable
-		}
-		return nil, ErrUnknownKey
-	}
-	v.lastRefresh = now
-	set, err = v.cache.Refresh(ctx, v.cfg.JWKSURL)
-	if err != nil {
-		v.log.WarnContext(ctx, "JWKS refresh failed", "jwks_url", v.cfg.JWKSURL, "err", err)
-		if !fetched {
-			return nil, ErrKeysUnavailable
-		}
-		return nil, ErrUnknownKey
-	}
-	v.log.InfoContext(ctx, "JWKS refreshed for an unknown key id", "jwks_url", v.cfg.JWKSURL, "keys", set.Len())
-	if k, ok := set.LookupKeyID(kid); ok {
-		return k, nil
-	}
-	return nil, ErrUnknownKey
 }
 
 // Close stops the JWKS cache, if any.

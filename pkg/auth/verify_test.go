@@ -36,6 +36,7 @@ func TestVerifyReasons(t *testing.T) {
 		"missing sub":                          auth.ErrMissingClaim,
 		"empty sub":                            auth.ErrMissingClaim,
 		"two Authorization values":             auth.ErrMalformed,
+		"lifetime over the maximum":            auth.ErrLifetime,
 	}
 	for _, tc := range iss.BadAuthorizations(t) {
 		w, ok := want[tc.Name]

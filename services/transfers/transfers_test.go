@@ -402,7 +402,8 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	if cfg.HTTPAddr != ":8080" || cfg.Topics != events.DefaultTopics || cfg.ProjectionGroup != "transferencias-projecao" ||
 		cfg.ClaimTimeout != 30*time.Second || !cfg.MigrateOnStart || cfg.Service != "transfers" ||
-		cfg.Auth != (auth.Config{JWKSFile: "/etc/paysuite/jwks.json", Issuer: "https://issuer.example", Audience: "paysuite", RateRPS: 50, RateBurst: 100}) {
+		cfg.Auth != (auth.Config{JWKSFile: "/etc/paysuite/jwks.json", Issuer: "https://issuer.example", Audience: "paysuite", RateRPS: 50, RateBurst: 100,
+			MaxTokenLifetime: auth.DefaultMaxTokenLifetime, TokenCacheSize: auth.DefaultTokenCacheSize}) {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	_, err = transfers.ConfigFromEnv(env(map[string]string{"IDEMPOTENCY_CLAIM_TIMEOUT": "10ms", "DATABASE_MAX_CONNS": "x"}))

@@ -51,6 +51,10 @@ var (
 		{"http_requests_total", counter, []string{"method", "route", "status"}},
 		{"http_request_duration_seconds", histogram, []string{"method", "route"}},
 		{"auth_requests_refused_total", counter, []string{"reason"}},
+		{"auth_token_cache_entries", gauge, nil},
+		{"auth_token_cache_hits_total", counter, nil},
+		{"auth_token_cache_misses_total", counter, nil},
+		{"auth_token_cache_flushes_total", counter, nil},
 	}
 )
 

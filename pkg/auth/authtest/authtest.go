@@ -123,9 +123,10 @@ func (i *TestIssuer) Key() auth.SigningKey {
 }
 
 // Config is an auth configuration trusting this issuer, with a rate limit
-// no test reaches.
+// no test reaches and the default token rules and cache.
 func (i *TestIssuer) Config() auth.Config {
-	return auth.Config{JWKSURL: i.URL, Issuer: Issuer, Audience: auth.DefaultAudience, RateRPS: 1e6, RateBurst: 1e6}
+	return auth.Config{JWKSURL: i.URL, Issuer: Issuer, Audience: auth.DefaultAudience, RateRPS: 1e6, RateBurst: 1e6,
+		MaxTokenLifetime: auth.DefaultMaxTokenLifetime, TokenCacheSize: auth.DefaultTokenCacheSize}
 }
 
 // Env returns the AUTH_* and RATE_LIMIT_* variables of Config, for tests

@@ -34,7 +34,7 @@ type BadCase struct {
 // 100 KB token, alg none, HS256 keyed with the public key's bytes, a good
 // signature by a key the JWKS does not have, a tampered payload, and
 // tokens that are expired, not yet valid, for another issuer or audience,
-// or without exp or sub.
+// without exp or sub, or living longer than auth.DefaultMaxTokenLifetime.
 func (i *TestIssuer) BadAuthorizations(tb testing.TB) []BadCase {
 	tb.Helper()
 	now := time.Now()
@@ -97,6 +97,7 @@ func (i *TestIssuer) BadAuthorizations(tb testing.TB) []BadCase {
 		{Name: "missing exp", Authorization: "Bearer " + i.SignClaims(tb, with("exp", nil)), Challenge: ChallengeInvalid},
 		{Name: "missing sub", Authorization: "Bearer " + i.SignClaims(tb, with("sub", nil)), Challenge: ChallengeInvalid},
 		{Name: "empty sub", Authorization: "Bearer " + i.SignClaims(tb, with("sub", " ")), Challenge: ChallengeInvalid},
+		{Name: "lifetime over the maximum", Authorization: "Bearer " + i.SignClaims(tb, with("exp", now.Add(auth.DefaultMaxTokenLifetime+time.Hour).Unix())), Challenge: ChallengeInvalid},
 		{Name: "two Authorization values", Authorization: "Bearer " + valid + ", Bearer " + valid, Challenge: ChallengeInvalid},
 	}
 }
@@ -109,6 +110,13 @@ func (i *TestIssuer) SignClaims(tb testing.TB, claims map[string]any) string {
 	priv := i.priv
 	i.mu.Unlock()
 	return signClaims(tb, priv, claims)
+}
+
+// SignWith signs claims as they are with key, a private JWK the issuer
+// may not serve (NewKey makes one).
+func SignWith(tb testing.TB, key jwk.Key, claims map[string]any) string {
+	tb.Helper()
+	return signClaims(tb, key, claims)
 }
 
 func signClaims(tb testing.TB, key jwk.Key, claims map[string]any) string {
@@ -150,4 +158,28 @@ func (i *TestIssuer) PublicKeys() []jwk.Key {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return append([]jwk.Key(nil), i.served...)
+}
+
+// SignTyped signs claims as they are with the issuer's current key and
+// typ in the protected header ("": no typ).
+func (i *TestIssuer) SignTyped(tb testing.TB, claims map[string]any, typ string) string {
+	tb.Helper()
+	i.mu.Lock()
+	priv := i.priv
+	i.mu.Unlock()
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hdr := jws.NewHeaders()
+	if typ != "" {
+		if err := hdr.Set(jws.TypeKey, typ); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	signed, err := jws.Sign(payload, jws.WithKey(jwa.EdDSA(), priv, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(signed)
 }

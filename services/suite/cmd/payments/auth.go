@@ -60,7 +60,7 @@ func authToken(args []string, getenv func(string) string, stdout io.Writer) erro
 	fs := cli.NewFlags("payments", "auth token", "auth token --client NAME --scopes S1,S2 [--ttl 1h] [--key FILE] [--issuer ISS] [--audience AUD]", stdout)
 	client := fs.String("client", "", "the client the token is for (its sub claim)")
 	scopes := fs.String("scopes", "", "comma-separated scopes: "+strings.Join(allScopes, ", "))
-	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token, at most $AUTH_MAX_TOKEN_LIFETIME (default "+auth.DefaultMaxTokenLifetime.String()+")")
 	key := fs.String("key", filepath.Join(auth.DevDir, auth.KeyFile), "the private signing key (payments auth keygen); the default is the development key of make run/demo")
 	issuer := fs.String("issuer", "", "the iss claim (default $AUTH_ISSUER, then "+auth.DevIssuer+")")
 	audience := fs.String("audience", "", "the aud claim (default $AUTH_AUDIENCE, then "+auth.DefaultAudience+")")
@@ -70,8 +70,16 @@ func authToken(args []string, getenv func(string) string, stdout io.Writer) erro
 	if strings.TrimSpace(*client) == "" {
 		return cli.UsageError{Msg: "auth token: --client NAME is required"}
 	}
-	if *ttl <= 0 || *ttl > 366*24*time.Hour {
-		return cli.UsageError{Msg: "auth token: --ttl must be positive and at most a year"}
+	maxTTL, err := maxTokenLifetime(getenv)
+	if err != nil {
+		return err
+	}
+	if *ttl <= 0 {
+		return cli.UsageError{Msg: "auth token: --ttl must be positive"}
+	}
+	if *ttl > maxTTL {
+		return cli.UsageError{Msg: fmt.Sprintf("auth token: --ttl %v is over the longest token lifetime the services accept, %v "+
+			"(AUTH_MAX_TOKEN_LIFETIME): they would refuse the token", *ttl, maxTTL)}
 	}
 	var list []string
 	for s := range strings.SplitSeq(*scopes, ",") {
@@ -98,6 +106,23 @@ func authToken(args []string, getenv func(string) string, stdout io.Writer) erro
 	}
 	_, err = fmt.Fprintln(stdout, tok)
 	return err
+}
+
+// maxTokenLifetime is AUTH_MAX_TOKEN_LIFETIME, the longest lifetime the
+// services accept, or its default.
+func maxTokenLifetime(getenv func(string) string) (time.Duration, error) {
+	v := strings.TrimSpace(getenv("AUTH_MAX_TOKEN_LIFETIME"))
+	if v == "" {
+		return auth.DefaultMaxTokenLifetime, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("AUTH_MAX_TOKEN_LIFETIME: %q is not a positive duration", v)
+	}
+	if d == 0 {
+		return auth.DefaultMaxTokenLifetime, nil
+	}
+	return d, nil
 }
 
 // allScopes are the scopes of CONTRACTS.md section 8.

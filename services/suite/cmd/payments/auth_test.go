@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -52,5 +54,53 @@ func TestAuthKeygenAndToken(t *testing.T) {
 	want := auth.Principal{Subject: "loja-1", Scopes: []string{"transferencias:criar", "transferencias:ler"}}
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("principal mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestAuthTokenTTLCap: --ttl is capped at the longest lifetime the
+// services accept (AUTH_MAX_TOKEN_LIFETIME, default 24h), with an error
+// that says so; a token at the cap verifies.
+func TestAuthTokenTTLCap(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "auth")
+	if code, _, _, err := runCLI(t, nil, "auth", "keygen", "--out", dir); code != 0 {
+		t.Fatalf("keygen: exit %d: %v", code, err)
+	}
+	key := filepath.Join(dir, auth.KeyFile)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		ttl  string
+		want int
+		says string
+	}{
+		{"the default cap", nil, "24h", 0, ""},
+		{"over the default cap", nil, "25h", 2, "AUTH_MAX_TOKEN_LIFETIME"},
+		{"a year", nil, "8784h", 2, "24h"},
+		{"a lower cap", map[string]string{"AUTH_MAX_TOKEN_LIFETIME": "1h"}, "2h", 2, "1h0m0s"},
+		{"a higher cap", map[string]string{"AUTH_MAX_TOKEN_LIFETIME": "48h"}, "48h", 0, ""},
+		{"a bad cap", map[string]string{"AUTH_MAX_TOKEN_LIFETIME": "soon"}, "1h", 1, "AUTH_MAX_TOKEN_LIFETIME"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, _, err := runCLI(t, tc.env, "auth", "token", "--client", "loja-1", "--scopes", "transferencias:criar",
+				"--ttl", tc.ttl, "--key", key)
+			if code != tc.want || (tc.says != "" && !strings.Contains(fmt.Sprint(err), tc.says)) {
+				t.Fatalf("--ttl %s: exit %d (%v), want %d saying %q", tc.ttl, code, err, tc.want, tc.says)
+			}
+			if code != 0 {
+				return
+			}
+			cfg := auth.Config{JWKSFile: filepath.Join(dir, auth.JWKSFile), Issuer: auth.DevIssuer, RateRPS: 1, RateBurst: 1}
+			if tc.env != nil {
+				cfg.MaxTokenLifetime, _ = time.ParseDuration(tc.env["AUTH_MAX_TOKEN_LIFETIME"])
+			}
+			v, err := auth.NewVerifier(context.Background(), cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := v.Verify(context.Background(), strings.TrimSpace(stdout)); err != nil {
+				t.Errorf("a token at the cap does not verify: %v", err)
+			}
+		})
 	}
 }
