@@ -101,4 +101,5 @@ func authToken(args []string, getenv func(string) string, stdout io.Writer) erro
 }
 
 // allScopes are the scopes of CONTRACTS.md section 8.
-var allScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin, auth.ScopeAccountsRead, auth.ScopeOperations}
+var allScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin,
+	auth.ScopeAccountsDeposit, auth.ScopeAccountsRead, auth.ScopeOperations}
