@@ -13,6 +13,7 @@ const (
 	ScopeTransfersCreate = "transferencias:criar"
 	ScopeTransfersRead   = "transferencias:ler"
 	ScopeAccountsAdmin   = "contas:admin"
+	ScopeAccountsDeposit = "contas:depositar"
 	ScopeAccountsRead    = "contas:ler"
 	ScopeOperations      = "operacoes"
 )

@@ -37,6 +37,7 @@ const (
 	KindUnsupportedMedia Kind = "unsupported-media-type"  // 415
 	KindValidation       Kind = "validation-failed"       // 422
 	KindKeyReused        Kind = "idempotency-key-reused"  // 422
+	KindDepositCeiling   Kind = "deposit-over-ceiling"    // 422
 	KindRateLimited      Kind = "rate-limited"            // 429
 	KindUnavailable      Kind = "service-unavailable"     // 503
 	KindInternal         Kind = "internal-error"          // 500
@@ -61,6 +62,7 @@ var kinds = map[Kind]struct {
 	KindUnsupportedMedia: {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	KindValidation:       {http.StatusUnprocessableEntity, "Validation failed"},
 	KindKeyReused:        {http.StatusUnprocessableEntity, "Idempotency-Key reused with another payload"},
+	KindDepositCeiling:   {http.StatusUnprocessableEntity, "Deposit over the ceiling of one deposit"},
 	KindRateLimited:      {http.StatusTooManyRequests, "Too many requests"},
 	KindUnavailable:      {http.StatusServiceUnavailable, "Service unavailable"},
 	KindInternal:         {http.StatusInternalServerError, "Internal error"},

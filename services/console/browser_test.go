@@ -378,6 +378,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		e.screenshot(t, "account.png")
 	})
 
+	t.Run("deposits page lists who minted what", func(t *testing.T) {
+		e.run(t, "open deposits", chromedp.Navigate(e.url+"/deposits"), chromedp.WaitVisible(chromedp.CSS("#deposits")))
+		got := e.text(t, "#deposits")
+		for _, want := range []string{rich, "1000.00 BRL", s.Minter.Name} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the deposits page lacks %q:\n%s", want, got)
+			}
+		}
+		e.screenshot(t, "")
+	})
+
 	t.Run("DEAD event requeued from the page settles the transfer", func(t *testing.T) {
 		// The broker refusing an event for good is what makes it DEAD;
 		// here a trigger on the transfers' outbox writes this one key's
@@ -549,7 +560,7 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 			return err == nil && strings.HasSuffix(loc, "/transfers/"+settled.ID), loc
 		})
 		// Every visible input of every page has a label.
-		for _, page := range []string{"/find", "/transfers/" + settled.ID, "/accounts/" + rich, "/backlogs"} {
+		for _, page := range []string{"/find", "/transfers/" + settled.ID, "/accounts/" + rich, "/backlogs", "/deposits"} {
 			e.run(t, "open "+page, chromedp.Navigate(e.url+page), chromedp.WaitReady(chromedp.CSS("main h1")))
 			unlabelled := value(t, e, "labels", chromedp.Evaluate[[]string](`[...document.querySelectorAll('input:not([type=hidden]), textarea, select')].filter(i => i.labels.length === 0).map(i => i.name)`))
 			if len(unlabelled) > 0 {

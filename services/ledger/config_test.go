@@ -60,3 +60,7 @@ func TestLedgerBadValues(t *testing.T) {
 		t.Errorf("problems mismatch (-want +got):\n%s", diff)
 	}
 }
+
+func ledgerConfig(env map[string]string) (ledger.Config, error) {
+	return ledger.ConfigFromEnv(func(k string) string { return env[k] })
+}

@@ -50,6 +50,10 @@ const (
 // transaction at most.
 const DefaultBatchMax = 50
 
+// DefaultMaxDepositCents is the ceiling of one deposit: 10^9 cents
+// (R$ 10.000.000,00).
+const DefaultMaxDepositCents = 1_000_000_000
+
 // Config is the ledger's configuration.
 type Config struct {
 	platform.Config
@@ -66,6 +70,9 @@ type Config struct {
 	// Ownership is whether only the source account's titular may debit it
 	// (default enforced).
 	Ownership domain.Ownership `env:"LEDGER_OWNERSHIP" envDefault:"on" help:"on: a transfer debits an account only when its clienteId is the account's titular; off: no check, for producers that predate clienteId"`
+	// MaxDepositCents is the ceiling of one deposit: a deposit above it is
+	// refused (422 deposit-over-ceiling) and writes nothing.
+	MaxDepositCents int64 `env:"LEDGER_MAX_DEPOSIT_CENTS" help:"largest amount of one deposit (POST /contas/{id}/depositos), 1..10^15 cents; above it: 422 deposit-over-ceiling"`
 	// Policy handles records whose settlement failed for a reason that is
 	// not a business rejection; default consumer.BlockingRetries. Tests set
 	// shorter delays.
@@ -82,6 +89,7 @@ func DefaultConfig() Config {
 		Group:           DefaultGroup,
 		DLTMonitorGroup: DefaultDLTMonitorGroup,
 		BatchMax:        DefaultBatchMax,
+		MaxDepositCents: DefaultMaxDepositCents,
 		Policy:          consumer.BlockingRetries,
 	}
 }
@@ -110,6 +118,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.BatchMax < 1 || cfg.BatchMax > 1000 {
 		errs = append(errs, fmt.Errorf("LEDGER_BATCH_MAX: %d is not within 1..1000", cfg.BatchMax))
 	}
+	if cfg.MaxDepositCents < 1 || cfg.MaxDepositCents > domain.MaxAmountCents {
+		errs = append(errs, fmt.Errorf("LEDGER_MAX_DEPOSIT_CENTS: %d is not within 1..%d", cfg.MaxDepositCents, int64(domain.MaxAmountCents)))
+	}
 	if err := envconfig.Join(errs...); err != nil {
 		return Config{}, err
 	}
@@ -135,6 +146,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	if cfg.BatchMax < 1 {
 		cfg.BatchMax = DefaultBatchMax
 	}
+	if cfg.MaxDepositCents < 1 {
+		cfg.MaxDepositCents = DefaultMaxDepositCents
+	}
 	cfg.Service = Service
 
 	base, err := platform.Open(ctx, cfg.Config, log)
@@ -144,7 +158,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	log = base.Log
 
 	store := postgres.New(base.DB, base.Outbox)
-	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Topics: cfg.Topics}, cfg.Now)
+	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Topics: cfg.Topics, MaxDepositCents: cfg.MaxDepositCents}, cfg.Now)
 
 	mount(base.Router, svc, opsRoutes(base, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
 
@@ -159,7 +173,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	dlt := base.Consumer(cfg.DLTMonitorGroup, []string{events.DLT(cfg.Topics.Analysed)}, monitor.Handle, cfg.Policy)
 
 	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,
-		"group", cfg.Group, "batch_max", cfg.BatchMax, "ownership", cfg.Ownership == domain.OwnershipEnforced)
+		"group", cfg.Group, "batch_max", cfg.BatchMax, "ownership", cfg.Ownership == domain.OwnershipEnforced,
+		"max_deposit_cents", cfg.MaxDepositCents)
 	return base.Run(ctx, listening,
 		func(ctx context.Context) error { return consumer.Run(ctx, settle) },
 		func(ctx context.Context) error { return consumer.Run(ctx, dlt) },

@@ -25,6 +25,7 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger"
+	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
@@ -49,6 +50,13 @@ type service struct {
 // ends, and checks that it then stops cleanly.
 func start(t *testing.T) *service {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with the variables of extra added to the
+// environment.
+func startWith(t *testing.T, extra map[string]string) *service {
+	t.Helper()
 	brokers := kafkatest.Brokers(t)
 	topics := events.Topics{
 		Requested: "unused",
@@ -67,6 +75,7 @@ func start(t *testing.T) *service {
 	env := iss.Env()
 	maps.Copy(env, map[string]string{"DATABASE_URL": dsn, "HTTP_ADDR": "127.0.0.1:0", "KAFKA_BROKERS": strings.Join(brokers, ","),
 		"OUTBOX_POLL_INTERVAL": "100ms"})
+	maps.Copy(env, extra)
 	cfg, err := ledger.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +147,7 @@ func (s *service) openAccount(t *testing.T, id string, deposit int64) {
 
 func (s *service) deposit(t *testing.T, id string, cents int64) {
 	t.Helper()
-	if _, _, err := s.store.Deposit(context.Background(), uuid.New(), id, cents, ledgertest.Client); err != nil {
+	if _, _, err := s.store.Deposit(context.Background(), domain.DepositRequest{ID: uuid.New(), AccountID: id, AmountCents: cents, ClientID: ledgertest.Client}); err != nil {
 		t.Fatalf("deposit into %s: %v", id, err)
 	}
 }

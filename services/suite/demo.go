@@ -40,8 +40,10 @@ type Demo struct {
 	Out       io.Writer
 	// Token is the bearer token of the demo's client (DemoClient, with
 	// DemoScopes); ReaderToken one of a second client holding only the
-	// read scopes (ReaderClient).
-	Token, ReaderToken string
+	// read scopes (ReaderClient); MinterToken the one of the client that
+	// funds accounts (MinterClient, with MinterScopes only: minting is
+	// never held with transferencias:criar).
+	Token, ReaderToken, MinterToken string
 	// Timeout bounds the wait for every transfer to reach a final status.
 	Timeout time.Duration
 	client  *http.Client
@@ -50,19 +52,21 @@ type Demo struct {
 	From, To string
 }
 
-// The demo's two clients and their scopes.
+// The demo's three clients and their scopes.
 const (
 	DemoClient   = "demo"
 	ReaderClient = "demo-leitura"
+	MinterClient = "demo-tesouraria"
 	// OperatorClient is the demo's operator, who signs in to the console.
 	OperatorClient = "operador"
 )
 
-// DemoScopes are the demo client's scopes; ReaderScopes the second
-// client's.
+// DemoScopes are the demo client's scopes, ReaderScopes the second
+// client's, MinterScopes the third's.
 var (
 	DemoScopes   = []string{auth.ScopeAccountsAdmin, auth.ScopeAccountsRead, auth.ScopeTransfersCreate, auth.ScopeTransfersRead}
 	ReaderScopes = []string{auth.ScopeAccountsRead, auth.ScopeTransfersRead}
+	MinterScopes = []string{auth.ScopeAccountsDeposit}
 )
 
 // RunDemo runs the script once and returns an error when an expectation
@@ -87,11 +91,11 @@ func (d *Demo) Run(ctx context.Context) error {
 		}
 		fmt.Fprintf(d.Out, "   opened %s (%s)\n", o.id, o.cur)
 	}
-	if _, err := d.call(ctx, http.MethodPost, d.Ledger+"/contas/"+a+"/depositos", uuid.NewString(),
+	if _, err := d.callAs(ctx, d.MinterToken, http.MethodPost, d.Ledger+"/contas/"+a+"/depositos", uuid.NewString(),
 		map[string]any{"valorEmCentavos": 100_000}, http.StatusCreated); err != nil {
 		return err
 	}
-	fmt.Fprintf(d.Out, "   deposited R$ 1.000,00 into %s\n", a)
+	fmt.Fprintf(d.Out, "   deposited R$ 1.000,00 into %s (as %s, scope %s)\n", a, MinterClient, auth.ScopeAccountsDeposit)
 
 	script := []DemoTransfer{
 		{"settled", a, b, 30_000, "BRL", "LIQUIDADA", ""},
@@ -175,10 +179,15 @@ func (d *Demo) Run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(d.Out, "   %-38s -> 403 insufficient_scope\n", "a transfer as "+ReaderClient+" (reader)")
-	if _, err := d.callAs(ctx, d.ReaderToken, http.MethodGet, d.Ledger+"/contas/"+a, "", nil, http.StatusOK); err != nil {
+	if _, err := d.call(ctx, http.MethodPost, d.Ledger+"/contas/"+a+"/depositos", uuid.NewString(),
+		map[string]any{"valorEmCentavos": 1}, http.StatusForbidden); err != nil {
 		return err
 	}
-	fmt.Fprintf(d.Out, "   %-38s -> 200\n", "a balance read as "+ReaderClient)
+	fmt.Fprintf(d.Out, "   %-38s -> 403 insufficient_scope\n", "a deposit as "+DemoClient+" (no "+auth.ScopeAccountsDeposit+")")
+	if _, err := d.callAs(ctx, d.ReaderToken, http.MethodGet, d.Ledger+"/contas/"+a, "", nil, http.StatusNotFound); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.Out, "   %-38s -> 404\n", "a balance of "+DemoClient+"'s read as "+ReaderClient)
 
 	fmt.Fprintln(d.Out, "-- results")
 	tw := tabwriter.NewWriter(d.Out, 0, 4, 2, ' ', 0)

@@ -21,16 +21,24 @@ import (
 // api calls the services with the bench client's token.
 type api struct {
 	client *http.Client
-	bearer string
+	// bearer is the token of every call but deposits, minter the one of
+	// deposits (contas:depositar only).
+	bearer, minter string
 }
 
-func newAPI(bearer string) *api {
+func newAPI(bearer, minter string) *api {
 	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}
-	return &api{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, bearer: bearer}
+	return &api{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, bearer: bearer, minter: minter}
 }
 
-// call sends body as JSON and returns the status and the decoded answer.
+// call sends body as JSON with the bearer token and returns the status and
+// the decoded answer.
 func (a *api) call(ctx context.Context, method, url, idemKey string, body any) (int, map[string]any, error) {
+	return a.callAs(ctx, a.bearer, method, url, idemKey, body)
+}
+
+// callAs is call with another token.
+func (a *api) callAs(ctx context.Context, bearer, method, url, idemKey string, body any) (int, map[string]any, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -43,7 +51,7 @@ func (a *api) call(ctx context.Context, method, url, idemKey string, body any) (
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+a.bearer)
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	req.Header.Set("Content-Type", "application/json")
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
@@ -78,8 +86,8 @@ func (a *api) openAccounts(ctx context.Context, ledgerURL, prefix string, n int)
 				if err != nil || (st != http.StatusCreated && st != http.StatusOK) {
 					return fmt.Errorf("open %s: %d %v %v", id, st, body, err)
 				}
-				st, body, err = a.call(ctx, http.MethodPost, ledgerURL+"/contas/"+id+"/depositos", uuid.NewString(),
-					map[string]any{"valorEmCentavos": int64(1_000_000_000_00)})
+				st, body, err = a.callAs(ctx, a.minter, http.MethodPost, ledgerURL+"/contas/"+id+"/depositos", uuid.NewString(),
+					map[string]any{"valorEmCentavos": int64(1_000_000_000)})
 				if err != nil || st != http.StatusCreated {
 					return fmt.Errorf("fund %s: %d %v %v", id, st, body, err)
 				}

@@ -183,7 +183,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b.api = newAPI(token)
+	minter, err := key.Sign(auth.Claims{Issuer: "bench-e2e", Audience: auth.DefaultAudience, Subject: "bench-tesouraria",
+		Scopes: []string{auth.ScopeAccountsDeposit}, TTL: 12 * time.Hour})
+	if err != nil {
+		return err
+	}
+	b.api = newAPI(token, minter)
 	b.baseEnv = map[string]string{
 		"AUTH_JWKS_FILE": filepath.Join(keyDir, auth.JWKSFile), "AUTH_ISSUER": "bench-e2e",
 		"KAFKA_BROKERS": brokers, "LOG_LEVEL": "warn", "LOG_FORMAT": "text",

@@ -132,6 +132,7 @@ type suite struct {
 	prom     *promServer
 	recv     *receiver
 	bearer   string
+	minter   string // the bearer of deposits (contas:depositar only)
 	topics   events.Topics
 	transfer *pgxpool.Pool // the test's own pools, application_name chaos-test
 	ledger   *pgxpool.Pool
@@ -186,6 +187,7 @@ func TestChaos(t *testing.T) {
 
 	iss := authtest.New(t)
 	s.bearer = iss.Bearer(t, "chaos-client", authtest.AllScopes...)
+	s.minter = iss.Bearer(t, "chaos-tesouraria", authtest.DepositScopes...)
 	s.recv = newReceiver(t)
 
 	env := func(p *proc, dsn string, extra map[string]string) {
@@ -321,7 +323,7 @@ func (s *suite) accounts() func() transferReq {
 			s.t.Fatal(err)
 		}
 		if fund > 0 {
-			if err := api(ctx, c, s.bearer, http.MethodPost, ledger+"/contas/"+id+"/depositos", uuid.NewString(),
+			if err := api(ctx, c, s.minter, http.MethodPost, ledger+"/contas/"+id+"/depositos", uuid.NewString(),
 				map[string]int64{"valorEmCentavos": fund}, nil, http.StatusCreated); err != nil {
 				s.t.Fatal(err)
 			}

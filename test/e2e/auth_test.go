@@ -16,7 +16,8 @@ import (
 // TestAuthentication: with authentication on in all four services, a
 // request without a token is 401 on every one of them (before routing, so
 // even unknown paths), health and metrics stay open, and a client whose
-// token lacks the scope gets 403 and changes nothing.
+// token lacks the scope gets 403 and changes nothing; deposits need
+// contas:depositar, and accounts answer only their titular.
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	s := e2e.NewSuite(t, e2e.Options{Partitions: 1})
@@ -59,6 +60,23 @@ func TestAuthentication(t *testing.T) {
 	}
 	if r.Status != http.StatusForbidden {
 		t.Errorf("POST /contas with read scopes: %d, want 403", r.Status)
+	}
+	// Minting is its own power: the transfer client (every other scope,
+	// contas:admin and operacoes included) does not deposit; the minter
+	// does, and a client without operacoes reads only its own accounts.
+	s.OpenAccount(t, "X-3", "BRL")
+	r, err = s.Do(ctx, s.Ledger, http.MethodPost, "/contas/X-3/depositos", uuid.NewString(), map[string]int64{"valorEmCentavos": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusForbidden || !strings.Contains(r.Header.Get("WWW-Authenticate"), `scope="contas:depositar"`) {
+		t.Errorf("a deposit by the transfer client: %d %q, want 403 insufficient_scope contas:depositar", r.Status, r.Header.Get("WWW-Authenticate"))
+	}
+	s.Deposit(t, "X-3", 1)
+	for _, path := range []string{"/contas/X-3", "/contas/X-3/lancamentos"} {
+		if r, err = reader.Do(ctx, s.Ledger, http.MethodGet, path, "", nil); err != nil || r.Status != http.StatusNotFound {
+			t.Errorf("GET %s by another client: %d %v, want 404", path, r.Status, err)
+		}
 	}
 	var n int
 	if err := s.Transfers.DB.QueryRow(ctx, `SELECT count(*) FROM transferencia`).Scan(&n); err != nil || n != 0 {

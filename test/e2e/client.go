@@ -107,10 +107,11 @@ func (s *Suite) OpenAccount(tb testing.TB, id, currency string) {
 	s.must(tb, s.Ledger, http.MethodPost, "/contas", "", map[string]string{"id": id, "moeda": currency}, nil, http.StatusCreated)
 }
 
-// Deposit funds an account through the ledger API.
+// Deposit funds an account through the ledger API, as the suite's minting
+// client (Minter): the clients that transfer never hold contas:depositar.
 func (s *Suite) Deposit(tb testing.TB, id string, cents int64) {
 	tb.Helper()
-	s.must(tb, s.Ledger, http.MethodPost, "/contas/"+url.PathEscape(id)+"/depositos", uuid.NewString(),
+	s.As(s.Minter).must(tb, s.Ledger, http.MethodPost, "/contas/"+url.PathEscape(id)+"/depositos", uuid.NewString(),
 		map[string]int64{"valorEmCentavos": cents}, nil, http.StatusCreated)
 }
 

@@ -75,10 +75,12 @@ type Suite struct {
 	Transfers, Ledger, Antifraud, Notifications *Service
 
 	// Issuer signs the clients' tokens; the services fetch its JWKS over
-	// HTTP. A and B are two clients with every scope; requests are A's
-	// unless sent through As(B).
+	// HTTP. A and B are two clients with every scope but contas:depositar;
+	// requests are A's unless sent through As(B). Minter holds only
+	// contas:depositar, and makes Deposit's deposits.
 	Issuer *authtest.TestIssuer
 	A, B   Client
+	Minter Client
 
 	client *http.Client
 	bearer string
@@ -155,6 +157,7 @@ func NewSuite(tb testing.TB, opts Options) *Suite {
 	s.Issuer = authtest.New(tb)
 	s.A = Client{Name: "cliente-a", Bearer: s.Issuer.Bearer(tb, "cliente-a", authtest.AllScopes...)}
 	s.B = Client{Name: "cliente-b", Bearer: s.Issuer.Bearer(tb, "cliente-b", authtest.AllScopes...)}
+	s.Minter = Client{Name: "tesouraria", Bearer: s.Issuer.Bearer(tb, "tesouraria", authtest.DepositScopes...)}
 	s.bearer = s.A.Bearer
 
 	env := func(dsn string, extra map[string]string) func(string) string {

@@ -55,6 +55,7 @@ type harness struct {
 	writer *kafka.Writer // the test's producer, never cut
 	url    string
 	bearer string // every request carries this client's token
+	minter string // but deposits, which carry this one (contas:depositar only)
 }
 
 // start runs service (one of serviceNames) until the test ends, and waits
@@ -99,6 +100,7 @@ func start(t *testing.T, service string) *harness {
 	iss := authtest.New(t)
 	maps.Copy(env, iss.Env())
 	h.bearer = iss.Bearer(t, "observability", authtest.AllScopes...)
+	h.minter = iss.Bearer(t, "observability-tesouraria", authtest.DepositScopes...)
 	run := h.runner(func(k string) string { return env[k] })
 
 	lw := &logWriter{t: t}

@@ -343,7 +343,7 @@ var traffic = map[string]func(t *testing.T, h *harness){
 				`{"id":"`+id+`","moeda":"BRL"}`)
 		}
 		h.expectStatus(http.StatusCreated, http.MethodPost, "/contas/CC-OBS-1/depositos",
-			map[string]string{"Content-Type": "application/json", "Idempotency-Key": uuid.NewString()}, `{"valorEmCentavos":100000}`)
+			map[string]string{"Content-Type": "application/json", "Idempotency-Key": uuid.NewString(), "Authorization": h.minter}, `{"valorEmCentavos":100000}`)
 		h.expectStatus(http.StatusOK, http.MethodGet, "/contas/CC-OBS-1", nil, "")
 		h.produce(analysed(h.topics.Analysed, uuid.New(), "CC-OBS-1", "CC-OBS-2", 100),
 			analysed(h.topics.Analysed, uuid.New(), "CC-OBS-1", "CC-NOBODY", 100))

@@ -87,6 +87,7 @@ func startSuite(tb testing.TB) *suite {
 	// debit them.
 	iss := authtest.New(tb)
 	bearer = iss.Bearer(tb, "secure-client", authtest.AllScopes...)
+	minter = iss.Bearer(tb, "secure-tesouraria", authtest.DepositScopes...)
 	out := make([]*service, len(specs))
 	for i, sp := range specs {
 		dsn := pgtest.NewDSN(tb, migrations.ForService(sp.name)...)
@@ -135,13 +136,18 @@ func startSuite(tb testing.TB) *suite {
 // call is the one place the tests speak HTTP to the services: method on
 // url, with key as Idempotency-Key when not empty and body as JSON when not
 // nil. It returns the status and the body.
-// bearer is the Authorization of every call (startSuite sets it).
-var bearer string
+// bearer is the Authorization of every call but deposits, minter the one
+// of deposits (contas:depositar only); startSuite sets both.
+var bearer, minter string
 
 func call(ctx context.Context, method, url, key string, body any) (int, []byte, error) {
+	return callAs(ctx, bearer, method, url, key, body)
+}
+
+func callAs(ctx context.Context, authorization, method, url, key string, body any) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	r, err := apiclient.Client{Authorization: bearer}.Do(ctx, method, url, key, body)
+	r, err := apiclient.Client{Authorization: authorization}.Do(ctx, method, url, key, body)
 	return r.Status, r.Body, err
 }
 
@@ -149,7 +155,13 @@ func call(ctx context.Context, method, url, key string, body any) (int, []byte, 
 // body into out when not nil.
 func must(tb testing.TB, method, url, key string, body, out any, want int) {
 	tb.Helper()
-	status, b, err := call(context.Background(), method, url, key, body)
+	mustAs(tb, bearer, method, url, key, body, out, want)
+}
+
+// mustAs is must with another Authorization.
+func mustAs(tb testing.TB, authorization, method, url, key string, body, out any, want int) {
+	tb.Helper()
+	status, b, err := callAs(context.Background(), authorization, method, url, key, body)
 	if err != nil {
 		tb.Fatalf("%s %s: %v", method, url, err)
 	}

@@ -28,9 +28,14 @@ import (
 // Issuer is the iss of the test tokens.
 const Issuer = "https://issuer.test"
 
-// AllScopes are every scope of CONTRACTS.md section 8.
+// AllScopes are every scope of CONTRACTS.md section 8 but contas:depositar,
+// which the suite never grants together with transferencias:criar: a test
+// that deposits does it as a client of its own, with DepositScopes.
 var AllScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin,
 	auth.ScopeAccountsRead, auth.ScopeOperations}
+
+// DepositScopes are the scopes of a test's minting client: deposits only.
+var DepositScopes = []string{auth.ScopeAccountsDeposit}
 
 // TestIssuer signs tokens and serves its JWKS over HTTP.
 type TestIssuer struct {

@@ -79,7 +79,7 @@ func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
 		s.oidc = newOIDCFlow(cfg.OIDC)
 	}
 	funcs := template.FuncMap{"clock": clock, "money": money}
-	for _, page := range []string{"signin", "signedin", "find", "journey", "account", "backlogs", "confirm", "replay", "message"} {
+	for _, page := range []string{"signin", "signedin", "find", "journey", "account", "backlogs", "deposits", "confirm", "replay", "message"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -111,6 +111,7 @@ func (s *Server) Mount(r chi.Router) {
 		r.Get("/transfers/{id}", s.signedIn(s.journey))
 		r.Get("/accounts/{id}", s.signedIn(s.account))
 		r.Get("/backlogs", s.signedIn(s.backlogs))
+		r.Get("/deposits", s.signedIn(s.deposits))
 		r.Get("/actions/requeue", s.signedIn(s.confirmRequeue))
 		r.Post("/actions/requeue", s.signedIn(s.action("console.requeue", s.requeue)))
 		r.Get("/actions/replay", s.signedIn(s.confirmReplay))

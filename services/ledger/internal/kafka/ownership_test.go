@@ -42,7 +42,7 @@ func (e *env) openFor(t *testing.T, holder, id string, balance int64) {
 		t.Fatal(err)
 	}
 	if balance > 0 {
-		if _, _, err := e.store.Deposit(ctx, uuid.New(), id, balance, "operador"); err != nil {
+		if _, _, err := e.store.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: id, AmountCents: balance, ClientID: "operador"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -145,7 +145,7 @@ func (e *env) open(t *testing.T, id string, balance int64) {
 		t.Fatal(err)
 	}
 	if balance > 0 {
-		if _, _, err := e.store.Deposit(ctx, uuid.New(), id, balance, ledgertest.Client); err != nil {
+		if _, _, err := e.store.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: id, AmountCents: balance, ClientID: ledgertest.Client}); err != nil {
 			t.Fatal(err)
 		}
 	}

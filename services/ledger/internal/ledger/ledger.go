@@ -134,11 +134,38 @@ type Deposit struct {
 	// ID is the client's Idempotency-Key.
 	ID                uuid.UUID
 	AccountID         string
+	Currency          string
 	AmountCents       int64
 	BalanceAfterCents int64
 	// ClientID is the client that made the deposit.
-	ClientID  string
+	ClientID string
+	// RequestID is the request id (X-Request-Id) of the request that made
+	// it; empty when it was made outside a request.
+	RequestID string
 	CreatedAt time.Time
+}
+
+// DepositRequest is a deposit to make: ID is the client's Idempotency-Key,
+// ClientID its author and RequestID the request id of the request asking
+// for it (may be empty), both recorded with it.
+type DepositRequest struct {
+	ID          uuid.UUID
+	AccountID   string
+	AmountCents int64
+	ClientID    string
+	RequestID   string
+}
+
+// Reader is who reads an account: a client sees only the accounts whose
+// titular it is; an operator (scope operacoes) sees every account.
+type Reader struct {
+	Client   string
+	Operator bool
+}
+
+// Sees reports whether r may read a.
+func (r Reader) Sees(a Account) bool {
+	return r.Operator || (a.Holder != "" && a.Holder == r.Client)
 }
 
 // Errors of the account operations.
@@ -149,6 +176,9 @@ var (
 	ErrCurrencyConflict = errors.New("account exists with another currency")
 	// ErrHolderConflict: the account exists with another titular.
 	ErrHolderConflict = errors.New("account exists with another titular")
+	// ErrNoTitular: the account exists without a titular, and only an
+	// operator may give it one.
+	ErrNoTitular = errors.New("account exists without a titular")
 	// ErrKeyReused: the idempotency key was used for another request.
 	ErrKeyReused = errors.New("idempotency key reused with another request")
 	// ErrFundingAccount: funding accounts do not take deposits.
@@ -174,19 +204,27 @@ type Store interface {
 	// CreateAccount creates a customer account of holder with a zero
 	// balance (and the funding account of its currency if needed). created
 	// is false when the account already existed with that currency and
-	// holder; an existing account without a holder (opened before
-	// ownership) takes holder then. Returns ErrCurrencyConflict if it
-	// exists with another currency, ErrHolderConflict if with another
-	// holder.
+	// holder. Returns ErrCurrencyConflict if it exists with another
+	// currency, ErrNoTitular if it exists without a holder (opened before
+	// ownership), ErrHolderConflict if with another holder.
 	CreateAccount(ctx context.Context, id, currency, holder string) (a Account, created bool, err error)
 
-	// Deposit credits amount to the account and debits its currency's
-	// funding account, once per id, recording client as its author: a
+	// ClaimAccount gives holder to an existing customer account of currency
+	// that has no holder yet, and returns it; an account that already has
+	// holder is returned unchanged. Returns ErrAccountNotFound,
+	// ErrCurrencyConflict and ErrHolderConflict (it has another holder).
+	ClaimAccount(ctx context.Context, id, currency, holder string) (Account, error)
+
+	// Deposit credits the amount to the account and debits its currency's
+	// funding account, once per id, recording its client and request id: a
 	// second call with the same id, account, amount and client returns the
 	// first deposit with replayed true. Returns ErrAccountNotFound,
 	// ErrFundingAccount, ErrKeyReused (same id, other account, amount or
 	// client) or ErrBalanceOverflow.
-	Deposit(ctx context.Context, id uuid.UUID, accountID string, amountCents int64, client string) (d Deposit, replayed bool, err error)
+	Deposit(ctx context.Context, req DepositRequest) (d Deposit, replayed bool, err error)
+
+	// Deposits returns up to limit deposits, newest first.
+	Deposits(ctx context.Context, limit int) ([]Deposit, error)
 
 	// Account returns the account. Returns ErrAccountNotFound.
 	Account(ctx context.Context, id string) (Account, error)
@@ -248,10 +286,14 @@ type Decision struct {
 // calls it inside its settlement transaction.
 type Decider func(source, dest *Account, t Transfer) (Decision, error)
 
-// Rules are how the ledger settles: the ownership rule, and the topics
-// its result events go to (configuration, through the service layer).
+// Rules are how the ledger settles and mints: the ownership rule, the
+// topics its result events go to and the ceiling of one deposit
+// (configuration, through the service layer).
 type Rules struct {
 	Ownership Ownership
+	// MaxDepositCents is the largest amount one deposit may carry; 0 is
+	// MaxAmountCents.
+	MaxDepositCents int64
 	// Topics names the topics of the result events; only Settled and
 	// Rejected are used.
 	Topics events.Topics

@@ -109,9 +109,14 @@ func (s *stubStore) CreateAccount(context.Context, string, string, string) (ledg
 	return ledger.Account{}, true, nil
 }
 
-func (s *stubStore) Deposit(context.Context, uuid.UUID, string, int64, string) (ledger.Deposit, bool, error) {
+func (s *stubStore) Deposit(context.Context, ledger.DepositRequest) (ledger.Deposit, bool, error) {
 	s.called = true
 	return ledger.Deposit{}, false, nil
+}
+
+// Account is the account every stubStore holds: A, of "cliente".
+func (s *stubStore) Account(context.Context, string) (ledger.Account, error) {
+	return ledger.Account{ID: "A", Currency: "BRL", Holder: "cliente"}, nil
 }
 
 func (s *stubStore) Postings(context.Context, string, int64, int) ([]ledger.Posting, error) {
@@ -122,6 +127,7 @@ func (s *stubStore) Postings(context.Context, string, int64, int) ([]ledger.Post
 func TestServiceValidatesBeforeTheStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	reader := ledger.Reader{Client: "cliente"}
 	tests := []struct {
 		name   string
 		call   func(s *ledger.Service) error
@@ -129,52 +135,67 @@ func TestServiceValidatesBeforeTheStore(t *testing.T) {
 		err    error
 	}{
 		{"valid account", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "CC-1.a_b", "BRL", "cliente")
+			_, _, err := s.OpenAccount(ctx, "CC-1.a_b", "BRL", "cliente", false)
 			return err
 		}, nil, nil},
 		{"32-character id", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz012345", "BRL", "cliente")
+			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz012345", "BRL", "cliente", false)
 			return err
 		}, nil, nil},
 		{"33-character id", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz0123456", "BRL", "cliente")
+			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz0123456", "BRL", "cliente", false)
 			return err
 		}, []string{"id"}, nil},
-		{"empty id", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "", "BRL", "cliente"); return err }, []string{"id"}, nil},
+		{"empty id", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "", "BRL", "cliente", false)
+			return err
+		}, []string{"id"}, nil},
 		{"reserved prefix", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "__FUNDING__X", "BRL", "cliente")
+			_, _, err := s.OpenAccount(ctx, "__FUNDING__X", "BRL", "cliente", false)
 			return err
 		}, []string{"id"}, nil},
-		{"currency", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRLL", "cliente"); return err }, []string{"moeda"}, nil},
-		{"both", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A B", "br", "cliente"); return err }, []string{"id", "moeda"}, nil},
-		{"empty titular", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRL", ""); return err }, []string{"titular"}, nil},
+		{"currency", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "A", "BRLL", "cliente", false)
+			return err
+		}, []string{"moeda"}, nil},
+		{"both", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "A B", "br", "cliente", false)
+			return err
+		}, []string{"id", "moeda"}, nil},
+		{"empty titular", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRL", "", false); return err }, []string{"titular"}, nil},
 		{"255-byte titular", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 255))
+			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 255), false)
 			return err
 		}, nil, nil},
 		{"256-byte titular", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 256))
+			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 256), false)
 			return err
 		}, []string{"titular"}, nil},
-		{"deposit of 1", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 1, "cliente"); return err }, nil, nil},
-		{"deposit of 10^15", func(s *ledger.Service) error {
-			_, _, err := s.Deposit(ctx, uuid.New(), "A", 1e15, "cliente")
+		{"deposit of 1", func(s *ledger.Service) error {
+			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 1, ClientID: "cliente"})
 			return err
 		}, nil, nil},
-		{"deposit of 0", func(s *ledger.Service) error { _, _, err := s.Deposit(ctx, uuid.New(), "A", 0, "cliente"); return err }, []string{"valorEmCentavos"}, nil},
+		{"deposit of 10^15", func(s *ledger.Service) error {
+			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 1e15, ClientID: "cliente"})
+			return err
+		}, nil, nil},
+		{"deposit of 0", func(s *ledger.Service) error {
+			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 0, ClientID: "cliente"})
+			return err
+		}, []string{"valorEmCentavos"}, nil},
 		{"deposit above 10^15", func(s *ledger.Service) error {
-			_, _, err := s.Deposit(ctx, uuid.New(), "A", 1e15+1, "cliente")
+			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 1e15 + 1, ClientID: "cliente"})
 			return err
 		},
 			[]string{"valorEmCentavos"}, nil},
 		{"deposit to a malformed id", func(s *ledger.Service) error {
-			_, _, err := s.Deposit(ctx, uuid.New(), "a b", 1, "cliente")
+			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "a b", AmountCents: 1, ClientID: "cliente"})
 			return err
 		},
 			nil, ledger.ErrAccountNotFound},
-		{"page of 200", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 200); return err }, nil, nil},
-		{"page of 201", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 201); return err }, []string{"limite"}, nil},
-		{"page of 0", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 0); return err }, []string{"limite"}, nil},
+		{"page of 200", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 200, reader); return err }, nil, nil},
+		{"page of 201", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 201, reader); return err }, []string{"limite"}, nil},
+		{"page of 0", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 0, reader); return err }, []string{"limite"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,6 +217,51 @@ func TestServiceValidatesBeforeTheStore(t *testing.T) {
 				t.Errorf("store called = %v, want %v", store.called, wantCall)
 			}
 		})
+	}
+}
+
+// A deposit above the configured ceiling is refused with a *CeilingError
+// before the store sees it; at the ceiling it goes through.
+func TestServiceRefusesDepositsAboveTheCeiling(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := &stubStore{}
+	s := ledger.NewService(store, ledger.Rules{MaxDepositCents: 1_000}, time.Now)
+	_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 1_001, ClientID: "c"})
+	var ce *ledger.CeilingError
+	if !errors.As(err, &ce) || ce.MaxCents != 1_000 || store.called {
+		t.Fatalf("deposit of 1001 over a ceiling of 1000: err %v, store called %v; want a CeilingError of 1000 and no call", err, store.called)
+	}
+	if _, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 1_000, ClientID: "c"}); err != nil || !store.called {
+		t.Fatalf("deposit at the ceiling: err %v, store called %v", err, store.called)
+	}
+	if got := ledger.NewService(store, ledger.Rules{}, time.Now).MaxDepositCents(); got != ledger.MaxAmountCents {
+		t.Errorf("ceiling of Rules{} = %d, want %d", got, int64(ledger.MaxAmountCents))
+	}
+}
+
+// A client reads only the accounts whose titular it is; an operator every
+// account; nobody but an operator an account without a titular.
+func TestReaderSees(t *testing.T) {
+	t.Parallel()
+	ana := ledger.Account{ID: "A", Holder: "ana"}
+	orphan := ledger.Account{ID: "B"}
+	tests := []struct {
+		reader  ledger.Reader
+		account ledger.Account
+		want    bool
+	}{
+		{ledger.Reader{Client: "ana"}, ana, true},
+		{ledger.Reader{Client: "bruno"}, ana, false},
+		{ledger.Reader{Client: "bruno", Operator: true}, ana, true},
+		{ledger.Reader{}, orphan, false},
+		{ledger.Reader{Client: "ana"}, orphan, false},
+		{ledger.Reader{Operator: true}, orphan, true},
+	}
+	for _, tc := range tests {
+		if got := tc.reader.Sees(tc.account); got != tc.want {
+			t.Errorf("%+v sees %+v = %v, want %v", tc.reader, tc.account, got, tc.want)
+		}
 	}
 }
 

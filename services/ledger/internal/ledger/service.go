@@ -2,11 +2,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/validate"
 )
@@ -75,11 +74,14 @@ func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, err
 const MaxHolderLen = 255
 
 // OpenAccount creates a customer account of holder, or finds it when it
-// exists with the same currency and holder (created false). Returns
-// *ValidationError for a bad id (shape, or the reserved funding prefix),
-// currency or holder (empty or longer than MaxHolderLen),
-// ErrCurrencyConflict and ErrHolderConflict.
-func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string) (Account, bool, error) {
+// exists with the same currency and holder (created false). An existing
+// account without a titular (opened before ownership) takes holder when
+// operator is true: only an operator assigns it one, since a client that
+// could would then debit it. Returns *ValidationError for a bad id (shape,
+// or the reserved funding prefix), currency or holder (empty or longer
+// than MaxHolderLen), ErrCurrencyConflict, ErrHolderConflict and, for a
+// caller who is not an operator, ErrNoTitular.
+func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string, operator bool) (Account, bool, error) {
 	var fields []FieldError
 	switch {
 	case !ValidAccountID(id):
@@ -96,40 +98,87 @@ func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string) 
 	if len(fields) > 0 {
 		return Account{}, false, &ValidationError{Fields: fields}
 	}
-	return s.store.CreateAccount(ctx, id, currency, holder)
+	a, created, err := s.store.CreateAccount(ctx, id, currency, holder)
+	if errors.Is(err, ErrNoTitular) && operator {
+		a, err = s.store.ClaimAccount(ctx, id, currency, holder)
+	}
+	return a, created, err
 }
 
-// Deposit credits amountCents to accountID from the funding account, once
-// per key, recording client as its author. Returns *ValidationError for an
-// amount outside 1..10^15, and the errors of Store.Deposit.
-func (s *Service) Deposit(ctx context.Context, key uuid.UUID, accountID string, amountCents int64, client string) (Deposit, bool, error) {
-	if !validate.AmountCents(amountCents) {
+// CeilingError is a deposit over the configured ceiling of one deposit.
+type CeilingError struct {
+	// MaxCents is the ceiling.
+	MaxCents int64
+}
+
+func (e *CeilingError) Error() string {
+	return fmt.Sprintf("a deposit may carry at most %d cents", e.MaxCents)
+}
+
+// MaxDepositCents is the ceiling of one deposit.
+func (s *Service) MaxDepositCents() int64 {
+	if s.rules.MaxDepositCents <= 0 {
+		return MaxAmountCents
+	}
+	return s.rules.MaxDepositCents
+}
+
+// Deposit credits req's amount to its account from the funding account,
+// once per key, recording its client and request id. Returns
+// *ValidationError for an amount outside 1..10^15, *CeilingError for one
+// above MaxDepositCents (nothing is written), and the errors of
+// Store.Deposit. The ceiling is checked before the key is looked up: a
+// replay of a deposit above a ceiling lowered since is refused too.
+func (s *Service) Deposit(ctx context.Context, req DepositRequest) (Deposit, bool, error) {
+	if !validate.AmountCents(req.AmountCents) {
 		return Deposit{}, false, &ValidationError{Fields: []FieldError{{Field: "valorEmCentavos", Message: validate.AmountRule}}}
 	}
-	if !ValidAccountID(accountID) {
+	if ceiling := s.MaxDepositCents(); req.AmountCents > ceiling {
+		return Deposit{}, false, &CeilingError{MaxCents: ceiling}
+	}
+	if !ValidAccountID(req.AccountID) {
 		return Deposit{}, false, ErrAccountNotFound
 	}
-	return s.store.Deposit(ctx, key, accountID, amountCents, client)
+	return s.store.Deposit(ctx, req)
 }
 
-// Account returns the account. Returns ErrAccountNotFound.
-func (s *Service) Account(ctx context.Context, id string) (Account, error) {
+// Deposits returns up to limit of the newest deposits, newest first.
+// Returns *ValidationError for a limit outside 1..MaxPageSize.
+func (s *Service) Deposits(ctx context.Context, limit int) ([]Deposit, error) {
+	if limit < 1 || limit > MaxPageSize {
+		return nil, &ValidationError{Fields: []FieldError{{Field: "limite", Message: fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
+	}
+	return s.store.Deposits(ctx, limit)
+}
+
+// Account returns the account, if r may read it. Returns
+// ErrAccountNotFound for an unknown account and for one r may not read,
+// so that a client learns nothing of the accounts of others, not even
+// that they exist.
+func (s *Service) Account(ctx context.Context, id string, r Reader) (Account, error) {
 	if !ValidAccountID(id) {
 		return Account{}, ErrAccountNotFound
 	}
-	return s.store.Account(ctx, id)
+	a, err := s.store.Account(ctx, id)
+	if err != nil {
+		return Account{}, err
+	}
+	if !r.Sees(a) {
+		return Account{}, ErrAccountNotFound
+	}
+	return a, nil
 }
 
 // Postings returns up to limit postings of the account older than the
 // posting id before (0: from the newest), newest first, and whether older
-// ones remain. Returns *ValidationError for a limit outside 1..MaxPageSize,
-// and ErrAccountNotFound.
-func (s *Service) Postings(ctx context.Context, accountID string, before int64, limit int) ([]Posting, bool, error) {
+// ones remain, if r may read the account. Returns *ValidationError for a
+// limit outside 1..MaxPageSize, and ErrAccountNotFound as Account does.
+func (s *Service) Postings(ctx context.Context, accountID string, before int64, limit int, r Reader) ([]Posting, bool, error) {
 	if limit < 1 || limit > MaxPageSize {
 		return nil, false, &ValidationError{Fields: []FieldError{{Field: "limite", Message: fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
 	}
-	if !ValidAccountID(accountID) {
-		return nil, false, ErrAccountNotFound
+	if _, err := s.Account(ctx, accountID, r); err != nil {
+		return nil, false, err
 	}
 	if before <= 0 {
 		before = 1<<63 - 1

@@ -40,14 +40,14 @@ func BenchmarkSettlement(b *testing.B) {
 		if _, _, err := s.CreateAccount(ctx, ids[i], "BRL", ledgertest.Client); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := s.Deposit(ctx, uuid.New(), ids[i], 1_000_000_000_000, ledgertest.Client); err != nil {
+		if _, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: ids[i], AmountCents: 1_000_000_000_000, ClientID: ledgertest.Client}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	if _, _, err := s.CreateAccount(ctx, "HOT", "BRL", ledgertest.Client); err != nil {
 		b.Fatal(err)
 	}
-	if _, _, err := s.Deposit(ctx, uuid.New(), "HOT", ledger.MaxAmountCents, ledgertest.Client); err != nil {
+	if _, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "HOT", AmountCents: ledger.MaxAmountCents, ClientID: ledgertest.Client}); err != nil {
 		b.Fatal(err)
 	}
 

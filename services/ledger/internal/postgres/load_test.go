@@ -189,7 +189,7 @@ func TestConservationUnderConcurrentLoad(t *testing.T) {
 						deposits = append(deposits, req)
 					}
 					mu.Unlock()
-					d, replayed, err := svc.Deposit(ctx, req.key, req.account.id, req.amount, ledgertest.Client)
+					d, replayed, err := svc.Deposit(ctx, ledger.DepositRequest{ID: req.key, AccountID: req.account.id, AmountCents: req.amount, ClientID: ledgertest.Client})
 					if err != nil {
 						fail(err)
 						return
@@ -328,7 +328,7 @@ func TestConcurrentDepositsNeverDeadlock(t *testing.T) {
 				if w%3 == 0 {
 					_, err = settleVia(context.Background(), svc, []ledger.Transfer{transfer("HOT", "OTHER", 1, "BRL")})
 				} else {
-					_, _, err = s.Deposit(context.Background(), uuid.New(), "HOT", 1, ledgertest.Client)
+					_, _, err = s.Deposit(context.Background(), ledger.DepositRequest{ID: uuid.New(), AccountID: "HOT", AmountCents: 1, ClientID: ledgertest.Client})
 				}
 				if err != nil {
 					errs <- err

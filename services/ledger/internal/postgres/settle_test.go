@@ -47,7 +47,7 @@ func open(tb testing.TB, s *postgres.Store, id, currency string, balance int64) 
 		// A key derived from the account, so that two databases set up
 		// alike hold the same rows.
 		key := uuid.NewSHA1(uuid.NameSpaceOID, []byte("initial deposit "+id))
-		if _, _, err := s.Deposit(ctx, key, id, balance, ledgertest.Client); err != nil {
+		if _, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: key, AccountID: id, AmountCents: balance, ClientID: ledgertest.Client}); err != nil {
 			tb.Fatalf("deposit %d into %s: %v", balance, id, err)
 		}
 	}
@@ -55,7 +55,7 @@ func open(tb testing.TB, s *postgres.Store, id, currency string, balance int64) 
 
 func deposit(tb testing.TB, s *postgres.Store, id string, cents int64) {
 	tb.Helper()
-	if _, _, err := s.Deposit(context.Background(), uuid.New(), id, cents, ledgertest.Client); err != nil {
+	if _, _, err := s.Deposit(context.Background(), ledger.DepositRequest{ID: uuid.New(), AccountID: id, AmountCents: cents, ClientID: ledgertest.Client}); err != nil {
 		tb.Fatalf("deposit %d into %s: %v", cents, id, err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/outbox"
@@ -70,11 +69,15 @@ UPDATE account SET holder = $2 WHERE id = $1 AND holder IS NULL AND NOT funding
 RETURNING id, currency, balance_cents, coalesce(holder, ''), funding, created_at`
 
 	insertDepositSQL = `
-INSERT INTO deposit (id, account_id, amount_cents, balance_after_cents, client_id) VALUES ($1, $2, $3, 0, $4)
+INSERT INTO deposit (id, account_id, currency, amount_cents, balance_after_cents, client_id, request_id)
+VALUES ($1, $2, $3, $4, 0, $5, nullif($6, ''))
 ON CONFLICT (id) DO NOTHING`
 
-	depositSQL = `
-SELECT id, account_id, amount_cents, balance_after_cents, coalesce(client_id, ''), created_at FROM deposit WHERE id = $1`
+	depositColumns = `id, account_id, currency, amount_cents, balance_after_cents, coalesce(client_id, ''), coalesce(request_id, ''), created_at`
+
+	depositSQL = `SELECT ` + depositColumns + ` FROM deposit WHERE id = $1`
+
+	depositsSQL = `SELECT ` + depositColumns + ` FROM deposit ORDER BY created_at DESC, id DESC LIMIT $1`
 
 	lockAccountsSQL = `
 SELECT id, currency, balance_cents, coalesce(holder, ''), funding FROM account
@@ -123,23 +126,52 @@ func (s *Store) CreateAccount(ctx context.Context, id, currency, holder string) 
 		if a, err = scanAccount(tx.QueryRow(ctx, accountSQL, id)); err != nil {
 			return fmt.Errorf("read account %s: %w", id, err)
 		}
-		if a.Currency != currency {
-			return ledger.ErrCurrencyConflict
-		}
-		if a.Holder == "" && !a.Funding {
-			if a, err = scanAccount(tx.QueryRow(ctx, claimHolderSQL, id, holder)); err != nil {
-				return fmt.Errorf("set titular of account %s: %w", id, err)
-			}
-		}
-		if a.Holder != holder {
-			return ledger.ErrHolderConflict
-		}
-		return nil
+		return checkExisting(a, currency, holder)
 	})
 	if err != nil {
 		return ledger.Account{}, false, err
 	}
 	return a, created, nil
+}
+
+// checkExisting is the answer to opening a that exists already: nil when
+// it has currency and holder.
+func checkExisting(a ledger.Account, currency, holder string) error {
+	switch {
+	case a.Currency != currency:
+		return ledger.ErrCurrencyConflict
+	case a.Holder == "" && !a.Funding:
+		return ledger.ErrNoTitular
+	case a.Holder != holder:
+		return ledger.ErrHolderConflict
+	}
+	return nil
+}
+
+// ClaimAccount implements ledger.Store.
+func (s *Store) ClaimAccount(ctx context.Context, id, currency, holder string) (ledger.Account, error) {
+	var a ledger.Account
+	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAccount(tx.QueryRow(ctx, accountSQL+" FOR UPDATE", id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ledger.ErrAccountNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("read account %s: %w", id, err)
+		}
+		if err := checkExisting(a, currency, holder); !errors.Is(err, ledger.ErrNoTitular) {
+			return err
+		}
+		if a, err = scanAccount(tx.QueryRow(ctx, claimHolderSQL, id, holder)); err != nil {
+			return fmt.Errorf("set titular of account %s: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return ledger.Account{}, err
+	}
+	return a, nil
 }
 
 // Account implements ledger.Store.
@@ -159,7 +191,8 @@ func (s *Store) Account(ctx context.Context, id string) (ledger.Account, error) 
 // the deposit id (a concurrent request with the same key waited on the
 // locks and now replays), writes the two postings and both balances, and
 // stores the balance after, which a replay returns.
-func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amount int64, client string) (ledger.Deposit, bool, error) {
+func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.Deposit, bool, error) {
+	id, accountID, amount, client := req.ID, req.AccountID, req.AmountCents, req.ClientID
 	var (
 		d        ledger.Deposit
 		replayed bool
@@ -194,7 +227,7 @@ func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amo
 		}
 		// Claim the deposit id: a request with the same key that got the
 		// locks first has committed by now, and this one replays it.
-		tag, err := tx.Exec(ctx, insertDepositSQL, id, accountID, amount, client)
+		tag, err := tx.Exec(ctx, insertDepositSQL, id, accountID, a.Currency, amount, client, req.RequestID)
 		if err != nil {
 			return fmt.Errorf("claim deposit %s: %w", id, err)
 		}
@@ -218,7 +251,8 @@ func (s *Store) Deposit(ctx context.Context, id uuid.UUID, accountID string, amo
 		if err := tx.QueryRow(ctx, creditSQL, accountID, amount).Scan(&after); err != nil {
 			return mapOverflow(fmt.Errorf("credit account %s: %w", accountID, err))
 		}
-		d = ledger.Deposit{ID: id, AccountID: accountID, AmountCents: amount, BalanceAfterCents: after, ClientID: client}
+		d = ledger.Deposit{ID: id, AccountID: accountID, Currency: a.Currency, AmountCents: amount, BalanceAfterCents: after,
+			ClientID: client, RequestID: req.RequestID}
 		if err := tx.QueryRow(ctx, finishDepositSQL, id, after).Scan(&d.CreatedAt); err != nil {
 			return fmt.Errorf("record deposit %s: %w", id, err)
 		}
@@ -283,6 +317,27 @@ func scanAccount(row pgx.Row) (ledger.Account, error) {
 
 func scanDeposit(row pgx.Row) (ledger.Deposit, error) {
 	var d ledger.Deposit
-	err := row.Scan(&d.ID, &d.AccountID, &d.AmountCents, &d.BalanceAfterCents, &d.ClientID, &d.CreatedAt)
+	err := row.Scan(&d.ID, &d.AccountID, &d.Currency, &d.AmountCents, &d.BalanceAfterCents, &d.ClientID, &d.RequestID, &d.CreatedAt)
 	return d, err
+}
+
+// Deposits implements ledger.Store.
+func (s *Store) Deposits(ctx context.Context, limit int) ([]ledger.Deposit, error) {
+	rows, err := s.db.Query(ctx, depositsSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list deposits: %w", err)
+	}
+	defer rows.Close()
+	var out []ledger.Deposit
+	for rows.Next() {
+		d, err := scanDeposit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan deposit: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list deposits: %w", err)
+	}
+	return out, nil
 }

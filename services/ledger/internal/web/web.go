@@ -1,5 +1,6 @@
 // Package web is the ledger's HTTP API (CONTRACTS.md section 2): open
-// accounts, deposit from the funding account, read balances and postings.
+// accounts, deposit from the funding account, read balances and postings,
+// and list deposits for operators.
 // Errors are problem+json through pkg/httpapi.
 package web
 
@@ -41,14 +42,15 @@ func New(svc *ledger.Service, log *slog.Logger) *Handler {
 	return &Handler{svc: svc, log: log}
 }
 
-// Table is the accounts API's route table: each route with the scope it
-// needs (CONTRACTS.md section 8).
+// Table is the accounts API's route table, with the operator listing of
+// deposits: each route with the scope it needs (CONTRACTS.md section 8).
 func (h *Handler) Table() []auth.Route {
 	return []auth.Route{
 		{Method: http.MethodPost, Pattern: "/contas", Scope: auth.ScopeAccountsAdmin, Handler: h.openAccount},
 		{Method: http.MethodGet, Pattern: "/contas/{id}", Scope: auth.ScopeAccountsRead + " " + auth.ScopeOperations, Handler: h.account},
-		{Method: http.MethodPost, Pattern: "/contas/{id}/depositos", Scope: auth.ScopeAccountsAdmin, Handler: h.deposit},
+		{Method: http.MethodPost, Pattern: "/contas/{id}/depositos", Scope: auth.ScopeAccountsDeposit, Handler: h.deposit},
 		{Method: http.MethodGet, Pattern: "/contas/{id}/lancamentos", Scope: auth.ScopeAccountsRead + " " + auth.ScopeOperations, Handler: h.postings},
+		{Method: http.MethodGet, Pattern: "/ops/depositos", Scope: auth.ScopeOperations, Handler: h.deposits},
 	}
 }
 
@@ -132,7 +134,7 @@ func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.P
 	if req.Holder != nil {
 		holder = *req.Holder
 	}
-	a, created, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency, holder)
+	a, created, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency, holder, p.Operator())
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -151,7 +153,7 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	a, err := h.svc.Account(r.Context(), id)
+	a, err := h.svc.Account(r.Context(), id, reader(r))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -184,7 +186,8 @@ func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Princ
 		h.fail(w, r, err)
 		return
 	}
-	d, replayed, err := h.svc.Deposit(r.Context(), key, id, req.AmountCents, p.Subject)
+	d, replayed, err := h.svc.Deposit(r.Context(), ledger.DepositRequest{ID: key, AccountID: id, AmountCents: req.AmountCents,
+		ClientID: p.Subject, RequestID: httpapi.RequestIDFrom(r.Context())})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -224,7 +227,7 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ps, more, err := h.svc.Postings(r.Context(), id, before, limit)
+	ps, more, err := h.svc.Postings(r.Context(), id, before, limit, reader(r))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -265,6 +268,14 @@ func decodeCursor(s string) (int64, error) {
 	return id, nil
 }
 
+// reader is the caller of r as a reader of accounts; a request without a
+// principal (which the scope check in front of every route refuses) reads
+// nothing.
+func reader(r *http.Request) ledger.Reader {
+	p, _ := auth.FromContext(r.Context())
+	return ledger.Reader{Client: p.Subject, Operator: p.Operator()}
+}
+
 func accountResponse(a ledger.Account) AccountResponse {
 	return AccountResponse{ID: a.ID, Currency: a.Currency, BalanceCents: a.BalanceCents, Holder: a.Holder}
 }
@@ -272,7 +283,10 @@ func accountResponse(a ledger.Account) AccountResponse {
 // fail maps domain errors to the suite's error kinds; anything else is a
 // 500 whose cause is logged, not shown.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ve *ledger.ValidationError
+	var (
+		ve *ledger.ValidationError
+		ce *ledger.CeilingError
+	)
 	switch {
 	case errors.As(err, &ve):
 		fields := make([]httpapi.FieldError, len(ve.Fields))
@@ -286,6 +300,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another currency")
 	case errors.Is(err, ledger.ErrHolderConflict):
 		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another titular")
+	case errors.Is(err, ledger.ErrNoTitular):
+		err = httpapi.Errorf(httpapi.KindConflict, "the account exists without a titular; only an operator can give it one")
+	case errors.As(err, &ce):
+		err = &httpapi.Error{Kind: httpapi.KindDepositCeiling, Detail: "the deposit is above the ceiling of one deposit",
+			Fields: []httpapi.FieldError{{Field: "valorEmCentavos", Message: fmt.Sprintf("must be at most %d", ce.MaxCents)}}}
 	case errors.Is(err, ledger.ErrKeyReused):
 		err = httpapi.Errorf(httpapi.KindKeyReused, "this %s was used for another deposit", HeaderIdempotencyKey)
 	case errors.Is(err, ledger.ErrFundingAccount):

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,13 +39,26 @@ type api struct {
 // authentication middleware does with a verified token.
 const headerClient = "X-Test-Client"
 
+// headerScopes names the scopes of a test request's principal, separated
+// by spaces; absent: clientScopes.
+const headerScopes = "X-Test-Scopes"
+
 // noClient as the X-Test-Client value sends the request without a
 // principal.
 const noClient = "-"
 
-// asClient puts a principal with the accounts scopes into the request
-// context: the client of X-Test-Client, ledgertest.Client by default, none
-// for noClient.
+// clientScopes are the scopes of a test request's principal unless
+// X-Test-Scopes says otherwise: the accounts scopes, operacoes not among
+// them.
+var clientScopes = []string{auth.ScopeAccountsAdmin, auth.ScopeAccountsDeposit, auth.ScopeAccountsRead}
+
+// operator are the headers of a request by an operator ("ops", scopes
+// contas:admin, contas:ler and operacoes).
+var operator = []string{headerClient, "ops", headerScopes, auth.ScopeAccountsAdmin + " " + auth.ScopeAccountsRead + " " + auth.ScopeOperations}
+
+// asClient puts a principal into the request context: the client of
+// X-Test-Client, ledgertest.Client by default, none for noClient, with
+// the scopes of X-Test-Scopes or clientScopes.
 func asClient(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		client := r.Header.Get(headerClient)
@@ -55,7 +69,11 @@ func asClient(next http.Handler) http.Handler {
 		case "":
 			client = ledgertest.Client
 		}
-		p := auth.Principal{Subject: client, Scopes: []string{auth.ScopeAccountsAdmin, auth.ScopeAccountsRead}}
+		scopes := clientScopes
+		if v := r.Header.Get(headerScopes); v != "" {
+			scopes = strings.Fields(v)
+		}
+		p := auth.Principal{Subject: client, Scopes: scopes}
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
 }
@@ -343,7 +361,7 @@ func TestDeposit(t *testing.T) {
 	// escaped id's) and the 10^15 one moved money.
 	got := map[string]any{}
 	for _, id := range []string{"CC-001", "CC-002", "__FUNDING__BRL"} {
-		r := a.do(t, "GET", "/contas/"+id, "")
+		r := a.do(t, "GET", "/contas/"+id, "", operator...)
 		got[id] = r.body["saldoEmCentavos"]
 	}
 	want := map[string]any{"CC-001": 100012.0, "CC-002": 1e15, "__FUNDING__BRL": -(1e15 + 100012)}
@@ -399,7 +417,7 @@ func TestGetAccount(t *testing.T) {
 		want   map[string]any
 	}{
 		{"/contas/CC-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client}},
-		{"/contas/__FUNDING__BRL", 200, map[string]any{"id": "__FUNDING__BRL", "moeda": "BRL", "saldoEmCentavos": -42.0}},
+		{"/contas/__FUNDING__BRL", 404, nil}, // no titular: operators only
 		{"/contas/%43C-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client}},
 		{"/contas/%43%43%2D001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client}},
 		{"/contas/CC-404", 404, nil},
@@ -422,6 +440,10 @@ func TestGetAccount(t *testing.T) {
 				t.Errorf("body mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+	r := a.do(t, "GET", "/contas/__FUNDING__BRL", "", operator...)
+	if diff := cmp.Diff(map[string]any{"id": "__FUNDING__BRL", "moeda": "BRL", "saldoEmCentavos": -42.0}, r.body); r.status != 200 || diff != "" {
+		t.Errorf("the funding account read by an operator: %d, mismatch (-want +got):\n%s", r.status, diff)
 	}
 }
 
@@ -568,30 +590,162 @@ func TestOpenAccountWithoutPrincipalIs401(t *testing.T) {
 	}
 }
 
-// An account opened before ownership existed has no titular: re-opening it
-// with the same currency gives it one, once; the titular never changes.
-func TestReopenGivesALegacyAccountItsTitularOnce(t *testing.T) {
+// An account opened before ownership existed has no titular: only an
+// operator gives it one (re-opening it with a titular), once; a client's
+// attempt is a 409 that changes nothing; the titular never changes.
+func TestOnlyAnOperatorGivesALegacyAccountItsTitular(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t)
 	ctx := context.Background()
 	if _, err := a.db.Exec(ctx, `INSERT INTO account (id, currency) VALUES ('CC-OLD', 'BRL')`); err != nil {
 		t.Fatal(err)
 	}
-	if r := a.do(t, "GET", "/contas/CC-OLD", ""); r.status != 200 || r.body["titular"] != nil {
-		t.Fatalf("legacy account: %d %s, want 200 without titular", r.status, r.rawBody)
+	holder := func() *string {
+		t.Helper()
+		var h *string
+		if err := a.db.QueryRow(ctx, `SELECT holder FROM account WHERE id = 'CC-OLD'`).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
 	}
-	r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"BRL","titular":"ana"}`)
+	if r := a.do(t, "GET", "/contas/CC-OLD", "", operator...); r.status != 200 || r.body["titular"] != nil {
+		t.Fatalf("legacy account read by an operator: %d %s, want 200 without titular", r.status, r.rawBody)
+	}
+	if r := a.do(t, "GET", "/contas/CC-OLD", ""); r.status != http.StatusNotFound {
+		t.Errorf("legacy account read by a client: %d %s, want 404", r.status, r.rawBody)
+	}
+	for _, body := range []string{`{"id":"CC-OLD","moeda":"BRL"}`, `{"id":"CC-OLD","moeda":"BRL","titular":"` + ledgertest.Client + `"}`,
+		`{"id":"CC-OLD","moeda":"BRL","titular":"ana"}`} {
+		r := a.do(t, "POST", "/contas", body)
+		if r.status != http.StatusConflict || problemType(t, r) != "conflict" {
+			t.Errorf("claim by a client with %s: %d %s, want a 409 conflict", body, r.status, r.rawBody)
+		}
+		if h := holder(); h != nil {
+			t.Fatalf("a client's claim set the titular to %q", *h)
+		}
+	}
+	r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"BRL","titular":"ana"}`, operator...)
 	if r.status != http.StatusOK || r.body["titular"] != "ana" {
-		t.Fatalf("re-open with a titular: %d %s, want 200 with titular ana", r.status, r.rawBody)
+		t.Fatalf("an operator's claim for ana: %d %s, want 200 with titular ana", r.status, r.rawBody)
 	}
-	if r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"BRL","titular":"bruno"}`); r.status != http.StatusConflict {
+	if r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"BRL","titular":"ana"}`, operator...); r.status != http.StatusOK {
+		t.Errorf("the same claim again: %d %s, want 200", r.status, r.rawBody)
+	}
+	if r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"BRL","titular":"bruno"}`, operator...); r.status != http.StatusConflict {
 		t.Errorf("re-open with another titular: %d %s, want 409", r.status, r.rawBody)
+	}
+	if r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"USD","titular":"ana"}`, operator...); r.status != http.StatusConflict {
+		t.Errorf("re-open in another currency: %d %s, want 409", r.status, r.rawBody)
 	}
 	if _, err := a.db.Exec(ctx, `UPDATE account SET holder = 'bruno' WHERE id = 'CC-OLD'`); err == nil {
 		t.Error("the schema let a titular change")
 	}
-	if r := a.do(t, "GET", "/contas/CC-OLD", ""); r.body["titular"] != "ana" {
-		t.Errorf("titular after the attempts = %v, want ana", r.body["titular"])
+	if h := holder(); h == nil || *h != "ana" {
+		t.Errorf("titular after the attempts = %v, want ana", h)
+	}
+}
+
+// An account and its postings answer only its titular and operators: any
+// other client gets the very problem an unknown account gets (only the
+// instance, the path asked, and the request id differ).
+func TestAccountsArePrivate(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	a.do(t, "POST", "/contas", `{"id":"CC-ANA","moeda":"BRL","titular":"ana"}`)
+	a.do(t, "POST", "/contas/CC-ANA/depositos", `{"valorEmCentavos":42}`, "Idempotency-Key", uuid.NewString())
+	ana := []string{headerClient, "ana"}
+	bruno := []string{headerClient, "bruno"}
+	scrub := func(r response, path string) map[string]any {
+		t.Helper()
+		if r.body["instance"] != path {
+			t.Errorf("instance = %v, want %s", r.body["instance"], path)
+		}
+		m := maps.Clone(r.body)
+		delete(m, "instance")
+		delete(m, "requestId")
+		return m
+	}
+	for _, sub := range []string{"", "/lancamentos", "/lancamentos?limite=5"} {
+		t.Run("GET /contas/{id}"+sub, func(t *testing.T) {
+			if r := a.do(t, "GET", "/contas/CC-ANA"+sub, "", ana...); r.status != http.StatusOK {
+				t.Errorf("the titular: %d %s, want 200", r.status, r.rawBody)
+			}
+			if r := a.do(t, "GET", "/contas/CC-ANA"+sub, "", operator...); r.status != http.StatusOK {
+				t.Errorf("an operator: %d %s, want 200", r.status, r.rawBody)
+			}
+			other := a.do(t, "GET", "/contas/CC-ANA"+sub, "", bruno...)
+			unknown := a.do(t, "GET", "/contas/CC-NONE"+sub, "", bruno...)
+			if other.status != http.StatusNotFound || unknown.status != http.StatusNotFound {
+				t.Fatalf("another client: %d %s; unknown: %d %s; want 404 both", other.status, other.rawBody, unknown.status, unknown.rawBody)
+			}
+			path := func(id string) string { p, _, _ := strings.Cut("/contas/"+id+sub, "?"); return p }
+			if diff := cmp.Diff(scrub(unknown, path("CC-NONE")), scrub(other, path("CC-ANA"))); diff != "" {
+				t.Errorf("another client's account vs an unknown one (-unknown +other):\n%s", diff)
+			}
+			if diff := cmp.Diff(unknown.header.Values("Content-Type"), other.header.Values("Content-Type")); diff != "" {
+				t.Errorf("Content-Type differs (-unknown +other):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Each deposit is recorded with its client, request id, account, currency
+// and amount, and GET /ops/depositos lists them, newest first, for
+// operators only.
+func TestDepositsAreRecordedAndListed(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	a.do(t, "POST", "/contas", `{"id":"CC-USD","moeda":"USD"}`)
+	keys := []string{uuid.NewString(), uuid.NewString()}
+	for i, key := range keys {
+		r := a.do(t, "POST", "/contas/CC-USD/depositos", `{"valorEmCentavos":`+itoa(int64(100+i))+`}`,
+			"Idempotency-Key", key, headerClient, "tesouraria", "X-Request-Id", "req-"+itoa(int64(i)))
+		if r.status != http.StatusCreated {
+			t.Fatalf("deposit: %d %s", r.status, r.rawBody)
+		}
+	}
+	var row []any
+	var client, request, account, currency string
+	var cents int64
+	if err := a.db.QueryRow(context.Background(), `SELECT client_id, request_id, account_id, currency, amount_cents FROM deposit WHERE id = $1`,
+		keys[0]).Scan(&client, &request, &account, &currency, &cents); err != nil {
+		t.Fatal(err)
+	}
+	row = append(row, client, request, account, currency, cents)
+	if diff := cmp.Diff([]any{"tesouraria", "req-0", "CC-USD", "USD", int64(100)}, row); diff != "" {
+		t.Errorf("deposit row mismatch (-want +got):\n%s", diff)
+	}
+
+	r := a.do(t, "GET", "/ops/depositos?limite=10", "", operator...)
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /ops/depositos: %d %s", r.status, r.rawBody)
+	}
+	var got []map[string]any
+	for _, it := range r.body["itens"].([]any) {
+		m := it.(map[string]any)
+		if _, err := time.Parse(time.RFC3339Nano, m["criadoEm"].(string)); err != nil {
+			t.Errorf("criadoEm: %v", err)
+		}
+		delete(m, "criadoEm")
+		got = append(got, m)
+	}
+	want := []map[string]any{
+		{"id": keys[1], "contaId": "CC-USD", "moeda": "USD", "valorEmCentavos": 101.0, "cliente": "tesouraria", "requestId": "req-1"},
+		{"id": keys[0], "contaId": "CC-USD", "moeda": "USD", "valorEmCentavos": 100.0, "cliente": "tesouraria", "requestId": "req-0"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listing mismatch (-want +got):\n%s", diff)
+	}
+	if r := a.do(t, "GET", "/ops/depositos?limite=1", "", operator...); len(r.body["itens"].([]any)) != 1 {
+		t.Errorf("limite=1: %s", r.rawBody)
+	}
+	for q, want := range map[string]string{"limite=0": "validation-failed", "limite=201": "validation-failed", "limite=x": "malformed-request"} {
+		if r := a.do(t, "GET", "/ops/depositos?"+q, "", operator...); problemType(t, r) != want {
+			t.Errorf("%s: %d %s, want %s", q, r.status, r.rawBody, want)
+		}
+	}
+	if r := a.do(t, "GET", "/ops/depositos", ""); r.status != http.StatusForbidden {
+		t.Errorf("GET /ops/depositos without operacoes: %d, want 403", r.status)
 	}
 }
 

@@ -41,7 +41,7 @@ func devAuth(getenv func(string) string, stdout io.Writer) (func(string) string,
 	}, nil
 }
 
-// demoTokens gives the demo the tokens of its two clients, signed with the
+// demoTokens gives the demo the tokens of its three clients, signed with the
 // key in keyFile for the configured (or development) issuer and audience.
 func demoTokens(d *suite.Demo, keyFile string, getenv func(string) string) error {
 	k, err := auth.ReadSigningKey(keyFile)
@@ -58,7 +58,10 @@ func demoTokens(d *suite.Demo, keyFile string, getenv func(string) string) error
 	if d.Token, err = sign(suite.DemoClient, suite.DemoScopes); err != nil {
 		return err
 	}
-	d.ReaderToken, err = sign(suite.ReaderClient, suite.ReaderScopes)
+	if d.ReaderToken, err = sign(suite.ReaderClient, suite.ReaderScopes); err != nil {
+		return err
+	}
+	d.MinterToken, err = sign(suite.MinterClient, suite.MinterScopes)
 	return err
 }
 

@@ -126,4 +126,5 @@ func maxTokenLifetime(getenv func(string) string) (time.Duration, error) {
 }
 
 // allScopes are the scopes of CONTRACTS.md section 8.
-var allScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin, auth.ScopeAccountsRead, auth.ScopeOperations}
+var allScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin,
+	auth.ScopeAccountsDeposit, auth.ScopeAccountsRead, auth.ScopeOperations}

@@ -1,0 +1,50 @@
+package ui
+
+import (
+	"net/http"
+	"time"
+)
+
+// depositsPage is the ledger's GET /ops/depositos.
+type depositsPage struct {
+	Itens []struct {
+		ID              string    `json:"id"`
+		ContaID         string    `json:"contaId"`
+		Moeda           string    `json:"moeda"`
+		ValorEmCentavos int64     `json:"valorEmCentavos"`
+		Cliente         string    `json:"cliente"`
+		RequestID       string    `json:"requestId"`
+		CriadoEm        time.Time `json:"criadoEm"`
+	} `json:"itens"`
+}
+
+// DepositsPage is the Deposits page: the newest deposits (minting), who
+// made each and in which request, or nil when the ledger could not answer.
+type DepositsPage struct {
+	Deposits *depositsPage
+}
+
+// depositsShown is how many deposits the page lists.
+const depositsShown = "100"
+
+// deposits renders the newest deposits from the ledger's operator listing.
+func (s *Server) deposits(w http.ResponseWriter, r *http.Request, sess *session) {
+	f := s.fetcher(r.Context(), sess)
+	var page depositsPage
+	var found bool
+	f.get(s.cfg.Ledger, "/ops/depositos?limite="+depositsShown, &page, &found)
+	down := f.wait()
+	if f.signedOut {
+		s.upstreamFailed(w, r, sess, errSignedOut)
+		return
+	}
+	if len(f.other) > 0 {
+		s.upstreamFailed(w, r, sess, f.other[0])
+		return
+	}
+	var data DepositsPage
+	if found {
+		data.Deposits = &page
+	}
+	s.render(w, r, sess, http.StatusOK, "deposits", "Deposits", down, data)
+}
