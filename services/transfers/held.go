@@ -74,17 +74,21 @@ func (s heldStore) ApplyResults(ctx context.Context, rs []transfer.Result) ([]tr
 // heldGaugeLoop sets m.Pending from count every interval until ctx ends,
 // the way the outbox relay refreshes its gauges. It returns nil.
 func heldGaugeLoop(ctx context.Context, count func(context.Context) (int64, error), m *HeldMetrics, interval time.Duration, log *slog.Logger) error {
-	refresh := func() {
-		n, err := count(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.WarnContext(ctx, "count held results failed", "err", err)
-			}
-			return
-		}
-		m.Pending.Set(float64(n))
-	}
+	refresh := func() { refreshHeld(ctx, count, m, log) }
 	refresh()
 	periodic.Every(ctx, periodic.Fixed(interval), refresh)
 	return nil
+}
+
+// refreshHeld sets m.Pending from count once; a failure keeps the last
+// value.
+func refreshHeld(ctx context.Context, count func(context.Context) (int64, error), m *HeldMetrics, log *slog.Logger) {
+	n, err := count(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.WarnContext(ctx, "count held results failed", "err", err)
+		}
+		return
+	}
+	m.Pending.Set(float64(n))
 }
