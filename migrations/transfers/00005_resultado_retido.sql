@@ -14,8 +14,9 @@ CREATE TABLE resultado_retido (
     transferencia_id UUID         NOT NULL,
     status           VARCHAR(20)  NOT NULL CHECK (status IN ('LIQUIDADA', 'REJEITADA')),
     motivo           VARCHAR(255) CHECK ((status = 'REJEITADA') = (motivo IS NOT NULL)),
-    -- The record's value as received.
-    payload          JSONB        NOT NULL,
+    -- The record's value as received, byte for byte (JSON the projection
+    -- decoded; text, not jsonb, so that no value Go accepts is refused here).
+    payload          TEXT         NOT NULL,
     recebido_em      TIMESTAMPTZ  NOT NULL DEFAULT now(),
     -- NULL while held; APLICADO once projected onto the transfer,
     -- DESCARTADO when an operator dropped it.

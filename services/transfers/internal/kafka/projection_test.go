@@ -306,6 +306,30 @@ func TestProjectionHoldsUnknownTransfer(t *testing.T) {
 	}
 }
 
+// TestProjectionHoldsAnyDecodablePayload: a result is held whatever its
+// payload holds that the decoder accepts (unknown fields, a \u0000 escape,
+// bytes that are not UTF-8), never retried for ever.
+func TestProjectionHoldsAnyDecodablePayload(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for i, extra := range []string{`"\u0000"`, "\"\xff\xfe\"", `{"nested":[1,2]}`} {
+		msg := func() kafkago.Message {
+			return kafkago.Message{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` +
+				uuid.NewString() + `","ocorridoEm":"2026-12-01T10:00:00Z","extra":` + extra + `}`)}
+		}
+		if err := f.proj.Handle(ctx, msg()); err != nil {
+			t.Fatalf("payload %d: Handle = %v, want it held", i, err)
+		}
+		if err := f.proj.HandleBatch(ctx, []kafkago.Message{msg()}); err != nil {
+			t.Fatalf("payload %d: HandleBatch = %v, want it held", i, err)
+		}
+	}
+	if n, err := f.store.CountHeld(ctx); err != nil || n != 6 {
+		t.Errorf("CountHeld = %d, %v; want 6", n, err)
+	}
+}
+
 // TestProjectionHoldIsAtomicWithTheInboxMark: when the held row cannot be
 // written, the event is not marked either, so that the consumer loop's
 // retry holds it then; nothing is lost in between.

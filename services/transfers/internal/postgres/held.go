@@ -15,7 +15,7 @@ import (
 // heldColumns are a held result's columns with those of the transfer that
 // has its id now, if any (LEFT JOIN transferencia AS t).
 const heldColumns = `
-r.evento_id, r.tipo, r.transferencia_id, r.status, COALESCE(r.motivo, ''), r.payload::text, r.recebido_em,
+r.evento_id, r.tipo, r.transferencia_id, r.status, COALESCE(r.motivo, ''), r.payload, r.recebido_em,
 COALESCE(r.resolucao, ''), r.resolvido_em, COALESCE(r.resolvido_por, ''), COALESCE(r.motivo_resolucao, ''),
 t.id IS NOT NULL, COALESCE(t.conta_origem, ''), COALESCE(t.conta_destino, ''), COALESCE(t.valor_centavos, 0),
 COALESCE(t.moeda, ''), COALESCE(t.status, ''), COALESCE(t.motivo_rejeicao, ''), COALESCE(t.cliente_id, ''),

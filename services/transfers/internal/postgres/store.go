@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -188,7 +189,7 @@ WITH moved AS (
     RETURNING id
 ), held AS (
     INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload)
-    SELECT $4, $5, $1, $2, $3, $6::text::jsonb
+    SELECT $4, $5, $1, $2, $3, $6
     WHERE NOT EXISTS (SELECT 1 FROM transferencia WHERE id = $1)
     ON CONFLICT (evento_id) DO NOTHING
     RETURNING evento_id
@@ -251,7 +252,7 @@ WITH input AS (
     RETURNING f.event_id
 ), held AS (
     INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload)
-    SELECT i.event_id, i.type, i.transfer_id, i.status, NULLIF(i.reason, ''), i.payload::jsonb
+    SELECT i.event_id, i.type, i.transfer_id, i.status, NULLIF(i.reason, ''), i.payload
     FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
     WHERE NOT EXISTS (SELECT 1 FROM transferencia AS t WHERE t.id = i.transfer_id)
     ORDER BY i.n
@@ -318,12 +319,14 @@ func heldType(r transfer.Result) string {
 }
 
 // heldPayload is the value kept with a held result: the record's JSON, or
-// null when the caller has none.
+// null when the caller has none. Bytes that are not UTF-8 (which Go's JSON
+// decoder lets through) become U+FFFD, since a text column refuses them
+// and the result must be held whatever its payload.
 func heldPayload(r transfer.Result) string {
 	if len(r.Payload) == 0 {
 		return "null"
 	}
-	return string(r.Payload)
+	return strings.ToValidUTF8(string(r.Payload), "\uFFFD")
 }
 
 // lockKey folds a key into the 64-bit advisory lock space. Two keys that
