@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -525,6 +526,99 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		}
 	})
 
+	t.Run("held result applied only to the transfer the ledger settled", func(t *testing.T) {
+		// Two transfers settle; a failover then loses their rows (here a
+		// DELETE) and a result arrives for each, which the projection
+		// holds. The clients retry with the same keys: one with the body
+		// the ledger settled, one with another amount.
+		same, other := transfer(t, s, rich, dest, 2_000), transfer(t, s, rich, dest, 3_000)
+		if same.Status != "LIQUIDADA" || other.Status != "LIQUIDADA" {
+			t.Fatalf("transfers = %s, %s; want LIQUIDADA", same.Status, other.Status)
+		}
+		if _, err := s.Transfers.DB.Exec(t.Context(), `DELETE FROM transferencia WHERE id = ANY($1::uuid[])`, []string{same.ID, other.ID}); err != nil {
+			t.Fatal(err)
+		}
+		w := broker.NewWriter(broker.Config{Brokers: s.Brokers}, 100)
+		defer w.Close()
+		evSame, evOther := uuid.New(), uuid.New()
+		for id, ev := range map[string]uuid.UUID{same.ID: evSame, other.ID: evOther} {
+			b, err := json.Marshal(events.Settled{EventID: ev, TransferID: uuid.MustParse(id), OccurredAt: time.Now().UTC()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.WriteMessages(t.Context(), kafka.Message{Topic: s.Topics.Settled, Key: []byte(rich), Value: b,
+				Headers: []kafka.Header{{Key: events.HeaderEventType, Value: []byte(events.TypeSettled)}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		poll.Until(t, 30*time.Second, "both results held", func() (bool, string) {
+			var n int
+			if err := s.Transfers.DB.QueryRow(t.Context(), `SELECT count(*) FROM resultado_retido WHERE evento_id = ANY($1::uuid[])`,
+				[]string{evSame.String(), evOther.String()}).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n == 2, fmt.Sprintf("%d held", n)
+		})
+		for id, cents := range map[string]int64{same.ID: 2_000, other.ID: 9_999} {
+			r, err := s.PostTransfer(t.Context(), id, e2e.TransferRequest{From: rich, To: dest, AmountCents: cents, Currency: "BRL"})
+			if err != nil || r.Status != http.StatusAccepted {
+				t.Fatalf("retry POST = %v %v", r.Status, err)
+			}
+		}
+		e.run(t, "open held results", chromedp.Navigate(e.url+"/held"), chromedp.WaitVisible(chromedp.CSS("#held")))
+		if got := e.text(t, "#held-"+evSame.String()+" .check"); got != "same transfer" {
+			t.Errorf("check of the same transfer = %q", got)
+		}
+		if got := e.text(t, "#held-"+evOther.String()+" .check"); !strings.Contains(got, "amount: 9999 here, 3000 in the ledger") {
+			t.Errorf("check of the other transfer = %q, want the amounts named", got)
+		}
+		applies := value(t, e, "apply links", chromedp.Evaluate[int](`document.querySelectorAll('#held-`+evOther.String()+` a.apply').length`))
+		if applies != 0 {
+			t.Errorf("the other transfer's row offers Apply")
+		}
+		e.screenshot(t, "held.png")
+
+		e.run(t, "apply", chromedp.Click(chromedp.CSS(`#held-`+evSame.String()+` a.apply`)), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+		if got := e.text(t, "#ledger-record"); !strings.Contains(got, "20.00 BRL") {
+			t.Errorf("confirmation's ledger record = %q", got)
+		}
+		e.run(t, "confirm apply", chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS(".message")))
+		if got := e.text(t, ".message"); !strings.Contains(got, "applied") {
+			t.Fatalf("after applying: %q", got)
+		}
+		if st := s.Transfer(t, same.ID).Status; st != "LIQUIDADA" {
+			t.Errorf("the retried transfer is %s after the apply, want LIQUIDADA", st)
+		}
+
+		// Applying the other one is refused by the page and, with a form
+		// forged from a discard page's CSRF token, by the transfers
+		// service: it stays PENDENTE and held.
+		e.run(t, "apply the other", chromedp.Navigate(e.url+"/actions/held?do=apply&id="+evOther.String()), chromedp.WaitVisible(chromedp.CSS(".message")))
+		if got := e.text(t, ".message"); !strings.Contains(got, "cannot be applied") {
+			t.Errorf("apply page of the other transfer: %q", got)
+		}
+		e.run(t, "discard page", chromedp.Navigate(e.url+"/actions/held?do=discard&id="+evOther.String()), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+		csrf := value(t, e, "csrf", chromedp.Value(chromedp.CSS(`main input[name=csrf]`)))
+		status, body := postForm(t, e.httpClient(t, true), e.url+"/actions/held-apply", url.Values{"csrf": {csrf}, "id": {evOther.String()}})
+		if status != http.StatusConflict || !strings.Contains(body, "valorEmCentavos") {
+			t.Errorf("forged apply of the other = %d, want 409 naming valorEmCentavos:\n%s", status, body)
+		}
+		if st := s.Transfer(t, other.ID).Status; st != "PENDENTE" {
+			t.Errorf("the transfer of another amount is %s, want PENDENTE", st)
+		}
+		e.run(t, "discard page again", chromedp.Navigate(e.url+"/actions/held?do=discard&id="+evOther.String()), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+		e.run(t, "confirm discard", chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS(".message")))
+		if got := e.text(t, ".message"); !strings.Contains(got, "discarded") {
+			t.Errorf("after discarding: %q", got)
+		}
+		e.run(t, "held results again", chromedp.Navigate(e.url+"/held"), chromedp.WaitVisible(chromedp.CSS("#held-none")))
+		for _, action := range []string{"console.held_apply", "console.held_discard"} {
+			if !strings.Contains(logs.String(), `"action":"`+action+`","client":"ana"`) {
+				t.Errorf("no %s audit line naming the operator", action)
+			}
+		}
+	})
+
 	t.Run("no session or a bad CSRF token changes nothing", func(t *testing.T) {
 		before := requeueAudits(t, s)
 		ev := uuid.NewString()
@@ -560,7 +654,7 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 			return err == nil && strings.HasSuffix(loc, "/transfers/"+settled.ID), loc
 		})
 		// Every visible input of every page has a label.
-		for _, page := range []string{"/find", "/transfers/" + settled.ID, "/accounts/" + rich, "/backlogs", "/deposits"} {
+		for _, page := range []string{"/find", "/transfers/" + settled.ID, "/accounts/" + rich, "/backlogs", "/deposits", "/held"} {
 			e.run(t, "open "+page, chromedp.Navigate(e.url+page), chromedp.WaitReady(chromedp.CSS("main h1")))
 			unlabelled := value(t, e, "labels", chromedp.Evaluate[[]string](`[...document.querySelectorAll('input:not([type=hidden]), textarea, select')].filter(i => i.labels.length === 0).map(i => i.name)`))
 			if len(unlabelled) > 0 {

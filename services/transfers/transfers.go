@@ -44,6 +44,10 @@ const DefaultHTTPAddr = ":8080"
 //go:embed openapi.yaml
 var OpenAPI []byte
 
+// heldGaugeInterval is how often transfers_results_held is read from the
+// table.
+const heldGaugeInterval = 10 * time.Second
+
 // projectionBatchMax is the most results of one partition the projection
 // applies in one statement.
 const projectionBatchMax = 100
@@ -100,8 +104,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	inb := inbox.New(base.DB, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(base.Registry))
 	store := postgres.NewStore(base.DB, base.Outbox, inb, cfg.ClaimTimeout)
-	svc := transfer.NewService(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), cfg.Topics.Requested)
-	mount(base.Router, svc, opsRoutes(base, base.Log), base.Log)
+	held := NewHeldMetrics(base.Registry)
+	svc := transfer.NewService(meterHeld(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), held), cfg.Topics.Requested)
+	mount(base.Router, svc, opsRoutes(base, store, base.Log), base.Log)
 	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
 	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.BlockingRetries)
 	// The results of one partition fetched together are applied in one
@@ -115,6 +120,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
 		func(ctx context.Context) error {
 			return inbox.CleanupLoop(ctx, base.DB, retention, time.Minute, base.Log)
+		},
+		func(ctx context.Context) error {
+			return heldGaugeLoop(ctx, store.CountHeld, held, heldGaugeInterval, base.Log)
 		})
 }
 
@@ -126,10 +134,10 @@ func mount(r chi.Router, svc *transfer.Service, ops []auth.Route, log *slog.Logg
 }
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox
-// ones and the transfers' own; base may be nil (a test's router).
-func opsRoutes(base *platform.Base, log *slog.Logger) []auth.Route {
+// ones and the transfers' own; base and store may be nil (a test's router).
+func opsRoutes(base *platform.Base, store *postgres.Store, log *slog.Logger) []auth.Route {
 	if base == nil {
-		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
+		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, nil, log)...)
 	}
-	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(base.DB, log)...)
+	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(base.DB, store, log)...)
 }

@@ -68,6 +68,8 @@ var serviceFamilies = map[string][]family{
 		{"transfers_idempotent_replays_total", counter, nil},
 		{"transfers_idempotency_conflicts_total", counter, []string{"reason"}},
 		{"inbox_duplicates_total", counter, []string{"consumer"}},
+		{"transfers_results_held_total", counter, nil},
+		{"transfers_results_held", gauge, nil},
 	},
 	"ledger": {
 		{"ledger_settlements_total", counter, []string{"reason", "result"}},

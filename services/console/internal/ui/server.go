@@ -79,7 +79,7 @@ func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
 		s.oidc = newOIDCFlow(cfg.OIDC)
 	}
 	funcs := template.FuncMap{"clock": clock, "money": money}
-	for _, page := range []string{"signin", "signedin", "find", "journey", "account", "backlogs", "deposits", "confirm", "replay", "message"} {
+	for _, page := range []string{"signin", "signedin", "find", "journey", "account", "backlogs", "deposits", "confirm", "replay", "message", "held", "heldconfirm"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -116,6 +116,10 @@ func (s *Server) Mount(r chi.Router) {
 		r.Post("/actions/requeue", s.signedIn(s.action("console.requeue", s.requeue)))
 		r.Get("/actions/replay", s.signedIn(s.confirmReplay))
 		r.Post("/actions/replay", s.signedIn(s.action("console.replay", s.replay)))
+		r.Get("/held", s.signedIn(s.held))
+		r.Get("/actions/held", s.signedIn(s.confirmHeld))
+		r.Post("/actions/held-apply", s.signedIn(s.action("console.held_apply", s.resolveHeld(true))))
+		r.Post("/actions/held-discard", s.signedIn(s.action("console.held_discard", s.resolveHeld(false))))
 	})
 }
 

@@ -33,10 +33,14 @@ type opsDecision struct {
 }
 
 type opsSettlement struct {
-	Resultado    string `json:"resultado"`
-	Motivo       string `json:"motivo"`
-	ProcessadaEm string `json:"processadaEm"`
-	Lancamentos  []struct {
+	Resultado       string `json:"resultado"`
+	Motivo          string `json:"motivo"`
+	ContaOrigem     string `json:"contaOrigem"`
+	ContaDestino    string `json:"contaDestino"`
+	ValorEmCentavos int64  `json:"valorEmCentavos"`
+	Moeda           string `json:"moeda"`
+	ProcessadaEm    string `json:"processadaEm"`
+	Lancamentos     []struct {
 		Conta           string `json:"conta"`
 		Direcao         string `json:"direcao"`
 		ValorEmCentavos int64  `json:"valorEmCentavos"`

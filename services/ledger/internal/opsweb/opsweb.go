@@ -1,7 +1,8 @@
 // Package opsweb is the ledger's operator read endpoint (scope operacoes):
-// how one transfer was settled or rejected, with its postings and each
-// account's balance right after its posting, for the console's journey
-// page. It only reads.
+// how one transfer was settled or rejected, what it was asked to move
+// (accounts, amount, currency), with its postings and each account's
+// balance right after its posting, for the console's journey page and its
+// check of a result the transfers service held. It only reads.
 package opsweb
 
 import (
@@ -20,9 +21,17 @@ import (
 
 // Settlement is the body of GET /ops/liquidacoes/{id}.
 type Settlement struct {
-	TransferenciaID string    `json:"transferenciaId"`
-	Resultado       string    `json:"resultado"`
-	Motivo          string    `json:"motivo,omitempty"`
+	TransferenciaID string `json:"transferenciaId"`
+	Resultado       string `json:"resultado"`
+	Motivo          string `json:"motivo,omitempty"`
+	// ContaOrigem, ContaDestino, ValorEmCentavos and Moeda are what the
+	// TransferenciaAnalisada asked the ledger to move, as received: results
+	// carry no amount, so this is what tells a transfer recreated under the
+	// same id from the one decided here.
+	ContaOrigem     string    `json:"contaOrigem"`
+	ContaDestino    string    `json:"contaDestino"`
+	ValorEmCentavos int64     `json:"valorEmCentavos"`
+	Moeda           string    `json:"moeda"`
 	ProcessadaEm    string    `json:"processadaEm"`
 	Lancamentos     []Posting `json:"lancamentos"`
 }
@@ -38,7 +47,8 @@ type Posting struct {
 }
 
 const processedSQL = `
-SELECT result, COALESCE(reason, ''), processed_at FROM processed_transfer WHERE transfer_id = $1`
+SELECT result, COALESCE(reason, ''), source_account, dest_account, amount_cents, currency, processed_at
+FROM processed_transfer WHERE transfer_id = $1`
 
 // postingsSQL computes each side's balance after it as the sum of the
 // account's postings up to it (postings of one account are numbered in
@@ -61,7 +71,7 @@ func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
 			}
 			s := Settlement{TransferenciaID: id.String(), Lancamentos: []Posting{}}
 			var at time.Time
-			err = db.QueryRow(r.Context(), processedSQL, id).Scan(&s.Resultado, &s.Motivo, &at)
+			err = db.QueryRow(r.Context(), processedSQL, id).Scan(&s.Resultado, &s.Motivo, &s.ContaOrigem, &s.ContaDestino, &s.ValorEmCentavos, &s.Moeda, &at)
 			if errors.Is(err, pgx.ErrNoRows) {
 				httpapi.WriteError(w, r, log, httpapi.Errorf(httpapi.KindNotFound, "the ledger has not processed this transfer"))
 				return

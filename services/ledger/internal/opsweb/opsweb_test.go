@@ -21,7 +21,8 @@ import (
 
 // TestSettlementWithBalancesAfter: the settlement of a transfer lists its
 // two postings with each account's balance right after it, not the
-// balance now; a rejection has no postings; bad ids are refused.
+// balance now; a rejection has no postings; each says what it was asked
+// to move; bad ids are refused.
 func TestSettlementWithBalancesAfter(t *testing.T) {
 	t.Parallel()
 	db, err := postgres.Open(t.Context(), pgtest.NewDSN(t, migrations.ForService("ledger")...), 4)
@@ -87,6 +88,13 @@ VALUES ($1, 'REJEITADA', 'SALDO_INSUFICIENTE', 'CC-A', 'CC-B', 9999, 'BRL', $2)`
 		code, s := get("/ops/liquidacoes/" + tc.id.String())
 		if code != http.StatusOK || s.Resultado != tc.result {
 			t.Errorf("%s: %d %s, want 200 %s", tc.name, code, s.Resultado, tc.result)
+		}
+		amount := int64(300)
+		if tc.id == rejected {
+			amount = 9999
+		}
+		if s.ContaOrigem != "CC-A" || s.ContaDestino != "CC-B" || s.ValorEmCentavos != amount || s.Moeda != "BRL" {
+			t.Errorf("%s: asked %s -> %s %d %s, want CC-A -> CC-B %d BRL", tc.name, s.ContaOrigem, s.ContaDestino, s.ValorEmCentavos, s.Moeda, amount)
 		}
 		if diff := cmp.Diff(tc.postings, s.Lancamentos, ignore); diff != "" {
 			t.Errorf("%s: postings mismatch (-want +got):\n%s", tc.name, diff)

@@ -1,6 +1,7 @@
 // Package kafka is the transfers service's Kafka adapter: the projection
 // that reads settlement results (TransferenciaLiquidada,
-// TransferenciaRejeitada) and moves transfers out of PENDENTE.
+// TransferenciaRejeitada) and moves transfers out of PENDENTE, or holds a
+// result whose transfer it does not know for an operator.
 package kafka
 
 import (
@@ -47,11 +48,11 @@ func (p *Projection) Handle(ctx context.Context, m kafka.Message) error {
 	if err != nil {
 		return err
 	}
-	changed, err := p.svc.ApplyResult(ctx, r)
+	out, err := p.svc.ApplyResult(ctx, r)
 	if err != nil {
 		return err
 	}
-	p.logResult(ctx, r, changed)
+	p.logResult(ctx, r, out)
 	return nil
 }
 
@@ -69,12 +70,12 @@ func (p *Projection) HandleBatch(ctx context.Context, ms []kafka.Message) error 
 		}
 		rs[i] = r
 	}
-	changed, err := p.svc.ApplyResults(ctx, rs)
+	out, err := p.svc.ApplyResults(ctx, rs)
 	if err != nil {
 		return err
 	}
 	for i, r := range rs {
-		p.logResult(ctx, r, changed[i])
+		p.logResult(ctx, r, out[i])
 	}
 	return nil
 }
@@ -86,7 +87,8 @@ func (p *Projection) decode(m kafka.Message) (transfer.Result, error) {
 		if err := events.Decode(m.Value, &ev); err != nil {
 			return transfer.Result{}, fmt.Errorf("decode %s: %w", events.TypeSettled, err)
 		}
-		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusSettled}, nil
+		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusSettled,
+			Type: events.TypeSettled, Payload: m.Value}, nil
 	case p.rejected:
 		var ev events.Rejected
 		if err := events.Decode(m.Value, &ev); err != nil {
@@ -95,17 +97,23 @@ func (p *Projection) decode(m kafka.Message) (transfer.Result, error) {
 		if !reasonRE.MatchString(ev.Reason) {
 			return transfer.Result{}, consumer.Permanent(fmt.Errorf("%w: motivo is not a reason code", events.ErrMalformed))
 		}
-		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusRejected, Reason: ev.Reason}, nil
+		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusRejected, Reason: ev.Reason,
+			Type: events.TypeRejected, Payload: m.Value}, nil
 	default:
 		return transfer.Result{}, consumer.Permanent(fmt.Errorf("projection: unexpected topic %q", m.Topic))
 	}
 }
 
-func (p *Projection) logResult(ctx context.Context, r transfer.Result, changed bool) {
-	if changed {
+func (p *Projection) logResult(ctx context.Context, r transfer.Result, out transfer.Outcome) {
+	switch out {
+	case transfer.Moved:
 		p.log.InfoContext(ctx, "transfer result projected", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
-	} else {
-		// A duplicate, a late result or a transfer this service does not know.
+	case transfer.Held:
+		// No transfer has this id: kept in resultado_retido for an
+		// operator (transfers_results_held, the console's Held results).
+		p.log.WarnContext(ctx, "transfer result held: unknown transfer", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
+	default:
+		// A duplicate, or a late result for a transfer already final.
 		p.log.DebugContext(ctx, "transfer result changed nothing", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -27,9 +28,10 @@ import (
 var topics = events.DefaultTopics.WithSuffix(".test")
 
 type fixture struct {
-	db   *pg.DB
-	svc  *transfer.Service
-	proj *kafka.Projection
+	db    *pg.DB
+	store *postgres.Store
+	svc   *transfer.Service
+	proj  *kafka.Projection
 }
 
 func newFixture(t *testing.T) fixture {
@@ -37,7 +39,7 @@ func newFixture(t *testing.T) fixture {
 	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService("transfers")...))
 	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, kafka.Group, nil), 0)
 	svc := transfer.NewService(store, topics.Requested)
-	return fixture{db: db, svc: svc, proj: kafka.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
+	return fixture{db: db, store: store, svc: svc, proj: kafka.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
 }
 
 func (f fixture) pending(t *testing.T) uuid.UUID {
@@ -205,17 +207,165 @@ func TestProjectionPoison(t *testing.T) {
 	}
 }
 
-// TestProjectionUnknownTransfer: a result for a transfer this service does
-// not have changes nothing and is not an error (no endless retries).
-func TestProjectionUnknownTransfer(t *testing.T) {
+// TestProjectionHoldsUnknownTransfer: a result for a transfer this
+// service does not have is not an error (no endless retries) and is not
+// dropped: it is held with its event's id, type, transfer id and payload,
+// and its event is marked in the inbox once; a redelivery, one by one or
+// in a batch, holds nothing more. A result for a known transfer is never
+// held, even when it changes nothing.
+func TestProjectionHoldsUnknownTransfer(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one by one", true: "batch"}[batch], func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := context.Background()
+			lostS, lostR, known := uuid.New(), uuid.New(), f.pending(t)
+			evS, evR, evK := uuid.New(), uuid.New(), uuid.New()
+			ms := []kafkago.Message{
+				record(t, topics.Settled, settled(lostS, evS)),
+				record(t, topics.Rejected, rejected(lostR, evR, events.ReasonInsufficientFunds)),
+				record(t, topics.Settled, settled(known, evK)),
+			}
+			deliver := func() {
+				t.Helper()
+				if batch {
+					if err := f.proj.HandleBatch(ctx, ms); err != nil {
+						t.Fatalf("HandleBatch = %v, want nil", err)
+					}
+					return
+				}
+				for _, m := range ms {
+					if err := f.proj.Handle(ctx, m); err != nil {
+						t.Fatalf("Handle = %v, want nil", err)
+					}
+				}
+			}
+			deliver()
+			deliver() // a redelivery
+			// The known transfer's result, redelivered once it is final,
+			// changes nothing and is not held either.
+			if err := f.proj.Handle(ctx, record(t, topics.Rejected, rejected(known, uuid.New(), events.ReasonBlockedByAntifraud))); err != nil {
+				t.Fatal(err)
+			}
+
+			type held struct {
+				EventID, TransferID uuid.UUID
+				Type                string
+				Status              transfer.Status
+				Reason              string
+				Payload             map[string]any
+			}
+			payload := func(m kafkago.Message) map[string]any {
+				var v map[string]any
+				if err := json.Unmarshal(m.Value, &v); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			want := []held{
+				{evS, lostS, events.TypeSettled, transfer.StatusSettled, "", payload(ms[0])},
+				{evR, lostR, events.TypeRejected, transfer.StatusRejected, events.ReasonInsufficientFunds, payload(ms[1])},
+			}
+			hs, err := f.store.ListHeld(ctx, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []held
+			for _, h := range hs {
+				if h.Transfer != nil || h.Resolution != "" || h.ReceivedAt.IsZero() {
+					t.Errorf("held %s: transfer %v, resolution %q, received %v; want none, none, set", h.EventID, h.Transfer, h.Resolution, h.ReceivedAt)
+				}
+				var p map[string]any
+				if err := json.Unmarshal(h.Payload, &p); err != nil {
+					t.Fatalf("held payload %q: %v", h.Payload, err)
+				}
+				got = append(got, held{h.EventID, h.TransferID, h.Type, h.Status, h.Reason, p})
+			}
+			sortHeld := cmpopts.SortSlices(func(a, b held) bool { return a.EventID.String() < b.EventID.String() })
+			if diff := cmp.Diff(want, got, sortHeld); diff != "" {
+				t.Errorf("held results mismatch (-want +got):\n%s", diff)
+			}
+			var rows, marks int
+			if err := f.db.QueryRow(ctx, `SELECT count(*) FROM resultado_retido`).Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.db.QueryRow(ctx, `SELECT count(*) FROM inbox_event WHERE event_id = ANY($1)`, []uuid.UUID{evS, evR}).Scan(&marks); err != nil {
+				t.Fatal(err)
+			}
+			if rows != 2 || marks != 2 {
+				t.Errorf("%d held rows and %d inbox marks of their events, want 2 and 2", rows, marks)
+			}
+			if n, err := f.store.CountHeld(ctx); err != nil || n != 2 {
+				t.Errorf("CountHeld = %d, %v; want 2", n, err)
+			}
+			if _, err := f.svc.Get(ctx, lostS, operator); !errors.Is(err, transfer.ErrNotFound) {
+				t.Fatalf("Get unknown = %v, want ErrNotFound (holding creates no transfer)", err)
+			}
+		})
+	}
+}
+
+// TestProjectionHoldsAnyDecodablePayload: a result is held whatever its
+// payload holds that the decoder accepts (unknown fields, a \u0000 escape,
+// bytes that are not UTF-8), never retried for ever.
+func TestProjectionHoldsAnyDecodablePayload(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	if err := f.proj.Handle(context.Background(), record(t, topics.Settled, settled(uuid.New(), uuid.New()))); err != nil {
-		t.Fatalf("Handle = %v, want nil", err)
+	ctx := context.Background()
+	for i, extra := range []string{`"\u0000"`, "\"\xff\xfe\"", `{"nested":[1,2]}`} {
+		msg := func() kafkago.Message {
+			return kafkago.Message{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` +
+				uuid.NewString() + `","ocorridoEm":"2026-12-01T10:00:00Z","extra":` + extra + `}`)}
+		}
+		if err := f.proj.Handle(ctx, msg()); err != nil {
+			t.Fatalf("payload %d: Handle = %v, want it held", i, err)
+		}
+		if err := f.proj.HandleBatch(ctx, []kafkago.Message{msg()}); err != nil {
+			t.Fatalf("payload %d: HandleBatch = %v, want it held", i, err)
+		}
 	}
-	_, err := f.svc.Get(context.Background(), uuid.New(), operator)
-	if !errors.Is(err, transfer.ErrNotFound) {
-		t.Fatalf("Get unknown = %v, want ErrNotFound", err)
+	if n, err := f.store.CountHeld(ctx); err != nil || n != 6 {
+		t.Errorf("CountHeld = %d, %v; want 6", n, err)
+	}
+}
+
+// TestProjectionHoldIsAtomicWithTheInboxMark: when the held row cannot be
+// written, the event is not marked either, so that the consumer loop's
+// retry holds it then; nothing is lost in between.
+func TestProjectionHoldIsAtomicWithTheInboxMark(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.db.Exec(ctx, `
+CREATE FUNCTION refuse_held() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'refused'; END $$;
+CREATE TRIGGER refuse_held BEFORE INSERT ON resultado_retido FOR EACH ROW EXECUTE FUNCTION refuse_held();`); err != nil {
+		t.Fatal(err)
+	}
+	ev := uuid.New()
+	m := record(t, topics.Settled, settled(uuid.New(), ev))
+	if err := f.proj.Handle(ctx, m); err == nil {
+		t.Fatal("Handle succeeded although the held row was refused")
+	}
+	if err := f.proj.HandleBatch(ctx, []kafkago.Message{m}); err == nil {
+		t.Fatal("HandleBatch succeeded although the held row was refused")
+	}
+	var marks int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM inbox_event WHERE event_id = $1`, ev).Scan(&marks); err != nil {
+		t.Fatal(err)
+	}
+	if marks != 0 {
+		t.Fatalf("%d inbox marks after a refused hold, want 0", marks)
+	}
+	if _, err := f.db.Exec(ctx, `DROP TRIGGER refuse_held ON resultado_retido`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.proj.Handle(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.store.CountHeld(ctx); err != nil || n != 1 {
+		t.Errorf("CountHeld after the retry = %d, %v; want 1", n, err)
 	}
 }
 

@@ -1,6 +1,8 @@
-// Package opsweb is the transfers service's operator read endpoints (scope
-// operacoes), for the console: one transfer with its client, and an
-// account's transfers, newest first, in pages. It only reads.
+// Package opsweb is the transfers service's operator endpoints (scope
+// operacoes), for the console: one transfer with its client, an account's
+// transfers, newest first, in pages, and the results held because their
+// transfer was unknown, which an operator applies (against the ledger's
+// record of the transfer) or discards, audited.
 package opsweb
 
 import (
@@ -70,13 +72,13 @@ SELECT ` + columns + ` FROM (
       ORDER BY criada_em DESC, id DESC LIMIT $4)
 ) t ORDER BY criada_em DESC, id DESC LIMIT $4`
 
-// Routes returns the transfers service's operator routes on db.
-func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
+// Routes returns the transfers service's operator routes on db and held.
+func Routes(db *pg.DB, held HeldStore, log *slog.Logger) []auth.Route {
 	h := &handler{db: db, log: log}
-	return []auth.Route{
+	return append([]auth.Route{
 		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}", Scope: auth.ScopeOperations, Handler: h.byID},
 		{Method: http.MethodGet, Pattern: "/ops/contas/{id}/transferencias", Scope: auth.ScopeOperations, Handler: h.byAccount},
-	}
+	}, heldRoutes(held, log)...)
 }
 
 type handler struct {

@@ -54,7 +54,7 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
 		})
 	})
-	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(db, slog.New(slog.DiscardHandler)))
+	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(db, nil, slog.New(slog.DiscardHandler)))
 	get := func(path string, out any) int {
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))

@@ -1,7 +1,7 @@
 // Package postgres is the transfers service's PostgreSQL adapter: it stores
 // transfers with their idempotency records, writes their events to the
 // outbox in the same transaction, and projects settlement results through
-// the inbox.
+// the inbox, holding the results whose transfer it does not have.
 package postgres
 
 import (
@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
@@ -176,44 +178,63 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error
 }
 
 // applySQL is the seed's projection: a result lands only on a PENDENTE
-// transfer. atualizada_em never goes below criada_em, whatever the clocks.
+// transfer; atualizada_em never goes below criada_em, whatever the clocks.
+// A result whose transfer does not exist is held instead of dropped (a
+// held row already there for the event is kept as it is).
 const applySQL = `
-UPDATE transferencia
-SET status = $2, motivo_rejeicao = $3, atualizada_em = greatest(now(), criada_em)
-WHERE id = $1 AND status = 'PENDENTE'`
+WITH moved AS (
+    UPDATE transferencia
+    SET status = $2, motivo_rejeicao = $3, atualizada_em = greatest(now(), criada_em)
+    WHERE id = $1 AND status = 'PENDENTE'
+    RETURNING id
+), held AS (
+    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload)
+    SELECT $4, $5, $1, $2, $3, $6
+    WHERE NOT EXISTS (SELECT 1 FROM transferencia WHERE id = $1)
+    ON CONFLICT (evento_id) DO NOTHING
+    RETURNING evento_id
+)
+SELECT EXISTS (SELECT 1 FROM moved), EXISTS (SELECT 1 FROM held)`
 
 // ApplyResult implements transfer.Store. The event id is recorded in the
-// inbox in the same transaction as the update.
-func (s *Store) ApplyResult(ctx context.Context, r transfer.Result) (bool, error) {
-	var changed bool
+// inbox in the same transaction as the update or the held row.
+func (s *Store) ApplyResult(ctx context.Context, r transfer.Result) (transfer.Outcome, error) {
+	var out transfer.Outcome
 	var reason *string
 	if r.Status == transfer.StatusRejected {
 		reason = &r.Reason
 	}
 	_, err := s.inbox.Process(ctx, r.EventID, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, applySQL, r.TransferID, string(r.Status), reason)
-		if err != nil {
+		var moved, held bool
+		if err := tx.QueryRow(ctx, applySQL, r.TransferID, string(r.Status), reason, r.EventID, heldType(r), heldPayload(r)).Scan(&moved, &held); err != nil {
 			return fmt.Errorf("apply %s to transfer %s: %w", r.Status, r.TransferID, err)
 		}
-		changed = tag.RowsAffected() == 1
+		out = transfer.Unchanged
+		switch {
+		case moved:
+			out = transfer.Moved
+		case held:
+			out = transfer.Held
+		}
 		return nil
 	})
 	if err != nil {
-		return false, err
+		return transfer.Unchanged, err
 	}
-	return changed, nil
+	return out, nil
 }
 
 // applyAllSQL is applySQL for a batch, with the inbox marks, in one
 // statement: the results whose event id the inbox had not seen ($1 is the
 // consumer) are marked; of those, each transfer takes its first in batch
 // (offset) order, as one-by-one handling would, since only a PENDENTE
-// transfer moves. It returns how many events were new and the event ids of
-// the results that moved a transfer.
+// transfer moves; every one whose transfer does not exist is held. It
+// returns how many events were new, the event ids of the results that
+// moved a transfer and those of the results held.
 const applyAllSQL = `
 WITH input AS (
-    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[]) WITH ORDINALITY
-        AS u(event_id, transfer_id, status, reason, n)
+    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY
+        AS u(event_id, transfer_id, status, reason, type, payload, n)
 ), marked AS (
     INSERT INTO inbox_event (consumer, event_id)
     SELECT $1, i.event_id FROM input AS i ORDER BY i.n
@@ -229,19 +250,27 @@ WITH input AS (
     FROM first AS f
     WHERE t.id = f.transfer_id AND t.status = 'PENDENTE'
     RETURNING f.event_id
+), held AS (
+    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload)
+    SELECT i.event_id, i.type, i.transfer_id, i.status, NULLIF(i.reason, ''), i.payload
+    FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
+    WHERE NOT EXISTS (SELECT 1 FROM transferencia AS t WHERE t.id = i.transfer_id)
+    ORDER BY i.n
+    ON CONFLICT (evento_id) DO NOTHING
+    RETURNING evento_id
 )
-SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved)`
+SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved), ARRAY(SELECT evento_id FROM held)`
 
 // ApplyResults implements transfer.Store: one transaction, one statement.
 // A result whose event id repeats an earlier one of rs is a duplicate, as
 // its redelivery would be.
-func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]bool, error) {
+func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]transfer.Outcome, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
 	seen := make(map[uuid.UUID]bool, len(rs))
 	var eventIDs, transferIDs [][16]byte
-	var statuses, reasons []string
+	var statuses, reasons, types, payloads []string
 	for _, r := range rs {
 		if seen[r.EventID] {
 			continue
@@ -249,26 +278,55 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]bool,
 		seen[r.EventID] = true
 		eventIDs, transferIDs = append(eventIDs, r.EventID), append(transferIDs, r.TransferID)
 		statuses, reasons = append(statuses, string(r.Status)), append(reasons, r.Reason)
+		types, payloads = append(types, heldType(r)), append(payloads, heldPayload(r))
 	}
 	var fresh int64
-	var moved []uuid.UUID
+	var moved, held []uuid.UUID
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons).Scan(&fresh, &moved)
+		return tx.QueryRow(ctx, applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons, types, payloads).
+			Scan(&fresh, &moved, &held)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apply %d results: %w", len(rs), err)
 	}
 	s.inbox.CountDuplicates(len(rs) - int(fresh))
-	isMoved := make(map[uuid.UUID]bool, len(moved))
+	outcome := make(map[uuid.UUID]transfer.Outcome, len(moved)+len(held))
 	for _, id := range moved {
-		isMoved[id] = true
+		outcome[id] = transfer.Moved
 	}
-	changed := make([]bool, len(rs))
+	for _, id := range held {
+		outcome[id] = transfer.Held
+	}
+	out := make([]transfer.Outcome, len(rs))
 	for i, r := range rs {
-		changed[i] = isMoved[r.EventID]
-		delete(isMoved, r.EventID) // a repeated event id changes nothing
+		out[i] = outcome[r.EventID]
+		delete(outcome, r.EventID) // a repeated event id changes nothing
 	}
-	return changed, nil
+	return out, nil
+}
+
+// heldType is the evento-tipo kept with a held result: the record's, or
+// the one of its status when the caller gave none.
+func heldType(r transfer.Result) string {
+	switch {
+	case r.Type != "":
+		return r.Type
+	case r.Status == transfer.StatusSettled:
+		return events.TypeSettled
+	default:
+		return events.TypeRejected
+	}
+}
+
+// heldPayload is the value kept with a held result: the record's JSON, or
+// null when the caller has none. Bytes that are not UTF-8 (which Go's JSON
+// decoder lets through) become U+FFFD, since a text column refuses them
+// and the result must be held whatever its payload.
+func heldPayload(r transfer.Result) string {
+	if len(r.Payload) == 0 {
+		return "null"
+	}
+	return strings.ToValidUTF8(string(r.Payload), "\uFFFD")
 }
 
 // lockKey folds a key into the 64-bit advisory lock space. Two keys that

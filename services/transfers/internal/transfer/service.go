@@ -135,19 +135,19 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID, v Viewer) (Transfer, er
 }
 
 // ApplyResult projects a settlement result: a PENDENTE transfer becomes
-// LIQUIDADA or REJEITADA; anything else (a duplicate, a late or
-// out-of-order result, an unknown transfer) changes nothing. It reports
-// whether the transfer changed.
-func (s *Service) ApplyResult(ctx context.Context, r Result) (bool, error) {
+// LIQUIDADA or REJEITADA; a duplicate, a late or out-of-order result
+// changes nothing; a result for an unknown transfer is held for an
+// operator. It reports which of these happened.
+func (s *Service) ApplyResult(ctx context.Context, r Result) (Outcome, error) {
 	if err := checkResult(r); err != nil {
-		return false, err
+		return Unchanged, err
 	}
 	return s.store.ApplyResult(ctx, r)
 }
 
 // ApplyResults is ApplyResult for each of rs in order, in one transaction
 // and one statement: all or nothing.
-func (s *Service) ApplyResults(ctx context.Context, rs []Result) ([]bool, error) {
+func (s *Service) ApplyResults(ctx context.Context, rs []Result) ([]Outcome, error) {
 	for _, r := range rs {
 		if err := checkResult(r); err != nil {
 			return nil, err

@@ -165,7 +165,25 @@ type Result struct {
 	Status Status
 	// Reason is the motivo of a rejection.
 	Reason string
+	// Type is the event's evento-tipo and Payload its record's value, kept
+	// when the result is held (see Outcome).
+	Type    string
+	Payload []byte
 }
+
+// Outcome is what applying one result did.
+type Outcome int
+
+// The outcomes of a result.
+const (
+	// Unchanged: a duplicate event, or a transfer already final.
+	Unchanged Outcome = iota
+	// Moved: the PENDENTE transfer took the result.
+	Moved
+	// Held: no transfer has the result's id; the result is kept for an
+	// operator (see HeldResult) instead of being dropped.
+	Held
+)
 
 // Domain errors.
 var (
@@ -189,11 +207,11 @@ type Store interface {
 	// Get returns the transfer, or ErrNotFound.
 	Get(ctx context.Context, id uuid.UUID) (Transfer, error)
 	// ApplyResult moves a PENDENTE transfer to r.Status, at most once per
-	// r.EventID. It reports whether the transfer changed: a duplicate event,
-	// a transfer already final, or an unknown transfer change nothing.
-	ApplyResult(ctx context.Context, r Result) (changed bool, err error)
+	// r.EventID, and reports what it did: a duplicate event or a transfer
+	// already final change nothing; a result for an unknown transfer is
+	// held, in the same transaction as the event's inbox mark.
+	ApplyResult(ctx context.Context, r Result) (Outcome, error)
 	// ApplyResults is ApplyResult for each of rs in order, in one
-	// transaction: all or nothing. changed[i] reports whether rs[i] moved
-	// its transfer.
-	ApplyResults(ctx context.Context, rs []Result) (changed []bool, err error)
+	// transaction: all or nothing. out[i] is what rs[i] did.
+	ApplyResults(ctx context.Context, rs []Result) (out []Outcome, err error)
 }

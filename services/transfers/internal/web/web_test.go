@@ -508,10 +508,10 @@ func (f fakeStore) Create(ctx context.Context, c transfer.Creation) (*transfer.R
 func (f fakeStore) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) {
 	return f.get(ctx, id)
 }
-func (f fakeStore) ApplyResult(context.Context, transfer.Result) (bool, error) {
-	return false, errors.New("not used")
+func (f fakeStore) ApplyResult(context.Context, transfer.Result) (transfer.Outcome, error) {
+	return transfer.Unchanged, errors.New("not used")
 }
-func (f fakeStore) ApplyResults(context.Context, []transfer.Result) ([]bool, error) {
+func (f fakeStore) ApplyResults(context.Context, []transfer.Result) ([]transfer.Outcome, error) {
 	return nil, errors.New("not used")
 }
 

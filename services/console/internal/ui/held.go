@@ -1,0 +1,231 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/httpapi"
+)
+
+// Held results: settlement results the transfers projection kept because
+// no transfer had their id (a failover lost it, a restore, a bug). Results
+// carry no amount, so the page sets each beside the ledger's record of the
+// id (what it was asked to move) and the transfer that has the id now (a
+// client's retry), and the operator applies the result only when they are
+// the same transfer. The transfers service checks the match again: the
+// console sends it the ledger's record as it reads it at the time of the
+// action, never the form's.
+
+// opsHeld is one held result (the transfers' opsweb.Held).
+type opsHeld struct {
+	EventoID        string       `json:"eventoId"`
+	Tipo            string       `json:"tipo"`
+	TransferenciaID string       `json:"transferenciaId"`
+	Status          string       `json:"status"`
+	Motivo          string       `json:"motivo"`
+	RecebidoEm      string       `json:"recebidoEm"`
+	Resolucao       string       `json:"resolucao"`
+	Transferencia   *opsTransfer `json:"transferencia"`
+}
+
+type opsHeldList struct {
+	Resultados []opsHeld `json:"resultados"`
+}
+
+// HeldRow is one held result with the ledger's record of its transfer id.
+type HeldRow struct {
+	Held   opsHeld
+	Ledger *opsSettlement
+	// Differences says what keeps the result from being applied; empty
+	// when the transfer is the one the ledger settled.
+	Differences []string
+}
+
+// Matches reports whether the result can be applied.
+func (r HeldRow) Matches() bool { return len(r.Differences) == 0 }
+
+// heldRow compares the transfer that has the id now with the ledger's
+// record, as the transfers service will.
+func heldRow(h opsHeld, ledger *opsSettlement) HeldRow {
+	row := HeldRow{Held: h, Ledger: ledger}
+	t := h.Transferencia
+	switch {
+	case ledger == nil:
+		row.Differences = append(row.Differences, "the ledger has no record of this transfer id")
+	case t == nil:
+		row.Differences = append(row.Differences, "no transfer has this id yet (the client has not retried)")
+	default:
+		if t.Status != "PENDENTE" {
+			row.Differences = append(row.Differences, "the transfer is "+t.Status+", not PENDENTE")
+		}
+		for _, d := range []struct {
+			name      string
+			got, want string
+		}{
+			{"source account", t.ContaOrigem, ledger.ContaOrigem},
+			{"destination account", t.ContaDestino, ledger.ContaDestino},
+			{"amount", strconv.FormatInt(t.ValorEmCentavos, 10), strconv.FormatInt(ledger.ValorEmCentavos, 10)},
+			{"currency", t.Moeda, ledger.Moeda},
+		} {
+			if d.got != d.want {
+				row.Differences = append(row.Differences, fmt.Sprintf("%s: %s here, %s in the ledger", d.name, d.got, d.want))
+			}
+		}
+	}
+	if ledger != nil && (ledger.Resultado != h.Status || (h.Status == "REJEITADA" && ledger.Motivo != h.Motivo)) {
+		row.Differences = append(row.Differences, "the ledger decided "+ledger.Resultado+", the held result says "+h.Status)
+	}
+	return row
+}
+
+// heldRows reads the held results and the ledger's record of each.
+func (s *Server) heldRows(w http.ResponseWriter, r *http.Request, sess *session, one string) ([]HeldRow, []string, bool) {
+	var hs []opsHeld
+	f := s.fetcher(r.Context(), sess)
+	var found bool
+	if one == "" {
+		var list opsHeldList
+		f.get(s.cfg.Transfers, "/ops/resultados-retidos?limite=100", &list, &found)
+		f.wait()
+		hs = list.Resultados
+	} else {
+		var h opsHeld
+		f.get(s.cfg.Transfers, "/ops/resultados-retidos/"+one, &h, &found)
+		f.wait()
+		if found {
+			hs = []opsHeld{h}
+		}
+	}
+	ledgers := make([]opsSettlement, len(hs))
+	hasLedger := make([]bool, len(hs))
+	for i, h := range hs {
+		if id, ok := httpapi.ParseUUID(h.TransferenciaID); ok {
+			f.get(s.cfg.Ledger, "/ops/liquidacoes/"+id.String(), &ledgers[i], &hasLedger[i])
+		}
+	}
+	down := f.wait()
+	if f.signedOut || len(f.other) > 0 {
+		err := errSignedOut
+		if !f.signedOut {
+			err = f.other[0]
+		}
+		s.upstreamFailed(w, r, sess, err)
+		return nil, nil, false
+	}
+	if f.down["transfers"] != "" {
+		s.message(w, r, sess, http.StatusBadGateway, "Service unavailable", "transfers is unavailable ("+f.down["transfers"]+"): its held results cannot be read.")
+		return nil, nil, false
+	}
+	if one != "" && !found {
+		s.message(w, r, sess, http.StatusNotFound, "Not found", "No held result has the event id "+one+".")
+		return nil, nil, false
+	}
+	rows := make([]HeldRow, len(hs))
+	for i, h := range hs {
+		var l *opsSettlement
+		if hasLedger[i] {
+			l = &ledgers[i]
+		}
+		rows[i] = heldRow(h, l)
+	}
+	return rows, down, true
+}
+
+func (s *Server) held(w http.ResponseWriter, r *http.Request, sess *session) {
+	rows, down, ok := s.heldRows(w, r, sess, "")
+	if !ok {
+		return
+	}
+	s.render(w, r, sess, http.StatusOK, "held", "Held results", down, rows)
+}
+
+// HeldConfirm asks to confirm applying or discarding a held result.
+type HeldConfirm struct {
+	Row HeldRow
+	// Apply: the action applies (else discards).
+	Apply bool
+}
+
+func (s *Server) confirmHeld(w http.ResponseWriter, r *http.Request, sess *session) {
+	id, ok := httpapi.ParseUUID(r.URL.Query().Get("id"))
+	if !ok {
+		s.message(w, r, sess, http.StatusBadRequest, "Refused", "The event id must be a UUID.")
+		return
+	}
+	rows, down, ok := s.heldRows(w, r, sess, id.String())
+	if !ok {
+		return
+	}
+	apply := r.URL.Query().Get("do") == "apply"
+	if apply && !rows[0].Matches() {
+		s.message(w, r, sess, http.StatusConflict, "Cannot apply",
+			"This result cannot be applied: "+strings.Join(rows[0].Differences, "; ")+". It stays held; discard it once the case is settled.")
+		return
+	}
+	s.render(w, r, sess, http.StatusOK, "heldconfirm", "Confirm", down, HeldConfirm{Row: rows[0], Apply: apply})
+}
+
+// resolveHeld applies (apply) or discards a held result, reading the
+// ledger's record anew for an apply.
+func (s *Server) resolveHeld(apply bool) func(w http.ResponseWriter, r *http.Request, sess *session, a *auth.AuditRecord) {
+	return func(w http.ResponseWriter, r *http.Request, sess *session, a *auth.AuditRecord) {
+		id, ok := httpapi.ParseUUID(r.PostFormValue("id"))
+		if !ok {
+			s.message(w, r, sess, http.StatusBadRequest, "Refused", "Malformed event id: nothing was changed.")
+			return
+		}
+		a.Resource("event_id", id)
+		q := url.Values{}
+		if reason := strings.TrimSpace(r.PostFormValue("reason")); reason != "" {
+			q.Set("motivo", reason)
+		}
+		path := "/ops/resultados-retidos/" + id.String() + "/descartar"
+		if apply {
+			rows, _, ok := s.heldRows(w, r, sess, id.String())
+			if !ok {
+				return
+			}
+			l := rows[0].Ledger
+			if l == nil {
+				s.message(w, r, sess, http.StatusConflict, "Cannot apply",
+					"The ledger has no record of transfer "+rows[0].Held.TransferenciaID+" now: nothing was changed.")
+				return
+			}
+			a.Resource("transfer_id", rows[0].Held.TransferenciaID)
+			q.Set("contaOrigem", l.ContaOrigem)
+			q.Set("contaDestino", l.ContaDestino)
+			q.Set("valorEmCentavos", strconv.FormatInt(l.ValorEmCentavos, 10))
+			q.Set("moeda", l.Moeda)
+			q.Set("resultado", l.Resultado)
+			if l.Motivo != "" {
+				q.Set("motivoResultado", l.Motivo)
+			}
+			path = "/ops/resultados-retidos/" + id.String() + "/aplicar"
+		}
+		if err := s.client.do(r.Context(), s.cfg.Transfers, sess.token, http.MethodPost, path+"?"+q.Encode(), nil); err != nil {
+			var prob *problemError
+			if errors.As(err, &prob) && prob.Status == http.StatusConflict {
+				s.render(w, r, sess, http.StatusConflict, "message", "Refused", nil, Message{Heading: "Refused",
+					Text: "transfers refused: " + prob.Detail + ". Nothing was changed.", Back: "/held"})
+				return
+			}
+			if errors.Is(err, errNotFound) {
+				s.render(w, r, sess, http.StatusNotFound, "message", "Not found", nil, Message{Heading: "Not found",
+					Text: "No held result has the event id " + id.String() + ": nothing was changed.", Back: "/held"})
+				return
+			}
+			s.upstreamFailed(w, r, sess, err)
+			return
+		}
+		text := fmt.Sprintf("Held result %s discarded: no transfer changed.", id)
+		if apply {
+			text = fmt.Sprintf("Held result %s applied: the transfer took the ledger's result.", id)
+		}
+		s.render(w, r, sess, http.StatusOK, "message", "Held result", nil, Message{Heading: "Held result", Text: text, Back: "/held"})
+	}
+}

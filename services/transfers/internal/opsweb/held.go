@@ -1,0 +1,213 @@
+package opsweb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/opsapi"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+)
+
+// HeldStore is what the held-results routes need (postgres.Store).
+type HeldStore interface {
+	ListHeld(ctx context.Context, limit int) ([]transfer.HeldResult, error)
+	GetHeld(ctx context.Context, eventID uuid.UUID) (transfer.HeldResult, error)
+	ApplyHeld(ctx context.Context, eventID uuid.UUID, ledger transfer.Settlement, res transfer.Resolution) (transfer.Transfer, error)
+	DiscardHeld(ctx context.Context, eventID uuid.UUID, res transfer.Resolution) error
+}
+
+// Paths of the held-results routes.
+const (
+	PathHeld        = "/ops/resultados-retidos"
+	PathHeldOne     = PathHeld + "/{id}"
+	PathHeldApply   = PathHeldOne + "/aplicar"
+	PathHeldDiscard = PathHeldOne + "/descartar"
+)
+
+// Held is a held result as operators see it.
+type Held struct {
+	EventoID        string          `json:"eventoId"`
+	Tipo            string          `json:"tipo"`
+	TransferenciaID string          `json:"transferenciaId"`
+	Status          string          `json:"status"`
+	Motivo          string          `json:"motivo,omitempty"`
+	Payload         json.RawMessage `json:"payload"`
+	RecebidoEm      string          `json:"recebidoEm"`
+	// Resolucao is APLICADO or DESCARTADO once resolved.
+	Resolucao       string `json:"resolucao,omitempty"`
+	ResolvidoEm     string `json:"resolvidoEm,omitempty"`
+	ResolvidoPor    string `json:"resolvidoPor,omitempty"`
+	MotivoResolucao string `json:"motivoResolucao,omitempty"`
+	// Transferencia is the transfer with that id now, if one exists.
+	Transferencia *Transfer `json:"transferencia,omitempty"`
+}
+
+// HeldList is the body of GET /ops/resultados-retidos.
+type HeldList struct {
+	Resultados []Held `json:"resultados"`
+}
+
+// heldRoutes are the routes of held results: list, one, apply, discard.
+func heldRoutes(store HeldStore, log *slog.Logger) []auth.Route {
+	h := &heldHandler{store: store, log: log}
+	return []auth.Route{
+		{Method: http.MethodGet, Pattern: PathHeld, Scope: auth.ScopeOperations, Handler: h.list},
+		{Method: http.MethodGet, Pattern: PathHeldOne, Scope: auth.ScopeOperations, Handler: h.one},
+		{Method: http.MethodPost, Pattern: PathHeldApply, Scope: auth.ScopeOperations,
+			Handler: auth.Audited(log, "held_result.apply", h.apply)},
+		{Method: http.MethodPost, Pattern: PathHeldDiscard, Scope: auth.ScopeOperations,
+			Handler: auth.Audited(log, "held_result.discard", h.discard)},
+	}
+}
+
+type heldHandler struct {
+	store HeldStore
+	log   *slog.Logger
+}
+
+func toHeld(h transfer.HeldResult) Held {
+	out := Held{EventoID: h.EventID.String(), Tipo: h.Type, TransferenciaID: h.TransferID.String(),
+		Status: string(h.Status), Motivo: h.Reason, Payload: h.Payload, RecebidoEm: opsapi.Time(h.ReceivedAt),
+		Resolucao: h.Resolution, ResolvidoPor: h.ResolvedBy, MotivoResolucao: h.Note}
+	if !json.Valid(out.Payload) {
+		out.Payload = json.RawMessage("null")
+	}
+	if h.Resolution != "" {
+		out.ResolvidoEm = opsapi.Time(h.ResolvedAt)
+	}
+	if h.Transfer != nil {
+		t := fromTransfer(*h.Transfer)
+		out.Transferencia = &t
+	}
+	return out
+}
+
+func fromTransfer(t transfer.Transfer) Transfer {
+	return Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination, ValorEmCentavos: t.AmountCents,
+		Moeda: t.Currency, Status: string(t.Status), Motivo: t.Reason, ClienteID: t.Client, RequestID: t.RequestID,
+		CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)}
+}
+
+func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
+	limit := DefaultLimit
+	if v := r.URL.Query().Get("limite"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxLimit {
+			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit))
+			return
+		}
+		limit = n
+	}
+	rs, err := h.store.ListHeld(r.Context(), limit)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	out := HeldList{Resultados: make([]Held, 0, len(rs))}
+	for _, x := range rs {
+		out.Resultados = append(out.Resultados, toHeld(x))
+	}
+	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *heldHandler) one(w http.ResponseWriter, r *http.Request) {
+	id, err := httpapi.PathUUID(r, "id", "event id")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	x, err := h.store.GetHeld(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, toHeld(x))
+}
+
+// apply applies a held result to the transfer with its id, given the
+// ledger's record of that id in the query (contaOrigem, contaDestino,
+// valorEmCentavos, moeda, resultado, motivoResultado): only if the
+// transfer is PENDENTE and is the one the ledger settled. motivo is the
+// operator's reason.
+func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
+	id, err := httpapi.PathUUID(r, "id", "event id")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	a.Resource("event_id", id)
+	q := r.URL.Query()
+	amount, err := strconv.ParseInt(q.Get("valorEmCentavos"), 10, 64)
+	ledger := transfer.Settlement{Source: q.Get("contaOrigem"), Destination: q.Get("contaDestino"), AmountCents: amount,
+		Currency: q.Get("moeda"), Result: transfer.Status(q.Get("resultado")), Reason: q.Get("motivoResultado")}
+	if err != nil || ledger.Source == "" || ledger.Destination == "" || ledger.Currency == "" ||
+		(ledger.Result != transfer.StatusSettled && ledger.Result != transfer.StatusRejected) {
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation,
+			"the ledger's record is required: contaOrigem, contaDestino, valorEmCentavos, moeda and resultado (LIQUIDADA or REJEITADA)"))
+		return
+	}
+	if p.Subject == "" {
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+		return
+	}
+	t, err := h.store.ApplyHeld(r.Context(), id, ledger, transfer.Resolution{Operator: p.Subject, Note: reason(q.Get("motivo"))})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	a.Resource("transfer_id", t.ID)
+	httpapi.WriteJSON(w, http.StatusOK, fromTransfer(t))
+}
+
+func (h *heldHandler) discard(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
+	id, err := httpapi.PathUUID(r, "id", "event id")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	a.Resource("event_id", id)
+	if p.Subject == "" {
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+		return
+	}
+	if err := h.store.DiscardHeld(r.Context(), id, transfer.Resolution{Operator: p.Subject, Note: reason(r.URL.Query().Get("motivo"))}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	x, err := h.store.GetHeld(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, toHeld(x))
+}
+
+// fail answers the held-result errors with their problem.
+func (h *heldHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, transfer.ErrHeldNotFound):
+		err = httpapi.Errorf(httpapi.KindNotFound, "no held result has this event id")
+	case errors.Is(err, transfer.ErrHeldResolved):
+		err = httpapi.Errorf(httpapi.KindConflict, "the held result was already applied or discarded")
+	case errors.Is(err, transfer.ErrNotTheSettledTransfer):
+		err = httpapi.Errorf(httpapi.KindConflict, "%s: the result stays held", err.Error())
+	}
+	httpapi.WriteError(w, r, h.log, err)
+}
+
+// reason bounds an operator's reason to its column's 200 characters.
+func reason(s string) string {
+	if len(s) > 200 {
+		return strings.ToValidUTF8(s[:200], "")
+	}
+	return s
+}

@@ -1,0 +1,200 @@
+package opsweb_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/inbox"
+	"github.com/paysuite/payments/services/transfers/internal/opsweb"
+	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+	"github.com/paysuite/payments/test/pgtest"
+)
+
+// TestHeldResultsAppliedOnlyToTheSettledTransfer: a result held for an
+// unknown transfer is listed; once a client's retry recreates the transfer,
+// it is applied only when the transfer is the one the ledger's record
+// describes (accounts, amount, currency, result): a recreated transfer
+// with another amount keeps PENDENTE and the result stays held; the same
+// transfer takes the result (LIQUIDADA) and the held row is resolved, by
+// the operator, once. A discarded result changes no transfer. Every
+// action is audited.
+func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, err := postgres.Open(ctx, pgtest.NewDSN(t, migrations.ForService("transfers")...), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	store := tpg.NewStore(db, outbox.New(db), inbox.New(db, "transferencias-projecao", nil), 0)
+	svc := transfer.NewService(store, "requested")
+	var audit bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&audit, nil))
+	r := chi.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
+		})
+	})
+	auth.Mount(r, log, opsweb.Routes(db, store, log))
+	call := func(method, path string, out any) int {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, method, path, nil))
+		if out != nil && rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec.Code
+	}
+	hold := func(r transfer.Result) {
+		t.Helper()
+		if out, err := store.ApplyResult(ctx, r); err != nil || out != transfer.Held {
+			t.Fatalf("ApplyResult = %v, %v; want Held", out, err)
+		}
+	}
+	create := func(id uuid.UUID, amount int64) {
+		t.Helper()
+		if _, _, err := svc.Submit(ctx, transfer.Submission{ID: id, Client: "loja",
+			Request:  transfer.Request{Source: "CC-001", Destination: "CC-002", AmountCents: amount, Currency: "BRL"},
+			Response: transfer.Response{StatusCode: 202, Body: []byte("{}")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The ledger's record of what it settled under an id.
+	ledger := url.Values{"contaOrigem": {"CC-001"}, "contaDestino": {"CC-002"}, "valorEmCentavos": {"30000"},
+		"moeda": {"BRL"}, "resultado": {"LIQUIDADA"}, "motivo": {"INC-7"}}
+	apply := func(ev uuid.UUID, q url.Values, out any) int {
+		return call(http.MethodPost, "/ops/resultados-retidos/"+ev.String()+"/aplicar?"+q.Encode(), out)
+	}
+	status := func(id uuid.UUID) transfer.Status {
+		t.Helper()
+		tr, err := store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status
+	}
+
+	same, other := uuid.New(), uuid.New()
+	evSame, evOther := uuid.New(), uuid.New()
+	hold(transfer.Result{EventID: evSame, TransferID: same, Status: transfer.StatusSettled, Type: events.TypeSettled,
+		Payload: []byte(`{"eventoId":"` + evSame.String() + `","transferenciaId":"` + same.String() + `","ocorridoEm":"2026-12-01T10:00:00Z"}`)})
+	hold(transfer.Result{EventID: evOther, TransferID: other, Status: transfer.StatusSettled})
+
+	var list opsweb.HeldList
+	if code := call(http.MethodGet, "/ops/resultados-retidos", &list); code != http.StatusOK || len(list.Resultados) != 2 {
+		t.Fatalf("GET list = %d %+v, want 2 held", code, list)
+	}
+	if h := list.Resultados[0]; h.EventoID != evSame.String() || h.Transferencia != nil || h.Status != "LIQUIDADA" ||
+		h.Tipo != events.TypeSettled || !strings.Contains(string(h.Payload), same.String()) {
+		t.Errorf("first held = %+v", h)
+	}
+
+	// No transfer has the id yet: nothing to apply it to.
+	if code := apply(evSame, ledger, nil); code != http.StatusConflict {
+		t.Errorf("apply before the transfer exists = %d, want 409", code)
+	}
+	// The client's retry recreates "same" with the settled body, "other"
+	// with another amount than the ledger settled.
+	create(same, 30000)
+	create(other, 100)
+	if code := apply(evOther, ledger, nil); code != http.StatusConflict {
+		t.Errorf("apply to a transfer of another amount = %d, want 409", code)
+	}
+	if s := status(other); s != transfer.StatusPending {
+		t.Errorf("the transfer of another amount is %s, want PENDENTE", s)
+	}
+	// A record for another result, currency or account is refused too.
+	for field, v := range map[string]string{"resultado": "REJEITADA", "moeda": "USD", "contaDestino": "CC-009"} {
+		q := url.Values{}
+		for k, vs := range ledger {
+			q[k] = vs
+		}
+		q.Set(field, v)
+		if v == "REJEITADA" {
+			q.Set("motivoResultado", events.ReasonInsufficientFunds)
+		}
+		if code := apply(evSame, q, nil); code != http.StatusConflict {
+			t.Errorf("apply with the ledger's %s = %s: %d, want 409", field, v, code)
+		}
+	}
+	if code := apply(evSame, url.Values{"contaOrigem": {"CC-001"}}, nil); code != http.StatusUnprocessableEntity {
+		t.Errorf("apply without the ledger's record = %d, want 422", code)
+	}
+	if s := status(same); s != transfer.StatusPending {
+		t.Fatalf("after refused applies the transfer is %s, want PENDENTE", s)
+	}
+
+	var applied opsweb.Transfer
+	if code := apply(evSame, ledger, &applied); code != http.StatusOK || applied.Status != "LIQUIDADA" || applied.ID != same.String() {
+		t.Fatalf("apply to the settled transfer = %d %+v, want 200 LIQUIDADA", code, applied)
+	}
+	if s := status(same); s != transfer.StatusSettled {
+		t.Errorf("the settled transfer is %s, want LIQUIDADA", s)
+	}
+	var one opsweb.Held
+	if code := call(http.MethodGet, "/ops/resultados-retidos/"+evSame.String(), &one); code != http.StatusOK ||
+		one.Resolucao != transfer.ResolutionApplied || one.ResolvidoPor != "ana" || one.MotivoResolucao != "INC-7" || one.ResolvidoEm == "" {
+		t.Errorf("GET the applied one = %d %+v", code, one)
+	}
+	if code := apply(evSame, ledger, nil); code != http.StatusConflict {
+		t.Errorf("a second apply = %d, want 409", code)
+	}
+
+	// The other one stays held, listed with the transfer that has its id.
+	list = opsweb.HeldList{}
+	if code := call(http.MethodGet, "/ops/resultados-retidos", &list); code != http.StatusOK || len(list.Resultados) != 1 ||
+		list.Resultados[0].EventoID != evOther.String() || list.Resultados[0].Transferencia == nil ||
+		list.Resultados[0].Transferencia.ValorEmCentavos != 100 {
+		t.Fatalf("GET list after the apply = %d %+v, want the other one with its transfer", code, list)
+	}
+	var discarded opsweb.Held
+	if code := call(http.MethodPost, "/ops/resultados-retidos/"+evOther.String()+"/descartar?motivo=not+ours", &discarded); code != http.StatusOK ||
+		discarded.Resolucao != transfer.ResolutionDiscarded || discarded.ResolvidoPor != "ana" {
+		t.Errorf("discard = %d %+v", code, discarded)
+	}
+	if s := status(other); s != transfer.StatusPending {
+		t.Errorf("discarding changed the transfer to %s", s)
+	}
+	if code := call(http.MethodPost, "/ops/resultados-retidos/"+evOther.String()+"/descartar", nil); code != http.StatusConflict {
+		t.Errorf("a second discard = %d, want 409", code)
+	}
+	for _, tc := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodGet, "/ops/resultados-retidos/" + uuid.NewString(), http.StatusNotFound},
+		{http.MethodPost, "/ops/resultados-retidos/" + uuid.NewString() + "/descartar", http.StatusNotFound},
+		{http.MethodGet, "/ops/resultados-retidos/x", http.StatusBadRequest},
+		{http.MethodGet, "/ops/resultados-retidos?limite=0", http.StatusUnprocessableEntity},
+	} {
+		if code := call(tc.method, tc.path, nil); code != tc.want {
+			t.Errorf("%s %s = %d, want %d", tc.method, tc.path, code, tc.want)
+		}
+	}
+	if n, err := store.CountHeld(ctx); err != nil || n != 0 {
+		t.Errorf("CountHeld = %d, %v; want 0", n, err)
+	}
+	// One audit line per action, with the operator and the event.
+	lines := strings.Count(audit.String(), `"action":"held_result.apply"`)
+	if lines != 8 || !strings.Contains(audit.String(), `"client":"ana"`) || !strings.Contains(audit.String(), `"event_id":"`+evSame.String()+`"`) {
+		t.Errorf("%d apply audit lines, want 8:\n%s", lines, audit.String())
+	}
+}

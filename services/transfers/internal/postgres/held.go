@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
+)
+
+// heldColumns are a held result's columns with those of the transfer that
+// has its id now, if any (LEFT JOIN transferencia AS t).
+const heldColumns = `
+r.evento_id, r.tipo, r.transferencia_id, r.status, COALESCE(r.motivo, ''), r.payload, r.recebido_em,
+COALESCE(r.resolucao, ''), r.resolvido_em, COALESCE(r.resolvido_por, ''), COALESCE(r.motivo_resolucao, ''),
+t.id IS NOT NULL, COALESCE(t.conta_origem, ''), COALESCE(t.conta_destino, ''), COALESCE(t.valor_centavos, 0),
+COALESCE(t.moeda, ''), COALESCE(t.status, ''), COALESCE(t.motivo_rejeicao, ''), COALESCE(t.cliente_id, ''),
+t.criada_em, t.atualizada_em`
+
+// heldListSQL lists the held results still unresolved, oldest first.
+const heldListSQL = `
+SELECT ` + heldColumns + `
+FROM resultado_retido AS r LEFT JOIN transferencia AS t ON t.id = r.transferencia_id
+WHERE r.resolucao IS NULL
+ORDER BY r.recebido_em, r.evento_id
+LIMIT $1`
+
+const heldByIDSQL = `
+SELECT ` + heldColumns + `
+FROM resultado_retido AS r LEFT JOIN transferencia AS t ON t.id = r.transferencia_id
+WHERE r.evento_id = $1`
+
+// heldLockSQL locks the held row and the transfer with its id (when there
+// is one), so that the check and the update see what they change.
+const heldLockSQL = heldByIDSQL + ` FOR UPDATE OF r`
+
+const heldCountSQL = `SELECT count(*) FROM resultado_retido WHERE resolucao IS NULL`
+
+// heldApplySQL moves the transfer, still PENDENTE, to the held result.
+const heldApplySQL = `
+UPDATE transferencia
+SET status = $2, motivo_rejeicao = NULLIF($3, ''), atualizada_em = greatest(now(), criada_em)
+WHERE id = $1 AND status = 'PENDENTE'`
+
+// heldResolveSQL resolves a held row that is still unresolved.
+const heldResolveSQL = `
+UPDATE resultado_retido
+SET resolucao = $2, resolvido_em = now(), resolvido_por = $3, motivo_resolucao = NULLIF($4, '')
+WHERE evento_id = $1 AND resolucao IS NULL`
+
+func scanHeld(row pgx.Row) (transfer.HeldResult, error) {
+	var h transfer.HeldResult
+	var status, tStatus, payload string
+	var resolvedAt, created, updated *time.Time
+	var exists bool
+	var t transfer.Transfer
+	err := row.Scan(&h.EventID, &h.Type, &h.TransferID, &status, &h.Reason, &payload, &h.ReceivedAt,
+		&h.Resolution, &resolvedAt, &h.ResolvedBy, &h.Note,
+		&exists, &t.Source, &t.Destination, &t.AmountCents, &t.Currency, &tStatus, &t.Reason, &t.Client, &created, &updated)
+	if err != nil {
+		return h, err
+	}
+	h.Status, h.Payload, h.ReceivedAt = transfer.Status(status), []byte(payload), h.ReceivedAt.UTC()
+	if resolvedAt != nil {
+		h.ResolvedAt = resolvedAt.UTC()
+	}
+	if exists {
+		t.ID, t.Status = h.TransferID, transfer.Status(tStatus)
+		t.CreatedAt, t.UpdatedAt = created.UTC(), updated.UTC()
+		h.Transfer = &t
+	}
+	return h, nil
+}
+
+// ListHeld returns at most limit held results still unresolved, oldest
+// first, each with the transfer that has its id now, if any.
+func (s *Store) ListHeld(ctx context.Context, limit int) ([]transfer.HeldResult, error) {
+	rows, err := s.db.Query(ctx, heldListSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list held results: %w", err)
+	}
+	defer rows.Close()
+	out := []transfer.HeldResult{}
+	for rows.Next() {
+		h, err := scanHeld(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list held results: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list held results: %w", err)
+	}
+	return out, nil
+}
+
+// GetHeld returns the held result of eventID, resolved or not, or
+// ErrHeldNotFound.
+func (s *Store) GetHeld(ctx context.Context, eventID uuid.UUID) (transfer.HeldResult, error) {
+	h, err := scanHeld(s.db.QueryRow(ctx, heldByIDSQL, eventID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, fmt.Errorf("held result %s: %w", eventID, transfer.ErrHeldNotFound)
+	}
+	if err != nil {
+		return h, fmt.Errorf("held result %s: %w", eventID, err)
+	}
+	return h, nil
+}
+
+// CountHeld returns how many held results are unresolved.
+func (s *Store) CountHeld(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, heldCountSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count held results: %w", err)
+	}
+	return n, nil
+}
+
+// ApplyHeld applies the held result of eventID to the transfer with its
+// id, in one transaction, only if that transfer is the one the ledger
+// settled (transfer.CheckSettlement against ledger), and resolves the held
+// row as applied by res. It returns the transfer as it now is. Errors:
+// ErrHeldNotFound, ErrHeldResolved, ErrNotTheSettledTransfer (no transfer
+// has the id yet, it is not PENDENTE, or it differs from ledger); nothing
+// changes then.
+func (s *Store) ApplyHeld(ctx context.Context, eventID uuid.UUID, ledger transfer.Settlement, res transfer.Resolution) (transfer.Transfer, error) {
+	var t transfer.Transfer
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+		h, err := s.lockHeld(ctx, tx, eventID)
+		if err != nil {
+			return err
+		}
+		if h.Transfer == nil {
+			return fmt.Errorf("%w: no transfer has the id %s yet", transfer.ErrNotTheSettledTransfer, h.TransferID)
+		}
+		if err := transfer.CheckSettlement(h, *h.Transfer, ledger); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, heldApplySQL, h.TransferID, string(h.Status), h.Reason)
+		if err != nil {
+			return fmt.Errorf("apply held result %s: %w", eventID, err)
+		}
+		if tag.RowsAffected() != 1 {
+			// The row lock of FOR UPDATE OF r does not cover the transfer:
+			// a result projected meanwhile made it final.
+			return fmt.Errorf("%w: the transfer is no longer PENDENTE", transfer.ErrNotTheSettledTransfer)
+		}
+		if _, err := tx.Exec(ctx, heldResolveSQL, eventID, transfer.ResolutionApplied, res.Operator, res.Note); err != nil {
+			return fmt.Errorf("resolve held result %s: %w", eventID, err)
+		}
+		t = *h.Transfer
+		return nil
+	})
+	if err != nil {
+		return transfer.Transfer{}, err
+	}
+	return s.Get(ctx, t.ID)
+}
+
+// DiscardHeld resolves the held result of eventID as discarded by res,
+// changing no transfer. Errors: ErrHeldNotFound, ErrHeldResolved.
+func (s *Store) DiscardHeld(ctx context.Context, eventID uuid.UUID, res transfer.Resolution) error {
+	return s.db.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := s.lockHeld(ctx, tx, eventID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, heldResolveSQL, eventID, transfer.ResolutionDiscarded, res.Operator, res.Note); err != nil {
+			return fmt.Errorf("discard held result %s: %w", eventID, err)
+		}
+		return nil
+	})
+}
+
+// lockHeld locks the unresolved held row of eventID.
+func (s *Store) lockHeld(ctx context.Context, tx pgx.Tx, eventID uuid.UUID) (transfer.HeldResult, error) {
+	h, err := scanHeld(tx.QueryRow(ctx, heldLockSQL, eventID))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return h, fmt.Errorf("held result %s: %w", eventID, transfer.ErrHeldNotFound)
+	case err != nil:
+		return h, fmt.Errorf("lock held result %s: %w", eventID, err)
+	case h.Resolution != "":
+		return h, fmt.Errorf("held result %s: %w", eventID, transfer.ErrHeldResolved)
+	}
+	return h, nil
+}
