@@ -105,14 +105,19 @@ type Snapshot struct {
 type Record struct {
 	Topic      string `json:"topic"`
 	Partition  int    `json:"partition"`
-	Offset     int64  `json:"offset"`          // consumed records: the offset read
-	Key        string `json:"key"`             // the account the record is keyed by
-	EventID    string `json:"eventId"`         // evento-id
-	EventType  string `json:"eventType"`       // evento-tipo
-	TransferID string `json:"transferId"`      // the transfer the event is about
-	Source     string `json:"source"`          // published: the outbox (service) that wrote it
-	Seq        int64  `json:"seq"`             // published: the outbox row's seq, per Source
-	Group      string `json:"group,omitempty"` // consumed: the consumer group
+	Offset     int64  `json:"offset"`     // consumed records: the offset read
+	Key        string `json:"key"`        // the account the record is keyed by
+	EventID    string `json:"eventId"`    // evento-id
+	EventType  string `json:"eventType"`  // evento-tipo
+	TransferID string `json:"transferId"` // the transfer the event is about
+	Source     string `json:"source"`     // published: the outbox (service) that wrote it
+	Seq        int64  `json:"seq"`        // published: the outbox row's seq, per Source
+	// Ordered (published): the producer serialises this key's events (it
+	// locks the account, or handles a partition one record at a time), so
+	// their seq order is their commit order, the order the outbox keeps.
+	// Events of concurrent transactions have no order between them.
+	Ordered bool   `json:"ordered,omitempty"`
+	Group   string `json:"group,omitempty"` // consumed: the consumer group
 }
 
 // Webhook is a webhook delivery the receiver accepted.

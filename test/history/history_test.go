@@ -55,7 +55,8 @@ func snapshot(from, to float64, fund, a1, a2 int64, transfers ...string) Op {
 
 func published(source string, seq int64, topic string, partition int, key, eventID, typ, transfer string) Op {
 	return Op{Kind: KindPublished, Invoke: at(seconds(seq)), Complete: at(seconds(seq)), Outcome: OK, Record: &Record{
-		Topic: topic, Partition: partition, Key: key, EventID: eventID, EventType: typ, TransferID: transfer, Source: source, Seq: seq}}
+		Topic: topic, Partition: partition, Key: key, EventID: eventID, EventType: typ, TransferID: transfer, Source: source, Seq: seq,
+		Ordered: true}}
 }
 
 func seconds(seq int64) float64 { return 30 + float64(seq) }
@@ -244,6 +245,16 @@ func TestCheckCatchesEachAnomaly(t *testing.T) {
 			h[i].Record.Offset, h[i+1].Record.Offset = 1, 0 // e2 (seq 2) before e1 (seq 1)
 			return h
 		}, map[string]int{OutOfOrder: 1}},
+		{"events of concurrent transactions in any order: allowed", func(h History) History {
+			for i, op := range h {
+				if op.Kind == KindPublished && op.Record.Topic == topicReq {
+					h[i].Record.Ordered = false
+				}
+			}
+			i := find(h, func(op Op) bool { return op.Kind == KindConsumed && op.Record.EventID == "e1" })
+			h[i].Record.Offset, h[i+1].Record.Offset = 1, 0
+			return h
+		}, map[string]int{}},
 		{"a webhook twice with no crash", func(h History) History {
 			return append(h, webhook(16, "r5"), webhook(17, "r5"))
 		}, map[string]int{DuplicateWebhook: 1}},

@@ -6,7 +6,7 @@ import (
 )
 
 // checkRecords finds published records a consumer group of their topic
-// never consumed, and accounts whose events of one topic (from one
+// never consumed, and accounts whose Ordered events of one topic (from one
 // outbox) a group consumed out of outbox order. The groups of a topic are
 // those the history shows consuming it. A record consumed again (a
 // producer's retry, a redelivery) is fine: order is judged on each
@@ -79,7 +79,7 @@ func checkRecords(h History) []Anomaly {
 		reported := map[account]bool{}
 		for _, r := range recs {
 			p, ok := published[r.EventID]
-			if !ok || first[r.EventID] {
+			if !ok || !p.Ordered || first[r.EventID] {
 				continue
 			}
 			first[r.EventID] = true
