@@ -13,8 +13,8 @@ const (
 	// NotTerminal: a transfer answered 202 that no read ever saw LIQUIDADA
 	// or REJEITADA (a run ends with a read of every accepted transfer).
 	NotTerminal = "not-terminal"
-	// TwoTerminal: a transfer seen LIQUIDADA and REJEITADA (by reads or by
-	// the result events published for it).
+	// TwoTerminal: a transfer seen LIQUIDADA and REJEITADA (by reads, by
+	// the result events published for it, or read REJEITADA with postings).
 	TwoTerminal = "two-terminal"
 	// StaleRead: a read that contradicts one that completed before it was
 	// invoked (LIQUIDADA then 404, PENDENTE or REJEITADA; a 202 then 404).

@@ -178,12 +178,19 @@ func TestCheckCatchesEachAnomaly(t *testing.T) {
 		{"accepted, never terminal", func(h History) History {
 			return append(h, post(7, 7.1, OK, "k6", body5, accepted("k6")), get(20, 20.1, "k6", 200, StatusPending))
 		}, map[string]int{NotTerminal: 1}},
+		{"accepted, posted, read PENDENTE to the end", func(h History) History {
+			h = append(h, post(7, 7.1, OK, "k6", body5, accepted("k6")), get(20, 20.1, "k6", 200, StatusPending))
+			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 838, 1162, "k1", "k2", "k4", "k5", "k6"))
+		}, map[string]int{NotTerminal: 1}},
 		{"accepted, never read", func(h History) History {
 			return append(h, post(7, 7.1, OK, "k6", body5, accepted("k6")))
 		}, map[string]int{NotTerminal: 1}},
 		{"a settled and a rejected result for one transfer", func(h History) History {
 			return append(h, published("ledger", 3, topicRej, 0, "A1", "r1b", events.TypeRejected, "k1"),
 				consumed("notificacoes", topicRej, 0, 0, "A1", "r1b"))
+		}, map[string]int{TwoTerminal: 1}},
+		{"postings of a transfer read REJEITADA", func(h History) History {
+			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 839, 1161, "k1", "k2", "k3", "k4", "k5"))
 		}, map[string]int{TwoTerminal: 1}},
 		{"LIQUIDADA then 404", func(h History) History {
 			return append(h, get(6, 6.1, "k1", 404, ""))

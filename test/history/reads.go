@@ -29,12 +29,13 @@ type observation struct {
 func terminal(status string) bool { return status == StatusSettled || status == StatusRejected }
 
 // checkReads finds accepted transfers never seen terminal, transfers seen
-// with two terminal statuses, and reads that contradict an earlier one in
+// with two terminal statuses (by reads, result events, or postings, which
+// are a settlement), and reads that contradict an earlier one in
 // real time (the earlier completed before the later was invoked).
 func checkReads(h History) []Anomaly {
 	obs := map[string][]observation{}
 	accepted := map[string]bool{}
-	results := map[string]map[string]bool{} // transfer id -> terminal statuses of its published results
+	results := map[string]map[string]bool{} // transfer id -> terminal statuses of its results and postings
 	for _, op := range h {
 		switch {
 		case accepted202(op):
@@ -53,6 +54,14 @@ func checkReads(h History) []Anomaly {
 				continue // a refusal (401, 400) says nothing of the transfer
 			}
 			obs[op.Key] = append(obs[op.Key], o)
+		case op.Kind == KindSnapshot:
+			// Postings are the ledger's settlement: the transfer is LIQUIDADA.
+			for _, id := range op.Snapshot.Transfers {
+				if results[id] == nil {
+					results[id] = map[string]bool{}
+				}
+				results[id][StatusSettled] = true
+			}
 		case op.Kind == KindPublished:
 			st := ""
 			switch op.Record.EventType {
@@ -82,12 +91,13 @@ func checkReads(h History) []Anomaly {
 		for st := range results[id] {
 			seen[st] = true
 		}
+		read := false // a client read it terminal: postings or events alone are not an answer
 		for _, o := range list {
 			if o.rank == 2 {
-				seen[o.status] = true
+				seen[o.status], read = true, true
 			}
 		}
-		if accepted[id] && !seen[StatusSettled] && !seen[StatusRejected] {
+		if accepted[id] && !read {
 			out = append(out, Anomaly{NotTerminal, id, fmt.Sprintf("answered 202, never read terminal (%d observations)", len(list))})
 		}
 		if seen[StatusSettled] && seen[StatusRejected] {
