@@ -97,12 +97,16 @@ func checkBank(h History) []Anomaly {
 				once(Anomaly{StrayPosting, id, "postings of a deposit no client made (snapshot " + at + ")"})
 			}
 		}
-		for _, id := range sortedKeys(mustHave) {
-			if m := mustHave[id]; m.at.Before(s.Invoke) && !has[id] {
-				once(Anomaly{LostPosting, id, fmt.Sprintf("%s at %s, no postings in snapshot %s",
+		var lost []Anomaly
+		for id, m := range mustHave {
+			if m.at.Before(s.Invoke) && !has[id] && !reported[LostPosting+" "+id] {
+				reported[LostPosting+" "+id] = true
+				lost = append(lost, Anomaly{LostPosting, id, fmt.Sprintf("%s at %s, no postings in snapshot %s",
 					m.why, m.at.UTC().Format(time.RFC3339Nano), at)})
 			}
 		}
+		sort.Slice(lost, func(i, j int) bool { return lost[i].About < lost[j].About })
+		out = append(out, lost...)
 		for id := range has {
 			if m, ok := mustHave[id]; !ok || s.Complete.Before(m.at) {
 				mustHave[id] = seen{s.Complete, "posted in snapshot " + at}
