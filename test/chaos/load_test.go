@@ -201,9 +201,12 @@ func (l *load) get(ctx context.Context, base, id string) (history.Outcome, histo
 	return outcome, ans
 }
 
-// read GETs random accepted transfers, perSecond a second, until stop is
-// closed: the history's reads during the faults.
+// read GETs random accepted transfers, perSecond a second (none if 0),
+// until stop is closed: the history's reads during the faults.
 func (l *load) read(ctx context.Context, stop <-chan struct{}, perSecond int) {
+	if perSecond <= 0 {
+		return
+	}
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
 	for n := 0; ; n++ {
