@@ -91,6 +91,7 @@ func clean() History {
 
 		post(1.2, 6.2, Info, "k2", body2, Answer{Error: "context deadline exceeded"}),
 		post(6.3, 6.4, OK, "k2", body2, accepted("k2")),
+		post(20.5, 20.6, OK, "k2", body2, accepted("k2")), // a late replay, after the read of LIQUIDADA
 
 		post(3, 3.1, OK, "k3", body3, accepted("k3")),
 
@@ -206,6 +207,9 @@ func TestCheckCatchesEachAnomaly(t *testing.T) {
 		}, map[string]int{StaleRead: 1}},
 		{"a replay answered with another transfer", func(h History) History {
 			return append(h, post(2.5, 2.6, OK, "k1", body1, accepted("k9")))
+		}, map[string]int{Idempotency: 1}},
+		{"a replay answered with the current status, not the first answer", func(h History) History {
+			return append(h, post(6, 6.1, OK, "k1", body1, Answer{Status: 202, ID: "k1", TransferStatus: StatusSettled}))
 		}, map[string]int{Idempotency: 1}},
 		{"the same body answered key-reused", func(h History) History {
 			return append(h, post(2.5, 2.6, OK, "k1", body1, reused))

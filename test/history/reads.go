@@ -24,6 +24,10 @@ type observation struct {
 	rank             int
 	status           string // the terminal status, or what was read
 	what             string
+	// answer: a 202, which says the transfer exists and nothing of its
+	// status (a replay repeats the first answer, PENDENTE, whatever the
+	// transfer's status now), so it contradicts no earlier read.
+	answer bool
 }
 
 func terminal(status string) bool { return status == StatusSettled || status == StatusRejected }
@@ -40,7 +44,7 @@ func checkReads(h History) []Anomaly {
 		switch {
 		case accepted202(op):
 			accepted[op.Key] = true
-			obs[op.Key] = append(obs[op.Key], observation{op.Invoke, op.Complete, 1, "", "202"})
+			obs[op.Key] = append(obs[op.Key], observation{op.Invoke, op.Complete, 1, "", "202", true})
 		case op.Kind == KindGet && op.Outcome == OK:
 			o := observation{invoke: op.Invoke, complete: op.Complete, status: op.Answer.TransferStatus}
 			switch {
@@ -112,10 +116,13 @@ func checkReads(h History) []Anomaly {
 }
 
 // contradiction returns the first pair of observations, a completed
-// before b was invoked, where b knows less than a or names another
-// terminal status.
+// before b was invoked, where b (a read) knows less than a or names
+// another terminal status.
 func contradiction(list []observation) (observation, observation, bool) {
 	for _, b := range list {
+		if b.answer {
+			continue
+		}
 		for _, a := range list {
 			if !a.complete.Before(b.invoke) {
 				continue

@@ -26,8 +26,9 @@ type regInput struct {
 
 // regOutput is what a POST with a known outcome was told.
 type regOutput struct {
-	accepted bool   // 202: the transfer id
+	accepted bool   // 202: the transfer id and the status in its body
 	id       string //
+	status   string //
 	reused   bool   // 422 idempotency-key-reused: the key holds another body
 	refused  bool   // another final 4xx (validation): nothing written
 }
@@ -42,8 +43,8 @@ type regState struct {
 
 // keyModel is the Idempotency-Key of CONTRACTS section 1 as a register:
 // the first accepted body creates the transfer whose id is the key; a
-// replay with the same body gets that transfer again; another body gets
-// 422. A POST of unknown outcome may have created it or not.
+// replay with the same body gets that first answer again (202, PENDENTE);
+// another body gets 422. A POST of unknown outcome may have created it or not.
 var keyModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{regState{}} },
 	Step: func(state, input, output any) []any {
@@ -55,6 +56,9 @@ var keyModel = porcupine.NondeterministicModel{
 			return []any{st, regState{set: true, body: in.body, id: in.key}}
 		}
 		out := output.(regOutput)
+		if out.accepted && out.status != StatusPending {
+			return nil // a replay is the first answer again, which said PENDENTE
+		}
 		switch {
 		case out.accepted && !st.set && out.id == in.key:
 			return []any{regState{set: true, body: in.body, id: out.id}}
@@ -97,7 +101,7 @@ func checkRegisters(h History) (anomalies []Anomaly, undecided []string) {
 			a := op.Answer
 			p.Return = op.Complete.Sub(origin).Nanoseconds()
 			p.Output = regOutput{
-				accepted: a.Status == http.StatusAccepted, id: a.ID,
+				accepted: a.Status == http.StatusAccepted, id: a.ID, status: a.TransferStatus,
 				reused:  a.Status == http.StatusUnprocessableEntity && a.Problem == reusedType,
 				refused: a.Status >= 400 && a.Status < 500 && a.Problem != reusedType,
 			}
