@@ -164,30 +164,6 @@ SELECT id::text, seq, topic, key, event_type, coalesce(payload->>'transferenciaI
 	return nil
 }
 
-// committedOffsets returns group's committed offset of each partition of
-// topic (0 where it committed none).
-func committedOffsets(ctx context.Context, c *kafka.Client, group, topic string) (map[int]int64, error) {
-	ps, err := partitions(ctx, c, topic)
-	if err != nil {
-		return nil, err
-	}
-	res, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
-	if err != nil {
-		return nil, fmt.Errorf("committed offsets of %s on %s: %w", group, topic, err)
-	}
-	if res.Error != nil {
-		return nil, fmt.Errorf("committed offsets of %s on %s: %w", group, topic, res.Error)
-	}
-	out := map[int]int64{}
-	for _, p := range res.Topics[topic] {
-		if p.Error != nil {
-			return nil, fmt.Errorf("committed offset of %s %s/%d: %w", group, topic, p.Partition, p.Error)
-		}
-		out[p.Partition] = max(p.CommittedOffset, 0)
-	}
-	return out, nil
-}
-
 func header(m kafka.Message, key string) string {
 	for _, h := range m.Headers {
 		if h.Key == key {
