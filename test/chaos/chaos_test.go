@@ -275,7 +275,11 @@ func TestChaos(t *testing.T) {
 		defer close(loadDone)
 		s.load.run(ctx, stop, *flagRate, pick)
 	}()
-	go s.load.read(ctx, stop, *flagReads)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		s.load.read(ctx, stop, *flagReads)
+	}()
 	snapsDone := make(chan struct{})
 	go func() {
 		defer close(snapsDone)
@@ -290,6 +294,7 @@ func TestChaos(t *testing.T) {
 	last := s.faults[len(s.faults)-1]
 	close(stop)
 	<-loadDone
+	<-readDone // its last GETs are in the load's wait group, waited for below
 	<-snapsDone
 	loadEnd := time.Now()
 	s.awaitRecovery(last, time.Minute)
