@@ -320,6 +320,10 @@ func TestRecorderRoundTrip(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
+	r.Webhook(at(2), Webhook{EventID: "late"}) // dropped: the history is closed
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
 	h, err := Read(&buf)
 	if err != nil {
 		t.Fatal(err)

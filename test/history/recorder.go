@@ -20,9 +20,10 @@ type Recorder struct {
 	buf *bufio.Writer
 	enc *json.Encoder
 	c   io.Closer
-	err error
-	n   int
-	now func() time.Time
+	err    error
+	n      int
+	closed bool
+	now    func() time.Time
 }
 
 // NewRecorder records to w.
@@ -43,11 +44,12 @@ func Create(path string) (*Recorder, error) {
 	return r, nil
 }
 
-// Record writes op as it is. The methods below build it for each kind.
+// Record writes op as it is (nothing once closed). The methods below
+// build it for each kind.
 func (r *Recorder) Record(op Op) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.err != nil {
+	if r.err != nil || r.closed {
 		return
 	}
 	r.err = r.enc.Encode(op)
@@ -79,13 +81,22 @@ func (r *Recorder) Flush() error {
 }
 
 // Close flushes and closes the file; it returns the first write error.
+// What is recorded after Close is dropped: the history a checker read is
+// the whole history. Closing again does nothing.
 func (r *Recorder) Close() error {
-	err := r.Flush()
-	if r.c != nil {
-		err = errors.Join(err, r.c.Close())
-		r.c = nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return r.err
 	}
-	return err
+	r.closed = true
+	if r.err == nil {
+		r.err = r.buf.Flush()
+	}
+	if r.c != nil {
+		r.err = errors.Join(r.err, r.c.Close())
+	}
+	return r.err
 }
 
 func (r *Recorder) op(kind Kind, invoke time.Time, outcome Outcome) Op {
