@@ -31,6 +31,7 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications/webhook"
+	"github.com/paysuite/payments/test/history"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -66,10 +67,12 @@ type fault struct {
 }
 
 // receiver is the customers' webhook endpoint: it checks signatures,
-// counts deliveries per event id and answers 503 to the first attempt of
-// one event in ten, so the notification retry topics carry records.
+// counts deliveries per event id (and records each in the history) and
+// answers 503 to the first attempt of one event in ten, so the
+// notification retry topics carry records.
 type receiver struct {
 	srv   *httptest.Server
+	rec   *history.Recorder
 	mu    sync.Mutex
 	got   map[string]int       // event id -> deliveries answered 204
 	first map[string]time.Time // event id -> first delivery answered 204
@@ -78,8 +81,8 @@ type receiver struct {
 	seen  map[string]bool
 }
 
-func newReceiver(tb testing.TB) *receiver {
-	r := &receiver{got: map[string]int{}, first: map[string]time.Time{}, seen: map[string]bool{}}
+func newReceiver(tb testing.TB, rec *history.Recorder) *receiver {
+	r := &receiver{rec: rec, got: map[string]int{}, first: map[string]time.Time{}, seen: map[string]bool{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	tb.Cleanup(r.srv.Close)
 	return r
@@ -102,6 +105,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	r.seen[id] = true
 	r.got[id]++
+	r.rec.Webhook(time.Now(), history.Webhook{EventID: id})
 	if r.got[id] == 1 {
 		r.first[id] = time.Now()
 	} else {
@@ -141,6 +145,12 @@ type suite struct {
 	writer   *kafka.Writer
 	load     *load
 	faults   []*fault
+	// The run's history (test/history): every client operation, snapshot,
+	// record, webhook and fault, checked at the end.
+	rec         *history.Recorder
+	historyPath string
+	snapsTaken  int // balance snapshots during the load
+	snapsFailed int // and those that failed (the ledger's database down)
 }
 
 func TestChaos(t *testing.T) {
@@ -165,6 +175,7 @@ func TestChaos(t *testing.T) {
 	var buildErr error
 	wg.Go(func() { buildErr = buildBinaries(root, binDir) })
 	s := &suite{t: t, topics: events.DefaultTopics, procs: map[string]*proc{}}
+	s.openHistory(logDir)
 	s.kafka = startKafka(t)
 	s.pgA = startPG(t, "pg-a")
 	s.pgB = startPG(t, "pg-b")
@@ -188,7 +199,7 @@ func TestChaos(t *testing.T) {
 	iss := authtest.New(t)
 	s.bearer = iss.Bearer(t, "chaos-client", authtest.AllScopes...)
 	s.minter = iss.Bearer(t, "chaos-tesouraria", authtest.DepositScopes...)
-	s.recv = newReceiver(t)
+	s.recv = newReceiver(t, s.rec)
 
 	env := func(p *proc, dsn string, extra map[string]string) {
 		m := map[string]string{
@@ -257,7 +268,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("suite up in %s (5 processes, Prometheus %s)", time.Since(began).Round(time.Millisecond), s.prom.url)
 
 	pick := s.accounts()
-	s.load = newLoad([]string{s.procs["transfers-a"].url(), s.procs["transfers-b"].url()}, s.bearer)
+	s.load = newLoad([]string{s.procs["transfers-a"].url(), s.procs["transfers-b"].url()}, s.bearer, s.rec)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	stop := make(chan struct{})
@@ -265,6 +276,16 @@ func TestChaos(t *testing.T) {
 	go func() {
 		defer close(loadDone)
 		s.load.run(ctx, stop, *flagRate, pick)
+	}()
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		s.load.read(ctx, stop, *flagReads)
+	}()
+	snapsDone := make(chan struct{})
+	go func() {
+		defer close(snapsDone)
+		s.snapsTaken, s.snapsFailed = s.snapshots(ctx, stop)
 	}()
 	loadStart := time.Now()
 
@@ -275,6 +296,8 @@ func TestChaos(t *testing.T) {
 	last := s.faults[len(s.faults)-1]
 	close(stop)
 	<-loadDone
+	<-readDone // its last GETs are in the load's wait group, waited for below
+	<-snapsDone
 	loadEnd := time.Now()
 	s.awaitRecovery(last, time.Minute)
 	s.load.wait()
@@ -323,10 +346,12 @@ func (s *suite) accounts() func() transferReq {
 			s.t.Fatal(err)
 		}
 		if fund > 0 {
-			if err := api(ctx, c, s.minter, http.MethodPost, ledger+"/contas/"+id+"/depositos", uuid.NewString(),
+			key, invoked := uuid.NewString(), time.Now()
+			if err := api(ctx, c, s.minter, http.MethodPost, ledger+"/contas/"+id+"/depositos", key,
 				map[string]int64{"valorEmCentavos": fund}, nil, http.StatusCreated); err != nil {
 				s.t.Fatal(err)
 			}
+			s.rec.Deposit(invoked, history.OK, key, history.Deposit{Account: id, Currency: cur, AmountCents: fund})
 		}
 	}
 	for i := range 20 {
@@ -1054,6 +1079,10 @@ SELECT count(*) FROM (
 	if brokerRec < 0 || brokerRec > *flagBrokerRec {
 		t.Errorf("flow resumed %s after the broker was ready, want at most %s", brokerRec, *flagBrokerRec)
 	}
+
+	// The history, judged as a whole: the checks above count, the checker
+	// reads every operation in order.
+	s.checkHistory(ctx, requests, s.snapsTaken, s.snapsFailed)
 }
 
 // groups are the consumer groups of the suite and the topics each reads.

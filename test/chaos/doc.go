@@ -7,7 +7,10 @@
 // transfers runs while faults are injected in sequence (kill -9 of each
 // service, two at once, the broker, a PostgreSQL crash-restart, a stopped
 // database, poison and duplicate records); the outcome is checked by SQL and
-// by reading Kafka, and a table of figures is printed.
+// by reading Kafka, and a table of figures is printed. Every client
+// operation, balance snapshot, record and webhook is also recorded as it
+// happens in history.jsonl next to the logs and judged by test/history; any
+// anomaly fails the test.
 //
 // The test is behind the "chaos" build tag, so `go test ./...` does not run
 // it: `make chaos` (or `go test -tags chaos ./test/chaos/`). Its flags are

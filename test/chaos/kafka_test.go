@@ -110,43 +110,48 @@ func readPartition(ctx context.Context, broker, topic string, p int, from, end i
 // groupLag returns the lag of group on topics, summed, with the per-topic
 // detail of any partition that lags.
 func groupLag(ctx context.Context, c *kafka.Client, group string, topics []string) (int64, []string, error) {
-	req := &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{}}
-	ends := map[string]map[int]int64{}
+	var total int64
+	var detail []string
 	for _, t := range topics {
 		_, end, err := offsets(ctx, c, t)
 		if err != nil {
 			return 0, nil, err
 		}
-		ends[t] = end
-		for p := range end {
-			req.Topics[t] = append(req.Topics[t], p)
+		committed, err := committedOffsets(ctx, c, group, t)
+		if err != nil {
+			return 0, nil, err
 		}
-	}
-	res, err := c.OffsetFetch(ctx, req)
-	if err != nil {
-		return 0, nil, err
-	}
-	if res.Error != nil {
-		return 0, nil, res.Error
-	}
-	var total int64
-	var detail []string
-	for t, ps := range res.Topics {
-		for _, p := range ps {
-			if p.Error != nil {
-				return 0, nil, fmt.Errorf("committed offset of %s %s/%d: %w", group, t, p.Partition, p.Error)
-			}
-			end := ends[t][p.Partition]
-			committed := p.CommittedOffset
-			if committed < 0 {
-				committed = 0 // nothing committed: every record of the partition is lag
-			}
-			if lag := end - committed; lag > 0 {
+		for p, e := range end {
+			if lag := e - committed[p]; lag > 0 { // nothing committed: every record of the partition is lag
 				total += lag
-				detail = append(detail, fmt.Sprintf("%s %s/%d: committed %d, end %d", group, t, p.Partition, p.CommittedOffset, end))
+				detail = append(detail, fmt.Sprintf("%s %s/%d: committed %d, end %d", group, t, p, committed[p], e))
 			}
 		}
 	}
 	sort.Strings(detail)
 	return total, detail, nil
+}
+
+// committedOffsets returns group's committed offset of each partition of
+// topic (0 where it committed none).
+func committedOffsets(ctx context.Context, c *kafka.Client, group, topic string) (map[int]int64, error) {
+	ps, err := partitions(ctx, c, topic)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of %s on %s: %w", group, topic, err)
+	}
+	if res.Error != nil {
+		return nil, fmt.Errorf("committed offsets of %s on %s: %w", group, topic, res.Error)
+	}
+	out := map[int]int64{}
+	for _, p := range res.Topics[topic] {
+		if p.Error != nil {
+			return nil, fmt.Errorf("committed offset of %s %s/%d: %w", group, topic, p.Partition, p.Error)
+		}
+		out[p.Partition] = max(p.CommittedOffset, 0)
+	}
+	return out, nil
 }

@@ -18,15 +18,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/test/history"
 )
 
 // transferReq is the body of POST /transferencias.
-type transferReq struct {
-	From        string `json:"contaOrigem"`
-	To          string `json:"contaDestino"`
-	AmountCents int64  `json:"valorEmCentavos"`
-	Currency    string `json:"moeda"`
-}
+type transferReq = history.Transfer
 
 // clientStats counts what the load's client saw.
 type clientStats struct {
@@ -43,17 +40,19 @@ type load struct {
 	bearer string
 	client *http.Client
 	stats  clientStats
+	rec    *history.Recorder // every POST and GET, as it happens
 
 	mu       sync.Mutex
 	requests map[string]transferReq // every key sent
 	accepted map[string]time.Time   // key -> first 202
+	keys     []string               // the keys of accepted, in order: what the reader picks from
 	refused  map[string]string      // key -> a final 4xx answer
 	wg       sync.WaitGroup
 }
 
-func newLoad(urls []string, bearer string) *load {
+func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 	return &load{
-		urls: urls, bearer: bearer,
+		urls: urls, bearer: bearer, rec: rec,
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 		}},
@@ -92,7 +91,9 @@ func (l *load) submit(ctx context.Context, key string, r transferReq) {
 	start := rand.IntN(len(l.urls))
 	for attempt := 0; ; attempt++ {
 		l.stats.posts.Add(1)
+		invoked := time.Now()
 		status, hdr, b, err := l.post(ctx, l.urls[(start+attempt)%len(l.urls)], key, body)
+		l.recordPost(invoked, key, r, status, b, err)
 		wait := 100 * time.Millisecond
 		switch {
 		case err != nil:
@@ -105,6 +106,7 @@ func (l *load) submit(ctx context.Context, key string, r transferReq) {
 			l.mu.Lock()
 			if _, ok := l.accepted[key]; !ok {
 				l.accepted[key] = time.Now()
+				l.keys = append(l.keys, key)
 			}
 			l.mu.Unlock()
 			return
@@ -132,6 +134,133 @@ func (l *load) submit(ctx context.Context, key string, r transferReq) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// answerBody is what the history keeps of an answer's body: a transfer's
+// id and status, or a problem's type.
+type answerBody struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Type   string `json:"type"`
+}
+
+// recordPost records one POST: a 202 or a final 4xx is a known outcome;
+// a 409 (the first request in flight) and a 503 wrote nothing (CONTRACTS
+// section 1); no answer, or another 5xx, is unknown.
+func (l *load) recordPost(invoked time.Time, key string, r transferReq, status int, b []byte, err error) {
+	outcome, ans := answer(status, b, err)
+	if status == http.StatusConflict || status == http.StatusServiceUnavailable {
+		outcome = history.Fail
+	}
+	l.rec.Post(invoked, outcome, key, r, ans)
+}
+
+// answer turns an HTTP exchange into the history's outcome and answer.
+func answer(status int, b []byte, err error) (history.Outcome, history.Answer) {
+	if err != nil {
+		return history.Info, history.Answer{Error: err.Error()}
+	}
+	var body answerBody
+	_ = json.Unmarshal(b, &body) // a body that is not JSON leaves the fields empty
+	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status}
+	if status >= 400 {
+		ans.Problem, ans.TransferStatus = body.Type, ""
+	}
+	switch {
+	case status >= 500 && status != http.StatusServiceUnavailable:
+		return history.Info, ans
+	case status == http.StatusServiceUnavailable:
+		return history.Fail, ans
+	}
+	return history.OK, ans
+}
+
+// get reads one transfer through a transfers instance and records what it
+// said; it returns the recorded outcome and answer.
+func (l *load) get(ctx context.Context, base, id string) (history.Outcome, history.Answer) {
+	invoked := time.Now()
+	status, b, err := func() (int, []byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/transferencias/"+id, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Header.Set("Authorization", l.bearer)
+		resp, err := l.client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, b, err
+	}()
+	outcome, ans := answer(status, b, err)
+	if err == nil && status != http.StatusOK && status != http.StatusNotFound {
+		outcome = history.Fail // a read that was refused says nothing of the transfer
+	}
+	l.rec.Get(invoked, outcome, id, ans)
+	return outcome, ans
+}
+
+// read GETs random accepted transfers, perSecond a second (none if 0),
+// until stop is closed: the history's reads during the faults.
+func (l *load) read(ctx context.Context, stop <-chan struct{}, perSecond int) {
+	if perSecond <= 0 {
+		return
+	}
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		l.mu.Lock()
+		var key string
+		if len(l.keys) > 0 {
+			// Half the reads go to the newest transfers, in flight, half to any.
+			if n%2 == 0 {
+				key = l.keys[len(l.keys)-1-rand.IntN(min(len(l.keys), 50))]
+			} else {
+				key = l.keys[rand.IntN(len(l.keys))]
+			}
+		}
+		l.mu.Unlock()
+		if key != "" {
+			l.wg.Go(func() {
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				l.get(rctx, l.urls[n%len(l.urls)], key)
+			})
+		}
+	}
+}
+
+// readAll reads every key once with a known outcome (retrying a failed
+// or unknown read a few times), eight at a time: the history's final
+// reads.
+func (l *load) readAll(ctx context.Context, keys []string) (unread int) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, key := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for attempt := range 5 {
+				if o, _ := l.get(ctx, l.urls[(i+attempt)%len(l.urls)], key); o == history.OK {
+					return
+				}
+			}
+			mu.Lock()
+			unread++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return unread
 }
 
 // run sends rate transfers a second until stop is closed; one in dupEvery

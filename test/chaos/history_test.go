@@ -1,0 +1,220 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/test/history"
+)
+
+var (
+	flagSnapshotEvery = flag.Duration("chaos.snapshot-every", 5*time.Second, "how often a balance snapshot is taken during the load")
+	flagReads         = flag.Int("chaos.reads", 10, "GETs of accepted transfers a second during the load")
+)
+
+// historyFile is the history's name in the logs folder.
+const historyFile = "history.jsonl"
+
+// openHistory starts recording the run's history next to the logs.
+func (s *suite) openHistory(logDir string) {
+	s.t.Helper()
+	s.historyPath = filepath.Join(logDir, historyFile)
+	rec, err := history.Create(s.historyPath)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.rec = rec
+	s.t.Cleanup(func() { _ = rec.Close() })
+}
+
+// snapshots takes a balance snapshot every flagSnapshotEvery (none if 0)
+// until stop is closed, faults or not: a snapshot that fails (the ledger's database
+// down) is not recorded and counted in failed.
+func (s *suite) snapshots(ctx context.Context, stop <-chan struct{}) (taken, failed int) {
+	if *flagSnapshotEvery <= 0 {
+		return 0, 0
+	}
+	tick := time.NewTicker(*flagSnapshotEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return taken, failed
+		case <-ctx.Done():
+			return taken, failed
+		case <-tick.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.snapshot(sctx); err != nil {
+			failed++
+		} else {
+			taken++
+		}
+		cancel()
+	}
+}
+
+// snapshot reads every balance and the entries with postings in one
+// REPEATABLE READ transaction on the ledger's database, and records it.
+func (s *suite) snapshot(ctx context.Context) error {
+	invoked := time.Now()
+	var snap history.Snapshot
+	err := pgx.BeginTxFunc(ctx, s.ledger, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, currency, funding, balance_cents FROM account`)
+		if err != nil {
+			return err
+		}
+		snap.Balances, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (history.Balance, error) {
+			var b history.Balance
+			return b, r.Scan(&b.Account, &b.Currency, &b.Funding, &b.Cents)
+		})
+		if err != nil {
+			return err
+		}
+		ids := func(entryType string) ([]string, error) {
+			rows, err := tx.Query(ctx, `SELECT DISTINCT entry_id::text FROM posting WHERE entry_type = $1`, entryType)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if snap.Transfers, err = ids("TRANSFER"); err != nil {
+			return err
+		}
+		snap.Deposits, err = ids("DEPOSIT")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.rec.Snapshot(invoked, snap)
+	return nil
+}
+
+// recordRecords records the rows each outbox marked published on the
+// main topics, and what each consumer group of those topics consumed: the
+// records of the topic below the group's committed offset.
+func (s *suite) recordRecords(ctx context.Context, antifraud *pgxpool.Pool) error {
+	main := []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}
+	// The ledger locks the account and antifraud handles a partition one
+	// record at a time: their events of one key are serialised, so their
+	// outbox order is theirs to keep. The transfers service takes
+	// concurrent POSTs of one account: its events have no order.
+	for _, src := range []struct {
+		name    string
+		db      *pgxpool.Pool
+		ordered bool
+	}{{"transfers", s.transfer, false}, {"antifraud", antifraud, true}, {"ledger", s.ledger, true}} {
+		rows, err := src.db.Query(ctx, `
+SELECT id::text, seq, topic, key, event_type, coalesce(payload->>'transferenciaId', '')
+  FROM outbox_event WHERE status = 'PUBLISHED' AND topic = ANY($1) ORDER BY seq`, main)
+		if err != nil {
+			return fmt.Errorf("published rows of %s: %w", src.name, err)
+		}
+		recs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (history.Record, error) {
+			rec := history.Record{Source: src.name, Ordered: src.ordered}
+			return rec, r.Scan(&rec.EventID, &rec.Seq, &rec.Topic, &rec.Key, &rec.EventType, &rec.TransferID)
+		})
+		if err != nil {
+			return fmt.Errorf("published rows of %s: %w", src.name, err)
+		}
+		for _, rec := range recs {
+			s.rec.Published(rec)
+		}
+	}
+	readers := map[string][]string{} // topic -> groups
+	for group, topics := range s.groups() {
+		for _, t := range topics {
+			readers[t] = append(readers[t], group)
+		}
+	}
+	for _, topic := range main {
+		msgs, err := readTopic(ctx, s.kc, s.kafka.addr(), topic)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", topic, err)
+		}
+		groups := readers[topic]
+		sort.Strings(groups)
+		for _, group := range groups {
+			committed, err := committedOffsets(ctx, s.kc, group, topic)
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if m.Offset >= committed[m.Partition] {
+					continue
+				}
+				s.rec.Consumed(history.Record{Topic: topic, Partition: m.Partition, Offset: m.Offset, Key: string(m.Key),
+					EventID: header(m, events.HeaderEventID), EventType: header(m, events.HeaderEventType), Group: group})
+			}
+		}
+	}
+	return nil
+}
+
+func header(m kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// checkHistory completes the history (a read of every transfer sent, a
+// last snapshot, the records, the faults), runs the checker on the file
+// and fails the test on any anomaly.
+func (s *suite) checkHistory(ctx context.Context, requests map[string]transferReq, snapsTaken, snapsFailed int) {
+	t := s.t
+	t.Helper()
+	keys := make([]string, 0, len(requests))
+	for k := range requests {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if unread := s.load.readAll(ctx, keys); unread > 0 {
+		t.Errorf("history: %d transfers could not be read at the end", unread)
+	}
+	if err := s.snapshot(ctx); err != nil {
+		t.Errorf("history: the last snapshot: %v", err)
+	}
+	antifraud := s.pool(s.pgA.dsn("antifraud", "chaos-test"))
+	if err := s.recordRecords(ctx, antifraud); err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	for _, f := range s.faults {
+		end := f.restored
+		if end.IsZero() {
+			end = f.at
+		}
+		s.rec.Crash(f.at, end, history.Crash{Name: f.name, InterruptsWebhooks: f.hitsNotifications})
+	}
+	if err := s.rec.Close(); err != nil {
+		t.Fatalf("history: write %s: %v", s.historyPath, err)
+	}
+	h, err := history.ReadFile(s.historyPath)
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	rep, err := history.Check(h)
+	t.Logf("history checker (%s; snapshots during the load: %d taken, %d failed with the ledger's database down):\n%s",
+		s.historyPath, snapsTaken, snapsFailed, strings.TrimRight(rep.Table(), "\n"))
+	if err != nil {
+		t.Errorf("history: %v", err)
+	}
+	if !rep.OK() {
+		t.Errorf("history: %d anomalies (see the table above)", len(rep.Anomalies))
+	}
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paysuite/payments/test/history"
+)
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name string, ops ...func(*history.Recorder)) string {
+		path := filepath.Join(dir, name)
+		rec, err := history.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range ops {
+			op(rec)
+		}
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	at := time.Now()
+	body := history.Transfer{From: "A1", To: "A2", AmountCents: 1, Currency: "BRL"}
+	accepted := func(r *history.Recorder) {
+		r.Post(at, history.OK, "k1", body, history.Answer{Status: 202, ID: "k1", TransferStatus: history.StatusPending})
+	}
+	settled := func(r *history.Recorder) {
+		r.Get(time.Now(), history.OK, "k1", history.Answer{Status: 200, ID: "k1", TransferStatus: history.StatusSettled})
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"clean", []string{write("clean.jsonl", accepted, settled)}, 0, "not-terminal       0"},
+		{"an anomaly", []string{write("pending.jsonl", accepted)}, 1, "not-terminal       1"},
+		{"no such file", []string{filepath.Join(dir, "none.jsonl")}, 2, ""},
+		{"no argument", nil, 2, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %s", code, tc.code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.out) {
+				t.Errorf("output %q lacks %q", stdout.String(), tc.out)
+			}
+		})
+	}
+}

@@ -1,0 +1,189 @@
+// Package history records what the clients of a fault test did and saw,
+// one operation per JSON line, and checks that history Jepsen-style: every
+// transfer answered 202 reaches one terminal status and no read contradicts
+// an earlier one, each Idempotency-Key behaves as a register the first
+// accepted body wins (checked with porcupine), balance snapshots keep the
+// bank invariant, every record a relay published was consumed in outbox
+// order, and a webhook is delivered twice only where a crash explains it.
+//
+// A test records through a Recorder as operations happen, then reads the
+// file back with ReadFile and judges it with Check:
+//
+//	rec, _ := history.Create(filepath.Join(logDir, "history.jsonl"))
+//	start := time.Now()
+//	status, id, err := post(key, body)
+//	rec.Post(start, history.OK, key, body, history.Answer{Status: status, ID: id})
+//	...
+//	_ = rec.Close()
+//	h, _ := history.ReadFile(path)
+//	report, err := history.Check(h)
+//	t.Log(report.Table())
+//	if err != nil || !report.OK() { t.Fail() }
+//
+// An operation whose outcome the client did not learn (a timeout, a reset
+// connection) is recorded with Outcome Info: it may or may not have taken
+// effect, and every check allows both. A Fail is a definite refusal that
+// changed nothing (a 503 or a 409 of the transfers API): checks ignore it.
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Kind is the kind of an operation in a history.
+type Kind string
+
+// The operation kinds.
+const (
+	KindPost      Kind = "post"      // POST /transferencias
+	KindGet       Kind = "get"       // GET /transferencias/{id}
+	KindDeposit   Kind = "deposit"   // POST /contas/{id}/depositos
+	KindSnapshot  Kind = "snapshot"  // every balance, read in one REPEATABLE READ transaction
+	KindPublished Kind = "published" // a record a relay marked published
+	KindConsumed  Kind = "consumed"  // a record a consumer group consumed
+	KindWebhook   Kind = "webhook"   // a webhook the receiver accepted
+	KindCrash     Kind = "crash"     // a fault injected by the test
+)
+
+// Outcome is what the client learnt of an operation.
+type Outcome string
+
+// The outcomes, as Jepsen names them.
+const (
+	OK   Outcome = "ok"   // it happened, with the answer recorded
+	Fail Outcome = "fail" // it was refused and changed nothing
+	Info Outcome = "info" // unknown: it may or may not have happened
+)
+
+// Transfer is the body of POST /transferencias.
+type Transfer struct {
+	From        string `json:"contaOrigem"`
+	To          string `json:"contaDestino"`
+	AmountCents int64  `json:"valorEmCentavos"`
+	Currency    string `json:"moeda"`
+}
+
+// Answer is what an HTTP operation was told.
+type Answer struct {
+	Status         int    `json:"status,omitempty"`         // HTTP status code
+	ID             string `json:"id,omitempty"`             // the transfer id in the answer's body
+	TransferStatus string `json:"transferStatus,omitempty"` // the body's status (GET)
+	Problem        string `json:"problem,omitempty"`        // the problem+json type URI of an error
+	Error          string `json:"error,omitempty"`          // the client's error when the outcome is unknown
+}
+
+// Deposit is a deposit into a customer account.
+type Deposit struct {
+	Account     string `json:"account"`
+	Currency    string `json:"currency"`
+	AmountCents int64  `json:"amountCents"`
+}
+
+// Balance is one account's balance in a snapshot.
+type Balance struct {
+	Account  string `json:"account"`
+	Currency string `json:"currency"`
+	Funding  bool   `json:"funding,omitempty"` // the ledger's funding account of its currency
+	Cents    int64  `json:"cents"`
+}
+
+// Snapshot is every account's balance and the entries that have
+// postings, all read in one REPEATABLE READ transaction.
+type Snapshot struct {
+	Balances  []Balance `json:"balances"`
+	Transfers []string  `json:"transfers"` // ids of the transfers with postings
+	Deposits  []string  `json:"deposits"`  // ids of the deposits with postings
+}
+
+// Record is one Kafka record, as a relay published it (with its outbox
+// row's order) or as a consumer group consumed it.
+type Record struct {
+	Topic      string `json:"topic"`
+	Partition  int    `json:"partition"`
+	Offset     int64  `json:"offset"`     // consumed records: the offset read
+	Key        string `json:"key"`        // the account the record is keyed by
+	EventID    string `json:"eventId"`    // evento-id
+	EventType  string `json:"eventType"`  // evento-tipo
+	TransferID string `json:"transferId"` // the transfer the event is about
+	Source     string `json:"source"`     // published: the outbox (service) that wrote it
+	Seq        int64  `json:"seq"`        // published: the outbox row's seq, per Source
+	// Ordered (published): the producer serialises this key's events (it
+	// locks the account, or handles a partition one record at a time), so
+	// their seq order is their commit order, the order the outbox keeps.
+	// Events of concurrent transactions have no order between them.
+	Ordered bool   `json:"ordered,omitempty"`
+	Group   string `json:"group,omitempty"` // consumed: the consumer group
+}
+
+// Webhook is a webhook delivery the receiver accepted.
+type Webhook struct {
+	EventID    string `json:"eventId"`
+	TransferID string `json:"transferId,omitempty"`
+}
+
+// Crash is a fault the test injected: from At (the Op's Invoke) to its end
+// (the Op's Complete) the named process or its database was down.
+type Crash struct {
+	Name string `json:"name"`
+	// InterruptsWebhooks: the fault can stop the webhook sender between a
+	// delivery and its record (a kill of the sender, a crash of its
+	// database), so that it delivers that event again.
+	InterruptsWebhooks bool `json:"interruptsWebhooks,omitempty"`
+}
+
+// Op is one line of a history: an operation, its times and its outcome.
+// Exactly one of the pointer fields is set, the one of its Kind.
+type Op struct {
+	Kind     Kind      `json:"kind"`
+	Invoke   time.Time `json:"invoke"`
+	Complete time.Time `json:"complete"`
+	Outcome  Outcome   `json:"outcome"`
+	// Key is the Idempotency-Key of a post or deposit, the id a get read.
+	Key      string    `json:"key,omitempty"`
+	Transfer *Transfer `json:"transfer,omitempty"`
+	Answer   *Answer   `json:"answer,omitempty"`
+	Deposit  *Deposit  `json:"deposit,omitempty"`
+	Snapshot *Snapshot `json:"snapshot,omitempty"`
+	Record   *Record   `json:"record,omitempty"`
+	Webhook  *Webhook  `json:"webhook,omitempty"`
+	Crash    *Crash    `json:"crash,omitempty"`
+}
+
+// History is the operations of a run, in the order they were recorded.
+type History []Op
+
+// Read decodes a history from JSON lines.
+func Read(r io.Reader) (History, error) {
+	var h History
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var op Op
+		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
+			return nil, fmt.Errorf("history line %d: %w", line, err)
+		}
+		h = append(h, op)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	return h, nil
+}
+
+// ReadFile reads the history a Recorder wrote to path.
+func ReadFile(path string) (History, error) {
+	f, err := os.Open(path) //nolint:gosec // the test's own file
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return Read(f)
+}

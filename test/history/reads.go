@@ -1,0 +1,136 @@
+package history
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/paysuite/payments/pkg/events"
+)
+
+// The transfer statuses of GET /transferencias/{id} (CONTRACTS section 1).
+const (
+	StatusPending  = "PENDENTE"
+	StatusSettled  = "LIQUIDADA"
+	StatusRejected = "REJEITADA"
+)
+
+// observation is one thing a client learnt about a transfer: that it did
+// not exist (rank 0), existed (a 202, or PENDENTE: rank 1), or was
+// terminal (rank 2, with its status).
+type observation struct {
+	invoke, complete time.Time
+	rank             int
+	status           string // the terminal status, or what was read
+	what             string
+	// answer: a 202, which says the transfer exists and nothing of its
+	// status (a replay repeats the first answer, PENDENTE, whatever the
+	// transfer's status now), so it contradicts no earlier read.
+	answer bool
+}
+
+func terminal(status string) bool { return status == StatusSettled || status == StatusRejected }
+
+// checkReads finds accepted transfers never seen terminal, transfers seen
+// with two terminal statuses (by reads, result events, or postings, which
+// are a settlement), and reads that contradict an earlier one in
+// real time (the earlier completed before the later was invoked).
+func checkReads(h History) []Anomaly {
+	obs := map[string][]observation{}
+	accepted := map[string]bool{}
+	results := map[string]map[string]bool{} // transfer id -> terminal statuses of its results and postings
+	for _, op := range h {
+		switch {
+		case accepted202(op):
+			accepted[op.Key] = true
+			obs[op.Key] = append(obs[op.Key], observation{op.Invoke, op.Complete, 1, "", "202", true})
+		case op.Kind == KindGet && op.Outcome == OK:
+			o := observation{invoke: op.Invoke, complete: op.Complete, status: op.Answer.TransferStatus}
+			switch {
+			case op.Answer.Status == http.StatusNotFound:
+				o.rank, o.what = 0, "404"
+			case op.Answer.Status == http.StatusOK && terminal(o.status):
+				o.rank, o.what = 2, o.status
+			case op.Answer.Status == http.StatusOK:
+				o.rank, o.what = 1, o.status
+			default:
+				continue // a refusal (401, 400) says nothing of the transfer
+			}
+			obs[op.Key] = append(obs[op.Key], o)
+		case op.Kind == KindSnapshot:
+			// Postings are the ledger's settlement: the transfer is LIQUIDADA.
+			for _, id := range op.Snapshot.Transfers {
+				if results[id] == nil {
+					results[id] = map[string]bool{}
+				}
+				results[id][StatusSettled] = true
+			}
+		case op.Kind == KindPublished:
+			st := ""
+			switch op.Record.EventType {
+			case events.TypeSettled:
+				st = StatusSettled
+			case events.TypeRejected:
+				st = StatusRejected
+			}
+			if st != "" && op.Record.TransferID != "" {
+				if results[op.Record.TransferID] == nil {
+					results[op.Record.TransferID] = map[string]bool{}
+				}
+				results[op.Record.TransferID][st] = true
+			}
+		}
+	}
+	var out []Anomaly
+	ids := make([]string, 0, len(obs))
+	for id := range obs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		list := obs[id]
+		sort.Slice(list, func(i, j int) bool { return list[i].invoke.Before(list[j].invoke) })
+		seen := map[string]bool{}
+		for st := range results[id] {
+			seen[st] = true
+		}
+		read := false // a client read it terminal: postings or events alone are not an answer
+		for _, o := range list {
+			if o.rank == 2 {
+				seen[o.status], read = true, true
+			}
+		}
+		if accepted[id] && !read {
+			out = append(out, Anomaly{NotTerminal, id, fmt.Sprintf("answered 202, never read terminal (%d observations)", len(list))})
+		}
+		if seen[StatusSettled] && seen[StatusRejected] {
+			out = append(out, Anomaly{TwoTerminal, id, "seen LIQUIDADA and REJEITADA"})
+		}
+		if a, b, ok := contradiction(list); ok {
+			out = append(out, Anomaly{StaleRead, id, fmt.Sprintf("%s (done %s) then %s (from %s)",
+				a.what, a.complete.Format(time.RFC3339Nano), b.what, b.invoke.Format(time.RFC3339Nano))})
+		}
+	}
+	return out
+}
+
+// contradiction returns the first pair of observations, a completed
+// before b was invoked, where b (a read) knows less than a or names
+// another terminal status.
+func contradiction(list []observation) (observation, observation, bool) {
+	for _, b := range list {
+		if b.answer {
+			continue
+		}
+		for _, a := range list {
+			if !a.complete.Before(b.invoke) {
+				continue
+			}
+			if b.rank < a.rank || (a.rank == 2 && b.rank == 2 && a.status != b.status) {
+				return a, b, true
+			}
+		}
+	}
+	return observation{}, observation{}, false
+}
