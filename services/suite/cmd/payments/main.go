@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/suite/internal/cli"
 )
 
@@ -94,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return cli.UsageError{Msg: "outbox: unknown subcommand " + s}
 	case "dlt":
-		return dltCommand(ctx, rest, getenv, stdout)
+		return dltCommand(ctx, rest, getenv, stdout, events.DefaultTopics.All())
 	case "auth":
 		s, r, err := sub()
 		if err != nil {
