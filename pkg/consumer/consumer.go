@@ -637,6 +637,10 @@ func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target
 	out.Headers = dlt.SetFailure(dlt.WithoutFailure(m.Headers), origin, cause)
 	if target == "" {
 		out.Topic = events.DLT(main)
+		if l.level > 0 {
+			// The attempts this loop's level stands for, not the header's.
+			out.Headers = dlt.SetAttempts(out.Headers, l.level+1)
+		}
 		l.cfg.Metrics.DLT.WithLabelValues(main).Inc()
 	} else {
 		out.Topic = target

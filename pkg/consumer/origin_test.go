@@ -55,10 +55,12 @@ func TestForwardOriginIsWhereTheRecordWasRead(t *testing.T) {
 			if got := broker.Header(dead, events.HeaderTraceparent); got == "" {
 				t.Errorf("traceparent dropped")
 			}
-			if _, isRetry := pc.policy.(consumer.RetryTopics); !isRetry {
-				if n := dlt.Attempts(dead); n != 1 {
-					t.Errorf("attempts header = %d, want none (1)", n)
-				}
+			want := 1 // no retry_topic-attempts header
+			if rt, isRetry := pc.policy.(consumer.RetryTopics); isRetry {
+				want = len(rt.Delays) + 1
+			}
+			if n := dlt.Attempts(dead); n != want {
+				t.Errorf("attempts header = %d, want %d", n, want)
 			}
 		})
 	}

@@ -145,8 +145,15 @@ func SetFailure(headers []kafka.Header, origin Origin, cause error) []kafka.Head
 // SetRetry sets on headers the retry-topic headers: the delivery attempt the
 // record will be and the time before which it must not be handled.
 func SetRetry(headers []kafka.Header, attempt int, due time.Time) []kafka.Header {
-	headers = set(headers, HeaderRetryAttempts, encodeInt32(attempt))
+	headers = SetAttempts(headers, attempt)
 	return set(headers, HeaderRetryBackoffUntil, encodeBigInt(due.UnixMilli()))
+}
+
+// SetAttempts sets on headers the retry_topic-attempts header: how many
+// deliveries a record has had (a DLT record from the last retry topic
+// says how many it was given before it was dead-lettered).
+func SetAttempts(headers []kafka.Header, attempts int) []kafka.Header {
+	return set(headers, HeaderRetryAttempts, encodeInt32(attempts))
 }
 
 // set replaces the headers named key with one of value v.
