@@ -246,6 +246,10 @@ func TestForgedDeadLetters(t *testing.T) {
 		if st != http.StatusConflict || !strings.Contains(body, opsapi.ParamUnverified) {
 			t.Errorf("ops API replay = %d %s, want 409 naming %s", st, body, opsapi.ParamUnverified)
 		}
+		if logs := s.notifications.logs.String(); !strings.Contains(logs, "audit.action=dlt.replay") ||
+			!strings.Contains(logs, "audit.target="+tp.Settled) || !strings.Contains(logs, "audit.refused=unverified") {
+			t.Errorf("no audit line of the refused replay with its target in the notifications log:\n%s", logs)
+		}
 		checkNothingMoved(t, before, nil)
 		if got := s.waitTerminal(t, rejected); got.Status != "REJEITADA" {
 			t.Errorf("transfer %s: %+v, want still REJEITADA", rejected, got)
