@@ -107,7 +107,8 @@ func SuiteACLs(t events.Topics, g Groups, p Principals) []ACL {
 	add(p.Ledger, ResourceTopic, OpRead, t.Analysed, events.DLT(t.Analysed))
 	add(p.Ledger, ResourceGroup, OpRead, g.Ledger, g.LedgerDLTMonitor)
 	// notifications: reads liquidada and rejeitada, retries through its
-	// retry topics, dead-letters after the last.
+	// retry topics, dead-letters after the last, and reads its DLTs (its
+	// operator endpoints list them and check a replay against them).
 	var retries []string
 	for _, main := range []string{t.Settled, t.Rejected} {
 		for _, d := range RetryDelays {
@@ -118,6 +119,7 @@ func SuiteACLs(t events.Topics, g Groups, p Principals) []ACL {
 	add(p.Notifications, ResourceTopic, OpWrite, events.DLT(t.Settled), events.DLT(t.Rejected))
 	add(p.Notifications, ResourceTopic, OpRead, t.Settled, t.Rejected)
 	add(p.Notifications, ResourceTopic, OpRead, retries...)
+	add(p.Notifications, ResourceTopic, OpRead, events.DLT(t.Settled), events.DLT(t.Rejected))
 	add(p.Notifications, ResourceGroup, OpRead, g.Notifications)
 	add(p.Notifications, ResourceGroup, OpRead, NotificationRetryGroups(g.Notifications)...)
 	return out

@@ -124,6 +124,24 @@ func RetryTopic(topic string, delay time.Duration) string {
 	return topic + "-retry-" + strconv.FormatInt(delay.Milliseconds(), 10)
 }
 
+// MainTopicOf returns the one of mains that topic belongs to: topic
+// itself, or the main topic of which topic is a retry topic (RetryTopic
+// with one of RetryDelays); ok is false for any other topic. It names a
+// record's topic from where it was read, never from its headers.
+func MainTopicOf(topic string, mains ...string) (main string, ok bool) {
+	for _, m := range mains {
+		if topic == m {
+			return m, true
+		}
+		for _, d := range RetryDelays {
+			if topic == RetryTopic(m, d) {
+				return m, true
+			}
+		}
+	}
+	return "", false
+}
+
 // TopicSpec is a topic to provision.
 type TopicSpec struct {
 	Name              string

@@ -618,22 +618,29 @@ func (l *loop) mainTopic(m kafka.Message) string {
 	return m.Topic
 }
 
-// forward publishes m with its original headers plus origin and exception
-// headers to target (a retry topic), or to the DLT of its main topic when
-// target is empty. It keeps trying until the broker acknowledges or ctx
-// ends: committing a record that reached neither place would lose it.
+// forward publishes m to target (a retry topic), or to the DLT of its main
+// topic when target is empty, with its headers except any dead-letter and
+// retry bookkeeping it arrived with (dlt.WithoutFailure), plus the origin
+// and exception headers of facts: the origin is found from where the loop
+// read m (dlt.OriginOf with mainTopic), never from m's headers, so a
+// record cannot choose where its replay goes. It keeps trying until the
+// broker acknowledges or ctx ends: committing a record that reached
+// neither place would lose it.
 func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target string) error {
-	origin := dlt.OriginOf(m, l.cfg.Group)
+	main := l.mainTopic(m)
+	origin := dlt.OriginOf(m, main, l.cfg.Group)
 	now := l.cfg.Now()
 	// The record's timestamp and its due time come from one clock reading.
 	// The same partition number as the record's, when the target has it
 	// (the Publisher decides: broker.NewDLTWriter honours it).
 	out := kafka.Message{Key: m.Key, Value: m.Value, Time: now, Partition: m.Partition}
-	out.Headers = append(out.Headers, m.Headers...)
-	out.Headers = dlt.SetFailure(out.Headers, origin, cause)
+	out.Headers = dlt.SetFailure(dlt.WithoutFailure(m.Headers), origin, cause)
 	if target == "" {
-		main := l.mainTopic(m)
 		out.Topic = events.DLT(main)
+		if l.level > 0 {
+			// The attempts this loop's level stands for, not the header's.
+			out.Headers = dlt.SetAttempts(out.Headers, l.level+1)
+		}
 		l.cfg.Metrics.DLT.WithLabelValues(main).Inc()
 	} else {
 		out.Topic = target

@@ -268,7 +268,7 @@ func testRetryThenDLT(t *testing.T, pc policyCase) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("DLT headers (-want +got):\n%s", diff)
 	}
-	origin := dlt.OriginOf(dead, "")
+	origin, _ := dlt.ClaimedOrigin(dead)
 	if origin.Offset != 0 || origin.Partition != 0 || origin.Timestamp.IsZero() {
 		t.Errorf("origin = %+v, want offset 0 partition 0 and a timestamp", origin)
 	}

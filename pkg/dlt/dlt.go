@@ -4,8 +4,8 @@
 // wrote them (the ledger's blocking retries, the notifications' retry
 // topics, or a Spring Kafka application, since all use Spring's header
 // names): List reads a DLT's records with their headers
-// decoded, and Replay re-publishes chosen records to the topic they came
-// from. The operator CLI (services/suite/cmd/payments) exposes both as
+// decoded, and Prepare and Replay re-publish chosen records to the main
+// topic of their DLT (replay.go). The operator CLI (services/suite/cmd/payments) exposes both as
 // "payments dlt list" and "payments dlt replay".
 //
 // List reads partitions directly, without a consumer group: listing a DLT
@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -43,9 +42,9 @@ type Record struct {
 	Value     []byte
 	// Headers are all the record's headers, as read.
 	Headers []kafka.Header
-	// Origin is where the record first came from
-	// (kafka_dlt-original-*); Origin.Topic is empty when the record has no
-	// origin headers, and then it cannot be replayed.
+	// Origin is where the record's headers say it first came from
+	// (kafka_dlt-original-*, ClaimedOrigin); Origin.Topic is empty when
+	// it has none. A claim: Prepare checks it before any replay.
 	Origin Origin
 	// ExceptionType and ExceptionMessage say why it was dead-lettered.
 	ExceptionType    string
@@ -80,9 +79,7 @@ func FromMessage(m kafka.Message) Record {
 		CorrelationID:    broker.Header(m, events.HeaderCorrelationID),
 		ReplayedAt:       broker.Header(m, HeaderReplayed),
 	}
-	if broker.Header(m, HeaderDLTOriginalTopic) != "" {
-		r.Origin = OriginOf(m, "")
-	}
+	r.Origin, _ = ClaimedOrigin(m)
 	return r
 }
 
@@ -320,73 +317,4 @@ func read(ctx context.Context, cfg broker.Config, f Filter, ranges map[int32]off
 		}
 	}
 	return out, nil
-}
-
-// replayedHeader reports whether a header is dropped on replay: the
-// dead-letter and retry bookkeeping of the failed attempts, and an earlier
-// replay marker.
-func replayedHeader(key string) bool {
-	return strings.HasPrefix(key, "kafka_dlt-") || strings.HasPrefix(key, "retry_topic-") ||
-		strings.HasPrefix(key, "kafka_exception-") || key == HeaderReplayed
-}
-
-// ReplayMessage is the record Replay publishes for r: r's key and value, to
-// its original topic, with its original headers (without the kafka_dlt-*
-// and retry_topic-* ones) plus the replay marker. It fails when r has no
-// origin.
-func ReplayMessage(r Record, at time.Time) (kafka.Message, error) {
-	if r.Origin.Topic == "" {
-		return kafka.Message{}, fmt.Errorf("dlt: %s/%d@%d has no %s header: cannot tell where to replay it",
-			r.Topic, r.Partition, r.Offset, HeaderDLTOriginalTopic)
-	}
-	if r.Origin.Topic == r.Topic {
-		return kafka.Message{}, fmt.Errorf("dlt: %s/%d@%d: origin is the DLT itself", r.Topic, r.Partition, r.Offset)
-	}
-	m := kafka.Message{Topic: r.Origin.Topic, Key: r.Key, Value: r.Value}
-	for _, h := range r.Headers {
-		if !replayedHeader(h.Key) {
-			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
-		}
-	}
-	m.Headers = append(m.Headers, kafka.Header{Key: HeaderReplayed, Value: []byte(at.UTC().Format(time.RFC3339Nano))})
-	return m, nil
-}
-
-// Replay publishes records, in order, each to its original topic (see
-// ReplayMessage), waiting for each acknowledgement, at most rate records
-// per second (rate <= 0: no bound). A nil pub uses a writer of cfg
-// (broker.NewWriter), closed before returning. It returns how many records
-// were published; it stops at the first failure. Every record is checked
-// before the first is sent.
-func Replay(ctx context.Context, cfg broker.Config, pub broker.Publisher, records []Record, rate float64) (int, error) {
-	for _, r := range records {
-		if _, err := ReplayMessage(r, time.Now()); err != nil {
-			return 0, err
-		}
-	}
-	if pub == nil {
-		w := broker.NewWriter(cfg, 1)    // one record per call
-		defer func() { _ = w.Close() }() // every write was acknowledged
-		pub = w
-	}
-	var tick <-chan time.Time
-	if rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
-		defer t.Stop()
-		tick = t.C
-	}
-	for i, r := range records {
-		if i > 0 && tick != nil {
-			select {
-			case <-ctx.Done():
-				return i, ctx.Err()
-			case <-tick:
-			}
-		}
-		m, _ := ReplayMessage(r, time.Now())
-		if err := pub.WriteMessages(ctx, m); err != nil {
-			return i, fmt.Errorf("dlt: replay %s/%d@%d to %s: %w", r.Topic, r.Partition, r.Offset, m.Topic, err)
-		}
-	}
-	return len(records), nil
 }

@@ -231,7 +231,11 @@ func testHeaders(t *testing.T, f *fixture) {
 func testReplay(t *testing.T, f *fixture) {
 	recs := list(t, f.cfg, dlt.Filter{Topic: f.dlt, Key: "K1"})
 	start := time.Now()
-	n, err := dlt.Replay(context.Background(), f.cfg, nil, recs, 20)
+	plan, err := dlt.Prepare(context.Background(), f.cfg, f.dlt, []string{f.main}, recs)
+	if err != nil || plan.Target != f.main || plan.Unverified() != 0 {
+		t.Fatalf("Prepare = %+v, %v; want 3 verified records to %s", plan, err, f.main)
+	}
+	n, err := dlt.Replay(context.Background(), f.cfg, nil, plan, dlt.Options{Rate: 20})
 	if err != nil || n != 3 {
 		t.Fatalf("Replay = %d, %v; want 3, nil", n, err)
 	}
@@ -277,8 +281,12 @@ func testReplay(t *testing.T, f *fixture) {
 	t.Run("record without origin", func(t *testing.T) {
 		bad := recs[0]
 		bad.Origin = dlt.Origin{}
-		if n, err := dlt.Replay(context.Background(), f.cfg, nil, []dlt.Record{recs[1], bad}, 0); err == nil || n != 0 {
-			t.Errorf("Replay(no origin) = %d, %v; want 0 and an error before sending anything", n, err)
+		p, err := dlt.Prepare(context.Background(), f.cfg, f.dlt, []string{f.main}, []dlt.Record{recs[1], bad})
+		if err != nil || p.Unverified() != 1 {
+			t.Fatalf("Prepare(no origin) = %+v, %v; want one unverified record", p, err)
+		}
+		if n, err := dlt.Replay(context.Background(), f.cfg, nil, p, dlt.Options{}); !errors.Is(err, dlt.ErrUnverified) || n != 0 {
+			t.Errorf("Replay(no origin) = %d, %v; want 0 and ErrUnverified before sending anything", n, err)
 		}
 	})
 }

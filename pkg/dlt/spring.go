@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -43,17 +44,58 @@ type Origin struct {
 	Group     string
 }
 
-// OriginOf reads the origin headers of m; a record without them is its own
-// origin.
-func OriginOf(m kafka.Message, group string) Origin {
-	if t := broker.Header(m, HeaderDLTOriginalTopic); t != "" {
-		o := Origin{Topic: t, Group: broker.Header(m, HeaderDLTOriginalGroup)}
-		o.Partition = int(decodeInt(rawHeader(m, HeaderDLTOriginalPartition)))
-		o.Offset = decodeInt(rawHeader(m, HeaderDLTOriginalOffset))
-		o.Timestamp = time.UnixMilli(decodeInt(rawHeader(m, HeaderDLTOriginalTimestamp)))
-		return o
+// ClaimedOrigin returns the origin that m's kafka_dlt-original-* headers
+// name; ok is false when m has no kafka_dlt-original-topic header. The
+// headers are whatever the record's writer put there: a reader shows them
+// and checks them against facts (Prepare), never routes by them.
+func ClaimedOrigin(m kafka.Message) (o Origin, ok bool) {
+	t := broker.Header(m, HeaderDLTOriginalTopic)
+	if t == "" {
+		return Origin{}, false
 	}
-	return Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Timestamp: m.Time, Group: group}
+	o = Origin{Topic: t, Group: broker.Header(m, HeaderDLTOriginalGroup)}
+	o.Partition = int(decodeInt(rawHeader(m, HeaderDLTOriginalPartition)))
+	o.Offset = decodeInt(rawHeader(m, HeaderDLTOriginalOffset))
+	o.Timestamp = time.UnixMilli(decodeInt(rawHeader(m, HeaderDLTOriginalTimestamp)))
+	return o, true
+}
+
+// OriginOf returns where m, consumed by group for the main topic main,
+// first came from. A record read from main itself is its own origin,
+// whatever its headers say. A record read from another topic (a retry
+// topic of main) has main as its origin topic, whatever its headers say,
+// and the partition, offset and time its origin headers name, which the
+// consumer loop wrote when it moved the record there; without them the
+// offset is -1 (unknown), which no replay check accepts.
+func OriginOf(m kafka.Message, main, group string) Origin {
+	if m.Topic == main {
+		return Origin{Topic: main, Partition: m.Partition, Offset: m.Offset, Timestamp: m.Time, Group: group}
+	}
+	o, ok := ClaimedOrigin(m)
+	if !ok {
+		return Origin{Topic: main, Partition: m.Partition, Offset: -1, Timestamp: m.Time, Group: group}
+	}
+	o.Topic, o.Group = main, group
+	return o
+}
+
+// WithoutFailure returns a copy of headers without the dead-letter and
+// retry bookkeeping (kafka_dlt-*, kafka_exception-* and retry_topic-*
+// headers): what a record's writer put there never reaches the next hop,
+// which gets the headers of facts (SetFailure, SetRetry) instead.
+func WithoutFailure(headers []kafka.Header) []kafka.Header {
+	out := make([]kafka.Header, 0, len(headers))
+	for _, h := range headers {
+		if !failureHeader(h.Key) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func failureHeader(key string) bool {
+	return strings.HasPrefix(key, "kafka_dlt-") || strings.HasPrefix(key, "retry_topic-") ||
+		strings.HasPrefix(key, "kafka_exception-")
 }
 
 // Attempts returns the delivery attempt m represents: 1 on the main topic,
@@ -103,8 +145,15 @@ func SetFailure(headers []kafka.Header, origin Origin, cause error) []kafka.Head
 // SetRetry sets on headers the retry-topic headers: the delivery attempt the
 // record will be and the time before which it must not be handled.
 func SetRetry(headers []kafka.Header, attempt int, due time.Time) []kafka.Header {
-	headers = set(headers, HeaderRetryAttempts, encodeInt32(attempt))
+	headers = SetAttempts(headers, attempt)
 	return set(headers, HeaderRetryBackoffUntil, encodeBigInt(due.UnixMilli()))
+}
+
+// SetAttempts sets on headers the retry_topic-attempts header: how many
+// deliveries a record has had (a DLT record from the last retry topic
+// says how many it was given before it was dead-lettered).
+func SetAttempts(headers []kafka.Header, attempts int) []kafka.Header {
+	return set(headers, HeaderRetryAttempts, encodeInt32(attempts))
 }
 
 // set replaces the headers named key with one of value v.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,7 +75,18 @@ func (t Topics) All() []string {
 }
 
 // DLT returns the dead-letter topic of topic.
-func DLT(topic string) string { return topic + "-dlt" }
+func DLT(topic string) string { return topic + DLTSuffix }
+
+// DLTSuffix ends the name of every dead-letter topic (DLT).
+const DLTSuffix = "-dlt"
+
+// MainOfDLT returns the main topic whose dead-letter topic dlt is, by the
+// naming rule of DLT (<topic>-dlt holds the dead letters of <topic>); ok
+// is false when dlt is not named as a dead-letter topic.
+func MainOfDLT(dlt string) (main string, ok bool) {
+	main, ok = strings.CutSuffix(dlt, DLTSuffix)
+	return main, ok && main != ""
+}
 
 // Requested is the payload of TransferenciaSolicitada.
 type Requested struct {

@@ -1,6 +1,7 @@
 package opsapi
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -53,7 +55,16 @@ type DLTRecord struct {
 // Replayed is the body of POST /ops/dlt/reenviar.
 type Replayed struct {
 	Reenviados int `json:"reenviados"`
+	// Destino is the topic the records went to: the DLT's main topic.
+	Destino string `json:"destino"`
+	// NaoVerificados counts the records replayed without matching their
+	// original (only with semVerificacao=true).
+	NaoVerificados int `json:"naoVerificados"`
 }
+
+// ParamUnverified is the query parameter of POST /ops/dlt/reenviar that
+// replays records matching no original too ("true"); audited.
+const ParamUnverified = "semVerificacao"
 
 // dltHandler serves the dead-letter endpoints of one service.
 type dltHandler struct {
@@ -64,13 +75,16 @@ type dltHandler struct {
 
 // DLTRoutes returns the dead-letter routes on the service's own DLTs
 // (topics), each behind operacoes: the records of each, and their replay
-// to the topic they came from (pkg/dlt.Replay), one record (topico,
-// particao, offset) or every record of a key (topico, chave). Consumers
-// deduplicate on the event id, so a record replayed twice has one effect.
-// The broker writes with the service's own principal: where Kafka ACLs
-// keep it from writing the origin topic, the broker's refusal is the
-// answer (503) and the CLI's `payments dlt replay` with its own
-// credential is the way.
+// (pkg/dlt.Prepare and Replay), one record (topico, particao, offset) or
+// every record of a key (topico, chave). A replay goes to the DLT's main
+// topic and nowhere else, whatever the records' headers say, and only
+// records that match a record of that topic at the offset their headers
+// name are replayed unless semVerificacao=true says otherwise (the audit
+// line then counts them); anything else is a 409. Consumers deduplicate
+// on the event id, so a record replayed twice has one effect. The broker
+// writes with the service's own principal: where Kafka ACLs keep it from
+// writing the main topic, the broker's refusal is the answer (503) and
+// the CLI's `payments dlt replay` with its own credential is the way.
 func DLTRoutes(cfg broker.Config, topics []string, log *slog.Logger) []auth.Route {
 	h := &dltHandler{cfg: cfg, topics: topics, log: log}
 	return []auth.Route{
@@ -138,7 +152,29 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindNotFound, "no record of %s matches", topic))
 		return
 	}
-	n, err := dlt.Replay(r.Context(), h.cfg, nil, recs, 0)
+	unverified := q.Get(ParamUnverified) == "true"
+	plan, err := dlt.Prepare(r.Context(), h.cfg, topic, h.mains(), recs)
+	if err != nil {
+		if errors.Is(err, dlt.ErrRefused) {
+			a.Resource("refused", "origin")
+			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindConflict, "replay refused: %v", err))
+			return
+		}
+		h.log.WarnContext(r.Context(), "check dead-letter records against their originals", "topic", topic, "err", err)
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindUnavailable, "the records' originals cannot be read now"))
+		return
+	}
+	a.Resource("target", plan.Target)
+	a.Resource("unverified", plan.Unverified())
+	if plan.Unverified() > 0 && !unverified {
+		a.Resource("refused", "unverified")
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindConflict,
+			"replay refused: %d of %d record(s) match no record of %s at the offset their headers name (%s); "+
+				"replay them anyway with %s=true (audited)", plan.Unverified(), len(plan.Checks), plan.Target,
+			firstProblem(plan), ParamUnverified))
+		return
+	}
+	n, err := dlt.Replay(r.Context(), h.cfg, nil, plan, dlt.Options{Unverified: unverified})
 	a.Resource("replayed", n)
 	if err != nil {
 		h.log.WarnContext(r.Context(), "replay dead-letter records", "topic", topic, "replayed", n, "err", err)
@@ -146,5 +182,26 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 			Detail: "the broker refused the replay after " + strconv.Itoa(n) + " record(s)"})
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, Replayed{Reenviados: n})
+	httpapi.WriteJSON(w, http.StatusOK, Replayed{Reenviados: n, Destino: plan.Target, NaoVerificados: plan.Unverified()})
+}
+
+// mains are the main topics of the service's DLTs, by the naming rule.
+func (h *dltHandler) mains() []string {
+	out := make([]string, 0, len(h.topics))
+	for _, t := range h.topics {
+		if m, ok := events.MainOfDLT(t); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// firstProblem is why the first unverified record of p is not verified.
+func firstProblem(p dlt.Plan) string {
+	for _, c := range p.Checks {
+		if !c.Verified {
+			return c.Problem
+		}
+	}
+	return ""
 }

@@ -506,6 +506,9 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		e.run(t, "confirm the replay", chromedp.Click(chromedp.CSS("a.replay")), chromedp.WaitVisible(chromedp.CSS("#confirm")))
 		csrf := value(t, e, "csrf", chromedp.Value(chromedp.CSS(`main input[name=csrf]`)))
 		e.screenshot(t, "replay.png")
+		if got := e.text(t, "#target"); got != s.Topics.Analysed {
+			t.Errorf("the confirmation page names %q as the target, want %s", got, s.Topics.Analysed)
+		}
 		// A double click sends the form twice: the second is refused.
 		e.run(t, "double-click replay", chromedp.DoubleClick(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS(".message")))
 		poll.Until(t, 30*time.Second, "the replayed record dead-lettered again", func() (bool, string) {

@@ -330,7 +330,7 @@ func TestPoisonRecordReachesTheDLTMonitor(t *testing.T) {
 	s := start(t)
 	s.produce(t, kafkago.Message{Key: []byte("CC-001"), Value: []byte("{not json")})
 	dead := s.read(t, events.DLT(s.topics.Analysed), 1)[0]
-	if o := dlt.OriginOf(dead, ""); o.Topic != s.topics.Analysed {
+	if o, _ := dlt.ClaimedOrigin(dead); o.Topic != s.topics.Analysed {
 		t.Errorf("DLT origin %q, want %q", o.Topic, s.topics.Analysed)
 	}
 	want := fmt.Sprintf(`ledger_dlt_messages_total{origin_topic=%q} 1`, s.topics.Analysed)

@@ -387,7 +387,12 @@ func TestReplayFromDLT(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("List = %d records, %v; want 1", len(recs), err)
 	}
-	if n, err := dlt.Replay(ctx, h.brokers, nil, recs, 10); err != nil || n != 1 {
+	// It failed there for real: its original is where its headers say.
+	plan, err := dlt.Prepare(ctx, h.brokers, events.DLT(h.topics.Settled), h.topics.All(), recs)
+	if err != nil || plan.Target != h.topics.Settled || plan.Unverified() != 0 {
+		t.Fatalf("Prepare = %+v, %v; want a verified replay to %s", plan, err, h.topics.Settled)
+	}
+	if n, err := dlt.Replay(ctx, h.brokers, nil, plan, dlt.Options{Rate: 10}); err != nil || n != 1 {
 		t.Fatalf("Replay = %d, %v; want 1, nil", n, err)
 	}
 	reqs := h.waitRequests(e.ID.String(), 5, 30*time.Second)
@@ -420,7 +425,7 @@ func TestReplayFromDLT(t *testing.T) {
 	}
 
 	// Replaying again sends nothing: the event is in the log as delivered.
-	if n, err := dlt.Replay(ctx, h.brokers, nil, recs, 10); err != nil || n != 1 {
+	if n, err := dlt.Replay(ctx, h.brokers, nil, plan, dlt.Options{Rate: 10}); err != nil || n != 1 {
 		t.Fatalf("second Replay = %d, %v; want 1, nil", n, err)
 	}
 	h.barrier(h.topics.Settled, e.Key)

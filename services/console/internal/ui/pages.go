@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -402,79 +401,3 @@ func (s *Server) requeue(w http.ResponseWriter, r *http.Request, sess *session, 
 }
 
 func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-// writesDLTs reports whether a service has dead-letter topics (its
-// consumers dead-letter records): the ledger and notifications.
-func writesDLTs(service string) bool { return service == "ledger" || service == "notifications" }
-
-// ReplayConfirm asks to confirm a replay.
-type ReplayConfirm struct {
-	Service, Topic, Partition, Offset, Key string
-}
-
-func (s *Server) confirmReplay(w http.ResponseWriter, r *http.Request, sess *session) {
-	c, err := replayTarget(r.URL.Query().Get, s)
-	if err != nil {
-		s.message(w, r, sess, http.StatusBadRequest, "Refused", err.Error())
-		return
-	}
-	s.render(w, r, sess, http.StatusOK, "replay", "Confirm replay", nil, c)
-}
-
-// replayTarget reads and checks a replay's choice: a service with DLTs, a
-// topic, and either one record (partition, offset) or a key.
-func replayTarget(get func(string) string, s *Server) (ReplayConfirm, error) {
-	c := ReplayConfirm{Service: get("service"), Topic: get("topic"), Partition: get("partition"), Offset: get("offset"), Key: get("key")}
-	if _, ok := s.upstream(c.Service); !ok || !writesDLTs(c.Service) {
-		return c, errors.New("unknown service or one without dead-letter topics: nothing was changed")
-	}
-	if c.Topic == "" || len(c.Topic) > 249 {
-		return c, errors.New("a dead-letter topic is required: nothing was changed")
-	}
-	one := c.Partition != "" || c.Offset != ""
-	if one == (c.Key != "") {
-		return c, errors.New("choose one record (partition and offset) or a key: nothing was changed")
-	}
-	if one {
-		if p, err := strconv.Atoi(c.Partition); err != nil || p < 0 {
-			return c, errors.New("the partition must be a non-negative integer: nothing was changed")
-		}
-		if o, err := strconv.ParseInt(c.Offset, 10, 64); err != nil || o < 0 {
-			return c, errors.New("the offset must be a non-negative integer: nothing was changed")
-		}
-	}
-	return c, nil
-}
-
-func (s *Server) replay(w http.ResponseWriter, r *http.Request, sess *session, a *auth.AuditRecord) {
-	c, err := replayTarget(r.PostFormValue, s)
-	if err != nil {
-		s.message(w, r, sess, http.StatusBadRequest, "Refused", err.Error())
-		return
-	}
-	u, _ := s.upstream(c.Service)
-	a.Resource("service", u.Name)
-	a.Resource("topic", c.Topic)
-	q := url.Values{"topico": {c.Topic}}
-	if c.Key != "" {
-		q.Set("chave", c.Key)
-		a.Resource("key", c.Key)
-	} else {
-		q.Set("particao", c.Partition)
-		q.Set("offset", c.Offset)
-		a.Resource("partition", c.Partition)
-		a.Resource("offset", c.Offset)
-	}
-	var ans opsapi.Replayed
-	if err := s.client.do(r.Context(), u, sess.token, http.MethodPost, opsapi.PathDLTReplay+"?"+q.Encode(), &ans); err != nil {
-		if errors.Is(err, errNotFound) {
-			s.message(w, r, sess, http.StatusNotFound, "Nothing replayed", "No record of "+c.Topic+" matches: nothing was changed.")
-			return
-		}
-		s.upstreamFailed(w, r, sess, err)
-		return
-	}
-	a.Resource("replayed", ans.Reenviados)
-	s.render(w, r, sess, http.StatusOK, "message", "Replay", nil, Message{Heading: "Replay",
-		Text: fmt.Sprintf("%d record(s) of %s replayed to their original topic.", ans.Reenviados, c.Topic), Back: "/backlogs"})
-}

@@ -34,9 +34,11 @@ func NewDLTMonitor(log *slog.Logger, metrics *Metrics) *DLTMonitor {
 
 // Handle logs and counts one DLT record (consumer.Handler).
 func (d *DLTMonitor) Handle(ctx context.Context, m kafkago.Message) error {
+	// The label is the origin the headers claim only when it is the DLT's
+	// own main topic: a header never widens the label set.
 	origin := UnknownOrigin
-	o := dlt.OriginOf(m, "")
-	if broker.Header(m, dlt.HeaderDLTOriginalTopic) != "" {
+	o, ok := dlt.ClaimedOrigin(m)
+	if main, isDLT := events.MainOfDLT(m.Topic); ok && isDLT && o.Topic == main {
 		origin = o.Topic
 	}
 	cause := dlt.ExceptionMessage(m)

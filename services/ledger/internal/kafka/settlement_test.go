@@ -254,7 +254,7 @@ func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 	if string(dead.Key) != "A" {
 		t.Errorf("DLT key = %q, want A", dead.Key)
 	}
-	origin := dlt.OriginOf(dead, "")
+	origin, _ := dlt.ClaimedOrigin(dead)
 	if origin.Topic != e.topic || origin.Partition != 0 || origin.Offset != 0 || origin.Group == "" {
 		t.Errorf("DLT origin = %+v, want %s partition 0 offset 0 with the group", origin, e.topic)
 	}
@@ -302,7 +302,7 @@ func TestPoisonRecordsAreDeadLetteredAtOnce(t *testing.T) {
 		t.Errorf("poison records took %s to clear: were they retried?", took)
 	}
 	for i, m := range dead {
-		if o := dlt.OriginOf(m, ""); o.Offset != int64(i) {
+		if o, _ := dlt.ClaimedOrigin(m); o.Offset != int64(i) {
 			t.Errorf("DLT record %d comes from offset %d", i, o.Offset)
 		}
 		if msg := dlt.ExceptionMessage(m); !strings.Contains(msg, "malformed event") {
@@ -337,8 +337,8 @@ func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 100 * time.Millisecond}, Retries: 2}
 	e.run(t, policy, true)
 
-	if dead := e.readDLT(t, 1)[0]; dlt.OriginOf(dead, "").Offset != 1 {
-		t.Errorf("DLT record from offset %d, want 1", dlt.OriginOf(dead, "").Offset)
+	if o, _ := dlt.ClaimedOrigin(e.readDLT(t, 1)[0]); o.Offset != 1 {
+		t.Errorf("DLT record from offset %d, want 1", o.Offset)
 	}
 	e.waitResult(t, ca, "REJEITADA")
 

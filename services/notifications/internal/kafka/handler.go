@@ -9,8 +9,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
-	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/webhook"
@@ -33,8 +33,8 @@ func NewHandler(n Notifier, topics events.Topics) *Handler {
 	return &Handler{notifier: n, topics: topics}
 }
 
-// Handle is a consumer.Handler. The record's main topic (its origin when it
-// comes from a retry topic or a replay) says which event it is; the record
+// Handle is a consumer.Handler. The record's main topic (the topic it was
+// read from, or the main topic of that retry topic) says which event it is; the record
 // key is the transfer's source account. An undecodable record returns an
 // error wrapping events.ErrMalformed, which the consumer loop sends to the
 // DLT at once.
@@ -78,9 +78,16 @@ func (h *Handler) HandleBatch(ctx context.Context, ms []kafka.Message) error {
 	return err
 }
 
+// decode reads m as the event of the topic it was read from (for a retry
+// topic, that topic's main topic): LIQUIDADA or REJEITADA is a fact of
+// where the record sits, never of its headers, which whoever wrote the
+// record chose.
 func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {
-	topic := dlt.OriginOf(m, "").Topic
 	n := notify.Notification{Account: string(m.Key), Topic: m.Topic}
+	topic, ok := broker.MainTopicOf(m.Topic, h.topics.Settled, h.topics.Rejected)
+	if !ok {
+		return n, consumer.Permanent(fmt.Errorf("record from unexpected topic %q", m.Topic))
+	}
 	switch topic {
 	case h.topics.Settled:
 		var e events.Settled
@@ -89,15 +96,13 @@ func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {
 		}
 		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeSettled, e.TransferID, e.OccurredAt
 		n.Status = webhook.StatusSettled
-	case h.topics.Rejected:
+	default: // h.topics.Rejected
 		var e events.Rejected
 		if err := events.Decode(m.Value, &e); err != nil {
 			return n, fmt.Errorf("decode %s: %w", events.TypeRejected, err)
 		}
 		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeRejected, e.TransferID, e.OccurredAt
 		n.Status, n.Reason = webhook.StatusRejected, e.Reason
-	default:
-		return n, consumer.Permanent(fmt.Errorf("record from unexpected topic %q", topic))
 	}
 	return n, nil
 }

@@ -30,8 +30,7 @@ func TestHandle(t *testing.T) {
 	at := time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
 	settled := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","ocorridoEm":"2026-11-29T22:00:00Z","extra":1}`
 	rejected := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CONTA_INEXISTENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
-	fromRetry := kafka.Message{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected),
-		Headers: []kafka.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Rejected)}}}
+	fromRetry := kafka.Message{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected)}
 
 	tests := []struct {
 		name    string
@@ -49,6 +48,19 @@ func TestHandle(t *testing.T) {
 		{name: "rejected without motivo", msg: kafka.Message{Topic: topics.Rejected, Value: []byte(settled)},
 			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) }},
 		{name: "unexpected topic", msg: kafka.Message{Topic: "other", Value: []byte(settled)},
+			wantErr: consumer.IsPermanent},
+		{name: "rejected whose header claims liquidada", msg: kafka.Message{Topic: topics.Rejected, Key: []byte("CC-9"), Value: []byte(rejected),
+			Headers: []kafka.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Settled)}}},
+			want: []notify.Notification{{EventID: id, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
+				Reason: "CONTA_INEXISTENTE", OccurredAt: at, Account: "CC-9", Topic: topics.Rejected}}},
+		{name: "settled retry whose header claims rejeitada", msg: kafka.Message{Topic: topics.Settled + "-retry-4000", Key: []byte("CC-1"), Value: []byte(rejected),
+			Headers: []kafka.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Rejected)}}},
+			want: []notify.Notification{{EventID: id, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA",
+				OccurredAt: at, Account: "CC-1", Topic: topics.Settled + "-retry-4000"}}},
+		{name: "a topic named like a retry topic of no known delay", msg: kafka.Message{Topic: topics.Settled + "-retry-9999", Value: []byte(settled)},
+			wantErr: consumer.IsPermanent},
+		{name: "the DLT itself", msg: kafka.Message{Topic: events.DLT(topics.Settled), Value: []byte(settled),
+			Headers: []kafka.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Settled)}}},
 			wantErr: consumer.IsPermanent},
 	}
 	for _, tt := range tests {

@@ -21,7 +21,7 @@ const dltUsage = `Inspect and replay dead-letter topics (DLTs).
 
 Usage:
   dlt list   --topic <dlt> [filters]        list dead-lettered records
-  dlt replay --topic <dlt> <selection>      re-publish records to their original topic
+  dlt replay --topic <dlt> <selection>      re-publish records to the DLT's main topic
 
 Run "dlt <command> --help" for the flags of a command. The brokers come from
 --brokers or KAFKA_BROKERS (default ` + broker.DefaultAddr + `).
@@ -30,9 +30,10 @@ Run "dlt <command> --help" for the flags of a command. The brokers come from
 // dltCommand is "payments dlt list|replay", the operators' DLT tooling on
 // pkg/dlt: args are what follows "dlt" (list or replay and their flags),
 // stdout receives tables and help, getenv reads KAFKA_BROKERS and the Kafka
-// security settings. It returns an error (a non-zero exit) on bad flags or a
-// failure; --help is not a failure.
-func dltCommand(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// security settings, mains are the suite's main topics (a replay goes from
+// <topic>-dlt to <topic> for these only). It returns an error (a non-zero
+// exit) on bad flags, a refusal or a failure; --help is not a failure.
+func dltCommand(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, mains []string) error {
 	if len(args) == 0 {
 		_, _ = io.WriteString(stdout, dltUsage)
 		return errors.New("dlt: a command is required: list or replay")
@@ -41,7 +42,7 @@ func dltCommand(ctx context.Context, args []string, getenv func(string) string, 
 	case "list":
 		return listCommand(ctx, args[1:], stdout, getenv)
 	case "replay":
-		return replayCommand(ctx, args[1:], stdout, getenv)
+		return replayCommand(ctx, args[1:], stdout, getenv, mains)
 	case "help", "-h", "-help", "--help":
 		_, _ = io.WriteString(stdout, dltUsage)
 		return nil
@@ -164,66 +165,6 @@ func listCommand(ctx context.Context, args []string, stdout io.Writer, getenv fu
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "%d record(s)\n", len(recs))
-	return err
-}
-
-func replayCommand(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
-	fs := newFlagSet("replay", "Usage: dlt replay --topic <dlt> (--partition P --offset O | --key K | --from T | --to T | --all) [--rate R] [--dry-run]\n\n"+
-		"Re-publishes the selected records of a dead-letter topic to their original topic (kafka_dlt-original-topic),\n"+
-		"with their original headers and a "+`"dlt-replayed-at"`+" marker, at most --rate records per second.\n"+
-		"Consumers deduplicate on the event id, so replaying a record twice has no second effect.", stdout)
-	var sel selection
-	sel.register(fs, getenv, 0)
-	rate := fs.Float64("rate", 10, "records per second at most (0: no limit)")
-	all := fs.Bool("all", false, "replay every record of the topic (when no other selection is given)")
-	dryRun := fs.Bool("dry-run", false, "show what would be replayed, publish nothing")
-	if help, err := parseDLTFlags(fs, args); help || err != nil {
-		return err
-	}
-	f, err := sel.filter()
-	if err != nil {
-		return fmt.Errorf("dlt replay: %w", err)
-	}
-	selective := f.Key != "" || !f.From.IsZero() || !f.To.IsZero() || len(f.Partitions) > 0 || len(f.Offsets) > 0 || f.Limit > 0
-	if !selective && !*all {
-		return errors.New("dlt replay: select records with --partition/--offset, --key, --from, --to or --limit, or pass --all")
-	}
-	if *rate < 0 {
-		return errors.New("dlt replay: --rate must not be negative")
-	}
-	cfg, err := sel.brokerConfig(getenv)
-	if err != nil {
-		return fmt.Errorf("dlt replay: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, sel.timeout)
-	defer cancel()
-	if len(f.Offsets) > 0 && len(f.Partitions) != 1 {
-		parts, err := dlt.Partitions(ctx, cfg, f.Topic)
-		if err != nil {
-			return err
-		}
-		if len(parts) > 1 && len(f.Partitions) == 0 {
-			return fmt.Errorf("dlt replay: %s has %d partitions: say which with --partition", f.Topic, len(parts))
-		}
-	}
-	recs, err := dlt.List(ctx, cfg, f)
-	if err != nil {
-		return err
-	}
-	if len(recs) == 0 {
-		return errors.New("dlt replay: no record matches the selection")
-	}
-	if err := writeTable(stdout, recs); err != nil {
-		return err
-	}
-	if *dryRun {
-		_, err := fmt.Fprintf(stdout, "dry run: %d record(s) would be replayed\n", len(recs))
-		return err
-	}
-	n, err := dlt.Replay(ctx, cfg, nil, recs, *rate)
-	if _, werr := fmt.Fprintf(stdout, "replayed %d of %d record(s)\n", n, len(recs)); werr != nil && err == nil {
-		err = werr
-	}
 	return err
 }
 

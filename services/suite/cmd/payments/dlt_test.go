@@ -47,31 +47,58 @@ func newDLTFixture(t *testing.T) *dltFixture {
 	defer func() { _ = w.Close() }()
 	now := time.Now().Truncate(time.Millisecond)
 	f.boundary = now.Add(-90 * time.Minute)
-	n := 0
-	deadLetter := func(at time.Time, keys ...string) []string {
-		var ids []string
-		for _, k := range keys {
-			id := fmt.Sprintf("ev-%s-%d", k, n)
-			hs := []kafka.Header{
-				{Key: events.HeaderEventID, Value: []byte(id)},
-				{Key: events.HeaderEventType, Value: []byte(events.TypeAnalysed)},
-				{Key: events.HeaderCorrelationID, Value: []byte("corr-" + id)},
-			}
-			hs = dlt.SetFailure(hs, dlt.Origin{Topic: f.main, Partition: 0, Offset: int64(n), Timestamp: at, Group: "g"},
-				errors.New("boom: cannot handle"))
-			m := kafka.Message{Topic: f.dlt, Key: []byte(k), Value: []byte(`{"n":` + strconv.Itoa(n) + `}`), Time: at, Headers: hs}
-			if err := w.WriteMessages(ctx, m); err != nil {
-				t.Fatalf("write to the DLT: %v", err)
-			}
-			ids = append(ids, id)
-			n++
-		}
-		return ids
+	// The originals first, on the main topic, where the DLT records say
+	// they failed.
+	type original struct {
+		key, id string
+		at      time.Time
 	}
-	f.phase1 = deadLetter(now.Add(-2*time.Hour), "K1", "K1", "K2")
-	f.phase2 = deadLetter(now.Add(-time.Hour), "K1", "K3")
+	var originals []original
+	for i, k := range []string{"K1", "K1", "K2", "K1", "K3", "K4", "K5"} {
+		at := now.Add(-2 * time.Hour)
+		if i >= 3 {
+			at = now.Add(-time.Hour)
+		}
+		originals = append(originals, original{key: k, id: fmt.Sprintf("ev-%s-%d", k, i), at: at})
+	}
+	for i, o := range originals[:5] {
+		if err := w.WriteMessages(ctx, kafka.Message{Topic: f.main, Key: []byte(o.key), Value: value(i),
+			Headers: []kafka.Header{{Key: events.HeaderEventID, Value: []byte(o.id)}}}); err != nil {
+			t.Fatalf("write to the main topic: %v", err)
+		}
+	}
+	at := map[string]dlt.Record{}
+	for _, r := range listDLT(t, cfg, dlt.Filter{Topic: f.main}) {
+		at[r.EventID] = r
+	}
+	for i, o := range originals {
+		hs := []kafka.Header{
+			{Key: events.HeaderEventID, Value: []byte(o.id)},
+			{Key: events.HeaderEventType, Value: []byte(events.TypeAnalysed)},
+			{Key: events.HeaderCorrelationID, Value: []byte("corr-" + o.id)},
+		}
+		origin := dlt.Origin{Topic: f.main, Partition: at[o.id].Partition, Offset: at[o.id].Offset, Timestamp: o.at, Group: "g"}
+		switch o.key {
+		case "K4": // forged: it never failed on the main topic
+			origin.Partition, origin.Offset = 0, 999
+		case "K5": // its header names another topic
+			origin.Topic = "pagamentos.transferencia.analisada.v1"
+		}
+		hs = dlt.SetFailure(hs, origin, errors.New("boom: cannot handle"))
+		m := kafka.Message{Topic: f.dlt, Key: []byte(o.key), Value: value(i), Time: o.at, Headers: hs}
+		if err := w.WriteMessages(ctx, m); err != nil {
+			t.Fatalf("write to the DLT: %v", err)
+		}
+		if o.at.Before(f.boundary) {
+			f.phase1 = append(f.phase1, o.id)
+		} else {
+			f.phase2 = append(f.phase2, o.id)
+		}
+	}
 	return f
 }
+
+func value(i int) []byte { return []byte(`{"n":` + strconv.Itoa(i) + `}`) }
 
 func listDLT(t *testing.T, cfg broker.Config, f dlt.Filter) []dlt.Record {
 	t.Helper()
@@ -116,9 +143,20 @@ func TestDLTCommand(t *testing.T) {
 		{name: "replay help", args: []string{"replay", "-h"}, wantOut: []string{"Usage: dlt replay", "-rate", "-offset"}},
 		{name: "help", args: []string{"--help"}, wantOut: []string{"dlt list", "dlt replay"}},
 		{name: "replay dry run", args: []string{"replay", "--topic", f.dlt, "--partition", strconv.Itoa(k3[0].Partition),
-			"--offset", strconv.FormatInt(k3[0].Offset, 10), "--dry-run"}, wantOut: []string{f.phase2[1], "dry run: 1 record(s)"}},
+			"--offset", strconv.FormatInt(k3[0].Offset, 10), "--dry-run"},
+			wantOut: []string{f.phase2[1], "target: " + f.main, "dry run: 1 record(s) would be replayed to " + f.main + " (0 unverified)"}},
 		{name: "replay one", args: []string{"replay", "--topic", f.dlt, "--partition", strconv.Itoa(k3[0].Partition),
-			"--offset", strconv.FormatInt(k3[0].Offset, 10), "--rate", "5"}, wantOut: []string{"replayed 1 of 1 record(s)"}},
+			"--offset", strconv.FormatInt(k3[0].Offset, 10), "--rate", "5"}, wantOut: []string{"replayed 1 of 1 record(s) to " + f.main + " (0 unverified)"}},
+		{name: "replay forged dry run", args: []string{"replay", "--topic", f.dlt, "--key", "K4", "--dry-run"},
+			wantOut: []string{"UNVERIFIED", "no record at " + f.main + "/0@999", "(1 unverified, refused without --unverified)"}},
+		{name: "replay forged", args: []string{"replay", "--topic", f.dlt, "--key", "K4"}, wantErr: "pass --unverified"},
+		{name: "replay forged unverified", args: []string{"replay", "--topic", f.dlt, "--key", "K4", "--unverified"},
+			wantOut: []string{"replayed 1 of 1 record(s) to " + f.main + " (1 unverified, replayed with --unverified and marked " + dlt.HeaderUnverified + ")"}},
+		{name: "replay origin elsewhere", args: []string{"replay", "--topic", f.dlt, "--key", "K5", "--unverified"},
+			wantErr: "holds the dead letters of " + f.main + " only"},
+		{name: "replay a DLT of no suite topic", args: []string{"replay", "--topic", "pagamentos.outra.v1-dlt", "--all"},
+			wantErr: "not the dead-letter topic of a topic of the suite"},
+		{name: "replay not a DLT", args: []string{"replay", "--topic", f.main, "--all"}, wantErr: "is not a dead-letter topic"},
 		{name: "no command", args: nil, wantErr: "a command is required"},
 		{name: "unknown command", args: []string{"purge"}, wantErr: "unknown command"},
 		{name: "list without topic", args: []string{"list"}, wantErr: "--topic is required"},
@@ -133,7 +171,7 @@ func TestDLTCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := dltCommand(context.Background(), tt.args, getenv, &out)
+			err := dltCommand(context.Background(), tt.args, getenv, &out, []string{f.main})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Command(%q) = %v, want an error mentioning %q\n%s", tt.args, err, tt.wantErr, out.String())
@@ -159,4 +197,18 @@ func TestDLTCommand(t *testing.T) {
 		}
 		return false, "K3 not replayed"
 	})
+	// "replay forged unverified" put K4's there marked; K5 went nowhere.
+	var k4 []dlt.Record
+	for _, r := range listDLT(t, f.cfg, dlt.Filter{Topic: f.main, Key: "K4"}) {
+		if broker.Header(kafka.Message{Headers: r.Headers}, dlt.HeaderUnverified) == "" {
+			t.Errorf("K4 replayed without the %s mark", dlt.HeaderUnverified)
+		}
+		k4 = append(k4, r)
+	}
+	if len(k4) != 1 {
+		t.Errorf("main topic holds %d K4 records, want the one forced replay", len(k4))
+	}
+	if n := len(listDLT(t, f.cfg, dlt.Filter{Topic: f.main, Key: "K5"})); n != 0 {
+		t.Errorf("main topic holds %d K5 records, want none: its replay was refused", n)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/suite/internal/cli"
 )
 
@@ -34,7 +35,7 @@ commands:
   outbox requeue         requeue DEAD outbox events (by id, topic or type; audited)
   outbox discard         drop a DEAD outbox event for good (by id; audited)
   dlt list               list records of a dead-letter topic
-  dlt replay             replay dead-letter records to their original topic
+  dlt replay             replay dead-letter records to their DLT's main topic
   probe URL              exit 0 when URL answers 200
   auth keygen            make a token signing key and its public JWKS
   auth token             print an access token for a client and scopes
@@ -94,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return cli.UsageError{Msg: "outbox: unknown subcommand " + s}
 	case "dlt":
-		return dltCommand(ctx, rest, getenv, stdout)
+		return dltCommand(ctx, rest, getenv, stdout, events.DefaultTopics.All())
 	case "auth":
 		s, r, err := sub()
 		if err != nil {
