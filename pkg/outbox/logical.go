@@ -187,7 +187,7 @@ func (r *LogicalRelay) Run(ctx context.Context) error {
 		} else {
 			failures++
 			wait = delay.Delay(failures)
-			r.log.WarnContext(ctx, "outbox logical relay stream ended; retrying", "slot", r.cfg.Slot, "err", err, "retry_in", wait)
+			r.log.WarnContext(ctx, "outbox logical relay stream ended; retrying", "slot", r.slotName(), "err", err, "retry_in", wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -204,14 +204,14 @@ func (r *LogicalRelay) setupAndStream(ctx context.Context) error {
 	}
 	if created {
 		r.log.InfoContext(ctx, "outbox logical relay created its slot; publishing what the table holds from before it",
-			"slot", r.cfg.Slot)
+			"slot", r.slotName())
 		if err := r.drain(ctx); err != nil {
 			// The slot exists now: the next attempt would not drain. Drop
 			// it, so that it does (events committed meanwhile are in the
 			// table, which the drain reads).
 			if derr := r.dropSlot(context.WithoutCancel(ctx)); derr != nil {
 				r.log.ErrorContext(ctx, "outbox logical relay: drain failed and the slot could not be dropped; drop it by hand",
-					"slot", r.cfg.Slot, "err", derr)
+					"slot", r.slotName(), "err", derr)
 			}
 			return fmt.Errorf("drain the table into the new slot: %w", err)
 		}

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/test/background"
+	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -259,7 +261,9 @@ func TestLogicalRelaySlotAdvancesWhenIdle(t *testing.T) {
 	background.Go(t, "relay", r.Run)
 	waitFor(t, 30*time.Second, "the relay streams", func() (bool, error) { return r.Active(), nil })
 	for i := range 200 {
-		if _, err := e.db.Exec(context.Background(), `INSERT INTO widget (id, name) SELECT gen_random_uuid(), repeat('x', 2000) FROM generate_series(1, 50)`); err != nil {
+		if _, err := e.db.Exec(context.Background(), `INSERT INTO widget (id, name)
+SELECT gen_random_uuid(), (SELECT string_agg(md5(random()::text || g::text || n::text), '') FROM generate_series(1, 64) g)
+  FROM generate_series(1, 50) n`); err != nil {
 			t.Fatal(fmt.Errorf("write %d: %w", i, err))
 		}
 	}
@@ -267,7 +271,7 @@ func TestLogicalRelaySlotAdvancesWhenIdle(t *testing.T) {
 	if err := e.db.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&written); err != nil {
 		t.Fatal(err)
 	}
-	if written < 256<<10 {
+	if written < 1<<20 {
 		t.Fatalf("the writes produced only %d bytes of WAL behind the slot; the test needs more", written)
 	}
 	waitFor(t, 10*time.Second, "the slot retains under 64 KiB", func() (bool, error) {
@@ -275,4 +279,92 @@ func TestLogicalRelaySlotAdvancesWhenIdle(t *testing.T) {
 		err := e.db.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag)
 		return lag < 64<<10, err
 	})
+}
+
+// Switching back to the polling relay loses nothing: what the logical relay
+// had not settled is sent again (at least once), and the polling service
+// sees the slot left behind.
+func TestSwitchFromLogicalBackToPollingLosesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	dropSlotOnCleanup(t, e)
+	cfg := logicalConfig()
+	cfg.SettleInterval = time.Hour // nothing settled: the polling relay must resend all
+	r := outbox.NewLogicalRelay(e.ob, e.writer, cfg, fastRelay("logical"), testLogger(t), nil, nil)
+	task := background.Go(t, "logical relay", r.Run)
+	var ids []string
+	for i := range 30 {
+		for _, id := range e.enqueue(t, payload{Key: "k" + strconv.Itoa(i%3), N: i}) {
+			ids = append(ids, id.String())
+		}
+	}
+	readTopic(t, e.kcfg, e.topic, len(ids), 60*time.Second)
+	task.Stop(t)
+	slot, found, err := outbox.LeftBehindSlot(context.Background(), e.db, outbox.LogicalConfig{})
+	if err != nil || !found {
+		t.Fatalf("LeftBehindSlot = %s, %v, %v; want the logical relay's slot found", slot, found, err)
+	}
+	runRelay(t, outbox.NewRelay(e.ob, e.writer, fastRelay("polling"), testLogger(t), nil))
+	for i := range 10 {
+		for _, id := range e.enqueue(t, payload{Key: "k" + strconv.Itoa(i%3), N: 100 + i}) {
+			ids = append(ids, id.String())
+		}
+	}
+	waitFor(t, 60*time.Second, "every event PUBLISHED by the polling relay", func() (bool, error) {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids), nil
+	})
+}
+
+// A slot that is lost (dropped, or missing on a promoted standby) is found
+// and recreated, and what committed meanwhile is published from the table.
+func TestLogicalRelayRecreatesALostSlot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	slot := dropSlotOnCleanup(t, e)
+	r := newLogical(t, e, e.writer)
+	background.Go(t, "logical relay", r.Run)
+	waitFor(t, 30*time.Second, "the relay streams", func() (bool, error) { return r.Active(), nil })
+	ids := e.enqueue(t, payload{Key: "a", N: 1})
+	readTopic(t, e.kcfg, e.topic, 1, 30*time.Second)
+	// Lose the slot: end its walsender and drop it before the relay is back.
+	poll.True(t, 10*time.Second, "the slot dropped", func() bool {
+		_, err := e.db.Exec(context.Background(), `
+SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot)
+		if err != nil {
+			return false
+		}
+		_, err = e.db.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot)
+		return err == nil
+	})
+	ids = append(ids, e.enqueue(t, payload{Key: "a", N: 2}, payload{Key: "b", N: 1})...)
+	readAll(t, e, ids, 60*time.Second)
+}
+
+// readAll reads the topic from the start until every id arrived
+// (duplicates allowed), or fails at the deadline.
+func readAll(t *testing.T, e *env, ids []uuid.UUID, within time.Duration) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id.String()] = true
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: e.kcfg.Brokers, GroupID: kafkatest.Group(t, "all"), Topic: e.topic,
+		StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for len(want) > 0 {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("%d events never published (one: %v): %v", len(want), firstKey(want), err)
+		}
+		delete(want, header(m, events.HeaderEventID))
+	}
+}
+
+func firstKey(m map[string]bool) string {
+	for k := range m {
+		return k
+	}
+	return ""
 }
