@@ -13,6 +13,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
@@ -30,11 +31,16 @@ func logicalConfig() outbox.LogicalConfig {
 // relay starts, it runs after the relay has stopped.
 func dropSlotOnCleanup(t *testing.T, e *env) string {
 	t.Helper()
-	slot := outbox.SlotFor(e.db.Config().ConnConfig.Database, "paysuite_outbox")
-	t.Cleanup(func() {
+	return dropSlotOf(t, e.db)
+}
+
+func dropSlotOf(tb testing.TB, db *postgres.DB) string {
+	tb.Helper()
+	slot := outbox.SlotFor(db.Config().ConnConfig.Database, "paysuite_outbox")
+	tb.Cleanup(func() {
 		// The walsender of a stopped relay takes a moment to exit.
-		poll.True(t, 30*time.Second, "the slot dropped", func() bool {
-			_, err := e.db.Exec(context.Background(), `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		poll.True(tb, 30*time.Second, "the slot dropped", func() bool {
+			_, err := db.Exec(context.Background(), `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
 			return err == nil
 		})
 	})
