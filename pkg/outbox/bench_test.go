@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,6 +187,7 @@ func drain(b *testing.B, clock *ackClock, n int, start func(ctx context.Context)
 func BenchmarkRelayThroughput(b *testing.B) {
 	log := slog.New(slog.DiscardHandler)
 	var seedRate float64
+	pollingRate := map[int]float64{} // by keys: batch1000's rate
 	for _, tc := range []struct {
 		name  string
 		batch int
@@ -196,6 +198,8 @@ func BenchmarkRelayThroughput(b *testing.B) {
 		{"batch100", 100, false, 1000},
 		{"batch1000", 1000, false, 1000},
 		{"batch1000-keys100k", 1000, false, 100_000},
+		{"logical", 1000, false, 1000},
+		{"logical-keys100k", 1000, false, 100_000},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			n := max(b.N, 1000)
@@ -203,12 +207,20 @@ func BenchmarkRelayThroughput(b *testing.B) {
 				n = min(n, 5000) // the seed relay moves ~450 events/s
 			}
 			e := newBenchEnv(b, 12)
+			logical := strings.HasPrefix(tc.name, "logical")
+			if logical {
+				e.slotReady(b) // the backlog then waits in the slot, as it waits in the table for the others
+			}
 			e.enqueueBulk(b, n, tc.keys)
 			clock := &ackClock{next: e.writer, at: map[string]time.Time{}}
 			b.ResetTimer()
 			elapsed := drain(b, clock, n, func(ctx context.Context) {
 				if tc.seed {
 					(&seedRelay{db: e.db, pub: clock}).run(ctx)
+					return
+				}
+				if logical {
+					_ = outbox.NewLogicalRelay(e.ob, clock, outbox.LogicalConfig{}, outbox.RelayConfig{BatchSize: tc.batch}, log, nil, nil).Run(ctx)
 					return
 				}
 				cfg := outbox.RelayConfig{BatchSize: tc.batch, Workers: 2, PollInterval: 50 * time.Millisecond}
@@ -223,8 +235,28 @@ func BenchmarkRelayThroughput(b *testing.B) {
 			} else if seedRate > 0 {
 				b.ReportMetric(rate/seedRate, "x_seed")
 			}
+			if !logical {
+				pollingRate[tc.keys] = rate
+			} else if p := pollingRate[tc.keys]; p > 0 {
+				b.ReportMetric(rate/p, "x_polling")
+			}
 		})
 	}
+}
+
+// slotReady creates the database's logical slot (a logical relay run until
+// it streams) and stops the relay, so that events enqueued next wait in the
+// slot.
+func (e *benchEnv) slotReady(b *testing.B) {
+	b.Helper()
+	dropSlotOf(b, e.db)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := outbox.NewLogicalRelay(e.ob, nullPublisher{}, outbox.LogicalConfig{}, outbox.RelayConfig{}, slog.New(slog.DiscardHandler), nil, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	poll.True(b, time.Minute, "the logical relay streams", r.Active)
+	cancel()
+	<-done
 }
 
 // BenchmarkRelayLatency offers 2,000 events/s (one event per transaction,
@@ -244,15 +276,23 @@ func BenchmarkRelayLatency(b *testing.B) {
 		name       string
 		seed       bool
 		partitions int
-	}{{"seed003", true, 12}, {"relay", false, 12}, {"relay-1partition", false, 1}} {
+	}{{"seed003", true, 12}, {"relay", false, 12}, {"relay-1partition", false, 1}, {"logical", false, 12}} {
 		b.Run(tc.name, func(b *testing.B) {
 			e := newBenchEnv(b, tc.partitions)
 			clock := &ackClock{next: e.writer, at: map[string]time.Time{}}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			if tc.seed {
+			switch {
+			case tc.name == "logical":
+				dropSlotOf(b, e.db)
+				r := outbox.NewLogicalRelay(e.ob, clock, outbox.LogicalConfig{}, outbox.RelayConfig{BatchSize: 500}, log, nil, nil)
+				relayDone := make(chan struct{})
+				go func() { defer close(relayDone); _ = r.Run(ctx) }()
+				b.Cleanup(func() { cancel(); <-relayDone })
+				poll.True(b, time.Minute, "the logical relay streams", r.Active)
+			case tc.seed:
 				go (&seedRelay{db: e.db, pub: clock}).run(ctx)
-			} else {
+			default:
 				cfg := outbox.RelayConfig{BatchSize: 500, Workers: 2}
 				go func() { _ = outbox.NewRelay(e.ob, clock, cfg, log, nil).Run(ctx) }()
 			}
@@ -353,7 +393,19 @@ func BenchmarkRelayCeilings(b *testing.B) {
 		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 		b.ReportMetric(0, "ns/op")
 	})
-	b.Run("broker", func(b *testing.B) {
+	for _, senders := range []int{2, 1} {
+		name := "broker"
+		if senders == 1 {
+			// The logical relay's broker half: one sender, a call after
+			// the other.
+			name = "broker-1sender"
+		}
+		b.Run(name, func(b *testing.B) { brokerCeiling(b, senders) })
+	}
+}
+
+func brokerCeiling(b *testing.B, senders int) {
+	{
 		n := max(b.N, 1000)
 		e := newBenchEnv(b, 12)
 		msgs := make([]kafka.Message, n)
@@ -371,10 +423,10 @@ func BenchmarkRelayCeilings(b *testing.B) {
 		b.ResetTimer()
 		start := time.Now()
 		var wg sync.WaitGroup
-		errs := make(chan error, 2)
-		for w := range 2 {
+		errs := make(chan error, senders)
+		for w := range senders {
 			wg.Go(func() {
-				for i := w * 1000; i < n; i += 2000 {
+				for i := w * 1000; i < n; i += 1000 * senders {
 					if err := e.writer.WriteMessages(context.Background(), msgs[i:min(i+1000, n)]...); err != nil {
 						errs <- err
 						return
@@ -391,5 +443,5 @@ func BenchmarkRelayCeilings(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 		b.ReportMetric(0, "ns/op")
-	})
+	}
 }

@@ -24,6 +24,10 @@ type claimed struct {
 	refusals   int
 	isolate    bool
 	enqueuedAt time.Time
+	// holdOnly marks a DEAD row the logical relay's stream carried (an
+	// operator moved it behind a requeued event of its key): not sent, it
+	// holds its key back from there.
+	holdOnly bool
 }
 
 // Claiming is serialised per database: a claim first takes this

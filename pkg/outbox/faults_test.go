@@ -35,6 +35,8 @@ type sendLog struct {
 	delay time.Duration
 	// fail returns the error for one record, nil to ack it.
 	fail func(m kafka.Message) error
+	// failCall, when set, says whether fail applies to this call at all.
+	failCall func(msgs []kafka.Message) bool
 }
 
 func newSendLog() *sendLog { return &sendLog{sent: map[string]int{}} }
@@ -51,8 +53,9 @@ func (p *sendLog) WriteMessages(ctx context.Context, msgs ...kafka.Message) erro
 	defer p.mu.Unlock()
 	errs := make(kafka.WriteErrors, len(msgs))
 	failed := false
+	applies := p.failCall == nil || p.failCall(msgs)
 	for i, m := range msgs {
-		if p.fail != nil {
+		if p.fail != nil && applies {
 			errs[i] = p.fail(m)
 		}
 		if errs[i] != nil {

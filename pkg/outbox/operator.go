@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // DeadEvent is an event that went DEAD, for operators.
@@ -56,21 +57,43 @@ type Audit struct {
 // ErrNoOperator is returned by Requeue and Discard without an operator.
 var ErrNoOperator = errors.New("an operator action needs the operator's name")
 
-// A DEAD event holds its key back; requeued, it keeps its place (its seq)
-// and goes before the key's later events, alone (isolate stays set).
-const requeueSQL = `
+// deadSQL locks the DEAD events an operator action names, oldest first.
+const deadSQL = `
+SELECT id, topic, key, seq FROM outbox_event
+ WHERE status = 'DEAD'
+   AND ($1::uuid IS NULL OR id = $1)
+   AND ($2::text IS NULL OR topic = $2)
+   AND ($3::text IS NULL OR event_type = $3)
+ ORDER BY seq FOR UPDATE`
+
+// reinsertSQL moves the unpublished events of a key from seq $3 on (the
+// DEAD event an operator acts on, $4, and the events it held back) to the
+// end of the queue, in their order, by deleting and inserting them again:
+// an insert reaches both relays, where an UPDATE would not reach the
+// logical one (its publication carries inserts only). The event ids stay,
+// so consumers still deduplicate them. The requeued event ($5 true) starts
+// again as PENDING with a fresh budget, alone (isolate set); a discarded
+// one is not moved.
+const reinsertSQL = `
 WITH moved AS (
-    UPDATE outbox_event
-       SET status = 'PENDING', attempts = 0, refusals = 0, next_attempt_at = now(),
-           locked_by = NULL, locked_until = NULL, lease_owner = NULL
-     WHERE status = 'DEAD'
-       AND ($1::uuid IS NULL OR id = $1)
-       AND ($2::text IS NULL OR topic = $2)
-       AND ($3::text IS NULL OR event_type = $3)
-    RETURNING id, topic, key
+    DELETE FROM outbox_event
+     WHERE topic = $1 AND key = $2 AND seq >= $3
+       AND (status IN ('PENDING', 'DEAD') AND (id <> $4 OR $5))
+    RETURNING *
 )
-INSERT INTO outbox_audit (operator, action, event_id, topic, key, reason)
-SELECT $4, 'requeue', id, topic, key, $5 FROM moved`
+INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, headers, occurred_at,
+                          enqueued_at, status, attempts, refusals, last_error, isolate)
+SELECT id, aggregate_type, aggregate_id, topic, key, event_type, payload, headers, occurred_at, enqueued_at,
+       CASE WHEN id = $4 THEN 'PENDING' ELSE status END,
+       CASE WHEN id = $4 THEN 0 ELSE attempts END,
+       CASE WHEN id = $4 THEN 0 ELSE refusals END,
+       last_error, isolate OR id = $4
+  FROM moved ORDER BY seq`
+
+const auditInsertSQL = `
+INSERT INTO outbox_audit (operator, action, event_id, topic, key, reason) VALUES ($1, $2, $3, $4, $5, $6)`
+
+const discardSQL = `UPDATE outbox_event SET status = 'DISCARDED' WHERE id = $1 AND status = 'DEAD'`
 
 // RequeueFilter chooses DEAD events to requeue; empty fields match all, but
 // at least one must be set.
@@ -98,45 +121,92 @@ func (o *Outbox) Requeue(ctx context.Context, f RequeueFilter, a Audit) (int64, 
 	if f.ID != uuid.Nil {
 		id = &f.ID
 	}
-	tag, err := o.db.Exec(ctx, requeueSQL, id, nullable(f.Topic), nullable(f.Type), a.Operator, a.Reason)
+	var n int64
+	err := o.db.InTx(ctx, func(tx pgx.Tx) error {
+		n = 0
+		dead, err := lockDead(ctx, tx, id, nullable(f.Topic), nullable(f.Type))
+		if err != nil {
+			return err
+		}
+		for _, d := range dead {
+			if _, err := tx.Exec(ctx, reinsertSQL, d.topic, d.key, d.seq, d.id, true); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, auditInsertSQL, a.Operator, "requeue", d.id, d.topic, d.key, a.Reason); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("requeue dead outbox events: %w", err)
 	}
 	o.Wake()
-	return tag.RowsAffected(), nil
+	return n, nil
 }
-
-// A discarded event is never sent and no longer holds its key back; the row
-// stays, with its payload, for the record.
-const discardSQL = `
-WITH dropped AS (
-    UPDATE outbox_event SET status = 'DISCARDED'
-     WHERE status = 'DEAD' AND id = $1
-    RETURNING id, topic, key
-)
-INSERT INTO outbox_audit (operator, action, event_id, topic, key, reason)
-SELECT $2, 'discard', id, topic, key, $3 FROM dropped`
 
 // ErrNotDead is returned by Discard when no DEAD event has the id.
 var ErrNotDead = errors.New("no DEAD outbox event has this id")
 
-// Discard drops the DEAD event id for good, records who did it (see Audit)
-// and wakes the relays: the later events of its key go on. Only DEAD events
-// can be discarded, one at a time. Returns ErrNoOperator or ErrNotDead,
-// having changed nothing.
+// Discard drops the DEAD event id for good (its row stays, DISCARDED, with
+// its payload, for the record), records who did it (see Audit) and wakes the
+// relays: the later events of its key go on. Only DEAD events can be
+// discarded, one at a time. Returns ErrNoOperator or ErrNotDead, having
+// changed nothing.
 func (o *Outbox) Discard(ctx context.Context, id uuid.UUID, a Audit) error {
 	if a.Operator == "" {
 		return ErrNoOperator
 	}
-	tag, err := o.db.Exec(ctx, discardSQL, id, a.Operator, a.Reason)
+	err := o.db.InTx(ctx, func(tx pgx.Tx) error {
+		dead, err := lockDead(ctx, tx, &id, nil, nil)
+		if err != nil {
+			return err
+		}
+		if len(dead) == 0 {
+			return ErrNotDead
+		}
+		d := dead[0]
+		if _, err := tx.Exec(ctx, discardSQL, d.id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, reinsertSQL, d.topic, d.key, d.seq, d.id, false); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, auditInsertSQL, a.Operator, "discard", d.id, d.topic, d.key, a.Reason)
+		return err
+	})
+	if errors.Is(err, ErrNotDead) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("discard dead outbox event: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotDead
-	}
 	o.Wake()
 	return nil
+}
+
+type deadRow struct {
+	id         uuid.UUID
+	topic, key string
+	seq        int64
+}
+
+func lockDead(ctx context.Context, tx pgx.Tx, id *uuid.UUID, topic, typ *string) ([]deadRow, error) {
+	rows, err := tx.Query(ctx, deadSQL, id, topic, typ)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []deadRow
+	for rows.Next() {
+		var d deadRow
+		if err := rows.Scan(&d.id, &d.topic, &d.key, &d.seq); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 // AuditEntry is one operator action on one event.

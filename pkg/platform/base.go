@@ -51,6 +51,12 @@ type Config struct {
 	KafkaSecurity broker.SecuritySettings
 	// Relay tunes the outbox relay (OUTBOX_*).
 	Relay outbox.RelayConfig
+	// RelayMode chooses the relay: RelayPolling (the default) or
+	// RelayLogical, which reads the outbox from the WAL and needs
+	// wal_level=logical and a role with REPLICATION.
+	RelayMode string `env:"OUTBOX_RELAY" envDefault:"polling" help:"polling, or logical: read the outbox from the WAL (needs wal_level=logical and REPLICATION)"`
+	// Logical tunes the logical relay (OUTBOX_LOGICAL_*).
+	Logical outbox.LogicalConfig
 	// MigrateOnStart applies migrations at start.
 	MigrateOnStart bool `env:"MIGRATE_ON_START" envDefault:"true" help:"apply the migrations at start (<service> migrate applies them and exits)"`
 	// InboxRetention is how long the transfers projection's processed-event
@@ -132,7 +138,23 @@ func DefaultConfig(service, httpAddr string) Config {
 func (c *Config) Complete() error {
 	sec, err := c.KafkaSecurity.Security()
 	c.Kafka.Security = sec
-	return errors.Join(err, c.Auth.Validate(), ValidateShutdownDrain(c.ShutdownDrain))
+	return errors.Join(err, c.Auth.Validate(), ValidateShutdownDrain(c.ShutdownDrain), c.validateRelayMode())
+}
+
+// The relay modes of OUTBOX_RELAY.
+const (
+	RelayPolling = "polling"
+	RelayLogical = "logical"
+)
+
+func (c *Config) validateRelayMode() error {
+	switch c.RelayMode {
+	case "", RelayPolling:
+		return nil
+	case RelayLogical:
+		return c.Logical.Validate()
+	}
+	return fmt.Errorf("OUTBOX_RELAY: %q is neither %q nor %q", c.RelayMode, RelayPolling, RelayLogical)
 }
 
 // Base is the part of a running service that every service has.
@@ -143,7 +165,7 @@ type Base struct {
 	Registry *prometheus.Registry
 	Writer   *kafka.Writer
 	Outbox   *outbox.Outbox
-	Relay    *outbox.Relay
+	Relay    Relay
 	Router   chi.Router
 	// ConsumerMetrics are registered once per service and shared by its
 	// consumers.
@@ -198,7 +220,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 		HTTPMetrics:     httpapi.NewHTTPMetrics(reg),
 		Auth:            authn,
 	}
-	b.Relay = outbox.NewRelay(b.Outbox, b.Writer, cfg.Relay, log, outbox.NewMetrics(reg))
+	b.Relay = newRelay(b, cfg, log, reg)
 	b.Router = httpapi.NewRouter(log, b.HTTPMetrics, reg, b.Ready, authn.Middleware)
 	return b, nil
 }

@@ -222,7 +222,7 @@ start_postgres() {
 		port=$(free_port "$port" 1) || { log "no free port for PostgreSQL near $want"; return 1; }
 		[ "$port" = "$want" ] || log "port $want is taken by something else; PostgreSQL tries $port"
 		if as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 60 start -o \
-			"-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500 -c shared_buffers=256MB ${TEST_PG_OPTS:-}" \
+			"-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500 -c shared_buffers=256MB -c wal_level=logical -c max_replication_slots=50 -c max_wal_senders=50 -c max_slot_wal_keep_size=1GB -c wal_sender_timeout=10s ${TEST_PG_OPTS:-}" \
 			>/dev/null; then
 			break
 		fi

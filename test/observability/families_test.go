@@ -35,6 +35,13 @@ var (
 		{"outbox_enqueue_to_ack_seconds", histogram, nil},
 		{"outbox_relay_batch_size", histogram, nil},
 		{"outbox_relay_batch_duration_seconds", histogram, nil},
+		{"outbox_logical_active", gauge, nil},
+		{"outbox_logical_slot_lag_bytes", gauge, nil},
+		{"outbox_logical_lag_seconds", gauge, nil},
+		{"outbox_logical_slot_left_behind", gauge, nil},
+		{"outbox_logical_held_back_total", counter, nil},
+		{"outbox_logical_settled_total", counter, nil},
+		{"outbox_logical_slots_created_total", counter, nil},
 	}
 	consumerFamilies = []family{
 		{"consumer_records_total", counter, []string{"group", "outcome", "topic"}},

@@ -49,6 +49,8 @@ func TestAlertRules(t *testing.T) {
 		"OutboxDeadEvents":             {"outbox_dead_events", nil, ">", 0, 0, "critical"},
 		"OutboxSendBlocked":            {"outbox_send_failures_total", []string{"increase"}, ">", 0, 0, "critical"},
 		"OutboxBrokerUnreachable":      {"outbox_send_failures_total", []string{"increase"}, ">", 0, 2 * time.Minute, "warning"},
+		"OutboxLogicalSlotLag":         {"outbox_logical_lag_seconds", nil, ">", 60, 0, "critical"},
+		"OutboxLogicalSlotLeftBehind":  {"outbox_logical_slot_left_behind", nil, ">", 0, 0, "warning"},
 		"ConsumerDLTRecords":           {"consumer_dlt_records_total", []string{"increase"}, ">", 0, 0, "warning"},
 		"ConsumerCommitsRefused":       {"consumer_commit_failures_total", []string{"increase"}, ">", 0, 0, "warning"},
 		"ConsumerLagGrowing":           {"consumer_lag", []string{"deriv"}, ">", 0, 5 * time.Minute, "warning"},

@@ -10,6 +10,13 @@ CREATE ROLE transfers     LOGIN PASSWORD 'transfers';
 CREATE ROLE ledger        LOGIN PASSWORD 'ledger';
 CREATE ROLE antifraud     LOGIN PASSWORD 'antifraud';
 CREATE ROLE notifications LOGIN PASSWORD 'notifications';
+-- The services that publish events may run the logical relay
+-- (OUTBOX_RELAY=logical), which streams its database's WAL: REPLICATION.
+-- It also lets the role take a physical copy of the whole server, so a
+-- production deployment grants it only where the logical relay runs.
+ALTER ROLE transfers REPLICATION;
+ALTER ROLE ledger    REPLICATION;
+ALTER ROLE antifraud REPLICATION;
 
 CREATE DATABASE transfers     OWNER transfers;
 CREATE DATABASE ledger        OWNER ledger;

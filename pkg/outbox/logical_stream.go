@@ -1,0 +1,362 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// handoffPoll is how long the reader waits for the next message while it
+// holds committed events the sender has not taken yet: the sender takes
+// them as soon as it is free, and the reader looks that often.
+const handoffPoll = 2 * time.Millisecond
+
+// stream reads the slot until ctx ends or the connection fails, handing
+// committed transactions to the sender and confirming what it settled.
+func (r *LogicalRelay) stream(ctx context.Context) error {
+	slot := r.slotName()
+	cfg := r.ob.db.Config().ConnConfig.Config.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgconn.ConnectConfig(cctx, cfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("replication connection: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing; the slot is free either way
+
+	held, err := r.deadKeys(ctx)
+	if err != nil {
+		return err
+	}
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: []string{
+		"proto_version '1'", "publication_names '" + r.cfg.Publication + "'", "messages 'true'"}})
+	if isObjectInUse(err) {
+		return errSlotBusy
+	}
+	if err != nil {
+		return fmt.Errorf("start replication on slot %s: %w", slot, err)
+	}
+	var start string
+	if err := r.ob.db.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&start); err == nil {
+		if lsn, err := pglogrepl.ParseLSN(start); err == nil {
+			r.acked.Store(uint64(lsn))
+		}
+	}
+	r.active.Store(true)
+	r.lm.Active.Set(1)
+	defer func() { r.active.Store(false); r.lm.Active.Set(0) }()
+	r.log.InfoContext(ctx, "outbox logical relay streaming", "slot", slot, "from", start)
+
+	// Sends get a grace period after ctx ends so that a stopping relay
+	// finishes the batch in hand; what it does not confirm is sent again by
+	// the next relay.
+	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSend()
+	stop := context.AfterFunc(ctx, func() {
+		time.AfterFunc(r.poll.cfg.SendTimeout, cancelSend)
+	})
+	defer stop()
+	batches := make(chan walBatch)
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- r.sendLoop(sendCtx, batches, held) }()
+
+	s := &streamState{r: r, conn: conn, batches: batches, sendErr: sendErr, relations: map[uint32]*pglogrepl.RelationMessage{}}
+	err = s.run(ctx)
+	cancelSend()
+	if serr := <-sendErr; serr != nil && err == nil && ctx.Err() == nil {
+		err = serr
+	}
+	// A last report of what was settled, so a successor resends less.
+	_ = s.status(context.WithoutCancel(ctx))
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// streamState is the reader's side of one replication connection.
+type streamState struct {
+	r         *LogicalRelay
+	conn      *pgconn.PgConn
+	batches   chan<- walBatch
+	sendErr   <-chan error
+	relations map[uint32]*pglogrepl.RelationMessage
+	// cur is the transaction being decoded; pending the committed ones the
+	// sender has not taken yet.
+	cur        []claimed
+	curTime    time.Time
+	pending    walBatch
+	hasPending bool
+	nextStatus time.Time
+	lastData   time.Time
+}
+
+func (s *streamState) run(ctx context.Context) error {
+	s.nextStatus = time.Now().Add(s.r.cfg.StatusInterval)
+	s.lastData = time.Now()
+	for ctx.Err() == nil {
+		if err := s.handoff(ctx); err != nil {
+			return err
+		}
+		if time.Now().After(s.nextStatus) {
+			if err := s.status(ctx); err != nil {
+				return err
+			}
+		}
+		if time.Since(s.lastData) > s.r.cfg.Heartbeat {
+			s.lastData = time.Now()
+			go s.r.heartbeat(ctx)
+		}
+		deadline := s.nextStatus
+		if s.hasPending {
+			deadline = time.Now().Add(handoffPoll)
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if pgconn.Timeout(err) && ctx.Err() == nil {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("receive from slot: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := s.copyData(ctx, m.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
+		}
+	}
+	return nil
+}
+
+// handoff gives the committed transactions to the sender if it is free.
+// Past BatchSize events it waits for it, confirming meanwhile what is
+// settled (the server drops a connection that stays silent for
+// wal_sender_timeout).
+func (s *streamState) handoff(ctx context.Context) error {
+	if !s.hasPending {
+		return nil
+	}
+	full := len(s.pending.events) >= s.r.poll.cfg.BatchSize
+	for {
+		select {
+		case s.batches <- s.pending:
+			s.pending, s.hasPending = walBatch{}, false
+			return nil
+		case err := <-s.sendErr:
+			if err == nil {
+				err = errors.New("sender stopped")
+			}
+			return err
+		case <-ctx.Done():
+			return nil
+		default:
+		}
+		if !full {
+			return nil
+		}
+		select {
+		case s.batches <- s.pending:
+			s.pending, s.hasPending = walBatch{}, false
+			return nil
+		case err := <-s.sendErr:
+			if err == nil {
+				err = errors.New("sender stopped")
+			}
+			return err
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Until(s.nextStatus)):
+			if err := s.status(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// status confirms the settled position: write, flush and apply all set to
+// it, never to the server's WAL end.
+func (s *streamState) status(ctx context.Context) error {
+	s.nextStatus = time.Now().Add(s.r.cfg.StatusInterval)
+	lsn := pglogrepl.LSN(s.r.acked.Load())
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn, ClientTime: time.Now()})
+	if err != nil {
+		return fmt.Errorf("confirm position %s: %w", lsn, err)
+	}
+	return nil
+}
+
+func (s *streamState) copyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse keepalive: %w", err)
+		}
+		if ka.ReplyRequested {
+			return s.status(ctx)
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse WAL data: %w", err)
+		}
+		return s.decode(xld.WALData)
+	}
+	return nil
+}
+
+// decode handles one pgoutput message.
+func (s *streamState) decode(wal []byte) error {
+	msg, err := pglogrepl.Parse(wal)
+	if err != nil {
+		return fmt.Errorf("parse pgoutput message: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		s.relations[m.RelationID] = m
+	case *pglogrepl.BeginMessage:
+		s.cur, s.curTime = s.cur[:0], m.CommitTime
+	case *pglogrepl.InsertMessage:
+		rel, ok := s.relations[m.RelationID]
+		if !ok {
+			return fmt.Errorf("insert into unknown relation %d", m.RelationID)
+		}
+		if rel.RelationName != "outbox_event" {
+			return nil
+		}
+		c, send, err := decodeRow(rel, m.Tuple)
+		if err != nil {
+			return err
+		}
+		if send {
+			if c.enqueuedAt.IsZero() {
+				c.enqueuedAt = s.curTime
+			}
+			s.cur = append(s.cur, c)
+		}
+	case *pglogrepl.CommitMessage:
+		s.lastData = time.Now()
+		if !s.hasPending {
+			s.pending = walBatch{oldest: m.CommitTime, hasTime: true}
+			s.hasPending = true
+		}
+		s.pending.events = append(s.pending.events, s.cur...)
+		s.pending.endLSN = uint64(m.TransactionEndLSN)
+		s.cur = nil
+	}
+	return nil
+}
+
+// decodeRow reads an outbox_event insert (text format). send is false for
+// a row inserted in another status than PENDING or DEAD; a DEAD one comes
+// back as holdOnly.
+func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (c claimed, send bool, err error) {
+	if t == nil {
+		return c, false, errors.New("insert without a tuple")
+	}
+	status := "PENDING"
+	for i, col := range t.Columns {
+		if i >= len(rel.Columns) || col.DataType != pglogrepl.TupleDataTypeText {
+			continue
+		}
+		v := col.Data
+		switch rel.Columns[i].Name {
+		case "id":
+			if c.id, err = uuid.ParseBytes(v); err != nil {
+				return c, false, fmt.Errorf("outbox row id %q: %w", v, err)
+			}
+		case "seq":
+			if c.seq, err = strconv.ParseInt(string(v), 10, 64); err != nil {
+				return c, false, fmt.Errorf("outbox row seq %q: %w", v, err)
+			}
+		case "topic":
+			c.topic = string(v)
+		case "key":
+			c.key = string(v)
+		case "event_type":
+			c.eventType = string(v)
+		case "payload":
+			c.payload = append([]byte(nil), v...)
+		case "headers":
+			if err := json.Unmarshal(v, &c.headers); err != nil {
+				c.headers = nil // a broken header map must not block the event
+			}
+		case "enqueued_at":
+			c.enqueuedAt = parsePGTime(string(v))
+		case "isolate":
+			c.isolate = string(v) == "t"
+		case "status":
+			status = string(v)
+		}
+	}
+	if c.id == uuid.Nil || c.topic == "" {
+		return c, false, fmt.Errorf("outbox row without id or topic")
+	}
+	c.holdOnly = status == "DEAD"
+	return c, status == "PENDING" || c.holdOnly, nil
+}
+
+// parsePGTime reads a timestamptz in PostgreSQL's ISO output; zero if it
+// cannot.
+func parsePGTime(s string) time.Time {
+	for _, layout := range []string{"2006-01-02 15:04:05.999999999-07", "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999-07:00:00"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// deadKeys reads the keys held back by a DEAD event.
+func (r *LogicalRelay) deadKeys(ctx context.Context) (map[topicKey]bool, error) {
+	rows, err := r.ob.db.Query(ctx, `SELECT DISTINCT topic, key FROM outbox_event WHERE status = 'DEAD'`)
+	if err != nil {
+		return nil, fmt.Errorf("read keys held back: %w", err)
+	}
+	defer rows.Close()
+	held := map[topicKey]bool{}
+	for rows.Next() {
+		var k topicKey
+		if err := rows.Scan(&k.topic, &k.key); err != nil {
+			return nil, err
+		}
+		held[k] = true
+	}
+	return held, rows.Err()
+}
+
+// heartbeat writes a message into the WAL: a transaction the stream carries
+// even when no event commits, so the slot's position moves and the server
+// can recycle WAL.
+func (r *LogicalRelay) heartbeat(ctx context.Context) {
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := r.ob.db.Exec(hctx, heartbeatSQL); err != nil && ctx.Err() == nil {
+		r.log.DebugContext(ctx, "outbox logical relay heartbeat failed", "err", err)
+	}
+}
+
+const heartbeatSQL = `SELECT pg_logical_emit_message(true, 'paysuite_outbox', '')`
