@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -71,13 +72,15 @@ func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, err
 	return rs, nil
 }
 
-// MaxHolderLen is the longest titular (client id) an account takes.
+// MaxHolderLen is the longest titular (client id) an account takes, in
+// characters, as the account table's check and the OpenAPI maxLength count.
 const MaxHolderLen = 255
 
 // OpenAccount creates a customer account of holder, or finds it when it
 // exists with the same currency and holder (created false). Returns
 // *ValidationError for a bad id (shape, or the reserved funding prefix),
-// currency or holder (empty or longer than MaxHolderLen),
+// currency or holder (empty, longer than MaxHolderLen characters, or
+// holding a NUL),
 // ErrCurrencyConflict and ErrHolderConflict.
 func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string) (Account, bool, error) {
 	var fields []FieldError
@@ -90,8 +93,9 @@ func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string) 
 	if !validate.Currency(currency) {
 		fields = append(fields, FieldError{Field: "moeda", Message: validate.CurrencyRule})
 	}
-	if holder == "" || len(holder) > MaxHolderLen {
-		fields = append(fields, FieldError{Field: "titular", Message: fmt.Sprintf("must be a client id of 1 to %d bytes", MaxHolderLen)})
+	// PostgreSQL's text holds no NUL character.
+	if holder == "" || utf8.RuneCountInString(holder) > MaxHolderLen || strings.ContainsRune(holder, 0) {
+		fields = append(fields, FieldError{Field: "titular", Message: fmt.Sprintf("must be a client id of 1 to %d characters, with no NUL", MaxHolderLen)})
 	}
 	if len(fields) > 0 {
 		return Account{}, false, &ValidationError{Fields: fields}
