@@ -8,8 +8,9 @@
 # trusting the development signing key under .cache/auth, mints a token
 # holding every scope, and runs schemathesis (installed by
 # test/infra/ensure-schemathesis.sh) with every check against
-# services/transfers/openapi.yaml and services/ledger/openapi.yaml. Any
-# finding fails the run.
+# services/transfers/openapi.yaml and services/ledger/openapi.yaml, with
+# the per-operation expectations of schemathesis.toml beside this script.
+# Any finding fails the run.
 #
 #   SCHEMATHESIS_MAX_EXAMPLES  test cases per operation and phase (default 200)
 #   SCHEMATHESIS_SEED          the generator's seed (default: a random one,
@@ -81,10 +82,11 @@ for spec in transfers:"$TRANSFERS" ledger:"$LEDGER"; do
 	name=${spec%%:*} url=${spec#*:}
 	log "$name: st run --checks all --max-examples $EXAMPLES --seed $SEED"
 	# shellcheck disable=SC2086 # SCHEMATHESIS_FLAGS is a list of flags
-	"$ST" run "services/$name/openapi.yaml" --url "$url" \
+	"$ST" --config-file test/schemathesis/schemathesis.toml --no-color \
+		run "services/$name/openapi.yaml" --url "$url" \
 		-H "Authorization: Bearer $TOKEN" \
 		--checks all --max-examples "$EXAMPLES" --seed "$SEED" \
-		--workers 2 --request-timeout 10 --no-color --generation-database none \
+		--workers 2 --request-timeout 10 --generation-database none \
 		--report junit,ndjson --report-dir "$REPORT_DIR" \
 		--report-junit-path "$REPORT_DIR/$name.xml" --report-ndjson-path "$REPORT_DIR/$name.ndjson" \
 		${SCHEMATHESIS_FLAGS:-} || status=1
