@@ -12,9 +12,12 @@
 # the per-operation expectations of schemathesis.toml beside this script.
 # Any finding fails the run.
 #
-#   SCHEMATHESIS_MAX_EXAMPLES  test cases per operation and phase (default 200)
-#   SCHEMATHESIS_SEED          the generator's seed (default: a random one,
-#                              printed, to rerun a failure)
+#   SCHEMATHESIS_MAX_EXAMPLES  test cases per operation and phase (default
+#                              150: about 3,700 requests, 1.5 to 2.5 minutes
+#                              on a busy 2-core machine)
+#   SCHEMATHESIS_SEED          the generator's seed (default 1, so that CI
+#                              sends the same requests each run; another
+#                              seed explores other ones)
 #   SCHEMATHESIS_REPORT_DIR    where the JUnit and NDJSON reports go
 #                              (default .cache/schemathesis-report)
 #   SCHEMATHESIS_FLAGS         more flags for st run
@@ -27,8 +30,8 @@ if [ -z "${TEST_DATABASE_URL:-}" ] || [ -z "${TEST_KAFKA_BROKERS:-}" ]; then
 fi
 
 ST=$(bash test/infra/ensure-schemathesis.sh)
-EXAMPLES=${SCHEMATHESIS_MAX_EXAMPLES:-200}
-SEED=${SCHEMATHESIS_SEED:-$RANDOM$RANDOM}
+EXAMPLES=${SCHEMATHESIS_MAX_EXAMPLES:-150}
+SEED=${SCHEMATHESIS_SEED:-1}
 REPORT_DIR=${SCHEMATHESIS_REPORT_DIR:-$ROOT/.cache/schemathesis-report}
 GO=${GO:-go}
 
