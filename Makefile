@@ -17,6 +17,10 @@
 #                a Kafka broker it starts itself, kill -9s, restarts, outages,
 #                poison, a real Prometheus; prints a table of figures.
 #                make chaos CHAOS_FLAGS='-chaos.dbstop=15s' shortens the outage
+#   make schemathesis  the transfers and ledger services (payments-dev run)
+#                against a throwaway PostgreSQL and Kafka, checked by
+#                schemathesis (--checks all, PyPI, in a venv under .cache)
+#                against their OpenAPI documents: test/schemathesis/run.sh
 #   make vuln    govulncheck; needs vuln.go.dev, so not part of CI
 #
 # The throwaway PostgreSQL runs with fsync=off, synchronous_commit=off and
@@ -32,7 +36,7 @@ BENCHCOUNT ?= 1
 BENCH_KAFKA_JVM_OPTS ?= -Xmx1g
 WITH_INFRA := bash test/infra/with-infra.sh
 
-.PHONY: test lint bench bench-e2e demo run vuln chaos
+.PHONY: test lint bench bench-e2e demo run vuln chaos schemathesis
 
 test:
 	bash test/infra/ensure-chromium.sh
@@ -79,6 +83,10 @@ CHAOS_FLAGS ?=
 chaos:
 	bash test/infra/ensure-promtool.sh
 	$(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestChaos$$' ./test/chaos/ $(CHAOS_FLAGS)
+
+# SCHEMATHESIS_MAX_EXAMPLES and SCHEMATHESIS_SEED are read by the script.
+schemathesis:
+	bash test/schemathesis/run.sh
 
 vuln:
 	$(GO) tool govulncheck $(PKGS)

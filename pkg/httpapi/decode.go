@@ -83,10 +83,13 @@ const (
 // DecodeStrict decodes one JSON object from body into dst (a pointer to a
 // struct) and rejects duplicate keys at any depth (a proxy reading the first
 // of two values must see what the service reads), unknown fields, wrong
-// types (a float or a string where an integer goes, an out-of-range
-// number), null for non-pointer fields, and trailing data. Errors are
-// *Error of KindMalformed with at most maxFieldErrors field errors.
+// types (a number with a fraction or a string where an integer goes, an
+// out-of-range number), null for non-pointer fields, and trailing data. A number
+// whose value is an integer is one however it is written (2245, 2245.0,
+// 2.245e3), as JSON Schema's integer says. Errors are *Error of
+// KindMalformed with at most maxFieldErrors field errors.
 func DecodeStrict(body []byte, dst any) error {
+	body = plainIntegers(body)
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
 		return Errorf(KindMalformed, "body must be one JSON object")

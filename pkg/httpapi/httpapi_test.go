@@ -296,6 +296,12 @@ func TestBodyErrors(t *testing.T) {
 			kind: httpapi.KindMalformed, fields: []string{"list[].k"}},
 		{name: "duplicate null key", header: jsonHeader(), body: `{"name":"x","amount":1,"inner":null,"inner":null}`,
 			kind: httpapi.KindMalformed, fields: []string{"inner"}},
+		{name: "fraction where an integer goes", header: jsonHeader(), body: `{"name":"x","amount":5.5}`,
+			kind: httpapi.KindMalformed, fields: []string{"amount"}},
+		{name: "integral float past int64", header: jsonHeader(), body: `{"name":"x","amount":1e19}`,
+			kind: httpapi.KindMalformed, fields: []string{"amount"}},
+		{name: "huge exponent", header: jsonHeader(), body: `{"name":"x","amount":1e999999999}`,
+			kind: httpapi.KindMalformed, fields: []string{"amount"}},
 		{name: "same key in two objects is fine", header: jsonHeader(), body: `{"name":"tag","amount":1,"inner":{"tag":"name"}}`},
 		{name: "unknown fields capped", header: jsonHeader(),
 			body: manyUnknown(1000, func(i int) string { return fmt.Sprintf("f%03d", i) }),
@@ -337,6 +343,26 @@ func TestBodyErrors(t *testing.T) {
 				t.Error("a refused request was accepted")
 			}
 		})
+	}
+}
+
+// TestIntegralNumbers: a number whose value is an integer is that integer
+// however it is written, as JSON Schema's integer says; strings holding
+// such numbers are left alone.
+func TestIntegralNumbers(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	for body, want := range map[string]string{
+		`{"name":"x","amount":6142664.0}`:         `{"name":"x","amount":6142664,"inner":null}`,
+		`{"name":"x","amount":2.245e3}`:           `{"name":"x","amount":2245,"inner":null}`,
+		`{"name":"x","amount":30000E-4}`:          `{"name":"x","amount":3,"inner":null}`,
+		`{"name":"1.0","amount":-0.0}`:            `{"name":"1.0","amount":0,"inner":null}`,
+		`{"amount":1.50e1,"name":"x","inner":{}}`: `{"name":"x","amount":15,"inner":{"tag":""}}`,
+	} {
+		r := a.do(t, http.MethodPost, "/things", jsonHeader(), body)
+		if r.status != http.StatusCreated || strings.TrimSpace(string(r.body)) != want {
+			t.Errorf("%s: %d %s, want 201 %s", body, r.status, r.body, want)
+		}
 	}
 }
 

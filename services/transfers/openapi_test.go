@@ -58,7 +58,7 @@ func router() chi.Router {
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	openapitest.CheckRoutes(t, OpenAPI, router())
 	openapitest.CheckMethodNotAllowed(t, OpenAPI, router())
-	openapitest.CheckStatesRules(t, OpenAPI, "integers only", "no floats", "contaOrigem and contaDestino must differ")
+	openapitest.CheckStatesRules(t, OpenAPI, "amounts are integers", "a number with a fraction or a string is 400", "contaOrigem and contaDestino must differ")
 }
 
 // TestOpenAPIStatuses: every status the handlers can return (the table of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paysuite/payments/pkg/validate"
 )
@@ -70,7 +71,8 @@ func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, err
 	return rs, nil
 }
 
-// MaxHolderLen is the longest titular (client id) an account takes.
+// MaxHolderLen is the longest titular (client id) an account takes, in
+// characters, as the account table's check and the OpenAPI maxLength count.
 const MaxHolderLen = 255
 
 // OpenAccount creates a customer account of holder, or finds it when it
@@ -78,8 +80,8 @@ const MaxHolderLen = 255
 // account without a titular (opened before ownership) takes holder when
 // operator is true: only an operator assigns it one, since a client that
 // could would then debit it. Returns *ValidationError for a bad id (shape,
-// or the reserved funding prefix), currency or holder (empty or longer
-// than MaxHolderLen), ErrCurrencyConflict, ErrHolderConflict and, for a
+// or the reserved funding prefix), currency or holder (empty, longer
+// than MaxHolderLen characters, or holding a NUL), ErrCurrencyConflict, ErrHolderConflict and, for a
 // caller who is not an operator, ErrNoTitular.
 func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string, operator bool) (Account, bool, error) {
 	var fields []FieldError
@@ -92,8 +94,9 @@ func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string, 
 	if !validate.Currency(currency) {
 		fields = append(fields, FieldError{Field: "moeda", Message: validate.CurrencyRule})
 	}
-	if holder == "" || len(holder) > MaxHolderLen {
-		fields = append(fields, FieldError{Field: "titular", Message: fmt.Sprintf("must be a client id of 1 to %d bytes", MaxHolderLen)})
+	// PostgreSQL's text holds no NUL character.
+	if holder == "" || utf8.RuneCountInString(holder) > MaxHolderLen || strings.ContainsRune(holder, 0) {
+		fields = append(fields, FieldError{Field: "titular", Message: fmt.Sprintf("must be a client id of 1 to %d characters, with no NUL", MaxHolderLen)})
 	}
 	if len(fields) > 0 {
 		return Account{}, false, &ValidationError{Fields: fields}

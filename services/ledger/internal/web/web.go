@@ -207,9 +207,13 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q := r.URL.Query()
 	limit := ledger.DefaultPageSize
-	if v := q.Get("limite"); v != "" {
+	v, given, err := httpapi.QueryValue(r, "limite")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if given {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			h.fail(w, r, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
@@ -219,8 +223,12 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	var before int64
-	if v := q.Get("cursor"); v != "" {
-		var err error
+	v, _, err = httpapi.QueryValue(r, "cursor")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if v != "" {
 		if before, err = decodeCursor(v); err != nil {
 			h.fail(w, r, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
 				Fields: []httpapi.FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}})

@@ -550,6 +550,9 @@ func TestPostingsErrors(t *testing.T) {
 		{"/contas/CC-001/lancamentos?limite=0", 422, "validation-failed"},
 		{"/contas/CC-001/lancamentos?limite=201", 422, "validation-failed"},
 		{"/contas/CC-001/lancamentos?limite=ten", 400, "malformed-request"},
+		{"/contas/CC-001/lancamentos?limite=", 400, "malformed-request"},
+		{"/contas/CC-001/lancamentos?limite=5&limite=500", 400, "malformed-request"},
+		{"/contas/CC-001/lancamentos?cursor=&cursor=x", 400, "malformed-request"},
 		{"/contas/CC-001/lancamentos?cursor=not-a-cursor", 400, "malformed-request"},
 		{"/contas/CC-001/lancamentos?cursor=djE6LTE", 400, "malformed-request"}, // "v1:-1"
 		{"/contas/CC-404/lancamentos", 404, "not-found"},

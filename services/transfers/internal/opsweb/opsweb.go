@@ -124,7 +124,12 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := DefaultLimit
-	if v := r.URL.Query().Get("limite"); v != "" {
+	v, given, err := httpapi.QueryValue(r, "limite")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	if given {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxLimit {
 			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit))
@@ -134,7 +139,11 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	var after *time.Time
 	var afterID *uuid.UUID
-	if v := r.URL.Query().Get("apos"); v != "" {
+	if v, _, err = httpapi.QueryValue(r, "apos"); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	if v != "" {
 		at, id, ok := decodeCursor(v)
 		if !ok {
 			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "apos is not a cursor of this listing"))

@@ -102,6 +102,9 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 		{"/ops/contas/CC-A/transferencias?limite=0", http.StatusUnprocessableEntity},
 		{"/ops/contas/CC-A/transferencias?limite=101", http.StatusUnprocessableEntity},
 		{"/ops/contas/CC-A/transferencias?apos=garbage", http.StatusUnprocessableEntity},
+		{"/ops/contas/CC-A/transferencias?limite=", http.StatusUnprocessableEntity},
+		{"/ops/contas/CC-A/transferencias?limite=1&limite=", http.StatusBadRequest},
+		{"/ops/contas/CC-A/transferencias?apos=&apos=x", http.StatusBadRequest},
 	} {
 		if code := get(tc.path, nil); code != tc.want {
 			t.Errorf("GET %s = %d, want %d", tc.path, code, tc.want)

@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"regexp"
-	"strconv"
+	"math/big"
 	"testing"
 
 	"github.com/paysuite/payments/pkg/httpapi"
@@ -13,11 +12,9 @@ import (
 	"github.com/paysuite/payments/services/transfers/internal/web"
 )
 
-var plainPositiveInteger = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
-
 // FuzzDecodeTransferRequest: decoding and validating a POST body never
 // panics, fails only with a 400 or 422 problem, and never accepts a body
-// whose amount is not a plain integer literal of 1..10^15 or whose fields
+// whose amount is not a number whose value is an integer of 1..10^15 or whose fields
 // break a rule. What it accepts is checked against an independent reading
 // of the JSON.
 func FuzzDecodeTransferRequest(f *testing.F) {
@@ -31,6 +28,8 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1.5,"moeda":"USD"}`,
 		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":10.0,"moeda":"USD"}`,
 		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1e3,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1e16,"moeda":"USD"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":1e999999999,"moeda":"USD"}`,
 		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":"100","moeda":"USD"}`,
 		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":9223372036854775808,"moeda":"USD"}`,
 		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":null,"moeda":"USD"}`,
@@ -62,7 +61,7 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 			t.Fatalf("DecodeRequest(%q) accepted %+v that breaks a rule: %v", body, req, err)
 		}
 		// An independent reading: one JSON object with exactly the four
-		// fields, the amount a plain integer literal equal to the one
+		// fields, the amount a number whose exact value is the integer
 		// accepted.
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.UseNumber()
@@ -74,10 +73,11 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 			t.Fatalf("DecodeRequest(%q) accepted %d fields, want 4", body, len(raw))
 		}
 		n, ok := raw["valorEmCentavos"].(json.Number)
-		if !ok || !plainPositiveInteger.MatchString(n.String()) {
-			t.Fatalf("DecodeRequest(%q) accepted amount literal %v", body, raw["valorEmCentavos"])
+		if !ok {
+			t.Fatalf("DecodeRequest(%q) accepted amount %v", body, raw["valorEmCentavos"])
 		}
-		if v, err := strconv.ParseInt(n.String(), 10, 64); err != nil || v != req.AmountCents {
+		v, ok := new(big.Rat).SetString(n.String())
+		if !ok || !v.IsInt() || v.Cmp(new(big.Rat).SetInt64(req.AmountCents)) != 0 {
 			t.Fatalf("DecodeRequest(%q) amount %d, literal says %s", body, req.AmountCents, n)
 		}
 		if raw["contaOrigem"] != req.Source || raw["contaDestino"] != req.Destination || raw["moeda"] != req.Currency {

@@ -1,0 +1,19 @@
+package httpapi
+
+import "net/http"
+
+// QueryValue returns the value of r's query parameter name and whether it
+// was given (an empty value is given). A parameter given more than once is
+// a KindMalformed error: which of its values counts would be a guess, and a
+// proxy could guess otherwise.
+func QueryValue(r *http.Request, name string) (string, bool, error) {
+	values, ok := r.URL.Query()[name]
+	switch {
+	case !ok:
+		return "", false, nil
+	case len(values) > 1:
+		return "", true, &Error{Kind: KindMalformed, Detail: "invalid query parameter",
+			Fields: []FieldError{{Field: name, Message: "must be given at most once"}}}
+	}
+	return values[0], true, nil
+}
