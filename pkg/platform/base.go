@@ -64,6 +64,10 @@ type Config struct {
 	// (AUTH_JWKS_URL or AUTH_JWKS_FILE, AUTH_ISSUER, AUTH_AUDIENCE,
 	// RATE_LIMIT_RPS, RATE_LIMIT_BURST). There is no way to turn it off.
 	Auth auth.Config
+	// AuthRefusals limits the requests refused for a missing or bad token
+	// per source address (AUTH_REFUSED_RATE_RPS, AUTH_REFUSED_RATE_BURST,
+	// AUTH_TRUSTED_PROXY_HEADER).
+	AuthRefusals auth.RefusalLimit
 	// ShutdownDrain is how long the service keeps serving, /readyz
 	// unready, once asked to stop (default DefaultShutdownDrain): longer
 	// than a load balancer's probe period, so that it stops sending
@@ -132,7 +136,7 @@ func DefaultConfig(service, httpAddr string) Config {
 func (c *Config) Complete() error {
 	sec, err := c.KafkaSecurity.Security()
 	c.Kafka.Security = sec
-	return errors.Join(err, c.Auth.Validate(), ValidateShutdownDrain(c.ShutdownDrain))
+	return errors.Join(err, c.Auth.Validate(), c.AuthRefusals.Validate(), ValidateShutdownDrain(c.ShutdownDrain))
 }
 
 // Base is the part of a running service that every service has.
@@ -173,7 +177,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	authn, err := auth.New(ctx, cfg.Auth, log, reg)
+	authn, err := auth.New(ctx, cfg.Auth, log, reg, auth.WithRefusalLimit(cfg.AuthRefusals))
 	if err != nil {
 		return nil, err
 	}
