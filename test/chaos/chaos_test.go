@@ -227,6 +227,7 @@ func TestChaos(t *testing.T) {
 		"WEBHOOK_DEFAULT_URL": s.recv.srv.URL + "/webhooks/paysuite",
 		"WEBHOOK_SECRET":      webhookSecret,
 		"WEBHOOK_TIMEOUT":     "5s",
+		"WEBHOOK_ALLOW_HTTP":  "true", // the test receiver listens on plain HTTP
 	})
 	// transfers-a first: it migrates the shared database alone.
 	s.procs["transfers-a"].start(t)
