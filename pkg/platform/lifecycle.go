@@ -61,6 +61,9 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...T
 	} else {
 		b.Log.InfoContext(ctx, "outbox relay disabled (OUTBOX_RELAY_ENABLED=false): another publisher reads the outbox")
 	}
+	// One probe before the listener opens: /readyz never answers
+	// "starting" to a process whose dependencies are up.
+	b.probeOnce(base)
 	stages := []*stage{
 		startStage(base, "http", fail, serve, b.ProbeReadiness),
 		startStage(base, "consumers", fail, consumers...),

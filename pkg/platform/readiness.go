@@ -77,7 +77,8 @@ func (b *Base) Ready(context.Context) error {
 	return r.err
 }
 
-// ProbeReadiness is the process's one readiness probe: at once and then
+// ProbeReadiness is the process's one readiness probe: at once (unless a
+// probe has already finished: Run probes once before it listens) and then
 // every ReadinessInterval until ctx ends, it checks that the database
 // answers, that the migrations are applied, and that a Kafka broker
 // answers with the service's TLS and SASL settings, and keeps the result
@@ -92,7 +93,13 @@ func (b *Base) ProbeReadiness(ctx context.Context) error {
 		b.probeOnce(ctx)
 		took = time.Since(start)
 	}
-	probe()
+	r := b.readiness
+	r.mu.Lock()
+	first := r.at.IsZero()
+	r.mu.Unlock()
+	if first {
+		probe()
+	}
 	periodic.Every(ctx, func() time.Duration { return max(ReadinessInterval-took, 0) }, probe)
 	return nil
 }
