@@ -108,8 +108,8 @@ func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
 }
 
 // NotReady is a failed readiness check. /readyz answers 503 naming Check
-// ("database", "migrations", "kafka") and logs Err; any other error from the
-// ready function gives a bare "not ready".
+// ("database", "migrations", "kafka", ...), never Err, which the caller
+// logs; any other error from the ready function gives a bare "not ready".
 type NotReady struct {
 	Check string
 	Err   error
