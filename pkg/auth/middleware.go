@@ -37,9 +37,12 @@ func IsPublic(method, path string) bool {
 type Authenticator struct {
 	verifier *Verifier
 	limiter  *limiter
-	log      *slog.Logger
-	now      func() time.Time
-	refused  *prometheus.CounterVec
+	// refusals limits the refused requests of each source address.
+	refusals   *limiter
+	refusalCfg RefusalLimit
+	log        *slog.Logger
+	now        func() time.Time
+	refused    *prometheus.CounterVec
 }
 
 // refusals are the reasons of auth_requests_refused_total, a bounded set.
@@ -54,7 +57,7 @@ var refusals = map[error]string{
 // (auth_requests_refused_total{reason}) with the token cache's metrics
 // (reg nil: not registered). Close stops the JWKS cache it may start, once
 // no request is in flight.
-func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticator, error) {
+func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Authenticator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
@@ -64,6 +67,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regis
 		refused.WithLabelValues(r)
 	}
 	refused.WithLabelValues("rate_limited")
+	refused.WithLabelValues("address_rate_limited")
 	if reg != nil {
 		if err := reg.Register(refused); err != nil {
 			return nil, fmt.Errorf("auth: register metrics: %w", err)
@@ -77,7 +81,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regis
 		_ = v.Close(ctx)
 		return nil, fmt.Errorf("auth: register metrics: %w", err)
 	}
-	return &Authenticator{verifier: v, limiter: newLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now, refused: refused}, nil
+	a := &Authenticator{verifier: v, limiter: newLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now, refused: refused}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.refusalCfg == (RefusalLimit{}) {
+		a.refusalCfg = DefaultRefusalLimit
+	}
+	if err := a.refusalCfg.Validate(); err != nil {
+		_ = v.Close(ctx)
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	a.refusals = newLimiter(a.refusalCfg.RPS, a.refusalCfg.Burst)
+	return a, nil
 }
 
 // Verifier returns the token verifier.
@@ -88,7 +104,8 @@ func (a *Authenticator) Close(ctx context.Context) error { return a.verifier.Clo
 
 // Middleware authenticates and rate-limits every request but the public
 // ones: 401 (with a WWW-Authenticate challenge) for a missing or bad
-// token, 429 with Retry-After for a client over its rate, 503 when the
+// token, 429 with Retry-After for a client over its rate or for a source
+// address over its rate of refused requests (RefusalLimit), 503 when the
 // issuer's keys cannot be fetched.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -98,18 +115,28 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		p, err := a.authenticate(r)
 		if err != nil {
+			if !errors.Is(err, ErrKeysUnavailable) { // the issuer's fault, not the caller's
+				if ok, wait := a.refusals.allow(a.refusalCfg.source(r), a.now()); !ok {
+					a.tooMany(w, r, "address_rate_limited", wait, "too many requests refused from this address")
+					return
+				}
+			}
 			a.reject(w, r, err)
 			return
 		}
 		if ok, wait := a.limiter.allow(p.Subject, a.now()); !ok {
-			a.refused.WithLabelValues("rate_limited").Inc()
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindRateLimited,
-				"client over its rate limit; retry after the Retry-After seconds"))
+			a.tooMany(w, r, "rate_limited", wait, "client over its rate limit")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 	})
+}
+
+// tooMany answers 429 with Retry-After, counting reason.
+func (a *Authenticator) tooMany(w http.ResponseWriter, r *http.Request, reason string, wait time.Duration, why string) {
+	a.refused.WithLabelValues(reason).Inc()
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindRateLimited, "%s; retry after the Retry-After seconds", why))
 }
 
 // authenticate reads the bearer token of r and verifies it.

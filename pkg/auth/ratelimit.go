@@ -1,6 +1,12 @@
 package auth
 
 import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,8 +22,8 @@ const (
 	maxClients = 10_000
 )
 
-// limiter is a token bucket per client (the token's subject) in this
-// instance.
+// limiter is a token bucket per client in this instance: per token
+// subject for the requests served, per source address for the refused.
 type limiter struct {
 	rps   rate.Limit
 	burst int
@@ -89,4 +95,75 @@ func (l *limiter) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.clients)
+}
+
+// RefusalLimit bounds the requests refused for a missing or bad token
+// (401) from one source address, in one instance: over it they are
+// answered 429 with Retry-After. Requests with a valid token never count,
+// nor do the public paths. Its zero value is DefaultRefusalLimit.
+type RefusalLimit struct {
+	// RPS and Burst are the token bucket of one source address.
+	RPS   float64 `env:"AUTH_REFUSED_RATE_RPS" envDefault:"10" help:"refused (401) requests per second per source address and instance; over it, 429"`
+	Burst int     `env:"AUTH_REFUSED_RATE_BURST" envDefault:"100" help:"burst of refused requests per source address and instance"`
+	// ClientIPHeader, when set, is the header in which a trusted proxy in
+	// front of the service puts the client's address (X-Forwarded-For,
+	// X-Real-IP): its last comma-separated value, the one the nearest
+	// proxy added, is the source address. Unset, the source is the
+	// connection's peer (RemoteAddr) and any such header is ignored, so
+	// that a client cannot pick its own bucket.
+	ClientIPHeader string `env:"AUTH_TRUSTED_PROXY_HEADER" help:"header holding the client address set by a trusted proxy (X-Forwarded-For); unset: the connection's peer address"`
+}
+
+// DefaultRefusalLimit is what an unset RefusalLimit means.
+var DefaultRefusalLimit = RefusalLimit{RPS: 10, Burst: 100}
+
+// Validate reports every problem of l at once.
+func (l RefusalLimit) Validate() error {
+	var errs []error
+	if !(l.RPS > 0) { // NaN too
+		errs = append(errs, errors.New("AUTH_REFUSED_RATE_RPS must be positive"))
+	}
+	if l.Burst < 1 {
+		errs = append(errs, errors.New("AUTH_REFUSED_RATE_BURST must be at least 1"))
+	}
+	if h := l.ClientIPHeader; h != "" && strings.Trim(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
+		errs = append(errs, fmt.Errorf("AUTH_TRUSTED_PROXY_HEADER: %q is not a header name", h))
+	}
+	return errors.Join(errs...)
+}
+
+// WithRefusalLimit sets the limit of refused requests per source address
+// (DefaultRefusalLimit without it).
+func WithRefusalLimit(l RefusalLimit) Option {
+	return func(a *Authenticator) { a.refusalCfg = l }
+}
+
+// Option configures New.
+type Option func(*Authenticator)
+
+// source is the address whose bucket a refused request r takes: an IPv4
+// address, or an IPv6 address's /64 (what one subscriber holds).
+func (l RefusalLimit) source(r *http.Request) string {
+	addr := ""
+	if l.ClientIPHeader != "" {
+		if vs := r.Header.Values(l.ClientIPHeader); len(vs) > 0 {
+			last := vs[len(vs)-1]
+			addr = strings.TrimSpace(last[strings.LastIndexByte(last, ',')+1:])
+		}
+	}
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		host, _, splitErr := net.SplitHostPort(r.RemoteAddr)
+		if splitErr != nil {
+			host = r.RemoteAddr
+		}
+		if ip, err = netip.ParseAddr(host); err != nil {
+			return host
+		}
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		return netip.PrefixFrom(ip, 64).Masked().String()
+	}
+	return ip.String()
 }

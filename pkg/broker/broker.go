@@ -296,3 +296,18 @@ func SetHeader(hs []kafka.Header, key, value string) []kafka.Header {
 	}
 	return append(out, kafka.Header{Key: key, Value: []byte(value)})
 }
+
+// Ping makes one ApiVersions round trip over w's transport, to the
+// bootstrap brokers: it reuses the connection the transport keeps (TCP,
+// TLS and SASL done once, redone only after that connection broke), so a
+// readiness probe that calls it every second opens no connection of its
+// own. A wrong password or an untrusted certificate fails it as it fails
+// the writer.
+func Ping(ctx context.Context, w *kafka.Writer) error {
+	client := &kafka.Client{Addr: w.Addr, Transport: w.Transport}
+	res, err := client.ApiVersions(ctx, &kafka.ApiVersionsRequest{})
+	if err != nil {
+		return err
+	}
+	return res.Error
+}

@@ -13,6 +13,7 @@
 //	secret:"true"  the value is never shown: "***" in logs
 //	secret:"url"   a URL whose password (user info or password= parameter)
 //	               shows as xxxxx; a value that is not a URL is hidden whole
+//	secret:"endpoint" a URL shown as scheme, host and path only (RedactURL)
 //	trim:"false"   the value is used as given (a password); every other
 //	               value is trimmed of spaces
 //
@@ -272,8 +273,10 @@ func walk(cfg any) ([]Var, error) {
 				d.Secret, d.mask = true, func(string) string { return "***" }
 			case "url":
 				d.Secret, d.mask = true, redactURL
+			case "endpoint":
+				d.Secret, d.mask = true, RedactURL
 			default:
-				errs = append(errs, fmt.Errorf("envconfig: %s: secret:%q is neither true nor url", name, s))
+				errs = append(errs, fmt.Errorf("envconfig: %s: secret:%q is neither true, url nor endpoint", name, s))
 			}
 			if d.Help == "" {
 				errs = append(errs, fmt.Errorf("envconfig: %s has no help tag", name))
@@ -318,8 +321,21 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// redactURL hides the password of a URL; a value that does not parse as a
-// URL with a scheme (a key=value DSN may hold a password) is hidden whole.
+// RedactURL is an endpoint URL as logs and stored records may show it:
+// scheme, host and path, without user info, query or fragment, where
+// receivers put their tokens (secret:"endpoint"). A value that does not
+// parse as a URL with a scheme and a host is hidden whole.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "***"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
+}
+
+// redactURL hides the password of a URL, keeping the rest (a DSN's
+// options; secret:"url"); a value that does not parse as a URL with a
+// scheme (a key=value DSN may hold a password) is hidden whole.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" {

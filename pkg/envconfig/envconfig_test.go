@@ -193,3 +193,21 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		}
 	}
 }
+
+// RedactURL keeps an endpoint's scheme, host and path, and drops what
+// carries credentials: user info, query and fragment.
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://hooks.example/paysuite":                              "https://hooks.example/paysuite",
+		"https://user:pass@hooks.example:8443/p/a%2Fb?token=s3cr3t#x": "https://hooks.example:8443/p/a%2Fb",
+		"http://hooks.example?sig=abc":                                "http://hooks.example",
+		"hooks.example/paysuite?token=s3cr3t":                         "***",
+		"https://":                                                    "***",
+		"::not a url":                                                 "***",
+	} {
+		if got := envconfig.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

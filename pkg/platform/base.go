@@ -70,6 +70,10 @@ type Config struct {
 	// (AUTH_JWKS_URL or AUTH_JWKS_FILE, AUTH_ISSUER, AUTH_AUDIENCE,
 	// RATE_LIMIT_RPS, RATE_LIMIT_BURST). There is no way to turn it off.
 	Auth auth.Config
+	// AuthRefusals limits the requests refused for a missing or bad token
+	// per source address (AUTH_REFUSED_RATE_RPS, AUTH_REFUSED_RATE_BURST,
+	// AUTH_TRUSTED_PROXY_HEADER).
+	AuthRefusals auth.RefusalLimit
 	// ShutdownDrain is how long the service keeps serving, /readyz
 	// unready, once asked to stop (default DefaultShutdownDrain): longer
 	// than a load balancer's probe period, so that it stops sending
@@ -138,7 +142,7 @@ func DefaultConfig(service, httpAddr string) Config {
 func (c *Config) Complete() error {
 	sec, err := c.KafkaSecurity.Security()
 	c.Kafka.Security = sec
-	return errors.Join(err, c.Auth.Validate(), ValidateShutdownDrain(c.ShutdownDrain), c.validateRelayMode())
+	return errors.Join(err, c.Auth.Validate(), c.AuthRefusals.Validate(), ValidateShutdownDrain(c.ShutdownDrain), c.validateRelayMode())
 }
 
 // The relay modes of OUTBOX_RELAY.
@@ -175,6 +179,8 @@ type Base struct {
 	// through auth.Mount with their scopes.
 	Auth *auth.Authenticator
 
+	// readiness is the last result of ProbeReadiness, which Ready reads.
+	readiness *readiness
 	// stopping is set once Run begins to stop: /readyz answers 503.
 	stopping  atomic.Bool
 	closeOnce sync.Once
@@ -193,7 +199,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	authn, err := auth.New(ctx, cfg.Auth, log, reg)
+	authn, err := auth.New(ctx, cfg.Auth, log, reg, auth.WithRefusalLimit(cfg.AuthRefusals))
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +225,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 		ConsumerMetrics: consumer.NewMetrics(reg),
 		HTTPMetrics:     httpapi.NewHTTPMetrics(reg),
 		Auth:            authn,
+		readiness:       newReadiness(reg),
 	}
 	b.Relay = newRelay(b, cfg, log, reg)
 	b.Router = httpapi.NewRouter(log, b.HTTPMetrics, reg, b.Ready, authn.Middleware)
@@ -228,36 +235,6 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 // CheckShuttingDown is the readiness check that fails from the moment Run
 // begins to stop: load balancers stop sending requests during the drain.
 const CheckShuttingDown = "shutting-down"
-
-// Ready reports whether the service can work: it is not stopping, the
-// database answers, its migrations are applied, and a Kafka broker accepts
-// a connection with the service's TLS and SASL settings (a wrong password
-// makes it not ready). A failure is an *httpapi.NotReady naming the check
-// ("shutting-down", "database", "migrations", "kafka"): /readyz shows the
-// name and logs the cause.
-func (b *Base) Ready(ctx context.Context) error {
-	if b.stopping.Load() {
-		return &httpapi.NotReady{Check: CheckShuttingDown, Err: errors.New("the service is stopping; draining")}
-	}
-	if err := b.DB.Ping(ctx); err != nil {
-		return &httpapi.NotReady{Check: "database", Err: err}
-	}
-	sqlDB := b.DB.SQL()
-	defer sqlDB.Close()
-	pending, err := migrations.Pending(ctx, sqlDB, migrations.ForService(b.Cfg.Service)...)
-	if err != nil {
-		return &httpapi.NotReady{Check: "migrations", Err: err}
-	}
-	if pending {
-		return &httpapi.NotReady{Check: "migrations", Err: errors.New("not applied")}
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // within the probes' timeout
-	defer cancel()
-	if err := broker.Check(ctx, b.Cfg.Kafka); err != nil {
-		return &httpapi.NotReady{Check: "kafka", Err: err}
-	}
-	return nil
-}
 
 // Consumer returns a consumer config with the service's brokers, logger and
 // metrics filled in; the consumer writes its DLT and retry records with a

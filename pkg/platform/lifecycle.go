@@ -15,7 +15,8 @@ import (
 // Task is a long-running part of a service; it returns when ctx ends.
 type Task func(ctx context.Context) error
 
-// Run serves HTTP and runs the consumers and the relay
+// Run serves HTTP (and runs the readiness probe beside it) and runs the
+// consumers and the relay
 // until ctx is cancelled (SIGTERM: platform.Exit) or one of them fails.
 // consumers are the service's consumer loops (consumer.Run) and the tasks
 // that stop with them (the transfers' inbox cleanup). listening, if
@@ -60,8 +61,11 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...T
 	} else {
 		b.Log.InfoContext(ctx, "outbox relay disabled (OUTBOX_RELAY_ENABLED=false): another publisher reads the outbox")
 	}
+	// One probe before the listener opens: /readyz never answers
+	// "starting" to a process whose dependencies are up.
+	b.probeOnce(base)
 	stages := []*stage{
-		startStage(base, "http", fail, serve),
+		startStage(base, "http", fail, serve, b.ProbeReadiness),
 		startStage(base, "consumers", fail, consumers...),
 		startStage(base, "relay", fail, relay...),
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
@@ -43,6 +44,9 @@ type Config struct {
 	// actions.
 	SessionTTL       time.Duration `env:"CONSOLE_SESSION_TTL" envDefault:"8h" help:"longest sign-in"`
 	ActionsPerMinute int           `env:"CONSOLE_ACTIONS_PER_MINUTE" envDefault:"10" help:"actions per session and minute"`
+	// MaxSessions caps the signed-in sessions; a sign-in past it ends the
+	// oldest.
+	MaxSessions int `env:"CONSOLE_MAX_SESSIONS" envDefault:"1000" help:"most signed-in sessions kept; past it a sign-in ends the oldest"`
 	// SampleInterval is how often the services' /metrics are sampled for
 	// the Backlogs charts.
 	SampleInterval time.Duration `env:"CONSOLE_SAMPLE_INTERVAL" envDefault:"10s" help:"how often the services' /metrics are sampled (15 min kept); at least 100ms"`
@@ -65,6 +69,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.SampleInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("CONSOLE_SAMPLE_INTERVAL must be at least 100ms"))
 	}
+	if cfg.MaxSessions < 1 {
+		errs = append(errs, errors.New("CONSOLE_MAX_SESSIONS must be at least 1"))
+	}
 	return cfg, envconfig.Join(errs...)
 }
 
@@ -84,6 +91,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Notifications:    ui.Upstream{Name: "notifications", URL: cfg.NotificationsURL},
 		SessionTTL:       cfg.SessionTTL,
 		ActionsPerMinute: cfg.ActionsPerMinute,
+		MaxSessions:      cfg.MaxSessions,
 		SampleInterval:   cfg.SampleInterval,
 		OIDC: ui.OIDC{Issuer: cfg.OIDC.Issuer, ClientID: cfg.OIDC.ClientID, ClientSecret: cfg.OIDC.ClientSecret,
 			RedirectURL: cfg.OIDC.RedirectURL, Scopes: cfg.OIDC.Scopes, Name: cfg.OIDC.Name},
@@ -101,10 +109,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		"ledger", cfg.LedgerURL, "antifraud", cfg.AntifraudURL, "notifications", cfg.NotificationsURL)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sampled := make(chan struct{})
-	go func() { defer close(sampled); srv.Sample(ctx) }()
+	var side sync.WaitGroup
+	side.Go(func() { srv.Sample(ctx) })
+	side.Go(func() { srv.Sweep(ctx) })
 	err = httpapi.Serve(ctx, cfg.HTTPAddr, r, log, listening)
 	cancel()
-	<-sampled
+	side.Wait()
 	return err
 }

@@ -79,11 +79,21 @@ func newReceiver(tb testing.TB) *receiver {
 		status := r.respond(id, previous)
 		r.requests = append(r.requests, request{At: at, Path: req.URL.Path, EventID: id, Header: req.Header.Clone(), Body: body, Status: status})
 		r.mu.Unlock()
+		if status == hangUp {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
 		w.WriteHeader(status)
 	}))
 	tb.Cleanup(r.srv.Close)
 	return r
 }
+
+// hangUp, as an answer, closes the connection without a response: the
+// sender sees a transport error.
+const hangUp = -1
 
 // setRespond replaces the answer function.
 func (r *receiver) setRespond(f func(eventID string, previous int) int) {
@@ -147,6 +157,7 @@ func start(tb testing.TB, opts options) *harness {
 		"WEBHOOK_DEFAULT_URL": recv.srv.URL + "/hook",
 		"WEBHOOK_SECRET":      testSecret,
 		"WEBHOOK_TIMEOUT":     "2s",
+		"WEBHOOK_ALLOW_HTTP":  "true", // the test receivers listen on plain HTTP
 	}
 	maps.Copy(env, authtest.New(tb).Env())
 	// Each routed account is a destination of its own, with its own secret.

@@ -82,7 +82,7 @@ type Config struct {
 // _SECRET, _SECRET_FILE) are named by WEBHOOK_DESTINATIONS, so they cannot
 // be tags: ConfigFromEnv reads them by name, and Variables documents them.
 type WebhookVariables struct {
-	DefaultURL   string   `env:"WEBHOOK_DEFAULT_URL" help:"webhook URL of the accounts no destination lists"`
+	DefaultURL   string   `env:"WEBHOOK_DEFAULT_URL" secret:"endpoint" help:"webhook URL of the accounts no destination lists; https:// (logged without user info or query)"`
 	Secret       Secret   `env:"WEBHOOK_SECRET" secret:"true" help:"that URL's HMAC-SHA256 key(s), at least 16 characters; new,old while rotating"`
 	SecretFile   string   `env:"WEBHOOK_SECRET_FILE" help:"a file holding WEBHOOK_SECRET instead (a mounted secret)"`
 	Destinations []string `env:"WEBHOOK_DESTINATIONS" help:"names of the other receivers, e.g. ACME,GLOBEX; each has its WEBHOOK_<NAME>_* variables"`
@@ -100,6 +100,11 @@ type WebhookConfig struct {
 	Destinations []Destination
 	// Timeout bounds one request.
 	Timeout time.Duration `env:"WEBHOOK_TIMEOUT" envDefault:"5s" help:"timeout of one webhook request (a timeout is retried)"`
+	// AllowHTTP accepts http:// destination URLs: development and tests
+	// only, where receivers listen on plain HTTP. Otherwise every URL must
+	// be https://, so that the signed body, the event id and the
+	// receiver's URL token travel encrypted.
+	AllowHTTP bool `env:"WEBHOOK_ALLOW_HTTP" envDefault:"false" help:"true accepts http:// webhook URLs (development only; otherwise https:// is required)"`
 }
 
 // Destination is one webhook receiver: its URL, the source accounts it is
@@ -239,7 +244,7 @@ func (w WebhookConfig) validate() []error {
 		errs = append(errs, errors.New("NOTIFY_CHANNEL=webhook needs WEBHOOK_DEFAULT_URL or WEBHOOK_DESTINATIONS"))
 	}
 	if w.Default.URL != "" {
-		errs = append(errs, checkURL("WEBHOOK_DEFAULT_URL", w.Default.URL), checkSecrets(w.Default))
+		errs = append(errs, checkURL("WEBHOOK_DEFAULT_URL", w.Default.URL, w.AllowHTTP), checkSecrets(w.Default))
 	} else if len(w.Default.Secrets) > 0 {
 		errs = append(errs, fmt.Errorf("%s is set but WEBHOOK_DEFAULT_URL is not: no destination would use it", w.Default.SecretVar))
 	}
@@ -255,7 +260,7 @@ func (w WebhookConfig) validate() []error {
 		if d.URL == "" {
 			errs = append(errs, fmt.Errorf("%sURL is required", prefix))
 		} else {
-			errs = append(errs, checkURL(prefix+"URL", d.URL))
+			errs = append(errs, checkURL(prefix+"URL", d.URL, w.AllowHTTP))
 		}
 		if len(d.Accounts) == 0 {
 			errs = append(errs, fmt.Errorf("%sACCOUNTS is required: the source accounts sent to %s", prefix, d.Name))
@@ -303,10 +308,17 @@ func checkSecrets(d Destination) error {
 	return nil
 }
 
-func checkURL(name, raw string) error {
+// checkURL refuses a destination URL that is not absolute https:// (or
+// http:// with allowHTTP), naming it without user info or query
+// (envconfig.RedactURL), where a receiver's token may be.
+func checkURL(name, raw string, allowHTTP bool) error {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s: %q is not an absolute http(s) URL", name, raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("%s: %s is not an absolute https:// URL", name, envconfig.RedactURL(raw))
+	case u.Scheme == "http" && !allowHTTP:
+		return fmt.Errorf("%s: %s is http://: webhooks need https:// (WEBHOOK_ALLOW_HTTP=true accepts http:// in development)",
+			name, envconfig.RedactURL(raw))
 	}
 	return nil
 }

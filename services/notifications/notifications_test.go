@@ -296,6 +296,39 @@ func TestAlwaysFailingGoesToDLTWithoutBlocking(t *testing.T) {
 	}
 }
 
+// A destination URL's query (where receivers put tokens) never reaches
+// the delivery log, the logs or the DLT record's headers: the transport
+// error that quotes the URL names it without query or user info.
+func TestDLTHidesTheURLsQuery(t *testing.T) {
+	t.Parallel()
+	const token = "url-token-s3cr3t"
+	h := start(t, options{urls: map[string]string{"CC-TOKEN": "/hook/token?token=" + token}})
+	failing := h.rejected("CC-TOKEN", events.ReasonBlockedByAntifraud)
+	h.recv.setRespond(func(string, int) int { return hangUp })
+	h.publish(failing)
+
+	recs := h.waitDLT(h.topics.Rejected, 1, 40*time.Second)
+	if len(recs) != 1 {
+		t.Fatalf("DLT holds %d records, want 1", len(recs))
+	}
+	got := recs[0]
+	if !strings.Contains(got.ExceptionMessage, h.recv.srv.URL+"/hook/token") {
+		t.Errorf("DLT exception message %q does not name the destination", got.ExceptionMessage)
+	}
+	for _, hd := range got.Headers {
+		if strings.Contains(string(hd.Value), token) {
+			t.Errorf("DLT header %s shows the URL's query: %s", hd.Key, hd.Value)
+		}
+	}
+	entry, err := h.logEntry(failing.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entry.LastError == "" || strings.Contains(entry.LastError, token) {
+		t.Errorf("delivery log error %q: want the failure without the URL's query", entry.LastError)
+	}
+}
+
 // An undecodable record goes to the DLT at once: no retry topic, no
 // webhook.
 func TestUndecodableRecordToDLTAtOnce(t *testing.T) {
@@ -462,7 +495,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "webhook", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret, "WEBHOOK_DEFAULT_URL", "https://hooks.example/x",
 			"WEBHOOK_DESTINATIONS", "ACME, GLOBEX", "WEBHOOK_ACME_URL", "https://a.example/h", "WEBHOOK_ACME_ACCOUNTS", "CC-1, CC-2",
 			"WEBHOOK_ACME_SECRET", "acme-secret-0123456789", "WEBHOOK_GLOBEX_URL", "http://b.example:8080/h", "WEBHOOK_GLOBEX_ACCOUNTS", "CC-3",
-			"WEBHOOK_GLOBEX_SECRET_FILE", secretFile(t, "globex-new-0123456789, globex-old-0123456789\n"), "WEBHOOK_TIMEOUT", "3s"),
+			"WEBHOOK_GLOBEX_SECRET_FILE", secretFile(t, "globex-new-0123456789, globex-old-0123456789\n"), "WEBHOOK_TIMEOUT", "3s",
+			"WEBHOOK_ALLOW_HTTP", "true"),
 			want: func(c notifications.Config) string {
 				return cmp.Diff(notifications.WebhookConfig{
 					Default: notifications.Destination{URL: "https://hooks.example/x", Secrets: []notifications.Secret{testSecret}, SecretVar: "WEBHOOK_SECRET"},
@@ -472,7 +506,7 @@ func TestConfigFromEnv(t *testing.T) {
 						{Name: "GLOBEX", URL: "http://b.example:8080/h", Accounts: []string{"CC-3"},
 							Secrets: []notifications.Secret{"globex-new-0123456789", "globex-old-0123456789"}, SecretVar: "WEBHOOK_GLOBEX_SECRET"},
 					},
-					Timeout: 3 * time.Second}, c.Webhook)
+					Timeout: 3 * time.Second, AllowHTTP: true}, c.Webhook)
 			}},
 		{name: "rotation: two secrets", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DEFAULT_URL", "https://x.example",
 			"WEBHOOK_SECRET", testSecret+","+testSecret+"-old"), want: func(c notifications.Config) string {
@@ -507,6 +541,18 @@ func TestConfigFromEnv(t *testing.T) {
 			"WEBHOOK_ACME_URL", "https://a.example", "WEBHOOK_ACME_ACCOUNTS", "CC-1", "WEBHOOK_ACME_SECRET", testSecret+"a"), wantErr: "WEBHOOK_SECRET is set but WEBHOOK_DEFAULT_URL is not"},
 		{name: "webhook without URL", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret), wantErr: "WEBHOOK_DEFAULT_URL or WEBHOOK_DESTINATIONS"},
 		{name: "relative URL", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret, "WEBHOOK_DEFAULT_URL", "/hook"), wantErr: "WEBHOOK_DEFAULT_URL"},
+		{name: "http refused", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret,
+			"WEBHOOK_DEFAULT_URL", "http://hooks.example/h?token=url-token-0123456789"), wantErr: "WEBHOOK_DEFAULT_URL: http://hooks.example/h is http://: webhooks need https://"},
+		{name: "destination http refused", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_DESTINATIONS", "ACME",
+			"WEBHOOK_ACME_URL", "http://user:pw-0123456789@a.example/h", "WEBHOOK_ACME_ACCOUNTS", "CC-1", "WEBHOOK_ACME_SECRET", testSecret),
+			wantErr: "WEBHOOK_ACME_URL: http://a.example/h is http://"},
+		{name: "http with the development switch", env: with("NOTIFY_CHANNEL", "webhook", "WEBHOOK_SECRET", testSecret,
+			"WEBHOOK_DEFAULT_URL", "http://localhost:9999/h", "WEBHOOK_ALLOW_HTTP", "true"), want: func(c notifications.Config) string {
+			if c.Webhook.Default.URL != "http://localhost:9999/h" || !c.Webhook.AllowHTTP {
+				return "http:// refused despite WEBHOOK_ALLOW_HTTP=true"
+			}
+			return ""
+		}},
 		{name: "WEBHOOK_URLS refused", env: with("WEBHOOK_URLS", "CC-1=http://a.example"), wantErr: "WEBHOOK_URLS is no longer read"},
 		{name: "bad timeout", env: with("WEBHOOK_TIMEOUT", "soon"), wantErr: "WEBHOOK_TIMEOUT"},
 		{name: "no database", env: map[string]string{}, wantErr: "DATABASE_URL"},

@@ -21,7 +21,7 @@ func TestACLGroupsAreTheServicesGroups(t *testing.T) {
 	env := func(extra map[string]string) func(string) string {
 		m := map[string]string{
 			"DATABASE_URL": "postgres://u@localhost/db", "NOTIFY_CHANNEL": "webhook",
-			"WEBHOOK_DEFAULT_URL": "http://localhost:9999/hook", "WEBHOOK_SECRET": "0123456789abcdef0123",
+			"WEBHOOK_DEFAULT_URL": "http://localhost:9999/hook", "WEBHOOK_ALLOW_HTTP": "true", "WEBHOOK_SECRET": "0123456789abcdef0123",
 			"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test",
 		}
 		for k, v := range extra {
@@ -60,7 +60,7 @@ func TestKafkaSecurityMistakesStopEveryService(t *testing.T) {
 	t.Parallel()
 	const password = "do-not-print-me" //nolint:gosec // a test's secret
 	m := map[string]string{
-		"NOTIFY_CHANNEL": "webhook", "WEBHOOK_DEFAULT_URL": "http://localhost:9999/hook", "WEBHOOK_SECRET": "0123456789abcdef0123",
+		"NOTIFY_CHANNEL": "webhook", "WEBHOOK_DEFAULT_URL": "http://localhost:9999/hook", "WEBHOOK_ALLOW_HTTP": "true", "WEBHOOK_SECRET": "0123456789abcdef0123",
 		"KAFKA_SASL_MECHANISM": "SCRAM-SHA-1", "KAFKA_SASL_USERNAME": "ledger", "KAFKA_SASL_PASSWORD": password,
 		"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": t.TempDir() + "/no-such-ca.pem",
 	}

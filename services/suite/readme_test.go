@@ -35,7 +35,7 @@ func (r *recorder) getenv(name string) string {
 	case "NOTIFY_CHANNEL":
 		return "webhook"
 	case "WEBHOOK_DEFAULT_URL":
-		return "http://localhost:9999/hook"
+		return "https://hooks.example/hook"
 	case "WEBHOOK_SECRET":
 		return "0123456789abcdef0123"
 	case "AUTH_JWKS_FILE":

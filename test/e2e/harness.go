@@ -220,6 +220,7 @@ func NewSuite(tb testing.TB, opts Options) *Suite {
 			"WEBHOOK_DEFAULT_URL": s.Receiver.URL() + "/webhooks/paysuite",
 			"WEBHOOK_SECRET":      WebhookSecret,
 			"WEBHOOK_TIMEOUT":     "5s",
+			"WEBHOOK_ALLOW_HTTP":  "true", // the test receiver listens on plain HTTP
 		}))
 		mustConfig(notifications.Service, err)
 		cfg.Topics = s.Topics

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,12 +16,12 @@ import (
 type Delivery struct {
 	At      time.Time
 	Path    string
-	EventID string // the X-Paysuite-Event-Id header
+	EventID string // the signed body's eventoId (the X-Paysuite-Event-Id header agrees)
 	Payload webhook.Payload
 }
 
 // Receiver is a customer's webhook endpoint: a real HTTP server that checks
-// every request's signature with webhook.Verify, answers 204 to authentic
+// every request's signature with webhook.VerifyPayload, answers 204 to authentic
 // ones and records them, and answers 401 (recording the reason) to anything
 // else.
 type Receiver struct {
@@ -54,13 +53,11 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.reject(w, "method "+req.Method)
 		return
 	}
-	if err := webhook.Verify(r.secret, req.Header.Get(webhook.HeaderSignature), body, time.Now(), webhook.DefaultTolerance); err != nil {
+	// The event id to rely on is the signed body's (VerifyPayload); the
+	// header must agree with it.
+	p, err := webhook.VerifyPayload(r.secret, req.Header.Get(webhook.HeaderSignature), body, time.Now(), webhook.DefaultTolerance)
+	if err != nil {
 		r.reject(w, fmt.Sprintf("event %s: %v", req.Header.Get(webhook.HeaderEventID), err))
-		return
-	}
-	var p webhook.Payload
-	if err := json.Unmarshal(body, &p); err != nil {
-		r.reject(w, fmt.Sprintf("decode body: %v", err))
 		return
 	}
 	id := req.Header.Get(webhook.HeaderEventID)

@@ -169,7 +169,8 @@ func (i *TestIssuer) Bearer(tb testing.TB, client string, scopes ...string) stri
 func (i *TestIssuer) Authenticator(tb testing.TB) *auth.Authenticator {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := auth.New(ctx, i.Config(), slog.New(slog.DiscardHandler), nil)
+	a, err := auth.New(ctx, i.Config(), slog.New(slog.DiscardHandler), nil,
+		auth.WithRefusalLimit(auth.RefusalLimit{RPS: 1e6, Burst: 1e6})) // tests refuse many requests from one address
 	if err != nil {
 		cancel()
 		tb.Fatal(err)

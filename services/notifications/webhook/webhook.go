@@ -1,8 +1,11 @@
 // Package webhook is the wire format of the notifications service's signed
 // webhooks: the JSON body, the headers, and the HMAC-SHA256 signature. The
-// service signs with Sign; receivers check a request with Verify before they
-// trust it, and deduplicate on the event id (a send whose outcome was unknown
-// is sent again, so one event can arrive twice).
+// service signs with Sign; receivers check a request with VerifyPayload (or
+// Verify) before they trust it, and deduplicate on the event id of the body
+// that VerifyPayload returns (a send whose outcome was unknown is sent again,
+// so one event can arrive twice). The X-Paysuite-Event-Id header is outside
+// the signature: whoever replays a signed request within the tolerance can
+// change it, so it is for logs and routing only, never for deduplication.
 //
 // The signature header reads
 //
@@ -21,6 +24,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,7 +36,9 @@ import (
 const (
 	// HeaderSignature carries "t=<unix>,v1=<hex>".
 	HeaderSignature = "X-Paysuite-Signature"
-	// HeaderEventID carries the event id (eventoId), for deduplication.
+	// HeaderEventID carries the event id (eventoId) for logs and
+	// routing. It is not signed: deduplicate on Payload.EventID from
+	// VerifyPayload, which is.
 	HeaderEventID = "X-Paysuite-Event-Id"
 )
 
@@ -48,7 +54,8 @@ const (
 
 // Payload is the JSON body of a webhook: the result of a transfer.
 type Payload struct {
-	// EventID is the result event's id (eventoId): the deduplication key.
+	// EventID is the result event's id (eventoId): the deduplication key,
+	// covered by the signature.
 	EventID string `json:"eventoId"`
 	// Type is the event type: TransferenciaLiquidada or TransferenciaRejeitada.
 	Type string `json:"tipo"`
@@ -71,6 +78,9 @@ var (
 	ErrTimestampOutOfTolerance = errors.New("webhook: timestamp outside the tolerance window")
 	// ErrSignatureMismatch: no signature matches the body and the secret.
 	ErrSignatureMismatch = errors.New("webhook: signature mismatch")
+	// ErrPayload: the body is authentic but not a Payload with an event
+	// id (VerifyPayload).
+	ErrPayload = errors.New("webhook: body is not a payload with an eventoId")
 )
 
 // Signature returns the hex HMAC-SHA256 of "<unix seconds>.<body>" with
@@ -160,4 +170,23 @@ func Verify(secret []byte, header string, body []byte, now time.Time, tolerance 
 		}
 	}
 	return ErrSignatureMismatch
+}
+
+// VerifyPayload is Verify, then the decoding of the authentic body: the
+// Payload it returns, its EventID among it, is covered by the signature,
+// so it is what a receiver deduplicates on (never the X-Paysuite-Event-Id
+// header). It returns Verify's errors, or ErrPayload (wrapped) for an
+// authentic body without an eventoId.
+func VerifyPayload(secret []byte, header string, body []byte, now time.Time, tolerance time.Duration) (Payload, error) {
+	if err := Verify(secret, header, body, now, tolerance); err != nil {
+		return Payload{}, err
+	}
+	var p Payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return Payload{}, fmt.Errorf("%w: %v", ErrPayload, err)
+	}
+	if p.EventID == "" {
+		return Payload{}, ErrPayload
+	}
+	return p, nil
 }

@@ -111,3 +111,39 @@ func ExampleVerify() {
 	// authentic: true
 	// tampered: true
 }
+
+// VerifyPayload hands back the signed body's event id: a replayed request
+// with a fresh X-Paysuite-Event-Id header still deduplicates on the id it
+// was signed with, and a body whose id was changed does not verify.
+func TestVerifyPayloadReturnsTheSignedEventID(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef")
+	at := time.Now()
+	body := []byte(`{"eventoId":"3b2d5c0e-8d5f-4f5e-9a44-0c1f2b1c9d11","tipo":"TransferenciaLiquidada","status":"LIQUIDADA"}`)
+	header := webhook.Sign(secret, at, body)
+	p, err := webhook.VerifyPayload(secret, header, body, at, 0)
+	if err != nil || p.EventID != "3b2d5c0e-8d5f-4f5e-9a44-0c1f2b1c9d11" || p.Status != webhook.StatusSettled {
+		t.Fatalf("VerifyPayload = %+v, %v", p, err)
+	}
+	forged := []byte(strings.Replace(string(body), "3b2d5c0e", "ffffffff", 1))
+	if _, err := webhook.VerifyPayload(secret, header, forged, at, 0); !errors.Is(err, webhook.ErrSignatureMismatch) {
+		t.Errorf("a body with another event id: %v, want ErrSignatureMismatch", err)
+	}
+	for _, b := range [][]byte{[]byte(`{"status":"LIQUIDADA"}`), []byte(`not json`)} {
+		if _, err := webhook.VerifyPayload(secret, webhook.Sign(secret, at, b), b, at, 0); !errors.Is(err, webhook.ErrPayload) {
+			t.Errorf("authentic body %s: %v, want ErrPayload", b, err)
+		}
+	}
+}
+
+// A receiver deduplicates on the event id of the verified body.
+func ExampleVerifyPayload() {
+	secret := []byte("the-shared-webhook-secret")
+	body := []byte(`{"eventoId":"3b2d5c0e-8d5f-4f5e-9a44-0c1f2b1c9d11","status":"LIQUIDADA"}`)
+	header := webhook.Sign(secret, time.Now(), body) // what the service sends
+
+	p, err := webhook.VerifyPayload(secret, header, body, time.Now(), webhook.DefaultTolerance)
+	fmt.Println(err == nil, "deduplicate on", p.EventID)
+	// Output:
+	// true deduplicate on 3b2d5c0e-8d5f-4f5e-9a44-0c1f2b1c9d11
+}

@@ -103,7 +103,7 @@ func TestHumanDuration(t *testing.T) {
 // that issued it; the rate limit counts a session's actions per minute.
 func TestFormTokensAreSpentOnce(t *testing.T) {
 	t.Parallel()
-	st := newSessions(time.Hour)
+	st := newSessions(time.Hour, 0)
 	a := &session{id: "a", forms: map[string]time.Time{}}
 	b := &session{id: "b", forms: map[string]time.Time{}}
 	tok := st.formToken(a)

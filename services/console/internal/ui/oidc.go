@@ -13,14 +13,13 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
-
-	"github.com/paysuite/payments/pkg/auth"
 )
 
 // OIDC configures sign-in by OpenID Connect: the authorization code flow
 // with PKCE (S256), state and nonce. The flow is go-oidc's and
 // golang.org/x/oauth2's; what the console adds is keeping state, nonce
-// and verifier on the server, and holding the access token to the same
+// and verifier in a signed, short-lived cookie (nothing on the server
+// until the sign-in completes), and holding the access token to the same
 // check as a pasted one.
 type OIDC struct {
 	// Issuer is the provider's issuer URL (discovery); empty: no OIDC.
@@ -114,12 +113,10 @@ func (s *Server) DiscoverOIDC(ctx context.Context) {
 	}
 }
 
-// oidcLogin starts a sign-in: state, nonce and PKCE verifier are kept
-// on the server with the pre-sign-in session, and the browser goes to
-// the provider.
+// oidcLogin starts a sign-in: state, nonce and PKCE verifier go in the
+// signed login cookie, and the browser goes to the provider.
 func (s *Server) oidcLogin(w http.ResponseWriter, r *http.Request) {
-	sess := s.sessions.get(r)
-	if sess != nil && sess.signedIn() {
+	if s.sessions.get(r).signedIn() {
 		http.Redirect(w, r, "/find", http.StatusSeeOther)
 		return
 	}
@@ -129,12 +126,9 @@ func (s *Server) oidcLogin(w http.ResponseWriter, r *http.Request) {
 			s.oidc.cfg.Name+" cannot be reached now: try again later, or sign in with a token.")
 		return
 	}
-	if sess == nil {
-		sess = s.sessions.create(w, "", auth.Principal{})
-	}
-	l := pendingLogin{state: randomToken(), nonce: randomToken(), verifier: oauth2.GenerateVerifier()}
-	s.sessions.startLogin(w, sess, l)
-	http.Redirect(w, r, conf.AuthCodeURL(l.state, oidc.Nonce(l.nonce), oauth2.S256ChallengeOption(l.verifier)), http.StatusFound)
+	l := pendingLogin{State: randomToken(), Nonce: randomToken(), Verifier: oauth2.GenerateVerifier()}
+	s.sessions.startLogin(w, l)
+	http.Redirect(w, r, conf.AuthCodeURL(l.State, oidc.Nonce(l.Nonce), oauth2.S256ChallengeOption(l.Verifier)), http.StatusFound)
 }
 
 // oidcCallback finishes a sign-in. The provider's answer must belong to
@@ -153,7 +147,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		s.oidcRefused(w, r, http.StatusBadRequest, "state_unknown", nil, "Sign-in expired",
 			"This sign-in is unknown, expired or already finished: start again from the sign-in page.")
 		return
-	case subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(l.state)) != 1:
+	case subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(l.State)) != 1:
 		s.oidcRefused(w, r, http.StatusBadRequest, "state_mismatch", nil, "Sign-in refused",
 			"The answer from "+name+" does not belong to this sign-in (state mismatch): start again from the sign-in page.")
 		return
@@ -172,7 +166,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 			name+" cannot be reached now: try again later, or sign in with a token.")
 		return
 	}
-	tok, err := conf.Exchange(s.oidc.ctx(ctx), q.Get("code"), oauth2.VerifierOption(l.verifier))
+	tok, err := conf.Exchange(s.oidc.ctx(ctx), q.Get("code"), oauth2.VerifierOption(l.Verifier))
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) && re.ErrorCode != "" {
@@ -205,7 +199,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 			"The ID token from "+name+" was refused (issuer, audience or signature): nobody is signed in.")
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(id.Nonce), []byte(l.nonce)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(id.Nonce), []byte(l.Nonce)) != 1 {
 		s.oidcRefused(w, r, http.StatusUnauthorized, "nonce_mismatch", nil, "Sign-in refused",
 			"The ID token from "+name+" was not issued for this sign-in (nonce mismatch): start again from the sign-in page.")
 		return
@@ -229,13 +223,14 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 			"The access token from "+name+" does not grant the operacoes scope: ask for it (CONSOLE_OIDC_SCOPES) or have it granted.")
 		return
 	}
-	// A new session id at sign-in, as for a pasted token: the
-	// pre-sign-in session ends, whether or not this request carried it.
-	s.sessions.end(l.sessionID)
+	// A new session id at sign-in, as for a pasted token; the state is
+	// spent, so that the same answer signs nobody in again.
+	s.sessions.markSignedIn(l.State)
 	if old := s.sessions.get(r); old != nil {
 		s.sessions.destroy(w, old)
 	}
 	sess := s.sessions.create(w, tok.AccessToken, p)
+	clearPreSignin(w)
 	s.log.InfoContext(ctx, "audit", slog.Group("audit", "action", "console.signin.oidc", "client", p.Subject))
 	// A page, not a redirect: the browser came from the provider, another
 	// site, and does not send a SameSite=Strict cookie along a redirect
@@ -268,9 +263,5 @@ func (s *Server) oidcRefused(w http.ResponseWriter, r *http.Request, status int,
 		attrs = append(attrs, "err", err)
 	}
 	s.log.WarnContext(r.Context(), "console OpenID Connect sign-in refused", attrs...)
-	var sess *session
-	if cur := s.sessions.get(r); cur != nil && !cur.signedIn() {
-		sess = cur
-	}
-	s.render(w, r, sess, status, "message", heading, nil, Message{Heading: heading, Text: text, Back: "/signin"})
+	s.render(w, r, nil, status, "message", heading, nil, Message{Heading: heading, Text: text, Back: "/signin"})
 }

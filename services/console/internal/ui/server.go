@@ -34,6 +34,9 @@ type Config struct {
 	Transfers, Ledger, Antifraud, Notifications Upstream
 	// SessionTTL bounds a session's life.
 	SessionTTL time.Duration
+	// MaxSessions caps the signed-in sessions kept (DefaultMaxSessions
+	// when <= 0); past it, a sign-in ends the oldest session.
+	MaxSessions int
 	// ActionsPerMinute limits the actions of one session.
 	ActionsPerMinute int
 	// SampleInterval is how often the services' /metrics are read for the
@@ -72,7 +75,7 @@ func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
 	if cfg.SampleInterval <= 0 {
 		cfg.SampleInterval = 10 * time.Second
 	}
-	s := &Server{cfg: cfg, log: log, verifier: verifier, sessions: newSessions(cfg.SessionTTL),
+	s := &Server{cfg: cfg, log: log, verifier: verifier, sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions),
 		client: newClient(), pages: map[string]*template.Template{}, now: time.Now}
 	s.sampler = newSampler(cfg.SampleInterval, s.upstreams())
 	if cfg.OIDC.Issuer != "" {
@@ -92,6 +95,10 @@ func New(cfg Config, verifier Verifier, log *slog.Logger) (*Server, error) {
 // Sample reads the services' /metrics for the Backlogs charts until ctx
 // ends.
 func (s *Server) Sample(ctx context.Context) { s.sampler.run(ctx) }
+
+// Sweep drops expired sessions every minute until ctx ends: requests never
+// walk the store.
+func (s *Server) Sweep(ctx context.Context) { s.sessions.sweepLoop(ctx, sweepEvery) }
 
 // Mount adds the console's routes to r.
 func (s *Server) Mount(r chi.Router) {
@@ -172,16 +179,17 @@ type view struct {
 func (v view) CSRF() string { return v.csrf() }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, sess *session, status int, page, title string, down []string, data any) {
-	// A page with a form needs a session for its CSRF tokens: an
-	// anonymous one is made for it, and only then.
+	// A signed-in session's forms get one-time tokens kept with it; a
+	// browser not signed in gets the token of its signed pre-sign-in
+	// cookie, and nothing is kept for it.
 	csrf := func() string {
-		if sess == nil {
-			sess = s.sessions.create(w, "", auth.Principal{})
+		if sess.signedIn() {
+			return s.sessions.formToken(sess)
 		}
-		return s.sessions.formToken(sess)
+		return s.sessions.preSigninToken(w, r)
 	}
 	v := view{Title: title, Down: down, Data: data, csrf: csrf, Refresh: page == "signedin"}
-	if sess != nil && sess.signedIn() {
+	if sess.signedIn() {
 		v.Operator = sess.principal.Subject
 	}
 	var b strings.Builder
@@ -225,12 +233,11 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, sess *se
 }
 
 func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
-	sess := s.sessions.get(r)
-	if sess != nil && sess.signedIn() {
+	if s.sessions.get(r).signedIn() {
 		http.Redirect(w, r, "/find", http.StatusSeeOther)
 		return
 	}
-	s.render(w, r, sess, http.StatusOK, "signin", "Sign in", nil, s.signinForm(""))
+	s.render(w, r, nil, http.StatusOK, "signin", "Sign in", nil, s.signinForm(""))
 }
 
 // SigninForm is the sign-in page's data.
@@ -249,9 +256,24 @@ func (s *Server) signinForm(err string) SigninForm {
 	return f
 }
 
+// errCSRF is a form without a valid CSRF token.
+var errCSRF = errors.New("the form's CSRF token is missing, spent or expired")
+
 func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	sess := s.sessions.get(r)
-	if err := r.ParseForm(); err != nil || !s.sessions.spend(sess, r.PostFormValue("csrf")) {
+	if !sess.signedIn() {
+		sess = nil
+	}
+	err := r.ParseForm()
+	if sess != nil && err == nil {
+		err = errCSRF
+		if s.sessions.spend(sess, r.PostFormValue("csrf")) {
+			err = nil
+		}
+	} else if err == nil && !s.sessions.spendPreSignin(r, r.PostFormValue("csrf")) {
+		err = errCSRF
+	}
+	if err != nil {
 		s.render(w, r, nil, http.StatusForbidden, "signin", "Sign in", nil,
 			s.signinForm("The form expired or was already used: sign in again from this page."))
 		return
@@ -269,6 +291,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	// A new session id at sign-in: an id planted before cannot be used.
 	s.sessions.destroy(w, sess)
 	s.sessions.create(w, raw, p)
+	clearPreSignin(w)
 	s.log.InfoContext(r.Context(), "audit", slog.Group("audit", "action", "console.signin", "client", p.Subject))
 	http.Redirect(w, r, "/find", http.StatusSeeOther)
 }

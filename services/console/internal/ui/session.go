@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -9,37 +10,31 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/periodic"
 )
 
 // CookieName is the session cookie: an opaque random id; the token stays
 // on the server.
 const CookieName = "console_session"
 
-// LoginCookieName carries the id of a sign-in under way at the OpenID
-// provider. The session cookie is SameSite=Strict, so the browser does
-// not send it with the provider's redirect back to the console (a
-// cross-site navigation); this one is SameSite=Lax (sent with top-level
-// GET navigations only), scoped to the callback's path, and short-lived.
-// It holds an opaque id: state, nonce and PKCE verifier stay on the
-// server.
-const LoginCookieName = "console_oidc"
+// DefaultMaxSessions is how many signed-in sessions are kept when
+// Config.MaxSessions is unset; past it the oldest is ended.
+const DefaultMaxSessions = 1000
 
-// loginTTL bounds the time an operator may spend at the provider.
-const loginTTL = 10 * time.Minute
-
-// maxLogins bounds the sign-ins under way (each /oidc/login makes one).
-const maxLogins = 10000
+// sweepEvery is how often expired sessions are dropped.
+const sweepEvery = time.Minute
 
 // maxFormTokens bounds the outstanding form tokens of one session (the
 // oldest go first: a page left open for long asks for a fresh load).
 const maxFormTokens = 64
 
-// session is one browser's state: anonymous until sign-in, then the
-// operator's bearer token and principal.
+// session is one signed-in operator's state: the bearer token and
+// principal. Nothing is kept for a browser that is not signed in.
 type session struct {
 	id        string
-	token     string // the operator's bearer token; empty when anonymous
+	token     string // the operator's bearer token
 	principal auth.Principal
+	created   time.Time
 	expires   time.Time
 	// forms are the one-time CSRF tokens of the forms rendered for this
 	// session, with their issue time: a token is spent by its first
@@ -48,28 +43,34 @@ type session struct {
 	actions []time.Time // recent actions, for the rate limit
 }
 
-func (s *session) signedIn() bool { return s.token != "" }
+func (s *session) signedIn() bool { return s != nil && s.token != "" }
 
-// pendingLogin is an OpenID Connect sign-in under way: what the callback
-// must find again, bound to the pre-sign-in session that started it.
-type pendingLogin struct {
-	state, nonce, verifier string
-	sessionID              string // the pre-sign-in session, ended at sign-in
-	expires                time.Time
-}
-
-// sessions is the in-memory session store. A restart signs everyone out,
-// which a console for a handful of operators can afford.
+// sessions is the in-memory store of signed-in sessions, at most max of
+// them, the oldest ended first; expired ones are dropped by sweep, which
+// Sweep runs on a timer. A restart signs everyone out, which a console for
+// a handful of operators can afford. What a browser needs before sign-in
+// (the sign-in form's CSRF token, an OpenID sign-in's state) travels in
+// signed cookies (signin.go).
 type sessions struct {
-	mu     sync.Mutex
-	byID   map[string]*session
-	logins map[string]*pendingLogin // by the id in LoginCookieName
-	ttl    time.Duration
-	now    func() time.Time
+	mu   sync.Mutex
+	byID map[string]*session
+	// signedStates are the OpenID states whose sign-in completed, until
+	// their login cookie expires: a callback signs in once.
+	signedStates map[string]time.Time
+	ttl          time.Duration
+	max          int
+	now          func() time.Time
+	signer       cookieSigner
 }
 
-func newSessions(ttl time.Duration) *sessions {
-	return &sessions{byID: map[string]*session{}, logins: map[string]*pendingLogin{}, ttl: ttl, now: time.Now}
+func newSessions(ttl time.Duration, maxSessions int) *sessions {
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxSessions
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24+)
+	return &sessions{byID: map[string]*session{}, signedStates: map[string]time.Time{}, ttl: ttl, max: maxSessions,
+		now: time.Now, signer: cookieSigner{key: key}}
 }
 
 func randomToken() string {
@@ -97,23 +98,33 @@ func (st *sessions) get(r *http.Request) *session {
 	return s
 }
 
-// create starts a new session (anonymous when token is empty) and sets
-// its cookie; expired sessions are swept on the way.
+// create starts the session of an operator signed in with token and sets
+// its cookie; at the cap, the oldest session ends.
 func (st *sessions) create(w http.ResponseWriter, token string, p auth.Principal) *session {
 	s := &session{id: randomToken(), token: token, principal: p, forms: map[string]time.Time{}}
 	st.mu.Lock()
 	now := st.now()
-	s.expires = now.Add(st.ttl)
-	for id, old := range st.byID {
-		if now.After(old.expires) {
-			delete(st.byID, id)
-		}
+	s.created, s.expires = now, now.Add(st.ttl)
+	for len(st.byID) >= st.max {
+		st.evictOldest()
 	}
 	st.byID[s.id] = s
 	st.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.id, Path: "/", HttpOnly: true, Secure: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(st.ttl.Seconds())})
 	return s
+}
+
+// evictOldest ends the session created first. A scan: it runs only at a
+// sign-in past the cap, and sign-ins need an operator's token.
+func (st *sessions) evictOldest() {
+	var oldest *session
+	for _, s := range st.byID {
+		if oldest == nil || s.created.Before(oldest.created) {
+			oldest = s
+		}
+	}
+	delete(st.byID, oldest.id)
 }
 
 // destroy ends s and clears the cookie.
@@ -127,61 +138,48 @@ func (st *sessions) destroy(w http.ResponseWriter, s *session) {
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 }
 
-// startLogin records l, a sign-in started by session s, and sets its
-// cookie (which replaces the cookie of a sign-in started before in the
-// same browser: that one then expires unused). Expired sign-ins are
-// swept on the way.
-func (st *sessions) startLogin(w http.ResponseWriter, s *session, l pendingLogin) {
-	id := randomToken()
-	l.sessionID = s.id
+// markSignedIn records that the OpenID sign-in of state completed.
+func (st *sessions) markSignedIn(state string) {
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.signedStates[state] = st.now().Add(loginTTL)
+}
+
+// spent reports whether the OpenID sign-in of state already completed.
+func (st *sessions) spent(state string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	_, ok := st.signedStates[state]
+	return ok
+}
+
+// sweep drops the expired sessions and completed states.
+func (st *sessions) sweep() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	now := st.now()
-	l.expires = now.Add(loginTTL)
-	for k, old := range st.logins {
-		if now.After(old.expires) {
-			delete(st.logins, k)
+	for id, s := range st.byID {
+		if now.After(s.expires) {
+			delete(st.byID, id)
 		}
 	}
-	if len(st.logins) >= maxLogins {
-		// A flood of /oidc/login: one sign-in under way makes room, and
-		// its operator starts again.
-		for k := range st.logins {
-			delete(st.logins, k)
-			break
+	for state, until := range st.signedStates {
+		if now.After(until) {
+			delete(st.signedStates, state)
 		}
 	}
-	st.logins[id] = &l
-	st.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: LoginCookieName, Value: id, Path: "/oidc/callback", HttpOnly: true, Secure: true,
-		SameSite: http.SameSiteLaxMode, MaxAge: int(loginTTL.Seconds())})
 }
 
-// takeLogin returns the live sign-in of r's login cookie and forgets it
-// (a callback is answered once), clearing the cookie; nil when there is
-// none.
-func (st *sessions) takeLogin(w http.ResponseWriter, r *http.Request) *pendingLogin {
-	c, err := r.Cookie(LoginCookieName)
-	if err != nil {
-		return nil
-	}
-	http.SetCookie(w, &http.Cookie{Name: LoginCookieName, Value: "", Path: "/oidc/callback", HttpOnly: true, Secure: true,
-		SameSite: http.SameSiteLaxMode, MaxAge: -1})
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	l := st.logins[c.Value]
-	delete(st.logins, c.Value)
-	if l == nil || st.now().After(l.expires) {
-		return nil
-	}
-	return l
+// sweepLoop sweeps every interval until ctx ends.
+func (st *sessions) sweepLoop(ctx context.Context, interval time.Duration) {
+	periodic.Every(ctx, periodic.Fixed(interval), st.sweep)
 }
 
-// end ends the session with id, if it is still there (the pre-sign-in
-// session of a sign-in whose cookie the callback did not carry).
-func (st *sessions) end(id string) {
+// size is the number of sessions kept.
+func (st *sessions) size() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	delete(st.byID, id)
+	return len(st.byID)
 }
 
 // formToken issues a one-time CSRF token for one rendered form of s.

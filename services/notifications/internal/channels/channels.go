@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/webhook"
 )
@@ -123,7 +125,7 @@ func (w *Webhook) Send(ctx context.Context, n notify.Notification) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest.URL, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("webhook request: %w", err)
+		return fmt.Errorf("webhook request to %s: invalid URL", envconfig.RedactURL(dest.URL))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "paysuite-notifications/1")
@@ -131,6 +133,13 @@ func (w *Webhook) Send(ctx context.Context, n notify.Notification) error {
 	req.Header.Set(webhook.HeaderSignature, webhook.SignAll(w.now(), body, dest.Secrets...))
 	resp, err := w.client.Do(req)
 	if err != nil {
+		// The client's error quotes the URL; the error is logged, kept in
+		// the delivery log and copied into DLT headers, so it names the
+		// destination without user info or query.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = envconfig.RedactURL(ue.URL)
+		}
 		if isTimeout(err) {
 			return outcomeUnknown{fmt.Errorf("webhook post: %w", err)}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -197,5 +198,28 @@ func TestWebhookSecretsPerDestination(t *testing.T) {
 				t.Errorf("Verify = %v, want ErrSignatureMismatch", err)
 			}
 		})
+	}
+}
+
+// A failed send's error, which the delivery log and the DLT headers keep,
+// names the destination without its user info or query.
+func TestWebhookErrorHidesURLCredentials(t *testing.T) {
+	t.Parallel()
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: the send fails to connect
+	w := channels.NewWebhook(channels.WebhookConfig{
+		Default: channels.Destination{URL: "http://user:pw-s3cr3t@" + addr + "/hook?token=tok-s3cr3t#frag", Secrets: [][]byte{[]byte("0123456789abcdef")}},
+		Timeout: time.Second,
+	})
+	err = w.Send(context.Background(), notify.Notification{EventID: uuid.New(), TransferID: uuid.New(), Account: "CC-1"})
+	if err == nil {
+		t.Fatal("a send to a closed port succeeded")
+	}
+	if msg := err.Error(); strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "frag") || !strings.Contains(msg, "http://"+addr+"/hook") {
+		t.Errorf("error %q: want the URL as http://%s/hook only", msg, addr)
 	}
 }
