@@ -16,10 +16,10 @@ import (
 // right after it learnt the outcome. A write error is kept and returned by
 // Close (and Err): a test records on its hot path and checks once.
 type Recorder struct {
-	mu  sync.Mutex
-	buf *bufio.Writer
-	enc *json.Encoder
-	c   io.Closer
+	mu     sync.Mutex
+	buf    *bufio.Writer
+	enc    *json.Encoder
+	c      io.Closer
 	err    error
 	n      int
 	closed bool

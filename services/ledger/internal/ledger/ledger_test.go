@@ -171,7 +171,10 @@ func TestServiceValidatesBeforeTheStore(t *testing.T) {
 			_, _, err := s.OpenAccount(ctx, "B", "BRL", strings.Repeat("é", 255), false)
 			return err
 		}, nil, nil},
-		{"titular with a NUL", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRL", "a\x00b", false); return err }, []string{"titular"}, nil},
+		{"titular with a NUL", func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, "A", "BRL", "a\x00b", false)
+			return err
+		}, []string{"titular"}, nil},
 		{"256-byte titular", func(s *ledger.Service) error {
 			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 256), false)
 			return err
