@@ -17,6 +17,11 @@
 #                a Kafka broker it starts itself, kill -9s, restarts, outages,
 #                poison, a real Prometheus; prints a table of figures.
 #                make chaos CHAOS_FLAGS='-chaos.dbstop=15s' shortens the outage
+#   make test-cluster  the replicated servers' own tests (test/cluster, build
+#                tag cluster): three KRaft nodes (leader and controller kills,
+#                a hung node, writes refused below min ISR) and PostgreSQL
+#                primary/standby pairs (failover, a stopped synchronous standby,
+#                the asynchronous loss, fencing a revived primary)
 #   make vuln    govulncheck; needs vuln.go.dev, so not part of CI
 #
 # The throwaway PostgreSQL runs with fsync=off, synchronous_commit=off and
@@ -32,7 +37,7 @@ BENCHCOUNT ?= 1
 BENCH_KAFKA_JVM_OPTS ?= -Xmx1g
 WITH_INFRA := bash test/infra/with-infra.sh
 
-.PHONY: test lint bench bench-e2e demo run vuln chaos
+.PHONY: test lint bench bench-e2e demo run vuln chaos test-cluster
 
 test:
 	bash test/infra/ensure-chromium.sh
@@ -79,6 +84,10 @@ CHAOS_FLAGS ?=
 chaos:
 	bash test/infra/ensure-promtool.sh
 	$(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestChaos$$' ./test/chaos/ $(CHAOS_FLAGS)
+
+# Needs java and the Kafka jars (as chaos) and PostgreSQL's server binaries.
+test-cluster:
+	$(GO) test -tags cluster -count=1 -timeout 20m -v ./test/cluster/
 
 vuln:
 	$(GO) tool govulncheck $(PKGS)

@@ -32,7 +32,7 @@ func TestWriteErrorStandbyIsUnavailable(t *testing.T) {
 		t.Run(tt.code, func(t *testing.T) {
 			t.Parallel()
 			rec := httptest.NewRecorder()
-			req := httptest.NewRequest(http.MethodPost, "/transferencias", nil)
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/transferencias", nil)
 			err := fmt.Errorf("insert transfer: %w", &pgconn.PgError{Code: tt.code, Message: "cannot execute INSERT in a read-only transaction"})
 			httpapi.WriteError(rec, req, log, err)
 			if rec.Code != tt.want {
