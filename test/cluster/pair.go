@@ -56,26 +56,40 @@ type Pair struct {
 // modes, is the synchronous one).
 func StartPair(tb testing.TB, dir string, mode Mode) *Pair {
 	tb.Helper()
-	var syncOpts []string
+	var syncConf []string
 	switch mode {
 	case Sync:
-		syncOpts = []string{"-c", "synchronous_standby_names=*", "-c", "synchronous_commit=on"}
+		syncConf = []string{"synchronous_standby_names = '*'", "synchronous_commit = on"}
 	case RemoteApply:
-		syncOpts = []string{"-c", "synchronous_standby_names=*", "-c", "synchronous_commit=remote_apply"}
+		syncConf = []string{"synchronous_standby_names = '*'", "synchronous_commit = remote_apply"}
 	case Async:
 	default:
 		tb.Fatalf("StartPair: unknown mode %q", mode)
 	}
 	// Both servers have the same settings: either may be the primary.
-	opts := append([]string{"-c", "wal_level=replica", "-c", "max_wal_senders=5", "-c", "hot_standby=on",
-		"-c", "wal_keep_size=256MB", "-c", "wal_receiver_status_interval=1s", "-c", "wal_retrieve_retry_interval=1s"}, syncOpts...)
+	opts := []string{"-c", "wal_level=replica", "-c", "max_wal_senders=5", "-c", "hot_standby=on",
+		"-c", "wal_keep_size=256MB", "-c", "wal_receiver_status_interval=1s", "-c", "wal_retrieve_retry_interval=1s"}
 	p := &Pair{tb: tb, mode: mode, old: -1}
-	if dir == "" {
-		dir = workDir(tb, "", "paysuite-pg-pair-")
-	}
+	dir = workDir(tb, dir, "paysuite-pg-pair-")
 	p.nodes[0] = newPG(tb, dir, "pg-1", opts...)
 	p.nodes[1] = newPG(tb, dir, "pg-2", opts...)
 	p.nodes[0].initdb()
+	// The synchronous settings go to postgresql.auto.conf (which the
+	// standby's copy inherits), not to the command line, which would win
+	// over the ALTER SYSTEM of a promotion.
+	if len(syncConf) > 0 {
+		f, err := os.OpenFile(filepath.Join(p.nodes[0].Data(), "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0o600) //nolint:gosec // the test's own server
+		if err != nil {
+			tb.Fatal(err)
+		}
+		_, err = f.WriteString(strings.Join(syncConf, "\n") + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
 	p.nodes[0].Start()
 	p.proxy = netfault.NewProxy(tb, p.nodes[0].Addr())
 	host, port, _ := strings.Cut(p.proxy.Addr(), ":")
@@ -177,7 +191,14 @@ func (p *Pair) Promote() time.Duration {
 		// Cleared before the promotion, or the first commits on the new
 		// primary would wait for a standby that is not there (ALTER SYSTEM
 		// only writes a file, which a standby allows).
-		p.alterSystem(s, "synchronous_standby_names", "")
+		p.alterSystem(s, "RESET synchronous_standby_names")
+		poll.Until(p.tb, 30*time.Second, s.name+" reloaded without synchronous standbys", func() (bool, string) {
+			var v string
+			if err := p.query(s, `SHOW synchronous_standby_names`, &v); err != nil {
+				return false, err.Error()
+			}
+			return v == "", "synchronous_standby_names = " + v
+		})
 	}
 	began := time.Now()
 	if out, err := s.pgctl("-w", "-t", "60", "promote").CombinedOutput(); err != nil {
@@ -195,8 +216,8 @@ func (p *Pair) Promote() time.Duration {
 	return p.PromoteTook
 }
 
-// alterSystem sets name to value with ALTER SYSTEM and reloads.
-func (p *Pair) alterSystem(s *PG, name, value string) {
+// alterSystem runs ALTER SYSTEM cmd on s and reloads its configuration.
+func (p *Pair) alterSystem(s *PG, cmd string) {
 	p.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -205,8 +226,8 @@ func (p *Pair) alterSystem(s *PG, name, value string) {
 		p.tb.Fatalf("connect %s: %v", s.name, err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER SYSTEM SET %s = %s", pgx.Identifier{name}.Sanitize(), quoteLiteral(value))); err != nil {
-		p.tb.Fatalf("ALTER SYSTEM on %s: %v", s.name, err)
+	if _, err := conn.Exec(ctx, "ALTER SYSTEM "+cmd); err != nil {
+		p.tb.Fatalf("ALTER SYSTEM %s on %s: %v", cmd, s.name, err)
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		p.tb.Fatalf("reload %s: %v", s.name, err)

@@ -30,6 +30,8 @@ type PG struct {
 	port int
 	// opts are extra server options ("-c name=value" pairs) of every start.
 	opts []string
+	// started: the server has run once, so its port is known to clients.
+	started bool
 }
 
 // pgBin is the folder of the newest installed PostgreSQL server binaries.
@@ -129,11 +131,22 @@ func (s *PG) serverOpts() string {
 		"-c", "fsync=on", "-c", "full_page_writes=on", "-c", "max_connections=300"}, s.opts...), " ")
 }
 
-// Start starts the server and waits until it accepts connections.
+// Start starts the server and waits until it accepts connections. A first
+// start whose port was taken meanwhile (a port found free can be handed to
+// a client socket before the server binds it) moves to another free port;
+// later starts keep the port clients know.
 func (s *PG) Start() {
 	s.tb.Helper()
-	if out, err := s.pgctl("-l", s.logFile(), "-w", "-t", "120", "start", "-o", s.serverOpts()).CombinedOutput(); err != nil {
-		s.tb.Fatalf("start PostgreSQL %s: %v: %s\n%s", s.name, err, out, s.LogTail())
+	for attempt := 1; ; attempt++ {
+		out, err := s.pgctl("-l", s.logFile(), "-w", "-t", "120", "start", "-o", s.serverOpts()).CombinedOutput()
+		if err == nil {
+			s.started = true
+			return
+		}
+		if s.started || attempt == 5 || !strings.Contains(s.LogTail(), "Address already in use") {
+			s.tb.Fatalf("start PostgreSQL %s: %v: %s\n%s", s.name, err, out, s.LogTail())
+		}
+		s.port = freePort(s.tb, EnvPGPorts)
 	}
 }
 
