@@ -97,7 +97,7 @@ func waitLeaderNot(t *testing.T, c *cluster.KafkaCluster, topic string, gone int
 // Three nodes with the production settings: a topic created as the suite
 // creates them is RF 3 with min ISR 2; a SIGKILL of the partition leader
 // under acks=all writes pauses them for about the session timeout and
-// loses none; with two nodes down the last replica refuses writes; the
+// loses none; with two nodes down no write is acknowledged; the
 // active controller's loss elects another; a SIGSTOPped leader is
 // replaced and rejoins after SIGCONT.
 func TestKafkaClusterFailover(t *testing.T) {
@@ -135,7 +135,10 @@ func TestKafkaClusterFailover(t *testing.T) {
 	}
 	newLeader := waitLeaderNot(t, c, topic, leader)
 
-	// A second node down: one replica left, below min ISR: writes refused.
+	// A second node down: one replica left. Nothing may be acknowledged.
+	// With every node a controller too, two of three down is also the
+	// KRaft quorum lost: no leader can be elected, so the writes fail for
+	// that reason before min.insync.replicas is reached.
 	c.Kill(newLeader)
 	refused := 0
 	for i := range 3 {
