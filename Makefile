@@ -21,6 +21,11 @@
 #                against a throwaway PostgreSQL and Kafka, checked by
 #                schemathesis (--checks all, PyPI, in a venv under .cache)
 #                against their OpenAPI documents: test/schemathesis/run.sh
+#   make test-cluster  the replicated servers' own tests (test/cluster, build
+#                tag cluster): three KRaft nodes (leader and controller kills,
+#                a hung node, writes refused below min ISR) and PostgreSQL
+#                primary/standby pairs (failover, a stopped synchronous standby,
+#                the asynchronous loss, fencing a revived primary)
 #   make vuln    govulncheck; needs vuln.go.dev, so not part of CI
 #
 # The throwaway PostgreSQL runs with fsync=off, synchronous_commit=off and
@@ -36,7 +41,7 @@ BENCHCOUNT ?= 1
 BENCH_KAFKA_JVM_OPTS ?= -Xmx1g
 WITH_INFRA := bash test/infra/with-infra.sh
 
-.PHONY: test lint bench bench-e2e demo run vuln chaos schemathesis
+.PHONY: test lint bench bench-e2e demo run vuln chaos schemathesis test-cluster
 
 test:
 	bash test/infra/ensure-chromium.sh
@@ -87,6 +92,10 @@ chaos:
 # SCHEMATHESIS_MAX_EXAMPLES and SCHEMATHESIS_SEED are read by the script.
 schemathesis:
 	bash test/schemathesis/run.sh
+
+# Needs java and the Kafka jars (as chaos) and PostgreSQL's server binaries.
+test-cluster:
+	$(GO) test -tags cluster -count=1 -timeout 20m -v ./test/cluster/
 
 vuln:
 	$(GO) tool govulncheck $(PKGS)

@@ -169,8 +169,8 @@ func SuiteTopics(t events.Topics, rf int) []TopicSpec {
 }
 
 // CreateTopics creates the topics that do not exist yet, with their
-// partitions, replication factor, min.insync.replicas = min(2, RF) and
-// retention. Existing topics are left as they are, so running it twice
+// partitions, replication factor, min.insync.replicas = min(2, RF), unclean
+// leader election off and retention. Existing topics are left as they are, so running it twice
 // changes nothing. It returns the names it created.
 func CreateTopics(ctx context.Context, cfg Config, specs []TopicSpec) ([]string, error) {
 	transport := cfg.Transport()
@@ -183,7 +183,11 @@ func CreateTopics(ctx context.Context, cfg Config, specs []TopicSpec) ([]string,
 		if rf <= 0 {
 			rf = 1
 		}
-		entries := []kafka.ConfigEntry{{ConfigName: "min.insync.replicas", ConfigValue: strconv.Itoa(min(2, rf))}}
+		entries := []kafka.ConfigEntry{{ConfigName: "min.insync.replicas", ConfigValue: strconv.Itoa(min(2, rf))},
+			// Kafka's default, set per topic so that a broker default
+			// turned on cannot elect an out-of-sync replica and truncate
+			// acknowledged records.
+			{ConfigName: "unclean.leader.election.enable", ConfigValue: "false"}}
 		if s.Retention > 0 {
 			entries = append(entries, kafka.ConfigEntry{ConfigName: "retention.ms", ConfigValue: strconv.FormatInt(s.Retention.Milliseconds(), 10)})
 		}

@@ -189,6 +189,7 @@ func TestConsumerContract(t *testing.T) {
 			t.Run("poison record goes to the DLT at once", func(t *testing.T) { t.Parallel(); testPoison(t, pc) })
 			t.Run("recovers after transient failures", func(t *testing.T) { t.Parallel(); testRecovers(t, pc) })
 			t.Run("waits out a database outage", func(t *testing.T) { t.Parallel(); testWaitsOutDatabaseOutage(t, pc) })
+			t.Run("waits out a database on a standby", func(t *testing.T) { t.Parallel(); testWaitsOutReadOnlyDatabase(t, pc) })
 		})
 	}
 }

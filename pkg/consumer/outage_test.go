@@ -4,9 +4,11 @@ import (
 	"context"
 	"math/big"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
@@ -66,6 +68,75 @@ func testWaitsOutDatabaseOutage(t *testing.T, pc policyCase) {
 	}
 	proxy.Restore()
 	waitFor(t, 30*time.Second, "both records handled after the outage", func() bool {
+		var n int
+		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM handled`).Scan(&n)
+		return n == 2
+	})
+	waitFor(t, 30*time.Second, "offsets committed after handling", func() bool { return committed(t, f) == 2 })
+	if end := dltEnd(t, f); end != 0 {
+		t.Errorf("%d records dead-lettered", end)
+	}
+}
+
+// While the handler's database refuses writes as a standby does (SQLSTATE
+// 25006: the pool reached a standby, or an old primary fenced read-only),
+// its records wait as in an outage: nothing dead-lettered or forwarded,
+// nothing committed; once the pool reaches a server that takes writes (the
+// promoted standby), they are handled, in order, and committed.
+func testWaitsOutReadOnlyDatabase(t *testing.T, pc policyCase) {
+	f := newFixture(t, pc)
+	dsn := pgtest.NewDSN(t)
+	setup, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = setup.Exec(context.Background(), `CREATE TABLE handled (v text PRIMARY KEY)`)
+	_ = setup.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var standby atomic.Bool // the pool's new connections land on a standby
+	standby.Store(true)
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if standby.Load() {
+			_, err := c.Exec(ctx, `SET default_transaction_read_only = on`)
+			return err
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	f.produce(t, "a", "b")
+	rec := &recorder{}
+	f.run(t, pc, func(ctx context.Context, m kafka.Message) error {
+		rec.record(string(m.Value))
+		_, err := pool.Exec(ctx, `INSERT INTO handled (v) VALUES ($1) ON CONFLICT DO NOTHING`, string(m.Value))
+		return err
+	})
+	waitFor(t, 60*time.Second, "the record tried while the database is a standby", func() bool { return rec.count("a") >= 3*pc.attempts })
+	if end := dltEnd(t, f); end != 0 {
+		t.Fatalf("%d records dead-lettered while the database refused writes (25006)", end)
+	}
+	if rt, ok := pc.policy.(consumer.RetryTopics); ok {
+		for _, d := range rt.Delays {
+			if end := lastOffset(t, f, broker.RetryTopic(f.topic, d)); end != 0 {
+				t.Fatalf("%d records forwarded to %s while the database refused writes", end, broker.RetryTopic(f.topic, d))
+			}
+		}
+	}
+	if off := committed(t, f); off > 0 {
+		t.Fatalf("offset %d committed before any record was handled", off)
+	}
+	standby.Store(false) // the promotion: new connections take writes
+	pool.Reset()
+	waitFor(t, 30*time.Second, "both records handled after the promotion", func() bool {
 		var n int
 		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM handled`).Scan(&n)
 		return n == 2

@@ -170,6 +170,10 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		"postgres://user:" + urlPassword + "@db:5432/x?sslmode=verify-full",
 		"postgres://user@db/x?password=" + queryPassword,
 		"host=db user=u password=" + urlPassword,
+		// A primary/standby pair's multi-host URL, and one whose first host is
+		// IPv6 (net/url cannot parse it: hidden whole).
+		"postgres://user:" + urlPassword + "@pg-a:5432,pg-b:5432/x?target_session_attrs=read-write",
+		"postgres://user:" + urlPassword + "@[::1]:5432,pg-b:5432/x",
 	} {
 		cfg := defaults()
 		if err := envconfig.Parse(getenv(map[string]string{"T_URL": dsn, "T_PASSWORD": password}), &cfg, envconfig.WithParser(parseLevel)); err != nil {
@@ -188,8 +192,11 @@ func TestLogValueMasksSecrets(t *testing.T) {
 				t.Errorf("the log has no %s: %s", want, out)
 			}
 		}
-		if strings.HasPrefix(dsn, "postgres://user:") && !strings.Contains(out, `"T_URL":"postgres://user:xxxxx@db:5432/x?sslmode=verify-full"`) {
+		if strings.HasPrefix(dsn, "postgres://user:") && strings.Contains(dsn, "@db:") && !strings.Contains(out, `"T_URL":"postgres://user:xxxxx@db:5432/x?sslmode=verify-full"`) {
 			t.Errorf("the URL lost more than its password: %s", out)
+		}
+		if strings.Contains(dsn, "@pg-a:") && !strings.Contains(out, `"T_URL":"postgres://user:xxxxx@pg-a:5432,pg-b:5432/x?target_session_attrs=read-write"`) {
+			t.Errorf("the multi-host URL lost more than its password: %s", out)
 		}
 	}
 }

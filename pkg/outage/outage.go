@@ -22,7 +22,9 @@ import (
 //     (*pgconn.ConnectError, pgconn.ErrConnClosed, a timeout), SQLSTATE
 //     class 08 (connection exception), class 53 (insufficient resources:
 //     too many connections, out of memory or disk), 57P01-57P03 (admin or
-//     crash shutdown, cannot connect now);
+//     crash shutdown, cannot connect now), 25006 (read-only transaction:
+//     the server is a standby, or a revived old primary fenced read-only,
+//     so the write waits for the pool to reach the current primary);
 //   - the network: connection refused or reset, broken pipe, an unexpected
 //     EOF, any *net.OpError or *net.DNSError (not any net.Error: kafka-go's
 //     error codes implement that interface too);
@@ -78,7 +80,7 @@ func unavailableSQLState(code string) bool {
 		return true
 	}
 	switch code {
-	case "57P01", "57P02", "57P03":
+	case "57P01", "57P02", "57P03", "25006":
 		return true
 	}
 	return false

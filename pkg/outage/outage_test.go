@@ -36,6 +36,8 @@ func TestUnavailableClassifies(t *testing.T) {
 		{"53300 too many connections", &pgconn.PgError{Code: "53300"}, true},
 		{"57P01 admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
 		{"57P03 cannot connect now", &pgconn.PgError{Code: "57P03"}, true},
+		{"25006 read-only transaction (a standby)", &pgconn.PgError{Code: "25006"}, true},
+		{"25001 active transaction (another 25)", &pgconn.PgError{Code: "25001"}, false},
 		{"57014 query cancelled", &pgconn.PgError{Code: "57014"}, false},
 		{"23505 unique violation", &pgconn.PgError{Code: "23505"}, false},
 		{"22P02 invalid input", &pgconn.PgError{Code: "22P02"}, false},
@@ -111,6 +113,25 @@ func TestUnavailableOnRealPostgres(t *testing.T) {
 		}
 	})
 
+	// A session whose writes are refused as on a standby (or a revived old
+	// primary fenced read-only) gets 25006: an outage, the write waits for
+	// the pool to reach the primary.
+	t.Run("read-only server", func(t *testing.T) {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "SET default_transaction_read_only = on")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(ctx, "CREATE TEMP TABLE t (id int)")
+		if code := pgCode(err); code != "25006" || !outage.Unavailable(err) {
+			t.Errorf("write in a read-only session: %v (SQLSTATE %q); want 25006 and Unavailable = true", err, code)
+		}
+	})
+
 	t.Run("constraint violation", func(t *testing.T) {
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
@@ -122,4 +143,12 @@ func TestUnavailableOnRealPostgres(t *testing.T) {
 			t.Errorf("unique violation: %v; Unavailable = true", err)
 		}
 	})
+}
+
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications/webhook"
 	"github.com/paysuite/payments/test/history"
+	"github.com/paysuite/payments/test/cluster"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -131,9 +132,9 @@ func (r *receiver) counts() (events, dups int, bad []string) {
 // suite is everything the test runs.
 type suite struct {
 	t        *testing.T
-	kafka    *kafkaBroker
-	pgA      *pgCluster // ledger, antifraud, notifications
-	pgB      *pgCluster // transfers (the one stopped for a while)
+	kafka    *cluster.KafkaCluster
+	pgA      *cluster.PG // ledger, antifraud, notifications
+	pgB      *cluster.PG // transfers (the one stopped for a while)
 	procs    map[string]*proc
 	prom     *promServer
 	recv     *receiver
@@ -178,23 +179,23 @@ func TestChaos(t *testing.T) {
 	wg.Go(func() { buildErr = buildBinaries(root, binDir) })
 	s := &suite{t: t, topics: events.DefaultTopics, procs: map[string]*proc{}}
 	s.openHistory(logDir)
-	s.kafka = startKafka(t)
-	s.pgA = startPG(t, "pg-a")
-	s.pgB = startPG(t, "pg-b")
+	s.kafka = cluster.StartKafka(t, "", 1)
+	s.pgA = cluster.StartPG(t, "pg-a")
+	s.pgB = cluster.StartPG(t, "pg-b")
 	wg.Wait()
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	t.Logf("infrastructure up in %s: Kafka %s, PostgreSQL %d (ledger, antifraud, notifications) and %d (transfers), fsync on",
-		time.Since(began).Round(time.Millisecond), s.kafka.addr(), s.pgA.port, s.pgB.port)
+		time.Since(began).Round(time.Millisecond), s.kafka.Addr(1), s.pgA.Port(), s.pgB.Port())
 
 	s.createTopics()
 	for _, db := range []string{"ledger", "antifraud", "notifications"} {
-		s.pgA.createDB(t, db)
+		s.pgA.CreateDB(db)
 	}
-	s.pgB.createDB(t, "transfers")
-	s.kc = &kafka.Client{Addr: kafka.TCP(s.kafka.addr()), Timeout: 30 * time.Second}
-	s.writer = &kafka.Writer{Addr: kafka.TCP(s.kafka.addr()), Balancer: samePartition{}, RequiredAcks: kafka.RequireAll,
+	s.pgB.CreateDB("transfers")
+	s.kc = &kafka.Client{Addr: kafka.TCP(s.kafka.Addr(1)), Timeout: 30 * time.Second}
+	s.writer = &kafka.Writer{Addr: kafka.TCP(s.kafka.Addr(1)), Balancer: samePartition{}, RequiredAcks: kafka.RequireAll,
 		BatchTimeout: 10 * time.Millisecond}
 	t.Cleanup(func() { _ = s.writer.Close() })
 
@@ -209,7 +210,7 @@ func TestChaos(t *testing.T) {
 			"HTTP_ADDR":            "127.0.0.1:" + strconv.Itoa(p.port),
 			"DATABASE_URL":         dsn,
 			"DATABASE_MAX_CONNS":   "10",
-			"KAFKA_BROKERS":        s.kafka.addr(),
+			"KAFKA_BROKERS":        s.kafka.Addr(1),
 			"LOG_FORMAT":           "json",
 			"LOG_LEVEL":            "info",
 			"OUTBOX_POLL_INTERVAL": "100ms",
@@ -230,14 +231,14 @@ func TestChaos(t *testing.T) {
 		s.procs[name] = p
 		t.Cleanup(p.kill9)
 	}
-	add("transfers-a", "transfers", s.pgB.dsn("transfers", "transfers-a"), nil)
-	add("transfers-b", "transfers", s.pgB.dsn("transfers", "transfers-b"), nil)
-	add("ledger", "ledger", s.pgA.dsn("ledger", "ledger"), nil)
-	add("antifraud", "antifraud", s.pgA.dsn("antifraud", "antifraud"), map[string]string{
+	add("transfers-a", "transfers", s.pgB.DSN("transfers", "transfers-a"), nil)
+	add("transfers-b", "transfers", s.pgB.DSN("transfers", "transfers-b"), nil)
+	add("ledger", "ledger", s.pgA.DSN("ledger", "ledger"), nil)
+	add("antifraud", "antifraud", s.pgA.DSN("antifraud", "antifraud"), map[string]string{
 		// The load's busy accounts would trip the velocity rules.
 		"ANTIFRAUD_VELOCITY_MAX_COUNT": "0", "ANTIFRAUD_VELOCITY_MAX_CENTS": "0",
 	})
-	add("notifications", "notifications", s.pgA.dsn("notifications", "notifications"), map[string]string{
+	add("notifications", "notifications", s.pgA.DSN("notifications", "notifications"), map[string]string{
 		"NOTIFY_CHANNEL":      "webhook",
 		"WEBHOOK_DEFAULT_URL": s.recv.srv.URL + "/webhooks/paysuite",
 		"WEBHOOK_SECRET":      webhookSecret,
@@ -265,9 +266,9 @@ func TestChaos(t *testing.T) {
 		jobs[p.job] = append(jobs[p.job], "127.0.0.1:"+strconv.Itoa(p.port))
 	}
 	s.prom = startPrometheus(t, root, jobs)
-	s.transfer = s.pool(s.pgB.dsn("transfers", "chaos-test"))
-	s.ledger = s.pool(s.pgA.dsn("ledger", "chaos-test"))
-	s.notify = s.pool(s.pgA.dsn("notifications", "chaos-test"))
+	s.transfer = s.pool(s.pgB.DSN("transfers", "chaos-test"))
+	s.ledger = s.pool(s.pgA.DSN("ledger", "chaos-test"))
+	s.notify = s.pool(s.pgA.DSN("notifications", "chaos-test"))
 	t.Logf("suite up in %s (5 processes, Prometheus %s)", time.Since(began).Round(time.Millisecond), s.prom.url)
 
 	pick := s.accounts()
@@ -329,7 +330,7 @@ func (s *suite) createTopics() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := broker.CreateTopics(ctx, broker.Config{Brokers: []string{s.kafka.addr()}}, specs); err != nil {
+	if _, err := broker.CreateTopics(ctx, broker.Config{Brokers: []string{s.kafka.Addr(1)}}, specs); err != nil {
 		s.t.Fatalf("create topics: %v", err)
 	}
 }
@@ -565,9 +566,9 @@ func (s *suite) runFaults() map[string]any {
 
 	// The broker: kill -9, down for flagDown, restart on its storage.
 	f := s.begin("kill -9 Kafka broker", "OutboxBrokerUnreachable{transfers}")
-	s.kafka.kill()
+	s.kafka.Kill(1)
 	s.settle(*flagDown)
-	s.kafka.start(s.t)
+	s.kafka.Start(1)
 	ready := time.Now()
 	f.restored = ready
 	var first time.Time
@@ -593,14 +594,14 @@ func (s *suite) runFaults() map[string]any {
 	// notifications.
 	f = s.begin("pg_ctl restart -m immediate (ledger, antifraud, notifications)", "ConsumerWaitingForDependency{antifraud}")
 	f.hitsNotifications = true
-	s.pgA.restartImmediate(s.t)
+	s.pgA.RestartImmediate()
 	f.restored = time.Now()
 	s.awaitRecovery(f, time.Minute)
 	gap()
 
 	// The transfers database stopped for flagDBStop.
 	f = s.begin(fmt.Sprintf("transfers database stopped %s", *flagDBStop), "ConsumerWaitingForDependency{transfers}")
-	s.pgB.stopImmediate(s.t)
+	s.pgB.StopImmediate()
 	// Results that reach the projection while its database is down wait for
 	// it (their partitions hold, nothing is dead-lettered), whatever was in
 	// flight at the stop: a few exact copies of settled results arrive now.
@@ -608,7 +609,7 @@ func (s *suite) runFaults() map[string]any {
 	s.produce(s.copies(dctx, s.topics.Settled, 4)...)
 	dcancel()
 	s.settle(*flagDBStop)
-	s.pgB.start(s.t)
+	s.pgB.Start()
 	f.restored = time.Now()
 	s.awaitRecovery(f, 2*time.Minute)
 	gap()
@@ -717,7 +718,7 @@ func (s *suite) injectDuplicates() map[string]int {
 // copies returns exact copies of up to n valid records of topic.
 func (s *suite) copies(ctx context.Context, topic string, n int) []kafka.Message {
 	s.t.Helper()
-	msgs, err := readTopic(ctx, s.kc, s.kafka.addr(), topic)
+	msgs, err := readTopic(ctx, s.kc, s.kafka.Addr(1), topic)
 	if err != nil {
 		s.t.Fatalf("read %s: %v", topic, err)
 	}
@@ -882,7 +883,7 @@ SELECT count(*) FROM (
 
 	// No DEAD outbox row in any service.
 	dead := 0
-	for _, db := range []*pgxpool.Pool{s.transfer, s.ledger, s.notify, s.pool(s.pgA.dsn("antifraud", "chaos-test"))} {
+	for _, db := range []*pgxpool.Pool{s.transfer, s.ledger, s.notify, s.pool(s.pgA.DSN("antifraud", "chaos-test"))} {
 		var n int
 		if err := db.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD'`).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -947,7 +948,7 @@ SELECT count(*) FROM (
 		gotDLT, foreign = map[string]int{}, map[string]int{}
 		for _, main := range []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected} {
 			dlt := events.DLT(main)
-			msgs, err := readTopic(ctx, s.kc, s.kafka.addr(), dlt)
+			msgs, err := readTopic(ctx, s.kc, s.kafka.Addr(1), dlt)
 			if err != nil {
 				t.Fatalf("read %s: %v", dlt, err)
 			}

@@ -141,7 +141,7 @@ SELECT id::text, seq, topic, key, event_type, coalesce(payload->>'transferenciaI
 		}
 	}
 	for _, topic := range main {
-		msgs, err := readTopic(ctx, s.kc, s.kafka.addr(), topic)
+		msgs, err := readTopic(ctx, s.kc, s.kafka.Addr(1), topic)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", topic, err)
 		}
@@ -190,7 +190,7 @@ func (s *suite) checkHistory(ctx context.Context, requests map[string]transferRe
 	if err := s.snapshot(ctx); err != nil {
 		t.Errorf("history: the last snapshot: %v", err)
 	}
-	antifraud := s.pool(s.pgA.dsn("antifraud", "chaos-test"))
+	antifraud := s.pool(s.pgA.DSN("antifraud", "chaos-test"))
 	if err := s.recordRecords(ctx, antifraud); err != nil {
 		t.Fatalf("history: %v", err)
 	}
