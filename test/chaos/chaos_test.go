@@ -31,8 +31,8 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications/webhook"
-	"github.com/paysuite/payments/test/history"
 	"github.com/paysuite/payments/test/cluster"
+	"github.com/paysuite/payments/test/history"
 	"github.com/paysuite/payments/test/poll"
 )
 
