@@ -42,7 +42,7 @@ func TestForgedDeadLetters(t *testing.T) {
 	for id, cents := range balances {
 		must(t, http.MethodPost, s.ledger.url+"/contas", "", map[string]string{"id": id, "moeda": "BRL"}, nil, http.StatusCreated)
 		if cents > 0 {
-			must(t, http.MethodPost, s.ledger.url+"/contas/"+url.PathEscape(id)+"/depositos", uuid.NewString(),
+			mustAs(t, minter, http.MethodPost, s.ledger.url+"/contas/"+url.PathEscape(id)+"/depositos", uuid.NewString(),
 				map[string]int64{"valorEmCentavos": cents}, nil, http.StatusCreated)
 		}
 	}
