@@ -36,7 +36,7 @@ func IsPublic(method, path string) bool {
 // handler reads the body. Routes then demand their scope (Mount).
 type Authenticator struct {
 	verifier *Verifier
-	limiter  *limiter
+	limiter  *Limiter
 	log      *slog.Logger
 	now      func() time.Time
 	refused  *prometheus.CounterVec
@@ -77,7 +77,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regis
 		_ = v.Close(ctx)
 		return nil, fmt.Errorf("auth: register metrics: %w", err)
 	}
-	return &Authenticator{verifier: v, limiter: newLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now, refused: refused}, nil
+	return &Authenticator{verifier: v, limiter: NewLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now, refused: refused}, nil
 }
 
 // Verifier returns the token verifier.
@@ -101,7 +101,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.reject(w, r, err)
 			return
 		}
-		if ok, wait := a.limiter.allow(p.Subject, a.now()); !ok {
+		if ok, wait := a.limiter.Allow(p.Subject, a.now()); !ok {
 			a.refused.WithLabelValues("rate_limited").Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindRateLimited,
