@@ -36,7 +36,7 @@ const (
 	decrease = 0.8
 	// increase multiplies it at each refresh that finds the backlog under
 	// the bound; shedding stops once it reaches the offered rate.
-	increase = 1.2
+	increase = 1.5
 	// minRate is the least admitted rate, per second: shedding never
 	// shuts the door.
 	minRate = 1.0
