@@ -172,11 +172,11 @@ func (c *Controller) Admit(client string) (bool, time.Duration) {
 	return false, RetryAfter(max(c.age, wait))
 }
 
-// RetryAfter is the Retry-After for a backlog of age: at least a second,
-// at most maxRetryAfter, times a random factor in [1, 1.5), in whole
-// seconds rounded up.
+// RetryAfter is the Retry-After for a backlog of age: the age, at least a
+// second and at most two thirds of maxRetryAfter, times a random factor in
+// [1, 1.5), in whole seconds rounded up: never more than maxRetryAfter.
 func RetryAfter(age time.Duration) time.Duration {
-	base := min(max(age, time.Second), maxRetryAfter)
+	base := min(max(age, time.Second), maxRetryAfter*2/3)
 	s := math.Ceil(base.Seconds() * (1 + rand.Float64()/2)) //nolint:gosec // jitter, not a secret
 	return time.Duration(s) * time.Second
 }
