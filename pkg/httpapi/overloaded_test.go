@@ -23,7 +23,7 @@ func TestOverloadedIsDistinctFromAnOutage(t *testing.T) {
 		if retry != "" {
 			w.Header().Set("Retry-After", retry)
 		}
-		httpapi.WriteError(w, httptest.NewRequest(http.MethodPost, "/transferencias", nil), log, err)
+		httpapi.WriteError(w, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/transferencias", nil), log, err)
 		var p httpapi.Problem
 		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
 			t.Fatal(err)
