@@ -36,9 +36,9 @@ func IsPublic(method, path string) bool {
 // handler reads the body. Routes then demand their scope (Mount).
 type Authenticator struct {
 	verifier *Verifier
-	limiter  *limiter
+	limiter  *Limiter
 	// refusals limits the refused requests of each source address.
-	refusals   *limiter
+	refusals   *Limiter
 	refusalCfg RefusalLimit
 	log        *slog.Logger
 	now        func() time.Time
@@ -81,7 +81,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regis
 		_ = v.Close(ctx)
 		return nil, fmt.Errorf("auth: register metrics: %w", err)
 	}
-	a := &Authenticator{verifier: v, limiter: newLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now, refused: refused}
+	a := &Authenticator{verifier: v, limiter: NewLimiter(cfg.RateRPS, cfg.RateBurst), log: log, now: time.Now, refused: refused}
 	for _, o := range opts {
 		o(a)
 	}
@@ -92,7 +92,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regis
 		_ = v.Close(ctx)
 		return nil, fmt.Errorf("auth: %w", err)
 	}
-	a.refusals = newLimiter(a.refusalCfg.RPS, a.refusalCfg.Burst)
+	a.refusals = NewLimiter(a.refusalCfg.RPS, a.refusalCfg.Burst)
 	return a, nil
 }
 
@@ -116,7 +116,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		p, err := a.authenticate(r)
 		if err != nil {
 			if !errors.Is(err, ErrKeysUnavailable) { // the issuer's fault, not the caller's
-				if ok, wait := a.refusals.allow(a.refusalCfg.source(r), a.now()); !ok {
+				if ok, wait := a.refusals.Allow(a.refusalCfg.source(r), a.now()); !ok {
 					a.tooMany(w, r, "address_rate_limited", wait, "too many requests refused from this address")
 					return
 				}
@@ -124,7 +124,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.reject(w, r, err)
 			return
 		}
-		if ok, wait := a.limiter.allow(p.Subject, a.now()); !ok {
+		if ok, wait := a.limiter.Allow(p.Subject, a.now()); !ok {
 			a.tooMany(w, r, "rate_limited", wait, "client over its rate limit")
 			return
 		}

@@ -22,9 +22,11 @@ const (
 	maxClients = 10_000
 )
 
-// limiter is a token bucket per client in this instance: per token
-// subject for the requests served, per source address for the refused.
-type limiter struct {
+// Limiter is a token bucket per client in this instance: per token
+// subject for the requests served (the authentication's rate limit), per
+// source address for the refused ones, and the transfers service's fair
+// share per client while it sheds load.
+type Limiter struct {
 	rps   rate.Limit
 	burst int
 
@@ -38,13 +40,15 @@ type bucket struct {
 	seen time.Time
 }
 
-func newLimiter(rps float64, burst int) *limiter {
-	return &limiter{rps: rate.Limit(rps), burst: burst, clients: map[string]*bucket{}}
+// NewLimiter returns a limiter giving every client rps requests per second
+// with bursts of burst.
+func NewLimiter(rps float64, burst int) *Limiter {
+	return &Limiter{rps: rate.Limit(rps), burst: burst, clients: map[string]*bucket{}}
 }
 
-// allow takes one request of client at now; when the client is over its
+// Allow takes one request of client at now; when the client is over its
 // rate it returns false and how long until a request would be allowed.
-func (l *limiter) allow(client string, now time.Time) (bool, time.Duration) {
+func (l *Limiter) Allow(client string, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if now.Sub(l.lastSweep) >= sweepEvery {
@@ -70,7 +74,19 @@ func (l *limiter) allow(client string, now time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-func (l *limiter) sweep(now time.Time) {
+// SetRate gives every client, the ones kept and the ones to come, rps
+// requests per second with bursts of burst, from now on.
+func (l *Limiter) SetRate(rps float64, burst int, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rps, l.burst = rate.Limit(rps), burst
+	for _, b := range l.clients {
+		b.lim.SetLimitAt(now, l.rps)
+		b.lim.SetBurstAt(now, burst)
+	}
+}
+
+func (l *Limiter) sweep(now time.Time) {
 	l.lastSweep = now
 	for c, b := range l.clients {
 		if now.Sub(b.seen) >= idleAfter {
@@ -79,7 +95,7 @@ func (l *limiter) sweep(now time.Time) {
 	}
 }
 
-func (l *limiter) evictOldest() {
+func (l *Limiter) evictOldest() {
 	var oldest string
 	var at time.Time
 	for c, b := range l.clients {
@@ -91,7 +107,7 @@ func (l *limiter) evictOldest() {
 }
 
 // size is the number of buckets kept (tests).
-func (l *limiter) size() int {
+func (l *Limiter) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.clients)

@@ -40,6 +40,7 @@ const (
 	KindDepositCeiling   Kind = "deposit-over-ceiling"    // 422
 	KindRateLimited      Kind = "rate-limited"            // 429
 	KindUnavailable      Kind = "service-unavailable"     // 503
+	KindOverloaded       Kind = "overloaded"              // 503
 	KindInternal         Kind = "internal-error"          // 500
 )
 
@@ -65,6 +66,7 @@ var kinds = map[Kind]struct {
 	KindDepositCeiling:   {http.StatusUnprocessableEntity, "Deposit over the ceiling of one deposit"},
 	KindRateLimited:      {http.StatusTooManyRequests, "Too many requests"},
 	KindUnavailable:      {http.StatusServiceUnavailable, "Service unavailable"},
+	KindOverloaded:       {http.StatusServiceUnavailable, "Overloaded"},
 	KindInternal:         {http.StatusInternalServerError, "Internal error"},
 }
 
@@ -124,8 +126,8 @@ type Problem struct {
 // long path is not sent back whole.
 const maxInstanceSize = 256
 
-// RetryAfterSeconds is the Retry-After of every 503: about how long a
-// database failover or restart takes.
+// RetryAfterSeconds is the Retry-After of a 503 whose writer set none
+// (an outage): about how long a database failover or restart takes.
 const RetryAfterSeconds = "2"
 
 // WriteError writes err as application/problem+json. An *Error anywhere in
@@ -161,7 +163,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
-	if p.Status == http.StatusServiceUnavailable {
+	if p.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", RetryAfterSeconds)
 	}
 	w.WriteHeader(p.Status)

@@ -10,9 +10,11 @@ import (
 )
 
 // Relay is the outbox relay a service runs: *outbox.Relay (polling) or
-// *outbox.LogicalRelay (OUTBOX_RELAY=logical).
+// *outbox.LogicalRelay (OUTBOX_RELAY=logical). Either reads its backlog
+// the same way (admission control).
 type Relay interface {
 	Run(ctx context.Context) error
+	outbox.BacklogReader
 }
 
 // newRelay builds the relay OUTBOX_RELAY chooses. In polling mode it also

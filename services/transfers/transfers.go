@@ -23,6 +23,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/kafka"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
@@ -63,15 +64,26 @@ type Config struct {
 	// ClaimTimeout bounds how long a request stalled inside its transaction
 	// keeps its Idempotency-Key in flight.
 	ClaimTimeout time.Duration `env:"IDEMPOTENCY_CLAIM_TIMEOUT" help:"longest a stalled request keeps its Idempotency-Key in flight (409); at least 1s"`
+	// AdmissionMaxAge is the oldest an unpublished outbox event may be
+	// before new transfers are shed (503 overloaded); 0 turns admission
+	// control off.
+	AdmissionMaxAge time.Duration `env:"ADMISSION_MAX_OUTBOX_AGE" help:"oldest an unpublished outbox event may be before new POST /transferencias are shed (503 overloaded); 0s: never shed"`
+	// AdmissionMaxPending, if positive, also sheds past this many
+	// unpublished outbox events.
+	AdmissionMaxPending int64 `env:"ADMISSION_MAX_OUTBOX_PENDING" help:"also shed past this many unpublished outbox events; 0: no count bound"`
+	// AdmissionRefresh is how often admission control reads the backlog.
+	AdmissionRefresh time.Duration `env:"ADMISSION_REFRESH" help:"how often admission control reads the outbox backlog"`
 }
 
 // DefaultConfig is the configuration before the environment is read.
 func DefaultConfig() Config {
 	return Config{
-		Config:          platform.DefaultConfig(Service, DefaultHTTPAddr),
-		Topics:          events.DefaultTopics,
-		ProjectionGroup: kafka.Group,
-		ClaimTimeout:    postgres.DefaultClaimTimeout,
+		Config:           platform.DefaultConfig(Service, DefaultHTTPAddr),
+		Topics:           events.DefaultTopics,
+		ProjectionGroup:  kafka.Group,
+		ClaimTimeout:     postgres.DefaultClaimTimeout,
+		AdmissionMaxAge:  admission.DefaultMaxAge,
+		AdmissionRefresh: admission.DefaultRefresh,
 	}
 }
 
@@ -86,6 +98,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	errs := []error{envconfig.Parse(getenv, &cfg, platform.ParseOptions()...), cfg.Complete()}
 	if cfg.ClaimTimeout < time.Second {
 		errs = append(errs, errors.New("IDEMPOTENCY_CLAIM_TIMEOUT must be at least 1s"))
+	}
+	if cfg.AdmissionMaxAge < 0 || cfg.AdmissionMaxPending < 0 || cfg.AdmissionRefresh <= 0 {
+		errs = append(errs, errors.New("ADMISSION_MAX_OUTBOX_AGE and ADMISSION_MAX_OUTBOX_PENDING must not be negative, ADMISSION_REFRESH must be positive"))
 	}
 	return cfg, envconfig.Join(errs...)
 }
@@ -106,7 +121,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.NewStore(base.DB, base.Outbox, inb, cfg.ClaimTimeout)
 	held := NewHeldMetrics(base.Registry)
 	svc := transfer.NewService(meterHeld(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), held), cfg.Topics.Requested)
-	mount(base.Router, svc, opsRoutes(base, store, base.Log), base.Log)
+	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending, Refresh: cfg.AdmissionRefresh},
+		base.Relay, time.Now, admission.NewMetrics(base.Registry))
+	mount(base.Router, svc, admit, opsRoutes(base, store, base.Log), base.Log)
 	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
 	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.BlockingRetries)
 	// The results of one partition fetched together are applied in one
@@ -117,6 +134,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		retention = platform.DefaultInboxRetention
 	}
 	return base.Run(ctx, listening,
+		admit.Run,
 		func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
 		func(ctx context.Context) error {
 			return inbox.CleanupLoop(ctx, base.DB, retention, time.Minute, base.Log)
@@ -127,9 +145,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:
-// the API, then the operator routes ops.
-func mount(r chi.Router, svc *transfer.Service, ops []auth.Route, log *slog.Logger) {
-	web.New(svc, log, OpenAPI).Mount(r)
+// the API, its POST behind admission control admit (nil: never shed),
+// then the operator routes ops.
+func mount(r chi.Router, svc *transfer.Service, admit web.Admission, ops []auth.Route, log *slog.Logger) {
+	h := web.New(svc, log, OpenAPI)
+	if admit != nil {
+		h.WithAdmission(admit)
+	}
+	h.Mount(r)
 	auth.Mount(r, log, ops)
 }
 

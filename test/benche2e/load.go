@@ -123,6 +123,8 @@ type postResult struct {
 	status  int       // 0: transport error
 	latency time.Duration
 	late    time.Duration // how late it left against its schedule
+	// overloaded is a 503 of problem type overloaded: shed at the door.
+	overloaded bool
 }
 
 // openLoop offers rate requests per second for d: request i leaves at
@@ -154,11 +156,12 @@ func (a *api) openLoop(ctx context.Context, url string, accounts []string, rate 
 			defer func() { <-sem }()
 			id := uuid.New()
 			sent := time.Now()
-			st, _, err := a.call(ctx, http.MethodPost, url+"/transferencias", id.String(), transferBody(accounts))
+			st, body, err := a.call(ctx, http.MethodPost, url+"/transferencias", id.String(), transferBody(accounts))
 			if err != nil {
 				st = 0
 			}
-			results[i] = postResult{id: id, status: st, latency: time.Since(sent), late: sent.Sub(due)}
+			results[i] = postResult{id: id, status: st, latency: time.Since(sent), late: sent.Sub(due),
+				overloaded: st == http.StatusServiceUnavailable && body["type"] == overloadedType}
 		}(i, due)
 	}
 	wg.Wait()

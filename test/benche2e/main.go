@@ -62,6 +62,10 @@ type options struct {
 	env          map[string]string
 	profile      string
 	profileCPU   bool
+	// overload are the overload steps, multiples of the plateau the rates
+	// found; relay is OUTBOX_RELAY of every service.
+	overload []float64
+	relay    string
 }
 
 func main() {
@@ -90,6 +94,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	envFlag := fs.String("env", "", "extra service settings, comma-separated NAME=VALUE (e.g. ANTIFRAUD_BATCH_MAX=1)")
 	profileCPU := fs.Bool("profile-cpu", true, "with -profile, also the CPU profiles (perf, JFR, pprof), which cost CPU of their own; false keeps the heap profiles and PostgreSQL's statements (a long memory run)")
 	profile := fs.String("profile", "", "folder for profiles: each service's CPU profile per step and heap profile at start and end (binaries built with -tags benchprofile), PostgreSQL's statements per step (pg_stat_statements)")
+	overload := fs.String("overload", "2,5", "overload steps after the rates, as multiples of the plateau (the highest settled/s of the rates), comma-separated; empty: none")
+	relay := fs.String("relay", "polling", "OUTBOX_RELAY of every service: polling, or logical (the WAL; PostgreSQL needs wal_level=logical, as test/infra/with-infra.sh starts it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -98,7 +104,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	o := options{step: *step, warmup: *warmup, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
 		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, logDir: *logDir, env: map[string]string{},
-		profile: *profile, profileCPU: *profileCPU}
+		profile: *profile, profileCPU: *profileCPU, relay: *relay}
+	if o.relay != "polling" && o.relay != "logical" {
+		return fmt.Errorf("-relay: %q is neither polling nor logical", o.relay)
+	}
+	for m := range strings.SplitSeq(*overload, ",") {
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(m, 64)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("-overload: %q is not a positive multiple", m)
+		}
+		o.overload = append(o.overload, v)
+	}
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "all-in-one" && m != "four-processes" {
 			return fmt.Errorf("-modes: unknown deployment %q", m)
@@ -197,12 +216,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		// Velocity rules off, as in the run: random transfers
 		// between a fixed set of accounts would trip them.
 		"ANTIFRAUD_VELOCITY_MAX_COUNT": "0", "ANTIFRAUD_VELOCITY_MAX_CENTS": "0",
+		"OUTBOX_RELAY": o.relay,
 	}
 	for k, v := range o.env {
 		b.baseEnv[k] = v
 	}
 	fmt.Fprintf(out, "bench-e2e: logs in %s; PostgreSQL %s; Kafka %s\n", o.logDir, redact(serverURL), brokers)
-	fmt.Fprintf(out, "bench-e2e: %d accounts, rates %v/s for %s each, %s drain\n\n", o.accounts, o.rates, o.step, o.drain)
+	fmt.Fprintf(out, "bench-e2e: %d accounts, rates %v/s for %s each, %s drain; overload steps %vx the plateau; OUTBOX_RELAY=%s\n\n",
+		o.accounts, o.rates, o.step, o.drain, o.overload, o.relay)
 
 	if err := b.baselines(ctx); err != nil {
 		return fmt.Errorf("baselines: %w", err)
@@ -229,6 +250,7 @@ type bench struct {
 	postP99   time.Duration
 	floorP50  time.Duration
 	sustained map[string]float64
+	plateau   map[string]float64
 	rows      map[string][]stepRow
 
 	// prof is set by -profile; pgPort and kafkaPort find the servers'
@@ -430,6 +452,16 @@ type stepRow struct {
 	// busy and total the whole machine's.
 	servers     map[string]time.Duration
 	busy, total time.Duration
+	// multiple is the overload step's multiple of the plateau; 0 for the
+	// rates.
+	multiple float64
+	// shed counts 503 overloaded answers; heapMiB is the Go heap in use of
+	// every process at the step's end; cpuPerSettled the CPU of every
+	// process (PostgreSQL and the broker included) over the step per
+	// transfer settled in it.
+	shed          int
+	heapMiB       float64
+	cpuPerSettled time.Duration
 }
 
 // deployment measures one deployment at every rate.
@@ -483,6 +515,10 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 			break
 		}
 	}
+	rows, err = b.overloadSteps(ctx, mode, d, procs, accounts, rows)
+	if err != nil {
+		return err
+	}
 	heapEnd := b.heaps(ctx, mode)
 	if b.prof != nil {
 		b.heapProfiles(ctx, procs, mode+"-end")
@@ -494,16 +530,17 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 	}
 	fmt.Fprintln(b.out)
 	if b.sustained == nil {
-		b.sustained, b.rows = map[string]float64{}, map[string][]stepRow{}
+		b.sustained, b.rows, b.plateau = map[string]float64{}, map[string][]stepRow{}, map[string]float64{}
 	}
 	b.rows[mode] = rows
+	b.plateau[mode] = plateau(rows)
 	for _, r := range rows {
-		if r.sustained {
+		if r.sustained && r.multiple == 0 {
 			b.sustained[mode] = max(b.sustained[mode], r.offered)
 		}
 	}
-	fmt.Fprintf(b.out, "highest rate sustained (%s; pending at the step's end under one second of arrivals, end-to-end p99 under 1 s): %.0f/s\n\n",
-		mode, b.sustained[mode])
+	fmt.Fprintf(b.out, "highest rate sustained (%s; pending at the step's end under one second of arrivals, end-to-end p99 under 1 s): %.0f/s; plateau (highest settled/s of the rates): %.1f/s\n\n",
+		mode, b.sustained[mode], b.plateau[mode])
 	return nil
 }
 
@@ -592,10 +629,13 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 		if r.late > 10*time.Millisecond {
 			row.late++
 		}
-		if r.status == http.StatusAccepted {
+		switch {
+		case r.status == http.StatusAccepted:
 			ids = append(ids, r.id)
 			lat = append(lat, r.latency)
-		} else {
+		case r.overloaded:
+			row.shed++
+		default:
 			row.errors[r.status]++
 		}
 	}
@@ -616,6 +656,10 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 		b.prof.dumpStatements(ctx, fmt.Sprintf("%s-%.0f-postgresql.txt", mode, rate), settled)
 	}
 	row.settled = float64(settled) / end.Sub(start).Seconds()
+	row.cpuPerSettled = cpuPerSettled(row, settled)
+	for _, h := range b.heaps(ctx, mode) {
+		row.heapMiB += max(h, 0)
+	}
 	row.undrained = b.waitDrained(ctx, d, b.o.drain)
 	f, err := measureFlow(ctx, d, ids)
 	if err != nil {
@@ -633,10 +677,11 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
 	fmt.Fprintf(b.out, "\n%s: per rate (latencies in ms; end to end = criada_em -> atualizada_em)\n", mode)
 	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered/s\taccepted/s\tsettled/s\tPOST p50\tPOST p99\te2e p50\tp90\tp99\tmax\tpending at end\tlate sends\terrors\tsustained\t")
+	fmt.Fprintln(tw, "step\toffered/s\taccepted/s\tsettled/s\tshed/s\tPOST p50\tPOST p99\te2e p50\tp90\tp99\tmax\tpending at end\tlate sends\terrors\theap MiB\tCPU ms/settled\tsustained\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%v\t%v\t\n", r.offered, r.accepted, r.settled,
-			ms(r.post.p50), ms(r.post.p99), ms(r.e2e.p50), ms(r.e2e.p90), ms(r.e2e.p99), ms(r.e2e.max), r.pendingEnd, r.late, r.errors, r.sustained)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%v\t%.1f\t%s\t%v\t\n", stepName(r), r.offered, r.accepted, r.settled,
+			float64(r.shed)/b.o.step.Seconds(), ms(r.post.p50), ms(r.post.p99), ms(r.e2e.p50), ms(r.e2e.p90), ms(r.e2e.p99), ms(r.e2e.max),
+			r.pendingEnd, r.late, r.errors, r.heapMiB, msf(r.cpuPerSettled), r.sustained)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(b.out, "\n%s: time per hop, p50 / p99 ms (rows' timestamps; an outbox's figure is its wait and its send together)\n", mode)
@@ -704,6 +749,7 @@ func (b *bench) summary() {
 			bound = " (the highest rate offered: offer more with -rates)"
 		}
 		fmt.Fprintf(b.out, "%s: sustained %.0f/s%s = %.2f x POST alone (aim >= 0.5)\n", m, s, bound, ratio)
+		b.overloadSummary(m)
 		// The offered rate nearest half the sustained one.
 		if half, ok := nearest(rows, s/2); ok {
 			fmt.Fprintf(b.out, "%s: e2e p99 at %.0f/s (nearest half the sustained rate): %s ms (aim < 250)\n", m, half.offered, ms(half.e2e.p99))

@@ -113,7 +113,7 @@ func TestDashboard(t *testing.T) {
 	}
 	walk(d.Panels)
 
-	wantRows := []string{"HTTP", "Outbox", "Consumers", "Ledger", "Antifraud", "Notifications", "Logical relay"}
+	wantRows := []string{"HTTP", "Outbox", "Consumers", "Ledger", "Antifraud", "Notifications", "Logical relay", "Admission control"}
 	if diff := cmp.Diff(wantRows, rows); diff != "" {
 		t.Errorf("rows mismatch (-want +got):\n%s", diff)
 	}

@@ -77,6 +77,8 @@ var serviceFamilies = map[string][]family{
 		{"inbox_duplicates_total", counter, []string{"consumer"}},
 		{"transfers_results_held_total", counter, nil},
 		{"transfers_results_held", gauge, nil},
+		{"transfers_admission_shed_total", counter, nil},
+		{"transfers_admission_shedding", gauge, nil},
 	},
 	"ledger": {
 		{"ledger_settlements_total", counter, []string{"reason", "result"}},

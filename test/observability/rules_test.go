@@ -57,6 +57,7 @@ func TestAlertRules(t *testing.T) {
 		"ConsumerWaitingForDependency": {"consumer_dependency_waits_total", []string{"increase"}, ">", 0, 0, "warning"},
 		"TransfersErrorRatioHigh":      {"http_requests_total", []string{"rate"}, ">", 0.01, 5 * time.Minute, "critical"},
 		"TransfersResultsHeld":         {"transfers_results_held", nil, ">", 0, 0, "critical"},
+		"TransfersShedding":            {"transfers_admission_shed_total", []string{"rate"}, ">", 0, 10 * time.Minute, "warning"},
 		"ServiceDown":                  {"up", nil, "==", 0, time.Minute, "critical"},
 	}
 
@@ -129,8 +130,8 @@ func TestAlertRules(t *testing.T) {
 }
 
 // TestTransfersErrorRatioSelectsPostServerErrors pins the selectors of the
-// error-ratio alert: 5xx of POST /transferencias over all POST
-// /transferencias. (TestServiceObservability proves that these label values
+// error-ratio alert: 5xx of POST /transferencias but those shed at the door
+// (503 overloaded) over all POST /transferencias. (TestServiceObservability proves that these label values
 // are the ones the transfers service reports.)
 func TestTransfersErrorRatioSelectsPostServerErrors(t *testing.T) {
 	path := repoFile(t, "deploy/prometheus/alerts.yml")
@@ -166,6 +167,7 @@ func TestTransfersErrorRatioSelectsPostServerErrors(t *testing.T) {
 	})
 	want := []string{
 		`method="POST",route="/transferencias",status=~"5.."`,
+		``, // transfers_admission_shed_total: load shed at the door is not an error
 		`method="POST",route="/transferencias"`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

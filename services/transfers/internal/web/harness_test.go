@@ -45,6 +45,9 @@ type harnessOptions struct {
 	claimTimeout time.Duration
 	// log is the handler's logger; nil discards.
 	log *slog.Logger
+	// admit, if set, builds the admission control of POST from the
+	// outbox's backlog.
+	admit func(outbox.BacklogReader) web.Admission
 }
 
 func newHarness(tb testing.TB, opts harnessOptions) *harness {
@@ -59,7 +62,11 @@ func newHarness(tb testing.TB, opts harnessOptions) *harness {
 		log = slog.New(slog.DiscardHandler)
 	}
 	srv := httptest.NewServer(authedRouter(tb, log, func(r chi.Router) {
-		mount(r, web.New(transfer.NewService(store, requestedTopic), log, testSpec))
+		h := web.New(transfer.NewService(store, requestedTopic), log, testSpec)
+		if opts.admit != nil {
+			h.WithAdmission(opts.admit(outbox.NewRelay(outbox.New(db), nil, outbox.RelayConfig{}, log, nil)))
+		}
+		mount(r, h)
 	}))
 	tb.Cleanup(srv.Close)
 	return &harness{url: srv.URL, pool: pool, store: store, holds: holds}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -29,6 +30,20 @@ type Handler struct {
 	svc     *transfer.Service
 	log     *slog.Logger
 	openapi []byte
+	admit   Admission
+}
+
+// Admission decides whether a client's new transfer is taken now; when
+// not, it gives the Retry-After to send. *admission.Controller is one.
+type Admission interface {
+	Admit(client string) (bool, time.Duration)
+}
+
+// WithAdmission makes h shed new transfers that a refuses (503 overloaded,
+// before anything is read or written); reads are never shed. It returns h.
+func (h *Handler) WithAdmission(a Admission) *Handler {
+	h.admit = a
+	return h
 }
 
 // New returns the handler of svc; openapi is the document served at
@@ -108,6 +123,14 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord) {
+	if h.admit != nil {
+		if ok, retry := h.admit.Admit(p.Subject); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(retry/time.Second)))
+			h.fail(w, r, httpapi.Errorf(httpapi.KindOverloaded,
+				"the service is behind with the transfers it has taken; retry after the Retry-After seconds"))
+			return
+		}
+	}
 	id, err := httpapi.IdempotencyKey(r)
 	if err != nil {
 		h.fail(w, r, err)

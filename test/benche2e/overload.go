@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/paysuite/payments/pkg/httpapi"
+)
+
+// overloadedType is the problem type of a request shed at the door.
+var overloadedType = httpapi.KindOverloaded.TypeURI()
+
+// overloadSteps offers, after the rates, each -overload multiple of the
+// plateau the rates found, and returns rows with those steps added. A step
+// left undrained does not end the series: overload is what is measured.
+func (b *bench) overloadSteps(ctx context.Context, mode string, d dbs, procs []*proc, accounts []string, rows []stepRow) ([]stepRow, error) {
+	top := plateau(rows)
+	if top <= 0 || len(b.o.overload) == 0 {
+		return rows, nil
+	}
+	b.waitDrained(ctx, d, b.o.drain)
+	for _, m := range b.o.overload {
+		row, err := b.step(ctx, mode, d, procs, accounts, m*top)
+		if err != nil {
+			return rows, err
+		}
+		row.multiple = m
+		row.sustained = false
+		rows = append(rows, row)
+		for _, p := range procs {
+			if err := p.exited(); err != nil {
+				return rows, err
+			}
+		}
+		if row.undrained > 0 {
+			fmt.Fprintf(b.out, "(%.0fx the plateau left %d transfers PENDENTE after the %s drain)\n", m, row.undrained, b.o.drain)
+		}
+	}
+	return rows, nil
+}
+
+// plateau is the highest settled/s of the rates (overload steps left out).
+func plateau(rows []stepRow) float64 {
+	top := 0.0
+	for _, r := range rows {
+		if r.multiple == 0 {
+			top = max(top, r.settled)
+		}
+	}
+	return top
+}
+
+// stepName is "rate" for a rate, "Nx plateau" for an overload step.
+func stepName(r stepRow) string {
+	if r.multiple == 0 {
+		return "rate"
+	}
+	return fmt.Sprintf("%gx plateau", r.multiple)
+}
+
+// cpuPerSettled is the CPU of every process over the step (the services'
+// and PostgreSQL's and the broker's) per transfer settled in it.
+func cpuPerSettled(row stepRow, settled int) time.Duration {
+	if settled <= 0 {
+		return 0
+	}
+	var total time.Duration
+	for _, u := range row.usage {
+		total += u[1].cpu - u[0].cpu
+	}
+	for _, cpu := range row.servers {
+		total += cpu
+	}
+	return total / time.Duration(settled)
+}
+
+// overloadSummary prints mode's plateau and its overload steps against the
+// aims (settled at least 0.9x the plateau, accepted e2e p99 under 2 s,
+// nothing pending after the drain).
+func (b *bench) overloadSummary(mode string) {
+	top := b.plateau[mode]
+	ratio := 0.0
+	if b.postRate > 0 {
+		ratio = top / b.postRate
+	}
+	fmt.Fprintf(b.out, "%s: plateau %.1f settled/s = %.2f x POST alone (aim >= 0.85)\n", mode, top, ratio)
+	for _, r := range b.rows[mode] {
+		if r.multiple == 0 || top <= 0 {
+			continue
+		}
+		fmt.Fprintf(b.out, "%s: %gx the plateau (%.0f/s offered): settled %.1f/s = %.2f x plateau (aim >= 0.9), shed %.1f/s, accepted e2e p99 %s ms (aim < 2000), pending after the drain %d (aim 0), heap %.1f MiB, CPU %s ms per settled\n",
+			mode, r.multiple, r.offered, r.settled, r.settled/top, float64(r.shed)/b.o.step.Seconds(), ms(r.e2e.p99), r.undrained, r.heapMiB, msf(r.cpuPerSettled))
+	}
+}
+
+// msf is d in milliseconds with one decimal.
+func msf(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
