@@ -17,6 +17,8 @@
 #                a Kafka broker it starts itself, kill -9s, restarts, outages,
 #                poison, a real Prometheus; prints a table of figures.
 #                make chaos CHAOS_FLAGS='-chaos.dbstop=15s' shortens the outage
+#                make chaos CHAOS_FLAGS='-chaos.relay=logical' runs every service
+#                on the logical relay (OUTBOX_RELAY); the default is polling
 #   make debezium  Debezium's PostgreSQL connector and outbox event router,
 #                configured as deploy/README.md documents, in a Kafka Connect
 #                standalone worker (jars of test/infra/debezium/pom.xml, cached

@@ -117,7 +117,11 @@ func (c *pgCluster) data() string { return filepath.Join(c.dir, "data") }
 func (c *pgCluster) start(tb testing.TB) {
 	tb.Helper()
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on "+
-		"-c full_page_writes=on -c max_connections=300", c.port, c.dir)
+		"-c full_page_writes=on -c max_connections=300 "+
+		// The logical relay's needs (-chaos.relay=logical); harmless to the
+		// polling relay. A lost walsender frees its slot within 10 s.
+		"-c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 -c max_slot_wal_keep_size=1GB "+
+		"-c wal_sender_timeout=10s", c.port, c.dir)
 	if out, err := asPG(filepath.Join(c.bin, "pg_ctl"), "-D", c.data(), "-l", filepath.Join(c.dir, "postgres.log"),
 		"-w", "-t", "120", "start", "-o", opts).CombinedOutput(); err != nil {
 		tb.Fatalf("start PostgreSQL %s: %v: %s\n%s", c.name, err, out, c.logTail())
