@@ -292,3 +292,60 @@ func sameJSON(a, b []byte) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// The remedy deploy/README.md gives for the lost traceparent works: with a
+// generated column holding headers->>'traceparent', placed as a header,
+// Debezium's records carry the traceparent the enqueue wrote.
+func TestDebeziumTraceparentColumn(t *testing.T) {
+	spantest.Record(t)
+	db := openDB(t)
+	if _, err := db.Exec(context.Background(),
+		`ALTER TABLE outbox_event ADD COLUMN traceparent text GENERATED ALWAYS AS (headers->>'traceparent') STORED`); err != nil {
+		t.Fatal(err)
+	}
+	ob := outbox.New(db)
+	topics := kafkatest.SuiteTopics(t, 3)
+	_, cfg := documentedConnector(t)
+	placement := "transforms.outbox.table.fields.additional.placement"
+	startConnect(t, db, map[string]string{placement: cfg[placement] + ",traceparent:header:traceparent"})
+
+	var want []outbox.Message
+	for _, ms := range serviceEvents(t, topics, 3) {
+		for _, m := range ms {
+			if err := db.InTx(context.Background(), func(tx pgx.Tx) error { return ob.Enqueue(context.Background(), tx, m) }); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, m)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := &received{}
+	consumed := make(chan error, 1)
+	go func() {
+		consumed <- consumer.Run(ctx, consumer.Config{Broker: broker.Config{Brokers: kafkatest.Brokers(t)},
+			Group: kafkatest.Group(t, "debezium-tp"), Topics: topics.All(), Handler: got.handle})
+	}()
+	poll.Until(t, 2*time.Minute, fmt.Sprintf("the consumer handed %d records published by Debezium", len(want)), func() (bool, string) {
+		return got.count() >= len(want), fmt.Sprint(got.count())
+	})
+	cancel()
+	if err := <-consumed; err != nil {
+		t.Fatal(err)
+	}
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for _, err := range got.errs {
+		t.Errorf("the consumer's handler refused a record: %v", err)
+	}
+	for _, m := range got.msgs {
+		id := broker.Header(m, events.HeaderEventID)
+		var stored string
+		if err := db.QueryRow(context.Background(), `SELECT headers->>'traceparent' FROM outbox_event WHERE id = $1`, id).Scan(&stored); err != nil {
+			t.Fatalf("event %s: %v", id, err)
+		}
+		if tp := broker.Header(m, events.HeaderTraceparent); tp == "" || tp != stored {
+			t.Errorf("event %s: traceparent header %q, the outbox row's %q", id, tp, stored)
+		}
+	}
+}
