@@ -223,6 +223,56 @@ func (w *connectWorker) call(method, path string) {
 	}
 }
 
+// taskFailure returns the trace of the connector's failed task, or "" while
+// no task has failed: a task that failed publishes nothing until an
+// operator restarts it, so a test waiting for its records stops at once.
+func (w *connectWorker) taskFailure() string {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet,
+		"http://127.0.0.1:"+strconv.Itoa(w.rest)+"/connectors/"+url.PathEscape(w.name)+"/status", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var st struct {
+		Tasks []struct {
+			State string `json:"state"`
+			Trace string `json:"trace"`
+		} `json:"tasks"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return ""
+	}
+	for _, t := range st.Tasks {
+		if t.State == "FAILED" {
+			return t.Trace
+		}
+	}
+	return ""
+}
+
+// waitRecords waits until count reaches n, failing the test at once when
+// the connector's task has failed.
+func (w *connectWorker) waitRecords(n int, count func() int) {
+	w.tb.Helper()
+	var trace string
+	ok := poll.Wait(2*time.Minute, 100*time.Millisecond, func() bool {
+		if trace = w.taskFailure(); trace != "" {
+			return true
+		}
+		return count() >= n
+	})
+	if trace != "" {
+		w.tb.Fatalf("the Debezium task failed with %d of %d records published:\n%s", count(), n, trace)
+	}
+	if !ok {
+		w.tb.Fatalf("%d of %d records published by Debezium within 2m", count(), n)
+	}
+}
+
 // stopConnector stops the connector's task (REST stop) and waits until the
 // slot is no longer streamed: what it reads next waits in the slot.
 func (w *connectWorker) stopConnector() {

@@ -151,7 +151,7 @@ func TestDebeziumRecordsAsTheRelays(t *testing.T) {
 	db := openDB(t)
 	ob := outbox.New(db)
 	topics := kafkatest.SuiteTopics(t, 3)
-	startConnect(t, db, nil)
+	w := startConnect(t, db, nil)
 
 	var want []outbox.Message
 	for _, ms := range serviceEvents(t, topics, 12) {
@@ -173,18 +173,16 @@ func TestDebeziumRecordsAsTheRelays(t *testing.T) {
 		consumed <- consumer.Run(ctx, consumer.Config{Broker: broker.Config{Brokers: kafkatest.Brokers(t)},
 			Group: kafkatest.Group(t, "debezium"), Topics: topics.All(), Handler: got.handle})
 	}()
-	poll.Until(t, 2*time.Minute, fmt.Sprintf("the consumer handed %d records published by Debezium", n), func() (bool, string) {
-		return got.count() >= n, fmt.Sprint(got.count())
-	})
+	w.waitRecords(n, got.count)
 
 	// The same events again, from the table, by the polling relay.
 	relayCtx, stopRelay := context.WithCancel(ctx)
-	w := broker.NewWriter(broker.Config{Brokers: kafkatest.Brokers(t)}, 100)
-	defer func() { _ = w.Close() }()
+	writer := broker.NewWriter(broker.Config{Brokers: kafkatest.Brokers(t)}, 100)
+	defer func() { _ = writer.Close() }()
 	relayDone := make(chan struct{})
 	go func() {
 		defer close(relayDone)
-		_ = outbox.NewRelay(ob, w, outbox.RelayConfig{PollInterval: 50 * time.Millisecond}, slog.New(slog.DiscardHandler), nil).Run(relayCtx)
+		_ = outbox.NewRelay(ob, writer, outbox.RelayConfig{PollInterval: 50 * time.Millisecond}, slog.New(slog.DiscardHandler), nil).Run(relayCtx)
 	}()
 	poll.Until(t, 2*time.Minute, fmt.Sprintf("the consumer handed %d more records published by the polling relay", n), func() (bool, string) {
 		return got.count() >= 2*n, fmt.Sprint(got.count())
@@ -308,7 +306,7 @@ func TestDebeziumTraceparentColumn(t *testing.T) {
 	topics := kafkatest.SuiteTopics(t, 3)
 	_, cfg := documentedConnector(t)
 	placement := "transforms.outbox.table.fields.additional.placement"
-	startConnect(t, db, map[string]string{placement: cfg[placement] + ",traceparent:header:traceparent"})
+	w := startConnect(t, db, map[string]string{placement: cfg[placement] + ",traceparent:header:traceparent"})
 
 	var want []outbox.Message
 	for _, ms := range serviceEvents(t, topics, 3) {
@@ -327,9 +325,7 @@ func TestDebeziumTraceparentColumn(t *testing.T) {
 		consumed <- consumer.Run(ctx, consumer.Config{Broker: broker.Config{Brokers: kafkatest.Brokers(t)},
 			Group: kafkatest.Group(t, "debezium-tp"), Topics: topics.All(), Handler: got.handle})
 	}()
-	poll.Until(t, 2*time.Minute, fmt.Sprintf("the consumer handed %d records published by Debezium", len(want)), func() (bool, string) {
-		return got.count() >= len(want), fmt.Sprint(got.count())
-	})
+	w.waitRecords(len(want), got.count)
 	cancel()
 	if err := <-consumed; err != nil {
 		t.Fatal(err)
