@@ -57,9 +57,9 @@ func logicalActive(url string) bool {
 // logicalTakeover is the takeover of the logical relay: it kills -9 the
 // transfers instance that streams the slot and measures the time from the
 // kill until its sibling streams and a new event of transfers is readable
-// on its topic. A growth of the topic counts only once the sibling reports
-// itself active, so that records the dead instance had already sent cannot
-// pass for the sibling's.
+// on its topic: past the topic's ends read once the killed process is
+// gone, and only once the sibling reports itself active, so that records
+// the dead instance had sent cannot pass for the sibling's.
 func (s *suite) logicalTakeover() (time.Duration, int) {
 	s.t.Helper()
 	var active, other string
@@ -77,13 +77,15 @@ func (s *suite) logicalTakeover() (time.Duration, int) {
 	}
 	other = map[string]string{"transfers-a": "transfers-b", "transfers-b": "transfers-a"}[active]
 	ctx := context.Background()
+	f := s.begin(fmt.Sprintf("kill -9 %s streaming the slot (logical takeover)", active), "ServiceDown{transfers}")
+	killedAt := time.Now()
+	s.procs[active].kill9()
+	// The topic's ends once the killed instance is gone: what grows past
+	// them is the sibling's.
 	_, before, err := offsets(ctx, s.kc, s.topics.Requested)
 	if err != nil {
 		s.t.Fatalf("takeover: offsets: %v", err)
 	}
-	f := s.begin(fmt.Sprintf("kill -9 %s streaming the slot (logical takeover)", active), "ServiceDown{transfers}")
-	killedAt := time.Now()
-	s.procs[active].kill9()
 	var took time.Duration
 	var events int64
 	var streaming bool
