@@ -17,6 +17,16 @@
 #                a Kafka broker it starts itself, kill -9s, restarts, outages,
 #                poison, a real Prometheus; prints a table of figures.
 #                make chaos CHAOS_FLAGS='-chaos.dbstop=15s' shortens the outage
+#                make chaos CHAOS_FLAGS='-chaos.relay=logical' runs every service
+#                on the logical relay (OUTBOX_RELAY); the default is polling
+#   make debezium  Debezium's PostgreSQL connector and outbox event router,
+#                configured as deploy/README.md documents, in a Kafka Connect
+#                standalone worker (jars of test/infra/debezium/pom.xml, cached
+#                in .cache/debezium): the suite's consumers take its records as
+#                the relays' (test/debezium, build tag debezium)
+#   make bench-debezium  Debezium beside the polling and the logical relay,
+#                same servers, same run: events/s and enqueue-to-topic p99
+#                make bench-debezium DEBEZIUM_BENCHTIME=50000x
 #   make schemathesis  the transfers and ledger services (payments-dev run)
 #                against a throwaway PostgreSQL and Kafka, checked by
 #                schemathesis (--checks all, PyPI, in a venv under .cache)
@@ -41,7 +51,7 @@ BENCHCOUNT ?= 1
 BENCH_KAFKA_JVM_OPTS ?= -Xmx1g
 WITH_INFRA := bash test/infra/with-infra.sh
 
-.PHONY: test lint bench bench-e2e demo run vuln chaos schemathesis test-cluster
+.PHONY: test lint bench bench-e2e demo run vuln chaos schemathesis test-cluster debezium bench-debezium
 
 test:
 	bash test/infra/ensure-chromium.sh
@@ -88,6 +98,19 @@ CHAOS_FLAGS ?=
 chaos:
 	bash test/infra/ensure-promtool.sh
 	$(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestChaos$$' ./test/chaos/ $(CHAOS_FLAGS)
+
+# Not part of CI: each run starts a Kafka Connect worker (a JVM) beside the
+# broker. DEBEZIUM_FLAGS passes the test's flags (-debezium.rest-port=N,
+# -debezium.jvm='...').
+DEBEZIUM_FLAGS ?=
+DEBEZIUM_BENCHTIME ?= 20000x
+debezium:
+	bash test/infra/debezium/resolve.sh >/dev/null
+	$(WITH_INFRA) $(GO) test -tags debezium -count=1 -timeout 20m -v -run '^TestDebezium' ./test/debezium/ $(DEBEZIUM_FLAGS)
+
+bench-debezium:
+	bash test/infra/debezium/resolve.sh >/dev/null
+	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) test -tags debezium -count=1 -timeout 60m -run '^$$' -bench 'Debezium' -benchtime $(DEBEZIUM_BENCHTIME) ./test/debezium/ $(DEBEZIUM_FLAGS)
 
 # SCHEMATHESIS_MAX_EXAMPLES and SCHEMATHESIS_SEED are read by the script.
 schemathesis:
