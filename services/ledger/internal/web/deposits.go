@@ -2,13 +2,11 @@ package web
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
 
 // DepositRecord is one deposit as the operator listing shows it: who
@@ -34,15 +32,10 @@ type DepositsPage struct {
 // deposits serves GET /ops/depositos?limite=N (scope operacoes): the
 // newest N deposits (default 50, at most 200).
 func (h *Handler) deposits(w http.ResponseWriter, r *http.Request) {
-	limit := ledger.DefaultPageSize
-	if v := r.URL.Query().Get("limite"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			h.fail(w, r, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
-				Fields: []httpapi.FieldError{{Field: "limite", Message: "must be an integer"}}})
-			return
-		}
-		limit = n
+	limit, err := limitParam(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
 	}
 	ds, err := h.svc.Deposits(r.Context(), limit)
 	if err != nil {

@@ -207,23 +207,13 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	limit := ledger.DefaultPageSize
-	v, given, err := httpapi.QueryValue(r, "limite")
+	limit, err := limitParam(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if given {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			h.fail(w, r, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
-				Fields: []httpapi.FieldError{{Field: "limite", Message: "must be an integer"}}})
-			return
-		}
-		limit = n
-	}
 	var before int64
-	v, _, err = httpapi.QueryValue(r, "cursor")
+	v, _, err := httpapi.QueryValue(r, "cursor")
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -322,4 +312,20 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Fields: []httpapi.FieldError{{Field: "valorEmCentavos", Message: "too large for this account"}}}
 	}
 	httpapi.WriteError(w, r, h.log, err)
+}
+
+// limitParam reads the page size of a listing: the query parameter limite,
+// given at most once, an integer when given (an empty value is not), and
+// ledger.DefaultPageSize when absent. The service checks its range.
+func limitParam(r *http.Request) (int, error) {
+	v, given, err := httpapi.QueryValue(r, "limite")
+	if err != nil || !given {
+		return ledger.DefaultPageSize, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
+			Fields: []httpapi.FieldError{{Field: "limite", Message: "must be an integer"}}}
+	}
+	return n, nil
 }

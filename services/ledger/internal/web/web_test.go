@@ -742,7 +742,8 @@ func TestDepositsAreRecordedAndListed(t *testing.T) {
 	if r := a.do(t, "GET", "/ops/depositos?limite=1", "", operator...); len(r.body["itens"].([]any)) != 1 {
 		t.Errorf("limite=1: %s", r.rawBody)
 	}
-	for q, want := range map[string]string{"limite=0": "validation-failed", "limite=201": "validation-failed", "limite=x": "malformed-request"} {
+	for q, want := range map[string]string{"limite=0": "validation-failed", "limite=201": "validation-failed", "limite=x": "malformed-request",
+		"limite=": "malformed-request", "limite=5&limite=500": "malformed-request"} {
 		if r := a.do(t, "GET", "/ops/depositos?"+q, "", operator...); problemType(t, r) != want {
 			t.Errorf("%s: %d %s, want %s", q, r.status, r.rawBody, want)
 		}
