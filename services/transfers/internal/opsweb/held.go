@@ -14,6 +14,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
+	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
@@ -149,7 +150,7 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 	amount, err := strconv.ParseInt(q.Get("valorEmCentavos"), 10, 64)
 	ledger := transfer.Settlement{Source: q.Get("contaOrigem"), Destination: q.Get("contaDestino"), AmountCents: amount,
 		Currency: q.Get("moeda"), Result: transfer.Status(q.Get("resultado")), Reason: q.Get("motivoResultado")}
-	if err != nil || ledger.Source == "" || ledger.Destination == "" || ledger.Currency == "" ||
+	if err != nil || !validate.AmountCents(amount) || ledger.Source == "" || ledger.Destination == "" || ledger.Currency == "" ||
 		(ledger.Result != transfer.StatusSettled && ledger.Result != transfer.StatusRejected) {
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation,
 			"the ledger's record is required: contaOrigem, contaDestino, valorEmCentavos, moeda and resultado (LIQUIDADA or REJEITADA)"))
