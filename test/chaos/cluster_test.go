@@ -169,6 +169,7 @@ func TestChaosCluster(t *testing.T) {
 
 	requests, accepted, _ := s.load.snapshot()
 	s.awaitTerminal(accepted, lastFault, mode == cluster.Sync)
+	s.awaitLag(3 * time.Minute)
 	rep, h, err := s.judgeHistory(ctx, requests, s.snapsTaken, s.snapsFailed)
 	s.printClusterFigures(h, len(requests), len(accepted))
 	if mode == cluster.Sync {
@@ -572,4 +573,31 @@ func (s *suite) expectLoss(rep history.Report) {
 	}
 	s.t.Logf("asynchronous failover: the checker found %d anomalies (%d not-terminal, %d stale-read, %d lost-posting), as expected",
 		len(rep.Anomalies), rep.Count(history.NotTerminal), rep.Count(history.StaleRead), rep.Count(history.LostPosting))
+}
+
+// awaitLag waits (up to within) until every consumer group has consumed
+// every record of its topics, so that the checker's consumed records are
+// the groups' whole work, not a snapshot of a backlog: a group still
+// behind then is reported, and its records show as lost-record.
+func (s *suite) awaitLag(within time.Duration) {
+	s.t.Helper()
+	var total int64
+	var detail []string
+	if !poll.Wait(within, time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		total, detail = 0, nil
+		for group, topics := range s.groups() {
+			n, d, err := groupLag(ctx, s.kc, group, topics)
+			if err != nil {
+				detail = append(detail, err.Error())
+				return false
+			}
+			total += n
+			detail = append(detail, d...)
+		}
+		return total == 0
+	}) {
+		s.t.Errorf("consumer lag %d %s after the load stopped:\n  %s", total, within, strings.Join(detail, "\n  "))
+	}
 }
