@@ -36,6 +36,14 @@
 #                a hung node, writes refused below min ISR) and PostgreSQL
 #                primary/standby pairs (failover, a stopped synchronous standby,
 #                the asynchronous loss, fencing a revived primary)
+#   make chaos-cluster  the failover scenarios under load (test/chaos,
+#                TestChaosCluster): the four services over three KRaft nodes and
+#                two PostgreSQL primary/standby pairs, leader, controller and
+#                two-broker kills, a hung broker, kill -9 and SIGSTOP of each
+#                primary with promotion and fencing, a stopped synchronous
+#                standby; the history checker must find no anomaly.
+#                CHAOS_FLAGS='-chaos.replication=async' must find the loss;
+#                CHAOS_FLAGS='-chaos.cluster-reduced' is the shorter CI form
 #   make vuln    govulncheck; needs vuln.go.dev, so not part of CI
 #
 # The throwaway PostgreSQL runs with fsync=off, synchronous_commit=off and
@@ -51,7 +59,7 @@ BENCHCOUNT ?= 1
 BENCH_KAFKA_JVM_OPTS ?= -Xmx1g
 WITH_INFRA := bash test/infra/with-infra.sh
 
-.PHONY: test lint bench bench-e2e demo run vuln chaos schemathesis test-cluster debezium bench-debezium
+.PHONY: test lint bench bench-e2e demo run vuln chaos chaos-cluster schemathesis test-cluster debezium bench-debezium
 
 test:
 	bash test/infra/ensure-chromium.sh
@@ -111,6 +119,10 @@ debezium:
 bench-debezium:
 	bash test/infra/debezium/resolve.sh >/dev/null
 	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) test -tags debezium -count=1 -timeout 60m -run '^$$' -bench 'Debezium' -benchtime $(DEBEZIUM_BENCHTIME) ./test/debezium/ $(DEBEZIUM_FLAGS)
+
+# The same needs as chaos, without Prometheus.
+chaos-cluster:
+	$(GO) test -tags chaos -count=1 -timeout 45m -v -run '^TestChaosCluster$$' ./test/chaos/ $(CHAOS_FLAGS)
 
 # SCHEMATHESIS_MAX_EXAMPLES and SCHEMATHESIS_SEED are read by the script.
 schemathesis:

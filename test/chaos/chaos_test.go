@@ -154,6 +154,9 @@ type suite struct {
 	historyPath string
 	snapsTaken  int // balance snapshots during the load
 	snapsFailed int // and those that failed (the ledger's database down)
+
+	// TestChaosCluster's PostgreSQL pairs, in place of pgA and pgB.
+	pairA, pairB *cluster.Pair
 }
 
 func TestChaos(t *testing.T) {

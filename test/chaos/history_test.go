@@ -173,10 +173,23 @@ func header(m kafka.Message, key string) string {
 	return ""
 }
 
-// checkHistory completes the history (a read of every transfer sent, a
-// last snapshot, the records, the faults), runs the checker on the file
-// and fails the test on any anomaly.
+// checkHistory completes the history and runs the checker on it
+// (judgeHistory), and fails the test on any anomaly.
 func (s *suite) checkHistory(ctx context.Context, requests map[string]transferReq, snapsTaken, snapsFailed int) {
+	s.t.Helper()
+	rep, _, err := s.judgeHistory(ctx, requests, snapsTaken, snapsFailed)
+	if err != nil {
+		s.t.Errorf("history: %v", err)
+	}
+	if !rep.OK() {
+		s.t.Errorf("history: %d anomalies (see the table above)", len(rep.Anomalies))
+	}
+}
+
+// judgeHistory completes the history (a read of every transfer sent, a
+// last snapshot, the records, the faults), runs the checker on the file,
+// prints its table and returns its report and the history read back.
+func (s *suite) judgeHistory(ctx context.Context, requests map[string]transferReq, snapsTaken, snapsFailed int) (history.Report, history.History, error) {
 	t := s.t
 	t.Helper()
 	keys := make([]string, 0, len(requests))
@@ -190,7 +203,7 @@ func (s *suite) checkHistory(ctx context.Context, requests map[string]transferRe
 	if err := s.snapshot(ctx); err != nil {
 		t.Errorf("history: the last snapshot: %v", err)
 	}
-	antifraud := s.pool(s.pgA.DSN("antifraud", "chaos-test"))
+	antifraud := s.pool(s.dsn("antifraud", "chaos-test"))
 	if err := s.recordRecords(ctx, antifraud); err != nil {
 		t.Fatalf("history: %v", err)
 	}
@@ -211,10 +224,5 @@ func (s *suite) checkHistory(ctx context.Context, requests map[string]transferRe
 	rep, err := history.Check(h)
 	t.Logf("history checker (%s; snapshots during the load: %d taken, %d failed with the ledger's database down):\n%s",
 		s.historyPath, snapsTaken, snapsFailed, strings.TrimRight(rep.Table(), "\n"))
-	if err != nil {
-		t.Errorf("history: %v", err)
-	}
-	if !rep.OK() {
-		t.Errorf("history: %d anomalies (see the table above)", len(rep.Anomalies))
-	}
+	return rep, h, err
 }
