@@ -54,15 +54,17 @@ func (r *Relay) Backlog(ctx context.Context) (Backlog, error) { return r.ob.back
 // Backlog reads the logical relay's backlog: the age is the stream's lag
 // (the commit time of the batch in the sender's hands, as the
 // outbox_logical_lag_seconds gauge), since rows stay PENDING in the table
-// until the next settle; the count is the table's. A standby instance,
-// which does not stream, reports an age of 0.
+// until the next settle; the count is the table's. The age is that of the
+// events this instance holds unconfirmed, streamed or drained from the
+// table, across a restart of its stream; a standby instance, which holds
+// none, reports 0.
 func (r *LogicalRelay) Backlog(ctx context.Context) (Backlog, error) {
 	b, err := r.ob.backlog(ctx)
 	if err != nil {
 		return b, err
 	}
 	b.OldestAge = 0
-	if t := r.oldestUnconfirmed.Load(); t != nil && !t.IsZero() && r.active.Load() {
+	if t := r.oldestUnconfirmed.Load(); t != nil && !t.IsZero() {
 		b.OldestAge = max(0, time.Since(*t))
 	}
 	return b, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -147,6 +148,7 @@ func (r *LogicalRelay) drain(ctx context.Context) error {
 	}
 	var after int64
 	held := map[topicKey]bool{}
+	defer r.oldestUnconfirmed.Store(nil)
 	for {
 		batch, err := r.readDrain(ctx, after, maxSeq)
 		if err != nil {
@@ -156,10 +158,16 @@ func (r *LogicalRelay) drain(ctx context.Context) error {
 			break
 		}
 		after = batch[len(batch)-1].seq
+		oldest := batch[0].enqueuedAt
+		for _, c := range batch {
+			oldest = minTime(oldest, c.enqueuedAt)
+		}
+		r.oldestUnconfirmed.Store(&oldest)
 		acked, err := r.publish(ctx, batch, held)
 		if err != nil {
 			return err
 		}
+		r.oldestUnconfirmed.Store(nil)
 		if len(acked) > 0 {
 			if _, err := r.ob.db.Exec(ctx, markPublishedSQL, acked); err != nil {
 				return fmt.Errorf("mark drained events published: %w", err)
@@ -224,4 +232,11 @@ UPDATE outbox_event SET status = 'DEAD', attempts = attempts + $2, refusals = re
        locked_by = NULL, locked_until = NULL, lease_owner = NULL
  WHERE id = $1 AND status IN ('PENDING', 'PROCESSING')`, c.id, attempts, truncate(cause.Error(), 2000))
 	return err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

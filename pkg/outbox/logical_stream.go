@@ -78,6 +78,9 @@ func (r *LogicalRelay) stream(ctx context.Context) error {
 	if serr := <-sendErr; serr != nil && err == nil && ctx.Err() == nil {
 		err = serr
 	}
+	// What this instance held is the next stream's (or another instance's)
+	// to send: it no longer counts toward this instance's lag.
+	r.oldestUnconfirmed.Store(nil)
 	// A last report of what was settled, so a successor resends less.
 	_ = s.status(context.WithoutCancel(ctx))
 	if ctx.Err() != nil {
