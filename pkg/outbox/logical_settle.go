@@ -38,8 +38,12 @@ func (r *LogicalRelay) Settle(ctx context.Context, wait time.Duration) (int64, e
 		return 0, fmt.Errorf("settle: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit, a no-op
+	// The insert position, not pg_current_wal_lsn (the write position):
+	// with asynchronous commit a transaction is visible once its commit
+	// record is inserted, before it is written, so only the insert position
+	// is past every commit this snapshot sees.
 	var pos string
-	if err := tx.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&pos); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&pos); err != nil {
 		return 0, fmt.Errorf("settle: %w", err)
 	}
 	lsn, err := pglogrepl.ParseLSN(pos)
