@@ -66,8 +66,11 @@ type LogicalConfig struct {
 	// the WAL so that its slot advances; default 10s.
 	Heartbeat time.Duration `env:"OUTBOX_LOGICAL_HEARTBEAT" envDefault:"10s" help:"heartbeat of an idle logical relay, so its slot releases WAL"`
 	// SettleInterval is how often published rows are marked PUBLISHED in
-	// the table, in one statement; default 5s.
-	SettleInterval time.Duration `env:"OUTBOX_LOGICAL_SETTLE_INTERVAL" envDefault:"5s" help:"how often the logical relay marks the rows it published"`
+	// the table, in one statement; default 1s. Each settle's statement
+	// writes every row published since the last one, and the stream then
+	// decodes that write: the shorter the interval, the smaller each burst
+	// in front of newer commits.
+	SettleInterval time.Duration `env:"OUTBOX_LOGICAL_SETTLE_INTERVAL" envDefault:"1s" help:"how often the logical relay marks the rows it published"`
 	// RefusalAttempts is how many times an event the broker refuses (too
 	// large, unknown topic, missing ACL) is tried before it turns DEAD;
 	// default 3. The stream waits meanwhile, so it is small.
@@ -91,7 +94,7 @@ func (c LogicalConfig) withDefaults() LogicalConfig {
 	}
 	defD(&c.StatusInterval, time.Second)
 	defD(&c.Heartbeat, 10*time.Second)
-	defD(&c.SettleInterval, 5*time.Second)
+	defD(&c.SettleInterval, time.Second)
 	defD(&c.TakeoverRetry, 250*time.Millisecond)
 	if c.RefusalAttempts <= 0 {
 		c.RefusalAttempts = 3

@@ -38,6 +38,15 @@ func (r *LogicalRelay) Settle(ctx context.Context, wait time.Duration) (int64, e
 		return 0, fmt.Errorf("settle: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit, a no-op
+	// Nothing pending in this snapshot: nothing to mark, and no heartbeat
+	// (an idle database gets one every Heartbeat, not every settle).
+	var pending bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox_event WHERE status = 'PENDING')`).Scan(&pending); err != nil {
+		return 0, fmt.Errorf("settle: %w", err)
+	}
+	if !pending {
+		return 0, nil
+	}
 	// The insert position, not pg_current_wal_lsn (the write position):
 	// with asynchronous commit a transaction is visible once its commit
 	// record is inserted, before it is written, so only the insert position
