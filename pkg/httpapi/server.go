@@ -77,6 +77,39 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger, r
 	return nil
 }
 
+// DefaultRequestTimeout is the services' default request deadline
+// (Deadline): under the 5 s a client of the README waits.
+const DefaultRequestTimeout = 3 * time.Second
+
+// Deadline bounds each request's context to d: a dependency that does not
+// answer in time fails the handler's call with context.DeadlineExceeded,
+// which WriteError answers 503 service-unavailable with Retry-After. A
+// commit cut off this way may still be written (PostgreSQL commits
+// locally before it waits for a synchronous standby, and pgx closes the
+// connection rather than cancel the wait); the client's retry with the
+// same Idempotency-Key answers the first response once it is. d <= 0
+// leaves requests unbounded (tests of other middleware).
+func Deadline(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if d <= 0 {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// Detached returns a context for work a request starts that must not be
+// cut off halfway by the request deadline (a dead-letter replay: cut, the
+// operator would not know what was replayed): the request's values, a
+// bound of d of its own, and no cancellation from the request.
+func Detached(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), d)
+}
+
 type ctxKey int
 
 const requestIDKey ctxKey = 1

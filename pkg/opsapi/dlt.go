@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
@@ -22,6 +23,12 @@ const (
 
 // DLTListLimit bounds the records listed per dead-letter topic.
 const DLTListLimit = 50
+
+// DLTTimeout bounds a listing or a replay of dead-letter topics, in place
+// of the request deadline (HTTP_REQUEST_TIMEOUT): reading topics to their
+// end takes longer than an API call, and a replay cut off halfway would
+// leave the operator unsure what was replayed.
+const DLTTimeout = time.Minute
 
 // DLTs is the body of GET /ops/dlt: the service's dead-letter topics.
 type DLTs struct {
@@ -97,7 +104,9 @@ func DLTRoutes(cfg broker.Config, topics []string, log *slog.Logger) []auth.Rout
 func (h *dltHandler) list(w http.ResponseWriter, r *http.Request) {
 	out := DLTs{Topicos: []DLTTopic{}}
 	for _, t := range h.topics {
-		recs, err := dlt.List(r.Context(), h.cfg, dlt.Filter{Topic: t, Limit: DLTListLimit + 1})
+		ctx, cancel := httpapi.Detached(r, DLTTimeout)
+		recs, err := dlt.List(ctx, h.cfg, dlt.Filter{Topic: t, Limit: DLTListLimit + 1})
+		cancel()
 		if err != nil {
 			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindUnavailable, "the dead-letter topic %s cannot be read now", t))
 			h.log.WarnContext(r.Context(), "list dead-letter topic", "topic", t, "err", err)
@@ -142,7 +151,9 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 		return
 	}
 	a.Resource("topic", topic)
-	recs, err := dlt.List(r.Context(), h.cfg, f)
+	ctx, cancel := httpapi.Detached(r, DLTTimeout)
+	defer cancel()
+	recs, err := dlt.List(ctx, h.cfg, f)
 	if err != nil {
 		h.log.WarnContext(r.Context(), "list dead-letter topic", "topic", topic, "err", err)
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindUnavailable, "the dead-letter topic cannot be read now"))
@@ -153,7 +164,7 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 		return
 	}
 	unverified := q.Get(ParamUnverified) == "true"
-	plan, err := dlt.Prepare(r.Context(), h.cfg, topic, h.mains(), recs)
+	plan, err := dlt.Prepare(ctx, h.cfg, topic, h.mains(), recs)
 	if err != nil {
 		if errors.Is(err, dlt.ErrRefused) {
 			a.Resource("refused", "origin")
@@ -174,7 +185,7 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 			firstProblem(plan), ParamUnverified))
 		return
 	}
-	n, err := dlt.Replay(r.Context(), h.cfg, nil, plan, dlt.Options{Unverified: unverified})
+	n, err := dlt.Replay(ctx, h.cfg, nil, plan, dlt.Options{Unverified: unverified})
 	a.Resource("replayed", n)
 	if err != nil {
 		h.log.WarnContext(r.Context(), "replay dead-letter records", "topic", topic, "replayed", n, "err", err)

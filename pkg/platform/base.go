@@ -80,6 +80,11 @@ type Config struct {
 	// requests before the listener closes. Zero closes the listener at
 	// once.
 	ShutdownDrain time.Duration `env:"SHUTDOWN_DRAIN" help:"how long a stopping service keeps serving with /readyz unready; 0s to 1m"`
+	// RequestTimeout bounds the work of one request (httpapi.Deadline):
+	// a database or broker that does not answer, or a commit waiting for
+	// a stopped synchronous standby, gets a 503 within it rather than a
+	// client left hanging. Shorter than clients' timeouts.
+	RequestTimeout time.Duration `env:"HTTP_REQUEST_TIMEOUT" envDefault:"3s" help:"longest a request's work may take before it is answered 503; 100ms to 1m"`
 }
 
 // Negated is a boolean variable that says the opposite of its field
@@ -124,6 +129,16 @@ func ValidateShutdownDrain(d time.Duration) error {
 	return nil
 }
 
+// ValidateRequestTimeout refuses an HTTP_REQUEST_TIMEOUT outside
+// [100ms, 1m]: shorter would refuse ordinary requests, longer outlives the
+// clients' own timeouts and the server's write timeout.
+func ValidateRequestTimeout(d time.Duration) error {
+	if d < 100*time.Millisecond || d > time.Minute {
+		return fmt.Errorf("HTTP_REQUEST_TIMEOUT: %s is outside [100ms, 1m]", d)
+	}
+	return nil
+}
+
 // DefaultConfig is the common configuration of service, listening on
 // httpAddr, before the environment is read: the defaults that are Go
 // constants (the envDefault tags give the others).
@@ -133,6 +148,7 @@ func DefaultConfig(service, httpAddr string) Config {
 		HTTPAddr:       httpAddr,
 		InboxRetention: DefaultInboxRetention,
 		ShutdownDrain:  DefaultShutdownDrain,
+		RequestTimeout: httpapi.DefaultRequestTimeout,
 	}
 }
 
@@ -142,7 +158,7 @@ func DefaultConfig(service, httpAddr string) Config {
 func (c *Config) Complete() error {
 	sec, err := c.KafkaSecurity.Security()
 	c.Kafka.Security = sec
-	return errors.Join(err, c.Auth.Validate(), c.AuthRefusals.Validate(), ValidateShutdownDrain(c.ShutdownDrain), c.validateRelayMode())
+	return errors.Join(err, c.Auth.Validate(), c.AuthRefusals.Validate(), ValidateShutdownDrain(c.ShutdownDrain), ValidateRequestTimeout(c.RequestTimeout), c.validateRelayMode())
 }
 
 // The relay modes of OUTBOX_RELAY.
@@ -228,7 +244,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 		readiness:       newReadiness(reg),
 	}
 	b.Relay = newRelay(b, cfg, log, reg)
-	b.Router = httpapi.NewRouter(log, b.HTTPMetrics, reg, b.Ready, authn.Middleware)
+	b.Router = httpapi.NewRouter(log, b.HTTPMetrics, reg, b.Ready, httpapi.Deadline(cfg.RequestTimeout), authn.Middleware)
 	return b, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,12 +146,20 @@ type answerBody struct {
 }
 
 // recordPost records one POST: a 202 or a final 4xx is a known outcome;
-// a 409 (the first request in flight) and a 503 wrote nothing (CONTRACTS
-// section 1); no answer, or another 5xx, is unknown.
+// a 409 (the first request in flight) and a 503 overloaded (shed at the
+// door) wrote nothing. A 503 service-unavailable is unknown: the request
+// deadline may have cut off a commit that waits for a stopped synchronous
+// standby, which is written once the standby is back. No answer, or
+// another 5xx, is unknown too.
 func (l *load) recordPost(invoked time.Time, key string, r transferReq, status int, b []byte, err error) {
 	outcome, ans := answer(status, b, err)
-	if status == http.StatusConflict || status == http.StatusServiceUnavailable {
+	switch {
+	case status == http.StatusConflict:
 		outcome = history.Fail
+	case status == http.StatusServiceUnavailable && strings.HasSuffix(ans.Problem, "/overloaded"):
+		outcome = history.Fail
+	case status == http.StatusServiceUnavailable:
+		outcome = history.Info
 	}
 	l.rec.Post(invoked, outcome, key, r, ans)
 }

@@ -23,7 +23,8 @@
 // An operation whose outcome the client did not learn (a timeout, a reset
 // connection) is recorded with Outcome Info: it may or may not have taken
 // effect, and every check allows both. A Fail is a definite refusal that
-// changed nothing (a 503 or a 409 of the transfers API): checks ignore it.
+// changed nothing (a 409, or a 503 overloaded, of the transfers API):
+// checks ignore it.
 package history
 
 import (

@@ -105,7 +105,9 @@ func (r *Recorder) op(kind Kind, invoke time.Time, outcome Outcome) Op {
 
 // Post records a POST /transferencias under key with body: outcome OK with
 // the answer's status (202, or a final 4xx), Fail for an answer that
-// wrote nothing (503, 409 in progress), Info when no answer came.
+// wrote nothing (409 in progress, 503 overloaded), Info when no answer
+// came or the answer leaves it open (503 service-unavailable: a commit cut
+// off while it waited for a synchronous standby is written later).
 func (r *Recorder) Post(invoke time.Time, outcome Outcome, key string, body Transfer, ans Answer) {
 	op := r.op(KindPost, invoke, outcome)
 	op.Key, op.Transfer, op.Answer = key, &body, &ans
