@@ -148,9 +148,9 @@ type answerBody struct {
 // recordPost records one POST: a 202 or a final 4xx is a known outcome;
 // a 409 (the first request in flight) and a 503 overloaded (shed at the
 // door) wrote nothing. A 503 service-unavailable is unknown: the request
-// deadline may have cut off a commit that waits for a stopped synchronous
-// standby, which is written once the standby is back. No answer, or
-// another 5xx, is unknown too.
+// deadline may have cut off a commit that waited for a stopped synchronous
+// standby, and such a commit stands on the primary. No answer, or another
+// 5xx, is unknown too.
 func (l *load) recordPost(invoked time.Time, key string, r transferReq, status int, b []byte, err error) {
 	outcome, ans := answer(status, b, err)
 	switch {

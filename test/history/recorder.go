@@ -107,7 +107,7 @@ func (r *Recorder) op(kind Kind, invoke time.Time, outcome Outcome) Op {
 // the answer's status (202, or a final 4xx), Fail for an answer that
 // wrote nothing (409 in progress, 503 overloaded), Info when no answer
 // came or the answer leaves it open (503 service-unavailable: a commit cut
-// off while it waited for a synchronous standby is written later).
+// off while it waited for a synchronous standby stands on the primary).
 func (r *Recorder) Post(invoke time.Time, outcome Outcome, key string, body Transfer, ans Answer) {
 	op := r.op(KindPost, invoke, outcome)
 	op.Key, op.Transfer, op.Answer = key, &body, &ans
