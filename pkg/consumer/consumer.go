@@ -157,7 +157,19 @@ type Config struct {
 	// (broker.ConsumerConfig); zero: broker.DefaultSessionTimeout and
 	// broker.DefaultRebalanceTimeout.
 	SessionTimeout, RebalanceTimeout time.Duration
+	// AttemptTimeout bounds one call of Handler or Batch; default
+	// DefaultAttemptTimeout. An attempt cut off fails with
+	// context.DeadlineExceeded, an outage: the record is tried again
+	// without counting as an attempt.
+	AttemptTimeout time.Duration
 }
+
+// DefaultAttemptTimeout is AttemptTimeout's default, postgres.CallTimeout:
+// a handler's database that hangs (SIGSTOP, a partition without resets)
+// never answers, and without a bound the partition would wait for it
+// instead of reconnecting, through a multi-host URL, to the promoted
+// standby.
+const DefaultAttemptTimeout = 10 * time.Second
 
 // errStopping aborts a record because the consumer is shutting down: the
 // record is not committed and will be delivered again.
@@ -193,6 +205,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = DefaultAttemptTimeout
 	}
 	cfg.Metrics.prime(cfg.Group, cfg.Topics, cfg.Policy)
 	rt, isRetryTopics := cfg.Policy.(RetryTopics)
@@ -444,7 +459,9 @@ func (l *loop) processPartition(ctx context.Context, all []kafka.Message, marker
 		for i, m := range part {
 			_, spans[i] = l.startSpan(ctx, m)
 		}
-		err := l.cfg.Batch(context.WithoutCancel(ctx), part)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.AttemptTimeout)
+		err := l.cfg.Batch(bctx, part)
+		cancel()
 		for _, sp := range spans {
 			if err != nil {
 				sp.RecordError(err)
@@ -540,7 +557,9 @@ func (l *loop) handleAfter(ctx context.Context, m kafka.Message, first error) er
 		if first != nil {
 			err, first = first, nil
 		} else {
-			err = l.cfg.Handler(hctx, m)
+			actx, cancel := context.WithTimeout(hctx, l.cfg.AttemptTimeout)
+			err = l.cfg.Handler(actx, m)
+			cancel()
 		}
 		if err == nil {
 			l.outageOver(ctx, waits)

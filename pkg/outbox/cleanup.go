@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/periodic"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 const cleanupSQL = `
@@ -20,7 +21,9 @@ DELETE FROM outbox_event WHERE id IN (
 func (o *Outbox) Cleanup(ctx context.Context, retention time.Duration, batch int) (int64, error) {
 	var total int64
 	for {
-		tag, err := o.db.Exec(ctx, cleanupSQL, retention.String(), batch)
+		dctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+		tag, err := o.db.Exec(dctx, cleanupSQL, retention.String(), batch)
+		cancel()
 		if err != nil {
 			return total, fmt.Errorf("outbox cleanup: %w", err)
 		}

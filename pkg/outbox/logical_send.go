@@ -9,6 +9,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // walBatch is a run of committed transactions from the stream: their
@@ -189,7 +190,7 @@ func (r *LogicalRelay) notHeld(ctx context.Context, c claimed, held map[topicKey
 // an event whose fate is not recorded.
 func (r *LogicalRelay) untilDB(ctx context.Context, f func(context.Context) error) error {
 	for round := 1; ; round++ {
-		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
 		err := f(fctx)
 		cancel()
 		if err == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/outage"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // publishedSQL, failedSQL and releaseSQL join the ids as a table: an index
@@ -101,7 +102,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 			"cause", broker.Cause(firstErr), "first_evento_id", firstID, "attempts", firstAttempts, "err", firstErr)
 	}
 	// Fresh context: the marks must land even if the send used up ctx.
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postgres.CallTimeout)
 	defer cancel()
 	if len(ok) > 0 {
 		if _, err := r.ob.db.Exec(mctx, publishedSQL, ok, token); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // Publisher sends records to Kafka; *kafka.Writer from broker.NewWriter is
@@ -363,7 +364,12 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		return 0, nil // no liveness session (lost, or not yet back): claim nothing
 	}
 	start := time.Now()
-	batch, l, err := r.claim(ctx)
+	// The claim is bounded (postgres.CallTimeout), as the mark is: on a
+	// hung server a claim that never returns would stop the relay until
+	// the server woke. A claim cut off leased nothing.
+	cctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	batch, l, err := r.claim(cctx)
+	cancel()
 	if err != nil || len(batch) == 0 {
 		return 0, err
 	}

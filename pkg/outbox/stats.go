@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/periodic"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // Stats is a snapshot of the outbox table.
@@ -37,7 +38,9 @@ func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 
 func (r *Relay) statsLoop(ctx context.Context) {
 	refresh := func() {
-		if s, err := r.ob.Stats(ctx); err == nil {
+		sctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+		defer cancel()
+		if s, err := r.ob.Stats(sctx); err == nil {
 			r.metrics.Pending.Set(float64(s.Pending))
 			r.metrics.OldestAge.Set(s.OldestAge.Seconds())
 			r.metrics.Dead.Set(float64(s.Dead))

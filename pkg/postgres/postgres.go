@@ -38,6 +38,19 @@ const maxTxAttempts = 5
 // conflict or a deadlock: 10 to 20 ms, then 20 to 40 ms, ..., at most 200 ms.
 var txBackoff = backoff.Exponential{Initial: 20 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond, Jitter: true}
 
+// CallTimeout bounds one database call of a long-running loop (a relay's
+// claim and mark, a periodic read, a consumer's attempt): a server that
+// hangs (SIGSTOP, a partition that drops packets without a reset) never
+// answers, and without a bound the loop would wait for it for good instead
+// of reconnecting, through a multi-host URL, to the promoted standby.
+const CallTimeout = 10 * time.Second
+
+// PingTimeout bounds the ping of a connection idle for over a second,
+// which the pool sends before it hands the connection out: one to a hung
+// server is dropped within it, and the next is tried, instead of failing
+// the caller at its own deadline.
+const PingTimeout = time.Second
+
 // DB is a pgx pool with the suite's transaction helper.
 type DB struct {
 	*pgxpool.Pool
@@ -51,6 +64,9 @@ func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = PingTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/periodic"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // Defaults of Config.
@@ -112,7 +113,11 @@ func (c *Controller) Run(ctx context.Context) error {
 // since the last refresh: each has a token bucket of rate/clients.
 // A failed read keeps the state as it was.
 func (c *Controller) Refresh(ctx context.Context) error {
-	b, err := c.backlog.Backlog(ctx)
+	// Bounded: a read stuck on a hung server would freeze the decision
+	// until the server woke.
+	bctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	b, err := c.backlog.Backlog(bctx)
+	cancel()
 	if err != nil {
 		return err
 	}
