@@ -105,6 +105,7 @@ demo run:
 CHAOS_FLAGS ?=
 chaos:
 	bash test/infra/ensure-promtool.sh
+	bash test/infra/ensure-postgres.sh
 	$(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestChaos$$' ./test/chaos/ $(CHAOS_FLAGS)
 
 # Not part of CI: each run starts a Kafka Connect worker (a JVM) beside the
@@ -120,8 +121,10 @@ bench-debezium:
 	bash test/infra/debezium/resolve.sh >/dev/null
 	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) test -tags debezium -count=1 -timeout 60m -run '^$$' -bench 'Debezium' -benchtime $(DEBEZIUM_BENCHTIME) ./test/debezium/ $(DEBEZIUM_FLAGS)
 
-# The same needs as chaos, without Prometheus.
+# The same needs as chaos, without Prometheus (the Kafka jars resolve as
+# make test's do).
 chaos-cluster:
+	bash test/infra/ensure-postgres.sh
 	$(GO) test -tags chaos -count=1 -timeout 45m -v -run '^TestChaosCluster$$' ./test/chaos/ $(CHAOS_FLAGS)
 
 # SCHEMATHESIS_MAX_EXAMPLES and SCHEMATHESIS_SEED are read by the script.
@@ -130,6 +133,7 @@ schemathesis:
 
 # Needs java and the Kafka jars (as chaos) and PostgreSQL's server binaries.
 test-cluster:
+	bash test/infra/ensure-postgres.sh
 	$(GO) test -tags cluster -count=1 -timeout 20m -v ./test/cluster/
 
 vuln:

@@ -185,23 +185,7 @@ trap 'on_signal TERM' TERM
 # ---------------------------------------------------------------- PostgreSQL
 
 ensure_postgres_installed() {
-	if compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then return 0; fi
-	if [ "$(id -u)" != 0 ]; then
-		log "PostgreSQL server binaries missing and not root: install the 'postgresql' package"
-		return 1
-	fi
-	log "PostgreSQL server binaries missing: apt-get install postgresql"
-	# Debian's postinst would start a 'main' cluster on 5432; keep it from
-	# starting, as nothing here needs it (policy-rc.d 101 = "action forbidden").
-	local policy=/usr/sbin/policy-rc.d made_policy=0
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
-	fi
-	local ok=0
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null && ok=1
-	[ "$made_policy" = 1 ] && rm -f "$policy"
-	[ "$ok" = 1 ]
+	bash "$ROOT/test/infra/ensure-postgres.sh"
 }
 
 start_postgres() {
