@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/paysuite/payments/pkg/periodic"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // settleSQL marks PUBLISHED, in the settle's snapshot, every pending event
@@ -85,7 +86,10 @@ func (r *LogicalRelay) Settle(ctx context.Context, wait time.Duration) (int64, e
 
 func (r *LogicalRelay) settleLoop(ctx context.Context) {
 	periodic.Every(ctx, periodic.Fixed(r.cfg.SettleInterval), func() {
-		n, err := r.Settle(ctx, r.cfg.SettleInterval)
+		// Bounded: the fence's wait, then a call's worth for the statements.
+		sctx, cancel := context.WithTimeout(ctx, r.cfg.SettleInterval+postgres.CallTimeout)
+		defer cancel()
+		n, err := r.Settle(sctx, r.cfg.SettleInterval)
 		if err != nil && ctx.Err() == nil {
 			// A concurrent DEAD mark or operator action: the next settle
 			// takes these rows.
@@ -102,7 +106,9 @@ func (r *LogicalRelay) lagLoop(ctx context.Context) {
 	slot := r.slotName()
 	periodic.Every(ctx, periodic.Fixed(r.poll.cfg.StatsInterval), func() {
 		var lag int64
-		err := r.ob.db.QueryRow(ctx, `
+		qctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+		defer cancel()
+		err := r.ob.db.QueryRow(qctx, `
 SELECT COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint
   FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag)
 		if err != nil {

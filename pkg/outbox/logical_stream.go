@@ -104,14 +104,35 @@ type streamState struct {
 	hasPending bool
 	nextStatus time.Time
 	lastData   time.Time
+	// lastHeard is when the server last sent anything while the reader
+	// listened: every status asks for a reply, so a live server is heard
+	// every StatusInterval.
+	lastHeard time.Time
+}
+
+// silentAfter is how long a server may stay silent, while the reader
+// listens, before the stream counts it as hung: a stopped process's kernel
+// keeps the connection open, and only the missing replies tell. Ten
+// status intervals, and at least 5 s: a walsender busy decoding a large
+// transaction answers late.
+func (s *streamState) silentAfter() time.Duration {
+	return max(10*s.r.cfg.StatusInterval, 5*time.Second)
 }
 
 func (s *streamState) run(ctx context.Context) error {
 	s.nextStatus = time.Now().Add(s.r.cfg.StatusInterval)
 	s.lastData = time.Now()
+	s.lastHeard = time.Now()
 	for ctx.Err() == nil {
-		if err := s.handoff(ctx); err != nil {
+		waited, err := s.handoff(ctx)
+		if err != nil {
 			return err
+		}
+		if waited {
+			s.lastHeard = time.Now() // not listening meanwhile: the replies wait in the socket
+		}
+		if silent := time.Since(s.lastHeard); silent > s.silentAfter() {
+			return fmt.Errorf("replication stream: the server sent nothing for %s, not even the replies it was asked for (hung?)", silent.Round(time.Millisecond))
 		}
 		if time.Now().After(s.nextStatus) {
 			if err := s.status(ctx); err != nil {
@@ -138,6 +159,7 @@ func (s *streamState) run(ctx context.Context) error {
 			}
 			return fmt.Errorf("receive from slot: %w", err)
 		}
+		s.lastHeard = time.Now()
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
 			if err := s.copyData(ctx, m.Data); err != nil {
@@ -153,55 +175,60 @@ func (s *streamState) run(ctx context.Context) error {
 // handoff gives the committed transactions to the sender if it is free.
 // Past BatchSize events it waits for it, confirming meanwhile what is
 // settled (the server drops a connection that stays silent for
-// wal_sender_timeout).
-func (s *streamState) handoff(ctx context.Context) error {
+// wal_sender_timeout); waited says it did.
+func (s *streamState) handoff(ctx context.Context) (waited bool, err error) {
 	if !s.hasPending {
-		return nil
+		return false, nil
 	}
 	full := len(s.pending.events) >= s.r.poll.cfg.BatchSize
+	select {
+	case s.batches <- s.pending:
+		s.pending, s.hasPending = walBatch{}, false
+		return false, nil
+	case err := <-s.sendErr:
+		return false, senderStopped(err)
+	case <-ctx.Done():
+		return false, nil
+	default:
+	}
+	if !full {
+		return false, nil
+	}
 	for {
 		select {
 		case s.batches <- s.pending:
 			s.pending, s.hasPending = walBatch{}, false
-			return nil
+			return true, nil
 		case err := <-s.sendErr:
-			if err == nil {
-				err = errors.New("sender stopped")
-			}
-			return err
+			return true, senderStopped(err)
 		case <-ctx.Done():
-			return nil
-		default:
-		}
-		if !full {
-			return nil
-		}
-		select {
-		case s.batches <- s.pending:
-			s.pending, s.hasPending = walBatch{}, false
-			return nil
-		case err := <-s.sendErr:
-			if err == nil {
-				err = errors.New("sender stopped")
-			}
-			return err
-		case <-ctx.Done():
-			return nil
+			return true, nil
 		case <-time.After(time.Until(s.nextStatus)):
 			if err := s.status(ctx); err != nil {
-				return err
+				return true, err
 			}
 		}
 	}
 }
 
+// senderStopped is the stream's error when the sender ended with err.
+func senderStopped(err error) error {
+	if err == nil {
+		return errors.New("sender stopped")
+	}
+	return err
+}
+
 // status confirms the settled position: write, flush and apply all set to
-// it, never to the server's WAL end.
+// it, never to the server's WAL end; it asks the server for a reply.
 func (s *streamState) status(ctx context.Context) error {
 	s.nextStatus = time.Now().Add(s.r.cfg.StatusInterval)
 	lsn := pglogrepl.LSN(s.r.acked.Load())
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn, ClientTime: time.Now()})
+		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn, ClientTime: time.Now(),
+		// The server's keepalive in reply is how a hung server is told
+		// from an idle one (silentAfter).
+		ReplyRequested: true})
 	if err != nil {
 		return fmt.Errorf("confirm position %s: %w", lsn, err)
 	}

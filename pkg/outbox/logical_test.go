@@ -16,6 +16,7 @@ import (
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/netfault"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -373,4 +374,48 @@ func firstKey(m map[string]bool) string {
 		return k
 	}
 	return ""
+}
+
+// A server that hangs (connections open, nothing answered: a SIGSTOPped
+// primary) is told from an idle one: every status asks for a reply, and a
+// stream that hears nothing for its silence bound ends and reconnects.
+// The events committed meanwhile are published once the server answers
+// again (or, in a failover, from the promoted standby). Without the
+// replies asked for, the stream would take the silence for idleness and
+// stay active on the hung connection.
+func TestLogicalRelayLeavesAHungServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	dropSlotOnCleanup(t, e)
+	dsn, proxy := netfault.PostgresURL(t, e.db.Config().ConnString())
+	pdb, err := postgres.Open(context.Background(), dsn, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pdb.Close)
+	r := outbox.NewLogicalRelay(outbox.New(pdb), e.writer, logicalConfig(), fastRelay("logical"), testLogger(t), nil, nil)
+	background.Go(t, "logical relay", r.Run)
+	waitFor(t, 30*time.Second, "the relay streams", func() (bool, error) { return r.Active(), nil })
+	before := e.enqueue(t, payload{Key: "k", N: 1})
+	readTopic(t, e.kcfg, e.topic, len(before), 30*time.Second)
+
+	proxy.Hang()
+	hung := time.Now()
+	waitFor(t, 20*time.Second, "the stream ended on the silent server", func() (bool, error) { return !r.Active(), nil })
+	t.Logf("the stream left the hung server after %v", time.Since(hung).Round(time.Millisecond))
+	var during []uuid.UUID
+	for i := range 5 {
+		during = append(during, e.enqueue(t, payload{Key: "k", N: 10 + i})...)
+	}
+	proxy.Resume()
+	got := readTopic(t, e.kcfg, e.topic, len(before)+len(during), 60*time.Second)
+	seen := map[string]bool{}
+	for _, m := range got {
+		seen[header(m, events.HeaderEventID)] = true
+	}
+	for _, id := range during {
+		if !seen[id.String()] {
+			t.Errorf("event %s, committed while the server hung, not published after it answered again", id)
+		}
+	}
 }

@@ -1,13 +1,14 @@
 // Package netfault is a TCP proxy for fault-injection tests: clients dial
 // the proxy instead of a dependency (PostgreSQL, a broker), and the test
 // cuts it (the dependency "goes away": new connections refused, open ones
-// closed) and restores it on the same address.
+// closed) and restores it on the same address, or hangs it (the
+// dependency stops answering, as a SIGSTOPped server does, with every
+// connection left open) and resumes it.
 package netfault
 
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -31,13 +32,17 @@ type Proxy struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+	// flowing is closed while bytes flow; Hang replaces it with an open
+	// channel, which Resume, Cut and the test's end close.
+	flowing chan struct{}
 }
 
 // NewProxy listens on a free loopback port and forwards to target until
 // the test ends.
 func NewProxy(tb testing.TB, target string) *Proxy {
 	tb.Helper()
-	p := &Proxy{tb: tb, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{tb: tb, target: target, conns: map[net.Conn]struct{}{}, flowing: make(chan struct{})}
+	close(p.flowing)
 	if err := p.listen("127.0.0.1:0"); err != nil {
 		tb.Fatalf("proxy: listen: %v", err)
 	}
@@ -88,8 +93,20 @@ func (p *Proxy) forward(client net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		done <- struct{}{}
+		defer func() { done <- struct{}{} }()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.waitFlowing()
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	}
 	go pipe(server, client)
 	go pipe(client, server)
@@ -124,12 +141,49 @@ func (p *Proxy) untrack(cs ...net.Conn) {
 	}
 }
 
+// Hang stops forwarding bytes in either direction while leaving every
+// connection open and accepting new ones: the dependency hangs, as a
+// stopped process whose kernel still holds its connections. Resume ends it.
+func (p *Proxy) Hang() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flowing:
+		p.flowing = make(chan struct{})
+	default: // already hung
+	}
+}
+
+// Resume forwards again what Hang held back.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resumeLocked()
+}
+
+func (p *Proxy) resumeLocked() {
+	select {
+	case <-p.flowing:
+	default:
+		close(p.flowing)
+	}
+}
+
+// waitFlowing blocks while the proxy hangs.
+func (p *Proxy) waitFlowing() {
+	p.mu.Lock()
+	ch := p.flowing
+	p.mu.Unlock()
+	<-ch
+}
+
 // Cut closes the listener, so new connections are refused, and every open
-// connection, so requests in flight fail.
+// connection, so requests in flight fail. A hang ends with it.
 func (p *Proxy) Cut() {
 	p.tb.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.resumeLocked()
 	if p.ln != nil {
 		_ = p.ln.Close()
 		p.ln = nil
