@@ -1,0 +1,102 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/backoff"
+	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
+)
+
+// Handler processes one record. It must be idempotent: a record may be
+// delivered again after a crash or a rebalance.
+type Handler func(ctx context.Context, m kafka.Message) error
+
+// BatchHandler processes records of one partition, in offset order, all or
+// nothing: on error, the loop handles each record of the batch again with
+// the Handler.
+type BatchHandler func(ctx context.Context, ms []kafka.Message) error
+
+// BatchFailure is a BatchHandler's error when its batch stopped part way:
+// ms[:Handled] are done, ms[Handled] was attempted once and failed with Err
+// (the attempt must not be made again at once, e.g. a webhook already
+// called), and ms[Handled+1:] were not tried. The loop commits the first
+// ones, disposes of ms[Handled] by its policy as if Handler had returned
+// Err for it, and handles the rest one by one. Any other error makes the
+// loop handle the whole batch again one by one.
+type BatchFailure struct {
+	Handled int
+	Err     error
+}
+
+func (e *BatchFailure) Error() string {
+	return fmt.Sprintf("batch stopped at record %d: %v", e.Handled, e.Err)
+}
+func (e *BatchFailure) Unwrap() error { return e.Err }
+
+// Publisher sends records (DLT and retry topics); *kafka.Writer is one.
+// A record the loop forwards names the partition of the record it came from
+// (kafka.Message.Partition); broker.NewDLTWriter keeps it there when the
+// target topic has that partition, as Spring does.
+type Publisher = broker.Publisher
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string { return p.err.Error() }
+func (p permanentError) Unwrap() error { return p.err }
+
+// Permanent marks err as not worth retrying: the record goes to the DLT at
+// once.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was marked Permanent or is a decoding
+// error (events.ErrMalformed).
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p) || errors.Is(err, events.ErrMalformed)
+}
+
+// Backoff is an exponential delay: Initial, times Multiplier per retry, at
+// most Max; the suite's one retry delay (pkg/backoff).
+type Backoff = backoff.Exponential
+
+// Policy says what happens to a record whose handler failed.
+type Policy interface{ isPolicy() }
+
+// Blocking retries a failed record in place Retries times with Backoff while
+// its partition waits, then sends it to the DLT.
+type Blocking struct {
+	Backoff Backoff
+	Retries int
+}
+
+// RetryTopics republishes a failed record to one retry topic per delay, in
+// order, then to the DLT: len(Delays)+1 attempts in all.
+type RetryTopics struct {
+	Delays []time.Duration
+}
+
+func (Blocking) isPolicy()    {}
+func (RetryTopics) isPolicy() {}
+
+// BlockingRetries retries in place while the partition waits: 500 ms, x2,
+// at most 15 s, 5 retries, then the DLT (CONTRACTS.md section 6). The
+// ledger, antifraud and the transfers projection use it, where order per
+// key matters.
+var BlockingRetries = Blocking{Backoff: Backoff{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 15 * time.Second}, Retries: 5}
+
+// DelayedRetryTopics moves a failed record aside to retry topics after 1 s,
+// 2 s and 4 s, 4 attempts in all, then the DLT (CONTRACTS.md section 7):
+// the partition does not wait, for consumers (notifications) where order
+// does not matter.
+var DelayedRetryTopics = RetryTopics{Delays: broker.RetryDelays}
