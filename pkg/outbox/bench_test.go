@@ -112,12 +112,24 @@ type benchEnv struct {
 	db     *postgres.DB
 	ob     *outbox.Outbox
 	topic  string
-	writer *kafka.Writer
+	writer outbox.Publisher
 }
 
+// The producers BenchmarkProducerChoice compares: kafka-go's Writer
+// (broker.NewWriter) and franz-go's producer (broker.NewProducer).
+const (
+	kafkaGo = "kafka-go"
+	franzGo = "franz-go"
+)
+
 // newBenchEnv returns a fresh database and a fresh topic of partitions
-// partitions (the suite's topics have 12).
+// partitions (the suite's topics have 12), with the suite's writer.
 func newBenchEnv(b *testing.B, partitions int) *benchEnv {
+	return newBenchEnvWith(b, partitions, kafkaGo)
+}
+
+// newBenchEnvWith is newBenchEnv with the producer named.
+func newBenchEnvWith(b *testing.B, partitions int, producer string) *benchEnv {
 	b.Helper()
 	// The test servers commit asynchronously (synchronous_commit=off), which
 	// makes tests fast; production commits synchronously, the default. A
@@ -131,8 +143,22 @@ func newBenchEnv(b *testing.B, partitions int) *benchEnv {
 	}
 	b.Cleanup(db.Close)
 	kcfg := broker.Config{Brokers: kafkatest.Brokers(b)}
-	w := broker.NewWriter(kcfg, 1000)
-	b.Cleanup(func() { w.Close() })
+	var w outbox.Publisher
+	switch producer {
+	case kafkaGo:
+		kw := broker.NewWriter(kcfg, 1000)
+		b.Cleanup(func() { _ = kw.Close() })
+		w = kw
+	case franzGo:
+		p, err := broker.NewProducer(kcfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = p.Close() })
+		w = p
+	default:
+		b.Fatalf("unknown producer %q", producer)
+	}
 	e := &benchEnv{db: db, ob: outbox.New(db), topic: kafkatest.Topic(b, "bench", partitions), writer: w}
 	e.warmUp(b, partitions)
 	return e
@@ -282,106 +308,111 @@ func (e *benchEnv) slotReady(b *testing.B) {
 // of a call, so a send of a few dozen records over 12 partitions costs 12
 // requests; the difference between the two cases is that cost.
 func BenchmarkRelayLatency(b *testing.B) {
-	log := slog.New(slog.DiscardHandler)
-	const rate = 2000
 	var seedP99 float64
 	for _, tc := range []struct {
 		name       string
-		seed       bool
 		partitions int
-	}{{"seed003", true, 12}, {"relay", false, 12}, {"relay-1partition", false, 1}, {"logical", false, 12}} {
+	}{{"seed003", 12}, {"relay", 12}, {"relay-1partition", 1}, {"logical", 12}} {
 		b.Run(tc.name, func(b *testing.B) {
-			e := newBenchEnv(b, tc.partitions)
-			clock := &ackClock{next: e.writer, at: map[string]time.Time{}}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			switch {
-			case tc.name == "logical":
-				dropSlotOf(b, e.db)
-				r := outbox.NewLogicalRelay(e.ob, clock, outbox.LogicalConfig{}, outbox.RelayConfig{BatchSize: 500}, log, nil, nil)
-				relayDone := make(chan struct{})
-				go func() { defer close(relayDone); _ = r.Run(ctx) }()
-				b.Cleanup(func() { cancel(); <-relayDone })
-				poll.True(b, time.Minute, "the logical relay streams", r.Active)
-			case tc.seed:
-				go (&seedRelay{db: e.db, pub: clock}).run(ctx)
-			default:
-				cfg := outbox.RelayConfig{BatchSize: 500, Workers: 2}
-				go func() { _ = outbox.NewRelay(e.ob, clock, cfg, log, nil).Run(ctx) }()
-			}
-			n := max(b.N, 2000)
-			// The first second of offered load warms the relay, the
-			// producers' connections and the broker up: its events are
-			// sent, not measured.
-			const warm = rate
-			total := n + warm
-			duration := time.Duration(float64(total) / rate * float64(time.Second))
-			committed := make(map[string]time.Time, n)
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			const producers = 24
-			b.ResetTimer()
-			start := time.Now()
-			for p := range producers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					interval := time.Second * producers / rate
-					next := start.Add(time.Duration(p) * interval / producers)
-					for i := p; i < total; i += producers {
-						if d := time.Until(next); d > 0 {
-							// Pacing the offered load, not waiting for a result.
-							time.Sleep(d)
-						}
-						next = next.Add(interval)
-						id := uuid.New()
-						err := e.db.InTx(ctx, func(tx pgx.Tx) error {
-							return e.ob.Enqueue(ctx, tx, outbox.Message{ID: id, Topic: e.topic, Key: "CC-" + strconv.Itoa(i%1000),
-								Type: "Bench", Payload: []byte(`{"n":1}`)})
-						})
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						if i < warm {
-							continue
-						}
-						mu.Lock()
-						committed[id.String()] = time.Now()
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			offered := float64(total) / time.Since(start).Seconds()
-			poll.Until(b, duration+time.Minute, fmt.Sprintf("%d events acknowledged", total), func() (bool, string) {
-				return clock.count() >= total, fmt.Sprintf("%d acknowledged", clock.count())
-			})
-			b.StopTimer()
-			clock.mu.Lock()
-			var lat []float64
-			for id, c := range committed {
-				if a, ok := clock.at[id]; ok {
-					lat = append(lat, float64(max(a.Sub(c), 0))/float64(time.Millisecond))
-				}
-			}
-			clock.mu.Unlock()
-			if len(lat) < n {
-				b.Fatalf("%d of %d events acknowledged", len(lat), n)
-			}
-			sort.Float64s(lat)
-			p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
-			b.ReportMetric(offered, "offered/s")
-			b.ReportMetric(p50, "p50_ms")
-			b.ReportMetric(p99, "p99_ms")
-			b.ReportMetric(0, "ns/op")
-			if tc.seed {
+			p99 := relayLatency(b, newBenchEnv(b, tc.partitions), strings.TrimSuffix(tc.name, "-1partition"))
+			if tc.name == "seed003" {
 				seedP99 = p99
 			} else if seedP99 > 0 {
 				b.ReportMetric(seedP99/p99, "x_seed_p99")
 			}
 		})
 	}
+}
+
+// relayLatency runs BenchmarkRelayLatency's measurement on e for relay
+// ("seed003", "relay" or "logical") and returns the p99 in milliseconds.
+func relayLatency(b *testing.B, e *benchEnv, relay string) float64 {
+	log := slog.New(slog.DiscardHandler)
+	const rate = 2000
+	clock := &ackClock{next: e.writer, at: map[string]time.Time{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	switch relay {
+	case "logical":
+		dropSlotOf(b, e.db)
+		r := outbox.NewLogicalRelay(e.ob, clock, outbox.LogicalConfig{}, outbox.RelayConfig{BatchSize: 500}, log, nil, nil)
+		relayDone := make(chan struct{})
+		go func() { defer close(relayDone); _ = r.Run(ctx) }()
+		b.Cleanup(func() { cancel(); <-relayDone })
+		poll.True(b, time.Minute, "the logical relay streams", r.Active)
+	case "seed003":
+		go (&seedRelay{db: e.db, pub: clock}).run(ctx)
+	default:
+		cfg := outbox.RelayConfig{BatchSize: 500, Workers: 2}
+		go func() { _ = outbox.NewRelay(e.ob, clock, cfg, log, nil).Run(ctx) }()
+	}
+	n := max(b.N, 2000)
+	// The first second of offered load warms the relay, the
+	// producers' connections and the broker up: its events are
+	// sent, not measured.
+	const warm = rate
+	total := n + warm
+	duration := time.Duration(float64(total) / rate * float64(time.Second))
+	committed := make(map[string]time.Time, n)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	const producers = 24
+	b.ResetTimer()
+	start := time.Now()
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			interval := time.Second * producers / rate
+			next := start.Add(time.Duration(p) * interval / producers)
+			for i := p; i < total; i += producers {
+				if d := time.Until(next); d > 0 {
+					// Pacing the offered load, not waiting for a result.
+					time.Sleep(d)
+				}
+				next = next.Add(interval)
+				id := uuid.New()
+				err := e.db.InTx(ctx, func(tx pgx.Tx) error {
+					return e.ob.Enqueue(ctx, tx, outbox.Message{ID: id, Topic: e.topic, Key: "CC-" + strconv.Itoa(i%1000),
+						Type: "Bench", Payload: []byte(`{"n":1}`)})
+				})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if i < warm {
+					continue
+				}
+				mu.Lock()
+				committed[id.String()] = time.Now()
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	offered := float64(total) / time.Since(start).Seconds()
+	poll.Until(b, duration+time.Minute, fmt.Sprintf("%d events acknowledged", total), func() (bool, string) {
+		return clock.count() >= total, fmt.Sprintf("%d acknowledged", clock.count())
+	})
+	b.StopTimer()
+	clock.mu.Lock()
+	var lat []float64
+	for id, c := range committed {
+		if a, ok := clock.at[id]; ok {
+			lat = append(lat, float64(max(a.Sub(c), 0))/float64(time.Millisecond))
+		}
+	}
+	clock.mu.Unlock()
+	if len(lat) < n {
+		b.Fatalf("%d of %d events acknowledged", len(lat), n)
+	}
+	sort.Float64s(lat)
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	b.ReportMetric(offered, "offered/s")
+	b.ReportMetric(p50, "p50_ms")
+	b.ReportMetric(p99, "p99_ms")
+	b.ReportMetric(0, "ns/op")
+	return p99
 }
 
 // nullPublisher is not a broker: it acknowledges every record at once
@@ -426,9 +457,13 @@ func BenchmarkRelayCeilings(b *testing.B) {
 }
 
 func brokerCeiling(b *testing.B, senders int) {
+	brokerCeilingOf(b, newBenchEnv(b, 12), senders, max(b.N, 1000))
+}
+
+// brokerCeilingOf is the broker half of BenchmarkRelayCeilings on e's
+// writer: n records from senders goroutines; it returns the events/s.
+func brokerCeilingOf(b *testing.B, e *benchEnv, senders, n int) float64 {
 	{
-		n := max(b.N, 1000)
-		e := newBenchEnv(b, 12)
 		msgs := make([]kafka.Message, n)
 		for i := range msgs {
 			id := uuid.NewString()
@@ -462,7 +497,52 @@ func brokerCeiling(b *testing.B, senders int) {
 		for err := range errs {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+		rate := float64(n) / elapsed.Seconds()
+		b.ReportMetric(rate, "events/s")
 		b.ReportMetric(0, "ns/op")
+		return rate
+	}
+}
+
+// BenchmarkProducerChoice measures, on the same servers in one run, the two
+// figures the suite's producer is chosen by, for kafka-go's Writer and for
+// franz-go's producer: the relay's broker half (BenchmarkRelayCeilings's
+// "broker", 10 x N records, 1,000 a call, from one sender as the logical relay
+// sends and from two as the polling relay's workers do) and the
+// enqueue-to-ack latency at 2,000 events/s on 12 partitions
+// (BenchmarkRelayLatency) for both relays. franz-go's figures carry their
+// ratio to kafka-go's (x_kafkago; for latency, kafka-go's p99 over
+// franz-go's, so above 1 is better either way).
+func BenchmarkProducerChoice(b *testing.B) {
+	base := map[string]float64{}
+	for _, tc := range []struct {
+		name    string
+		senders int    // broker half
+		relay   string // latency
+	}{{"broker-1sender", 1, ""}, {"broker-2senders", 2, ""}, {"latency-relay", 0, "relay"}, {"latency-logical", 0, "logical"}} {
+		for _, producer := range []string{kafkaGo, franzGo} {
+			b.Run(tc.name+"/"+producer, func(b *testing.B) {
+				e := newBenchEnvWith(b, 12, producer)
+				var x float64
+				if tc.relay == "" {
+					rate := brokerCeilingOf(b, e, tc.senders, 10*max(b.N, 1000))
+					if producer == kafkaGo {
+						base[tc.name] = rate
+					} else if base[tc.name] > 0 {
+						x = rate / base[tc.name]
+					}
+				} else {
+					p99 := relayLatency(b, e, tc.relay)
+					if producer == kafkaGo {
+						base[tc.name] = p99
+					} else if p99 > 0 {
+						x = base[tc.name] / p99
+					}
+				}
+				if x > 0 {
+					b.ReportMetric(x, "x_kafkago")
+				}
+			})
+		}
 	}
 }
