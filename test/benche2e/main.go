@@ -1,5 +1,5 @@
-// Command benche2e is the whole-flow load generator of `make bench-e2e`
-// (issue 15): it runs the four services on a real Kafka broker and
+// Command benche2e is the whole-flow load generator of `make bench-e2e`:
+// it runs the four services on a real Kafka broker and
 // PostgreSQL, as the all-in-one binary (`payments-dev run`) and as four
 // processes, offers a series of rates open loop (each request leaves on a
 // fixed schedule, whatever the answers to the earlier ones), and prints per
@@ -735,7 +735,7 @@ func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
 }
 
 func (b *bench) summary() {
-	fmt.Fprintln(b.out, "== Summary (aims of issue 15; each figure from this run)")
+	fmt.Fprintln(b.out, "== Summary (each figure from this run; the aims are the README's)")
 	fmt.Fprintf(b.out, "POST alone: %.0f/s; three-hop floor: %s ms\n", b.postRate, ms(3*b.floorP50))
 	for _, m := range b.o.modes {
 		s := b.sustained[m]

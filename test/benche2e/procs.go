@@ -146,8 +146,12 @@ func waitReady(ctx context.Context, procs []*proc, urls []string) error {
 
 // usage is a process's CPU time and resident memory at one moment.
 type usage struct {
-	at     time.Time
-	cpu    time.Duration // user + system
+	at  time.Time
+	cpu time.Duration // user + system
+	// reaped is the CPU time of the process's children that exited and
+	// were waited for (cutime + cstime): a PostgreSQL backend that ends
+	// takes its CPU out of the live processes' sum and into this.
+	reaped time.Duration
 	rssKiB int64
 }
 
@@ -164,12 +168,15 @@ func readUsage(pid int) (usage, error) {
 	// Fields after the command name, which ends with the last ')'.
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
+	if len(fields) < 15 {
 		return u, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
 	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	u.cpu = time.Duration(utime+stime) * time.Second / clockTick
+	ticks := func(i int) time.Duration {
+		n, _ := strconv.ParseInt(fields[i], 10, 64)
+		return time.Duration(n) * time.Second / clockTick
+	}
+	u.cpu = ticks(11) + ticks(12)
+	u.reaped = ticks(13) + ticks(14)
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, err

@@ -202,9 +202,11 @@ func (b *bench) index(name string, fallback int) int {
 
 // serverUsage sums the CPU time of the servers the bench runs on: the
 // PostgreSQL server listening on pgPort with every process it forked
-// (backends, WAL writer, checkpointer...), and the Kafka broker listening on
-// kafkaPort, read from /proc like the services'. Servers of other runs on
-// the same machine are left out.
+// (backends, WAL writer, checkpointer...), those alive and those that
+// exited (the postmaster's reaped children), so that the sum never goes
+// down when a backend ends; and the Kafka broker listening on kafkaPort,
+// read from /proc like the services'. Servers of other runs on the same
+// machine are left out.
 func serverUsage(pgPort, kafkaPort int) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	parents := map[int]int{}
@@ -224,21 +226,24 @@ func serverUsage(pgPort, kafkaPort int) map[string]time.Duration {
 			}
 		}
 	}
-	add := func(name string, pid int) {
+	add := func(name string, pid int, reaped bool) {
 		if u, err := readUsage(pid); err == nil {
 			out[name] += u.cpu
+			if reaped {
+				out[name] += u.reaped
+			}
 		}
 	}
 	if pm := listenerPID(pgPort); pm > 0 {
-		add("postgresql (all processes)", pm)
+		add("postgresql (all processes)", pm, true)
 		for pid, ppid := range parents {
 			if ppid == pm {
-				add("postgresql (all processes)", pid)
+				add("postgresql (all processes)", pid, false)
 			}
 		}
 	}
 	if k := listenerPID(kafkaPort); k > 0 {
-		add("kafka broker (JVM)", k)
+		add("kafka broker (JVM)", k, false)
 	}
 	return out
 }
