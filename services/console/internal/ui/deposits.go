@@ -30,21 +30,12 @@ const depositsShown = "100"
 // deposits renders the newest deposits from the ledger's operator listing.
 func (s *Server) deposits(w http.ResponseWriter, r *http.Request, sess *session) {
 	f := s.fetcher(r.Context(), sess)
-	var page depositsPage
-	var found bool
-	f.get(s.cfg.Ledger, "/ops/depositos?limite="+depositsShown, &page, &found)
-	down := f.wait()
-	if f.signedOut {
-		s.upstreamFailed(w, r, sess, errSignedOut)
-		return
-	}
-	if len(f.other) > 0 {
-		s.upstreamFailed(w, r, sess, f.other[0])
-		return
-	}
 	var data DepositsPage
-	if found {
-		data.Deposits = &page
+	fetchInto(f, s.cfg.Ledger, "/ops/depositos?limite="+depositsShown, &data.Deposits)
+	down := f.wait()
+	if err := f.failure(); err != nil {
+		s.upstreamFailed(w, r, sess, err)
+		return
 	}
 	s.render(w, r, sess, http.StatusOK, "deposits", "Deposits", down, data)
 }

@@ -109,11 +109,7 @@ func (s *Server) heldRows(w http.ResponseWriter, r *http.Request, sess *session,
 		}
 	}
 	down := f.wait()
-	if f.signedOut || len(f.other) > 0 {
-		err := errSignedOut
-		if !f.signedOut {
-			err = f.other[0]
-		}
+	if err := f.failure(); err != nil {
 		s.upstreamFailed(w, r, sess, err)
 		return nil, nil, false
 	}

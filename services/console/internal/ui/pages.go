@@ -67,6 +67,20 @@ func (s *Server) fetcher(ctx context.Context, sess *session) *fetcher {
 // get fetches path of u into out in the background; found reports
 // whether it answered 200 (false for 404 or any failure).
 func (f *fetcher) get(u Upstream, path string, out any, found *bool) {
+	f.start(u, path, out, func() { *found = true })
+}
+
+// fetchInto is get for a part of a page that may be missing: once f.wait
+// returned, *dst points at u's answer when it had one, and stays nil
+// otherwise.
+func fetchInto[T any](f *fetcher, u Upstream, path string, dst **T) {
+	v := new(T)
+	f.start(u, path, v, func() { *dst = v })
+}
+
+// start fetches path of u into out in the background and calls found,
+// under f.mu, when it answered 200.
+func (f *fetcher) start(u Upstream, path string, out any, found func()) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -76,7 +90,7 @@ func (f *fetcher) get(u Upstream, path string, out any, found *bool) {
 		var down *downError
 		switch {
 		case err == nil:
-			*found = true
+			found()
 		case errors.Is(err, errNotFound):
 		case errors.Is(err, errSignedOut):
 			f.signedOut = true
@@ -101,6 +115,20 @@ func (f *fetcher) wait() []string {
 	return out
 }
 
+// failure is what keeps the page from being shown once f.wait returned: a
+// token a service refused, or an answer that was neither found, missing
+// nor an outage; nil when the page can be shown (naming the services
+// down).
+func (f *fetcher) failure() error {
+	if f.signedOut {
+		return errSignedOut
+	}
+	if len(f.other) > 0 {
+		return f.other[0]
+	}
+	return nil
+}
+
 func (s *Server) journey(w http.ResponseWriter, r *http.Request, sess *session) {
 	raw, _ := httpapi.PathParam(r, "id")
 	id, ok := httpapi.ParseUUID(raw)
@@ -111,71 +139,30 @@ func (s *Server) journey(w http.ResponseWriter, r *http.Request, sess *session) 
 	}
 	f := s.fetcher(r.Context(), sess)
 	var p journeyParts
-	var tr opsTransfer
-	var dec opsDecision
-	var set opsSettlement
-	var notes opsNotifications
-	var tOut, aOut, lOut opsEvents
-	var tLog, aLog, lLog opsBacklog
-	var hasTr, hasDec, hasSet, hasNotes, hasTOut, hasAOut, hasLOut, hasTLog, hasALog, hasLLog bool
 	sid := id.String()
-	f.get(s.cfg.Transfers, "/ops/transferencias/"+sid, &tr, &hasTr)
-	f.get(s.cfg.Transfers, "/ops/outbox/transferencias/"+sid, &tOut, &hasTOut)
-	f.get(s.cfg.Transfers, "/ops/outbox", &tLog, &hasTLog)
-	f.get(s.cfg.Antifraud, "/ops/decisoes/"+sid, &dec, &hasDec)
-	f.get(s.cfg.Antifraud, "/ops/outbox/transferencias/"+sid, &aOut, &hasAOut)
-	f.get(s.cfg.Antifraud, "/ops/outbox", &aLog, &hasALog)
-	f.get(s.cfg.Ledger, "/ops/liquidacoes/"+sid, &set, &hasSet)
-	f.get(s.cfg.Ledger, "/ops/outbox/transferencias/"+sid, &lOut, &hasLOut)
-	f.get(s.cfg.Ledger, "/ops/outbox", &lLog, &hasLLog)
-	f.get(s.cfg.Notifications, "/ops/notificacoes/"+sid, &notes, &hasNotes)
+	fetchInto(f, s.cfg.Transfers, "/ops/transferencias/"+sid, &p.transfer)
+	fetchInto(f, s.cfg.Transfers, "/ops/outbox/transferencias/"+sid, &p.transfersOut)
+	fetchInto(f, s.cfg.Transfers, "/ops/outbox", &p.transfersLog)
+	fetchInto(f, s.cfg.Antifraud, "/ops/decisoes/"+sid, &p.decision)
+	fetchInto(f, s.cfg.Antifraud, "/ops/outbox/transferencias/"+sid, &p.antifraudOut)
+	fetchInto(f, s.cfg.Antifraud, "/ops/outbox", &p.antifraudLog)
+	fetchInto(f, s.cfg.Ledger, "/ops/liquidacoes/"+sid, &p.settlement)
+	fetchInto(f, s.cfg.Ledger, "/ops/outbox/transferencias/"+sid, &p.ledgerOut)
+	fetchInto(f, s.cfg.Ledger, "/ops/outbox", &p.ledgerBacklog)
+	fetchInto(f, s.cfg.Notifications, "/ops/notificacoes/"+sid, &p.notifications)
 	down := f.wait()
-	if f.signedOut {
-		s.upstreamFailed(w, r, sess, errSignedOut)
-		return
-	}
-	if len(f.other) > 0 {
-		s.upstreamFailed(w, r, sess, f.other[0])
+	if err := f.failure(); err != nil {
+		s.upstreamFailed(w, r, sess, err)
 		return
 	}
 	p.down = map[string]bool{}
 	for name := range f.down {
 		p.down[name] = true
 	}
-	if !hasTr && !p.down["transfers"] {
+	if p.transfer == nil && !p.down["transfers"] {
 		s.render(w, r, sess, http.StatusNotFound, "find", "Find", down, FindPage{Query: sid,
 			Error: "No transfer has the id " + sid + "."})
 		return
-	}
-	if hasTr {
-		p.transfer = &tr
-	}
-	if hasDec {
-		p.decision = &dec
-	}
-	if hasSet {
-		p.settlement = &set
-	}
-	if hasNotes {
-		p.notifications = &notes
-	}
-	if hasTOut {
-		p.transfersOut = &tOut
-	}
-	if hasAOut {
-		p.antifraudOut = &aOut
-	}
-	if hasLOut {
-		p.ledgerOut = &lOut
-	}
-	if hasTLog {
-		p.transfersLog = &tLog
-	}
-	if hasALog {
-		p.antifraudLog = &aLog
-	}
-	if hasLLog {
-		p.ledgerBacklog = &lLog
 	}
 	j := buildJourney(sid, p, s.now())
 	s.render(w, r, sess, http.StatusOK, "journey", "Transfer "+sid, down, j)
@@ -199,10 +186,7 @@ func (s *Server) account(w http.ResponseWriter, r *http.Request, sess *session) 
 	}
 	q := r.URL.Query()
 	f := s.fetcher(r.Context(), sess)
-	var acc account
-	var posts postingsPage
-	var trs opsTransferPage
-	var hasAcc, hasPosts, hasTrs bool
+	page := AccountPage{ID: id}
 	esc := url.PathEscape(id)
 	pq := url.Values{"limite": {"10"}}
 	if c := q.Get("lancamentos"); c != "" {
@@ -212,45 +196,31 @@ func (s *Server) account(w http.ResponseWriter, r *http.Request, sess *session) 
 	if c := q.Get("transferencias"); c != "" {
 		tq.Set("apos", c)
 	}
-	f.get(s.cfg.Ledger, "/contas/"+esc, &acc, &hasAcc)
-	f.get(s.cfg.Ledger, "/contas/"+esc+"/lancamentos?"+pq.Encode(), &posts, &hasPosts)
-	f.get(s.cfg.Transfers, "/ops/contas/"+esc+"/transferencias?"+tq.Encode(), &trs, &hasTrs)
+	fetchInto(f, s.cfg.Ledger, "/contas/"+esc, &page.Account)
+	fetchInto(f, s.cfg.Ledger, "/contas/"+esc+"/lancamentos?"+pq.Encode(), &page.Postings)
+	fetchInto(f, s.cfg.Transfers, "/ops/contas/"+esc+"/transferencias?"+tq.Encode(), &page.Transfers)
 	down := f.wait()
-	if f.signedOut {
-		s.upstreamFailed(w, r, sess, errSignedOut)
+	if err := f.failure(); err != nil {
+		s.upstreamFailed(w, r, sess, err)
 		return
 	}
-	if len(f.other) > 0 {
-		s.upstreamFailed(w, r, sess, f.other[0])
-		return
-	}
-	if !hasAcc && f.down["ledger"] == "" {
+	if page.Account == nil && f.down["ledger"] == "" {
 		s.render(w, r, sess, http.StatusNotFound, "find", "Find", down, FindPage{Query: id, Error: "No account has the id " + id + "."})
 		return
 	}
-	page := AccountPage{ID: id}
-	if hasAcc {
-		page.Account = &acc
-	}
-	if hasPosts {
-		page.Postings = &posts
-		if posts.ProximoCursor != nil {
-			v := url.Values{"lancamentos": {*posts.ProximoCursor}}
-			if c := q.Get("transferencias"); c != "" {
-				v.Set("transferencias", c)
-			}
-			page.NextPostings = "/accounts/" + esc + "?" + v.Encode()
+	// Each list's next page keeps the other list where it is.
+	next := func(param, cursor, other string) string {
+		v := url.Values{param: {cursor}}
+		if c := q.Get(other); c != "" {
+			v.Set(other, c)
 		}
+		return "/accounts/" + esc + "?" + v.Encode()
 	}
-	if hasTrs {
-		page.Transfers = &trs
-		if trs.Proxima != "" {
-			v := url.Values{"transferencias": {trs.Proxima}}
-			if c := q.Get("lancamentos"); c != "" {
-				v.Set("lancamentos", c)
-			}
-			page.NextTransfers = "/accounts/" + esc + "?" + v.Encode()
-		}
+	if page.Postings != nil && page.Postings.ProximoCursor != nil {
+		page.NextPostings = next("lancamentos", *page.Postings.ProximoCursor, "transferencias")
+	}
+	if page.Transfers != nil && page.Transfers.Proxima != "" {
+		page.NextTransfers = next("transferencias", page.Transfers.Proxima, "lancamentos")
 	}
 	s.render(w, r, sess, http.StatusOK, "account", "Account "+id, down, page)
 }
@@ -284,14 +254,12 @@ func (s *Server) upstream(name string) (Upstream, bool) {
 func (s *Server) backlogs(w http.ResponseWriter, r *http.Request, sess *session) {
 	f := s.fetcher(r.Context(), sess)
 	ups := s.upstreams()
-	logs := make([]opsBacklog, len(ups))
-	found := make([]bool, len(ups))
-	dlts := make([]opsapi.DLTs, len(ups))
-	foundDLT := make([]bool, len(ups))
+	out := make([]ServiceBacklog, len(ups))
 	for i, u := range ups {
-		f.get(u, "/ops/outbox", &logs[i], &found[i])
+		out[i].Service = u.Name
+		fetchInto(f, u, "/ops/outbox", &out[i].Backlog)
 		if writesDLTs(u.Name) {
-			f.get(u, "/ops/dlt", &dlts[i], &foundDLT[i])
+			fetchInto(f, u, "/ops/dlt", &out[i].DLTs)
 		}
 	}
 	down := f.wait()
@@ -299,18 +267,11 @@ func (s *Server) backlogs(w http.ResponseWriter, r *http.Request, sess *session)
 		s.upstreamFailed(w, r, sess, errSignedOut)
 		return
 	}
-	var out []ServiceBacklog
 	for i, u := range ups {
-		sb := ServiceBacklog{Service: u.Name}
-		if found[i] {
-			sb.Backlog = &logs[i]
-			sb.Oldest = humanDuration(secondsDuration(logs[i].IdadeMaisAntigaSegundos))
+		if b := out[i].Backlog; b != nil {
+			out[i].Oldest = humanDuration(secondsDuration(b.IdadeMaisAntigaSegundos))
 		}
-		if foundDLT[i] {
-			sb.DLTs = &dlts[i]
-		}
-		sb.Metrics = s.sampler.metrics(u.Name)
-		out = append(out, sb)
+		out[i].Metrics = s.sampler.metrics(u.Name)
 	}
 	s.render(w, r, sess, http.StatusOK, "backlogs", "Backlogs", down, out)
 }
