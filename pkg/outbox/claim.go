@@ -42,11 +42,10 @@ type claimed struct {
 //
 // The claim also turns bitmap scans off for its own transaction: the outbox
 // is a queue, its statistics always lag behind it, and with a few hundred
-// rows estimated where tens of thousands wait, the planner read every ready
-// row through a bitmap and sorted them rather than walk the seq index until
-// the batch is full, and matched the leased ids by ANDing bitmaps of
-// thousands of rows (auto_explain of a claim of 1,000: 66 ms, 40 ms without
-// bitmaps).
+// rows estimated where tens of thousands wait, the planner reads every ready
+// row through a bitmap and sorts them rather than walk the seq index until
+// the batch is full, and matches the leased ids by ANDing bitmaps of
+// thousands of rows.
 const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), hashtext('claim')), set_config('enable_bitmapscan', 'off', true)`
 
 // The claim statement leases and returns the events to send; their order is

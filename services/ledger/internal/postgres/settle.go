@@ -35,9 +35,8 @@ RETURNING transfer_id`
 	// rows, so data-modifying CTEs apply them together, and a batch costs
 	// one statement whatever its size. The markers are found by
 	// "transfer_id = ANY", not by a join with the unnested results: with
-	// statistics taken while the table was small, the planner answered the
-	// join by hashing every marker (15,000 of them, 15 ms, after 15,000
-	// transfers), sequential scans off or not.
+	// statistics taken while the table was small, the planner answers the
+	// join by hashing every marker, sequential scans off or not.
 	writeSQL = `
 WITH postings AS (
     INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
