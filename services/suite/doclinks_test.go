@@ -5,9 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/paysuite/payments/test/mdtest"
 )
 
 // Every relative link of the repository's Markdown files names a file that
@@ -28,11 +29,11 @@ func TestDocLinksResolve(t *testing.T) {
 		if a, ok := anchors[path]; ok {
 			return a
 		}
-		text, err := os.ReadFile(path)
+		text, err := os.ReadFile(path) //nolint:gosec // a Markdown file of this repository
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := headingAnchors(string(text))
+		a := mdtest.Anchors(string(text))
 		anchors[path] = a
 		return a
 	}
@@ -44,7 +45,7 @@ func TestDocLinksResolve(t *testing.T) {
 			t.Fatal(err)
 		}
 		rel, _ := filepath.Rel(root, page)
-		for _, m := range link.FindAllStringSubmatch(withoutCodeBlocks(string(text)), -1) {
+		for _, m := range link.FindAllStringSubmatch(mdtest.WithoutCodeBlocks(string(text)), -1) {
 			target := m[1]
 			if scheme.MatchString(target) {
 				continue
@@ -54,7 +55,7 @@ func TestDocLinksResolve(t *testing.T) {
 			if path != "" {
 				file = filepath.Join(filepath.Dir(page), filepath.FromSlash(path))
 			}
-			if _, err := os.Stat(file); err != nil {
+			if _, err := os.Stat(file); err != nil { //nolint:gosec // a link target inside this repository
 				t.Errorf("%s links %s: no such file", rel, target)
 				continue
 			}
@@ -82,44 +83,4 @@ func markdownFiles(root string) ([]string, error) {
 		return nil
 	})
 	return out, err
-}
-
-// withoutCodeBlocks drops fenced code blocks, whose brackets are not links.
-func withoutCodeBlocks(text string) string {
-	var b strings.Builder
-	fenced := false
-	for line := range strings.Lines(text) {
-		if strings.HasPrefix(line, "```") {
-			fenced = !fenced
-			continue
-		}
-		if !fenced {
-			b.WriteString(line)
-		}
-	}
-	return b.String()
-}
-
-// headingAnchors returns the anchors GitHub gives the headings of a
-// Markdown text: lower case, punctuation dropped, spaces to hyphens, and
-// -1, -2, ... after a repeated one.
-func headingAnchors(text string) map[string]bool {
-	drop := regexp.MustCompile(`[^\p{L}\p{N}_\- ]`)
-	heading := regexp.MustCompile(`^#{1,6} (.*)`)
-	seen := map[string]int{}
-	out := map[string]bool{}
-	for line := range strings.Lines(withoutCodeBlocks(text)) {
-		m := heading.FindStringSubmatch(strings.TrimRight(line, "\n"))
-		if m == nil {
-			continue
-		}
-		a := strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(m[1])), ""), " ", "-")
-		if n := seen[a]; n > 0 {
-			out[a+"-"+strconv.Itoa(n)] = true
-		} else {
-			out[a] = true
-		}
-		seen[a]++
-	}
-	return out
 }
