@@ -19,7 +19,7 @@ import (
 // never panics, answers only 401 (or 403 for a verified token without the
 // scope), and never lets a request through whose token a key of the JWKS
 // did not sign, as the JOSE library checks on its own. The seed corpus is
-// the bad inputs plus testdata/fuzz/FuzzAuthorization; as a plain
+// authtest.BadAuthorizations plus testdata/fuzz/FuzzAuthorization; as a plain
 // test it runs the seeds.
 func FuzzAuthorization(f *testing.F) {
 	iss := authtest.New(f)

@@ -97,7 +97,7 @@ func (a *api) do(t *testing.T, method, path, authorization, body string) result 
 	return r
 }
 
-// TestBadAuthorizations: every bad input of issue 11 is a 401 problem with
+// TestBadAuthorizations: every input of authtest.BadAuthorizations is a 401 problem with
 // the challenge of the contract, and no handler runs; the same request
 // with a malformed body is 401 too, never 400.
 func TestBadAuthorizations(t *testing.T) {

@@ -78,7 +78,7 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger, r
 }
 
 // DefaultRequestTimeout is the services' default request deadline
-// (Deadline): under the 5 s a client of the README waits.
+// (Deadline), under a client's own timeout.
 const DefaultRequestTimeout = 3 * time.Second
 
 // Deadline bounds each request's context to d: a dependency that does not

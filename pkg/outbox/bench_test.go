@@ -168,8 +168,7 @@ func newBenchEnvWith(b *testing.B, partitions int, producer string) *benchEnv {
 // accepts a write to each: right after creation, a partition whose leader
 // is in the metadata may still refuse records (NotLeaderForPartition) for a
 // moment, and the relay retries those after its backoff (500 ms and more),
-// which measured topic creation, not the relay (it was most of the p99 of
-// the latency benchmark).
+// so the latency benchmark would measure topic creation, not the relay.
 func (e *benchEnv) warmUp(b *testing.B, partitions int) {
 	b.Helper()
 	msgs := make([]kafka.Message, 16*partitions)

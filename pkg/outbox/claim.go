@@ -42,11 +42,10 @@ type claimed struct {
 //
 // The claim also turns bitmap scans off for its own transaction: the outbox
 // is a queue, its statistics always lag behind it, and with a few hundred
-// rows estimated where tens of thousands wait, the planner read every ready
-// row through a bitmap and sorted them rather than walk the seq index until
-// the batch is full, and matched the leased ids by ANDing bitmaps of
-// thousands of rows (auto_explain of a claim of 1,000: 66 ms, 40 ms without
-// bitmaps).
+// rows estimated where tens of thousands wait, the planner reads every ready
+// row through a bitmap and sorts them rather than walk the seq index until
+// the batch is full, and matches the leased ids by ANDing bitmaps of
+// thousands of rows.
 const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), hashtext('claim')), set_config('enable_bitmapscan', 'off', true)`
 
 // The claim statement leases and returns the events to send; their order is
@@ -68,14 +67,14 @@ const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), has
 // on the unpublished index, are then checked against them with hashed
 // subplans: "(topic, key) NOT IN (held keys)" is one hash probe per candidate,
 // and only a candidate whose key is held compares its seq with the key's
-// oldest held one. The checks used to be correlated subqueries per candidate;
-// after an ANALYZE that saw an empty queue, the planner served them from the
-// seq-only unpublished index ("seq < e.seq": every older row of every key,
-// for every candidate), quadratic in the backlog: a claim over 2,000 waiting
-// rows took 190-330 ms, the relay fell behind and the backlog fed itself
-// (auto_explain under make bench-e2e, 5-minute runs; README, whole-flow
-// benchmark). Here each held set is read once, linear at worst, whatever the
-// plan of its scan. The hashed subplans need the held sets to fit in
+// oldest held one. Each held set is read once, linear at worst, whatever the
+// plan of its scan: checks per candidate (correlated subqueries) may be
+// served from the seq-only unpublished index when the statistics were taken
+// on an almost empty queue ("seq < e.seq": every older row of every key, for
+// every candidate), quadratic in the backlog, so that a backlog would slow
+// the claims that drain it (docs/design/architecture.md, "Why it is this
+// way"). TestClaimReadsHeldRowsOncePerClaim checks the plan. The hashed
+// subplans need the held sets to fit in
 // work_mem (they are a few thousand rows in an outage, a few hundred bytes
 // each); topic and key are NOT NULL, so NOT IN means "not among".
 //

@@ -128,12 +128,11 @@ func TestOutboxVacuumedByCountNotShare(t *testing.T) {
 }
 
 // A claim reads each held set (retry_wait, DEAD, leased) once, whatever the
-// statistics say: after an ANALYZE that saw an empty queue the planner served
-// per-candidate checks from the seq-only unpublished index, every older row
-// for every candidate, and a claim over a backlog of 2,000 read 280,000
-// buffers (175 ms) where it now reads about 17,000 (10 ms). The plan is
-// checked, not the time: no scan of outbox_event but the UPDATE's primary
-// key lookup may run once per candidate.
+// statistics say: with statistics of an almost empty queue, per-candidate
+// checks would be served from the seq-only unpublished index, every older
+// row for every candidate. The plan is checked, not the time: no scan of
+// outbox_event but the UPDATE's primary key lookup may run once per
+// candidate.
 func TestClaimReadsHeldRowsOncePerClaim(t *testing.T) {
 	ctx := context.Background()
 	db, err := postgres.Open(ctx, pgtest.NewDSN(t, migrations.Platform), 2)

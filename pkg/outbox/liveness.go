@@ -33,11 +33,10 @@ const livenessLockSQL = `SELECT pg_try_advisory_lock(hashtext('outbox_relay'), $
 // lock itself (until it commits, which no relay minds: a new relay draws
 // another key) and the owner is dead; false when a live relay holds it;
 // NULL for a NULL owner (a relay run without a session: time-bound leases
-// only). It asks the lock manager for one lock. Claims used to read the set
-// of live owners from pg_locks instead, which copies the whole lock table
-// and walks the predicate-lock hash (sized by max_connections) under every
-// lock partition's lock: bench-e2e's perf profile put that at 8% of
-// PostgreSQL's CPU at 100 transfers/s.
+// only). It asks the lock manager for one lock, rather than reading the
+// live owners from pg_locks, which copies the whole lock table and walks the
+// predicate-lock hash (sized by max_connections) under every lock
+// partition's lock, on every claim.
 func ownerDeadSQL(owner string) string {
 	return "pg_try_advisory_xact_lock(hashtext('outbox_relay'), " + owner + ")"
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // publishedSQL, failedSQL and releaseSQL join the ids as a table: an index
-// probe per id, where "id = ANY(array)" was planned as an AND of bitmaps
-// over every unpublished and every leased row. Each only touches rows the
+// probe per id, where the planner may serve "id = ANY(array)" as an AND of
+// bitmaps over every unpublished and every leased row. Each only touches rows the
 // claim ($2, $5) still leases: another claim's rows, even of the same relay,
 // are never touched.
 const publishedSQL = `

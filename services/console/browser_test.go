@@ -33,7 +33,7 @@ import (
 )
 
 // EnvDocsScreenshots, when set to a folder (docs/console), receives one
-// screenshot per page for the README.
+// screenshot per page for docs/console.md.
 const EnvDocsScreenshots = "CONSOLE_DOCS_SCREENSHOTS"
 
 // env is the suite, the console in front of it, and a browser.

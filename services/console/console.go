@@ -1,4 +1,4 @@
-// Package console is the operator console (issue 17): a web page to find
+// Package console is the operator console: a web page to find
 // a transfer, follow it through the four services, see the backlogs and
 // requeue a DEAD event. It is server-rendered (html/template, assets
 // embedded), holds no database and reads the services only through their

@@ -34,7 +34,7 @@ func (s *service) stored(t *testing.T) string {
 }
 
 // TestBadTokensChangeNothing: on the running service (PostgreSQL, Kafka),
-// every bad input of issue 11 is a 401 problem with the contract's
+// every input of authtest.BadAuthorizations is a 401 problem with the contract's
 // challenge, with a good body or a malformed one, and stores nothing; a
 // token without the scope is 403 and stores nothing; only a good token
 // gets to the body's 400.

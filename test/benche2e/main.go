@@ -213,7 +213,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		"KAFKA_BROKERS": brokers, "LOG_LEVEL": "warn", "LOG_FORMAT": "text",
 		// One client sends everything: no rate limit in the way.
 		"RATE_LIMIT_RPS": "1000000", "RATE_LIMIT_BURST": "1000000",
-		// Velocity rules off, as in the run: random transfers
+		// Velocity rules off: random transfers
 		// between a fixed set of accounts would trip them.
 		"ANTIFRAUD_VELOCITY_MAX_COUNT": "0", "ANTIFRAUD_VELOCITY_MAX_CENTS": "0",
 		"OUTBOX_RELAY": o.relay,

@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// profiler takes, with -profile DIR, what the issue asks for where an aim is
+// profiler takes, with -profile DIR, what explains an aim that is
 // missed: each service's CPU profile during every step and heap profile at
 // a deployment's start and end (the binaries are built with the tag
 // benchprofile, which serves net/http/pprof on PPROF_ADDR), PostgreSQL's

@@ -1,4 +1,4 @@
-// Package chaos holds the fault test of issue 14 (`make chaos`): the four
+// Package chaos holds the fault test (`make chaos`): the four
 // services built as binaries and run as separate OS processes (transfers
 // twice, so a killed relay has a sibling to take its leases over), each on
 // its own database of a PostgreSQL the test starts with fsync on, over a

@@ -1,11 +1,9 @@
 package observability
 
 import (
-	"bufio"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +15,8 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/paysuite/payments/test/mdtest"
 )
 
 // runbookPrefix is what every runbook_url starts with: the operations guide
@@ -208,54 +208,14 @@ func usesFunc(root parser.Node, name string) bool {
 }
 
 // markdownAnchors returns the anchors GitHub gives the headings of a
-// Markdown file: lower case, punctuation other than '-' and '_' dropped,
-// spaces turned into '-'.
+// Markdown file.
 func markdownAnchors(tb testing.TB, path string) map[string]bool {
 	tb.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatalf("open %s: %v", path, err)
 	}
-	defer f.Close()
-	anchors := map[string]bool{}
-	fence := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			fence = !fence
-			continue
-		}
-		if fence || !strings.HasPrefix(line, "#") {
-			continue
-		}
-		anchors[githubSlug(strings.TrimLeft(line, "#"))] = true
-	}
-	if err := sc.Err(); err != nil {
-		tb.Fatal(err)
-	}
-	return anchors
-}
-
-var slugDrop = regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
-
-func githubSlug(heading string) string {
-	s := strings.ToLower(strings.TrimSpace(heading))
-	s = slugDrop.ReplaceAllString(s, "")
-	return strings.ReplaceAll(s, " ", "-")
-}
-
-func TestGithubSlug(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{" OutboxDeadEvents", "outboxdeadevents"},
-		{" Logs: JSON, request_id and trace_id", "logs-json-request_id-and-trace_id"},
-		{" `payments outbox requeue`", "payments-outbox-requeue"},
-	}
-	for _, tc := range tests {
-		if got := githubSlug(tc.in); got != tc.want {
-			t.Errorf("githubSlug(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
+	return mdtest.Anchors(string(b))
 }
 
 // TestPrometheusConfig checks deploy/prometheus/prometheus.yml: one job per

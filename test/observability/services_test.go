@@ -285,7 +285,7 @@ func checkFamilies(t *testing.T, h *harness) {
 }
 
 // checkLagPerPartition checks that consumer_lag is reported per topic and
-// partition (what the issue and the ConsumerLagGrowing alert ask for), not
+// partition (what the ConsumerLagGrowing alert needs), not
 // as one number per reader.
 func checkLagPerPartition(t *testing.T, h *harness) {
 	m := mustScrape(t, h.url)

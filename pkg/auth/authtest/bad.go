@@ -29,7 +29,8 @@ type BadCase struct {
 	Challenge string
 }
 
-// BadAuthorizations are the bad inputs of issue 11, made against this
+// BadAuthorizations are the bad bearer inputs every service refuses with a
+// 401, made against this
 // issuer's keys: no header, another scheme, an empty bearer, garbage, a
 // 100 KB token, alg none, HS256 keyed with the public key's bytes, a good
 // signature by a key the JWKS does not have, a tampered payload, and

@@ -13,7 +13,7 @@ import (
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 )
 
-// TestAnotherClientCannotLockTheTitularOut is the attack of issue 11: client
+// TestAnotherClientCannotLockTheTitularOut is the lock-out attack: client
 // B requests the velocity limit's worth of 1-cent transfers from client A's
 // account to accounts that do not exist. The ledger will reject every one
 // (ORIGEM_NAO_AUTORIZADA), but antifraud decides first; they count toward

@@ -35,9 +35,8 @@ RETURNING transfer_id`
 	// rows, so data-modifying CTEs apply them together, and a batch costs
 	// one statement whatever its size. The markers are found by
 	// "transfer_id = ANY", not by a join with the unnested results: with
-	// statistics taken while the table was small, the planner answered the
-	// join by hashing every marker (15,000 of them, 15 ms, after 15,000
-	// transfers), sequential scans off or not.
+	// statistics taken while the table was small, the planner answers the
+	// join by hashing every marker, sequential scans off or not.
 	writeSQL = `
 WITH postings AS (
     INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
@@ -60,12 +59,11 @@ WHERE m.transfer_id = ANY($7::uuid[])`
 // noSeqScanSQL turns sequential scans off for the rest of the settlement
 // transaction. Every statement of a settlement touches a few rows by key;
 // but the tables grow by thousands of rows between two autovacuum analyses,
-// and with statistics that still said "8 rows" the planner read the whole
-// processed_transfer table to find a batch's markers, a cost that grew with
-// every settled transfer (measured: the write statement of a batch of 50
-// went from 3.7 to 7.8 ms on average over 20,000 transfers). With this
-// setting and the key-only shapes of the statements (writeSQL), each row is
-// found through its primary key whatever the statistics say.
+// and with statistics taken while they were small the planner may read the
+// whole processed_transfer table to find a batch's markers, a cost that
+// grows with every settled transfer. With this setting and the key-only
+// shapes of the statements (writeSQL), each row is found through its
+// primary key whatever the statistics say.
 const noSeqScanSQL = `SELECT set_config('enable_seqscan', 'off', true)`
 
 // Settle implements ledger.Store: one transaction for all of ts.
