@@ -48,6 +48,8 @@ type harnessOptions struct {
 	// admit, if set, builds the admission control of POST from the
 	// outbox's backlog.
 	admit func(outbox.BacklogReader) web.Admission
+	// idem, if set, counts the idempotency outcomes of POST.
+	idem *web.IdempotencyMetrics
 }
 
 func newHarness(tb testing.TB, opts harnessOptions) *harness {
@@ -62,7 +64,7 @@ func newHarness(tb testing.TB, opts harnessOptions) *harness {
 		log = slog.New(slog.DiscardHandler)
 	}
 	srv := httptest.NewServer(authedRouter(tb, log, func(r chi.Router) {
-		h := web.New(transfer.NewService(store, requestedTopic), log, testSpec)
+		h := web.New(transfer.NewService(store, requestedTopic), log, testSpec).WithIdempotencyMetrics(opts.idem)
 		if opts.admit != nil {
 			h.WithAdmission(opts.admit(outbox.NewRelay(outbox.New(db), nil, outbox.RelayConfig{}, log, nil)))
 		}
