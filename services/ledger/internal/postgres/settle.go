@@ -81,7 +81,7 @@ func (s *Store) Settle(ctx context.Context, ts []ledger.Transfer, decide ledger.
 		return nil, nil
 	}
 	var results []ledger.Result
-	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		results, err = s.settle(ctx, tx, ts, decide)
 		return err
