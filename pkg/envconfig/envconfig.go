@@ -11,8 +11,9 @@
 //
 //	help:"..."     what the variable is for (--help, the README check)
 //	secret:"true"  the value is never shown: "***" in logs
-//	secret:"url"   a URL whose password (user info or password= parameter)
-//	               shows as xxxxx; a value that is not a URL is hidden whole
+//	secret:"url"   a URL whose password (user info, or a query parameter
+//	               named like a password, secret or token) shows as xxxxx;
+//	               a value that is not a URL is hidden whole (RedactDSN)
 //	secret:"endpoint" a URL shown as scheme, host and path only (RedactURL)
 //	trim:"false"   the value is used as given (a password); every other
 //	               value is trimmed of spaces
@@ -272,7 +273,7 @@ func walk(cfg any) ([]Var, error) {
 			case "true":
 				d.Secret, d.mask = true, func(string) string { return "***" }
 			case "url":
-				d.Secret, d.mask = true, redactURL
+				d.Secret, d.mask = true, RedactDSN
 			case "endpoint":
 				d.Secret, d.mask = true, RedactURL
 			default:
@@ -333,19 +334,39 @@ func RedactURL(s string) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
 }
 
-// redactURL hides the password of a URL, keeping the rest (a DSN's
-// options; secret:"url"); a value that does not parse as a URL with a
-// scheme (a key=value DSN may hold a password) is hidden whole.
-func redactURL(s string) string {
+// RedactDSN is a database or broker URL as messages may show it: the
+// password of its user info and the value of every query parameter whose
+// name holds "password", "secret" or "token" (any case: password,
+// sslpassword, auth_token) show as xxxxx; host, user, database and the
+// other options stay, so that the message still says where it connected
+// (secret:"url"). A value that does not parse as a URL with a scheme (a
+// key=value DSN may hold a password) is hidden whole.
+func RedactDSN(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" {
 		return "***"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	if u.RawQuery != "" {
+		q := u.Query()
+		hidden := false
+		for k := range q {
+			if secretParam(k) {
+				q[k] = []string{"xxxxx"}
+				hidden = true
+			}
+		}
+		if hidden {
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted() // user:xxxxx@
+}
+
+// secretParam reports whether a URL query parameter named k carries a
+// credential.
+func secretParam(k string) bool {
+	k = strings.ToLower(k)
+	return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "token")
 }
 
 // LogValue is the effective configuration of cfg (a struct or a pointer to

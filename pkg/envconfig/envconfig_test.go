@@ -218,3 +218,30 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// RedactDSN hides the password of the user info and of every query
+// parameter named like a password, secret or token, and keeps the rest.
+func TestRedactDSN(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://u:secret@h/db", "postgres://u:xxxxx@h/db"},
+		{"postgres://u@h:5432/db?sslmode=disable", "postgres://u@h:5432/db?sslmode=disable"},
+		{"postgres://h/db?password=p1&sslmode=require", "postgres://h/db?password=xxxxx&sslmode=require"},
+		{"postgres://u:p0@h/db?sslpassword=p2", "postgres://u:xxxxx@h/db?sslpassword=xxxxx"},
+		{"postgres://h/db?PGPassword=p3", "postgres://h/db?PGPassword=xxxxx"},
+		{"kafka://h:9092?client_secret=p4&sasl_token=p5&acks=all", "kafka://h:9092?acks=all&client_secret=xxxxx&sasl_token=xxxxx"},
+		{"postgres://u:p0@a:5432,b:5432/db?target_session_attrs=read-write", "postgres://u:xxxxx@a:5432,b:5432/db?target_session_attrs=read-write"},
+		{"host=h password=p6 dbname=db", "***"},
+		{"::not a url", "***"},
+	} {
+		got := envconfig.RedactDSN(tc.in)
+		if got != tc.want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		for _, p := range []string{"p0", "p1", "p2", "p3", "p4", "p5", "p6", "secret@"} {
+			if strings.Contains(got, p) {
+				t.Errorf("RedactDSN(%q) = %q shows %q", tc.in, got, p)
+			}
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/test/outboxtest"
 	"github.com/paysuite/payments/test/pgtest"
 )
 
@@ -150,10 +151,7 @@ func TestBacklogAndRequeue(t *testing.T) {
 			t.Errorf("requeue #%d moved %d, want %d", i+1, r.Reenfileirados, want)
 		}
 	}
-	log, err := e.ob.AuditLog(t.Context(), 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := outboxtest.AuditLog(t, e.db, 10)
 	if len(log) != 1 || log[0].Operator != "ana" || log[0].Action != "requeue" || log[0].EventID != dead {
 		t.Errorf("audit = %+v, want one requeue by ana", log)
 	}

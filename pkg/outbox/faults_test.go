@@ -22,6 +22,7 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/test/outboxtest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -497,15 +498,12 @@ func TestRelayDeadEventHoldsItsKeyUntilAnOperatorActs(t *testing.T) {
 			if diff := cmp.Diff(wantOrder, order); diff != "" {
 				t.Errorf("send order (-want +got):\n%s", diff)
 			}
-			entries, err := e.ob.AuditLog(context.Background(), 10)
-			if err != nil {
-				t.Fatal(err)
-			}
+			entries := outboxtest.AuditLog(t, e.db, 10)
 			if len(entries) != 1 || entries[0].At.IsZero() {
 				t.Fatalf("audit log = %+v, want one entry", entries)
 			}
 			entries[0].At = time.Time{}
-			wantEntry := outbox.AuditEntry{Operator: "alice", Action: action, EventID: ids[0], Topic: e.topic, Key: "k", Reason: "TICKET-1"}
+			wantEntry := outboxtest.AuditEntry{Operator: "alice", Action: action, EventID: ids[0], Topic: e.topic, Key: "k", Reason: "TICKET-1"}
 			if diff := cmp.Diff(wantEntry, entries[0]); diff != "" {
 				t.Errorf("audit entry (-want +got):\n%s", diff)
 			}

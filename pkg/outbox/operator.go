@@ -209,38 +209,6 @@ func lockDead(ctx context.Context, tx pgx.Tx, id *uuid.UUID, topic, typ *string)
 	return out, rows.Err()
 }
 
-// AuditEntry is one operator action on one event.
-type AuditEntry struct {
-	At       time.Time
-	Operator string
-	Action   string
-	EventID  uuid.UUID
-	Topic    string
-	Key      string
-	Reason   string
-}
-
-const auditSQL = `
-SELECT at, operator, action, event_id, topic, key, reason FROM outbox_audit ORDER BY id DESC LIMIT $1`
-
-// AuditLog returns up to limit operator actions, newest first.
-func (o *Outbox) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
-	rows, err := o.db.Query(ctx, auditSQL, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read outbox audit: %w", err)
-	}
-	defer rows.Close()
-	var out []AuditEntry
-	for rows.Next() {
-		var e AuditEntry
-		if err := rows.Scan(&e.At, &e.Operator, &e.Action, &e.EventID, &e.Topic, &e.Key, &e.Reason); err != nil {
-			return nil, fmt.Errorf("scan outbox audit: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
 func nullable(s string) *string {
 	if s == "" {
 		return nil

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -285,6 +284,3 @@ func shortID() string {
 	}
 	return strings.ToUpper(hex.EncodeToString(b[:]))
 }
-
-// ErrDemoFailed is returned when the demo's expectations did not hold.
-var ErrDemoFailed = errors.New("demo failed")

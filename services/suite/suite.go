@@ -102,7 +102,7 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 		}
 		dsns[s] = dsn
 	}
-	fmt.Fprintf(opts.Out, "PostgreSQL: %s (databases payments_transfers, payments_ledger, payments_antifraud, payments_notifications)\n", redact(opts.DatabaseURL))
+	fmt.Fprintf(opts.Out, "PostgreSQL: %s (databases payments_transfers, payments_ledger, payments_antifraud, payments_notifications)\n", envconfig.RedactDSN(opts.DatabaseURL))
 
 	env := func(service, defaultAddr string) func(string) string {
 		prefix := strings.ToUpper(service) + "_"
@@ -292,7 +292,7 @@ func ensureDatabase(ctx context.Context, serverURL, name string) (string, error)
 	}
 	conn, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
-		return "", fmt.Errorf("connect to PostgreSQL at %s: %w", redact(serverURL), err)
+		return "", fmt.Errorf("connect to PostgreSQL at %s: %w", envconfig.RedactDSN(serverURL), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var exists bool
@@ -309,14 +309,6 @@ func ensureDatabase(ctx context.Context, serverURL, name string) (string, error)
 }
 
 // redact hides the password of a database URL.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
 func firstNonEmpty(vs ...string) string {
 	for _, v := range vs {
 		if v != "" {

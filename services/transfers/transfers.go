@@ -120,10 +120,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	inb := inbox.New(base.DB, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(base.Registry))
 	store := postgres.NewStore(base.DB, base.Outbox, inb, cfg.ClaimTimeout)
 	held := NewHeldMetrics(base.Registry)
-	svc := transfer.NewService(meterHeld(meterIdempotency(store, NewIdempotencyMetrics(base.Registry)), held), cfg.Topics.Requested)
+	svc := transfer.NewService(meterHeld(store, held), cfg.Topics.Requested)
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending, Refresh: cfg.AdmissionRefresh},
 		base.Relay, time.Now, admission.NewMetrics(base.Registry))
-	mount(base.Router, svc, admit, opsRoutes(base, store, base.Log), base.Log)
+	mount(base.Router, svc, admit, web.NewIdempotencyMetrics(base.Registry), opsRoutes(base, store, base.Log), base.Log)
 	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
 	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.BlockingRetries)
 	// The results of one partition fetched together are applied in one
@@ -145,10 +145,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:
-// the API, its POST behind admission control admit (nil: never shed),
-// then the operator routes ops.
-func mount(r chi.Router, svc *transfer.Service, admit web.Admission, ops []auth.Route, log *slog.Logger) {
-	h := web.New(svc, log, OpenAPI)
+// the API, its POST behind admission control admit (nil: never shed) and
+// counted on idem (nil: not counted), then the operator routes ops.
+func mount(r chi.Router, svc *transfer.Service, admit web.Admission, idem *web.IdempotencyMetrics, ops []auth.Route, log *slog.Logger) {
+	h := web.New(svc, log, OpenAPI).WithIdempotencyMetrics(idem)
 	if admit != nil {
 		h.WithAdmission(admit)
 	}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 )
 
@@ -221,7 +222,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for k, v := range o.env {
 		b.baseEnv[k] = v
 	}
-	fmt.Fprintf(out, "bench-e2e: logs in %s; PostgreSQL %s; Kafka %s\n", o.logDir, redact(serverURL), brokers)
+	fmt.Fprintf(out, "bench-e2e: logs in %s; PostgreSQL %s; Kafka %s\n", o.logDir, envconfig.RedactDSN(serverURL), brokers)
 	fmt.Fprintf(out, "bench-e2e: %d accounts, rates %v/s for %s each, %s drain; overload steps %vx the plateau; OUTBOX_RELAY=%s\n\n",
 		o.accounts, o.rates, o.step, o.drain, o.overload, o.relay)
 
@@ -794,20 +795,6 @@ func dbURL(serverURL, name string) string {
 		rest = rest[:path]
 	}
 	return serverURL[:i+3] + rest + "/" + name + query
-}
-
-// redact hides the password of a URL.
-func redact(u string) string {
-	at := strings.LastIndexByte(u, '@')
-	scheme := strings.Index(u, "://")
-	if at < 0 || scheme < 0 {
-		return u
-	}
-	cred := u[scheme+3 : at]
-	if user, _, ok := strings.Cut(cred, ":"); ok {
-		return u[:scheme+3] + user + ":***" + u[at:]
-	}
-	return u
 }
 
 // urlPort is the port of a URL, or def.

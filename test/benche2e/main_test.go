@@ -36,10 +36,3 @@ func TestSummarise(t *testing.T) {
 		t.Errorf("summarise(nil) = %+v", got)
 	}
 }
-
-func TestRedact(t *testing.T) {
-	t.Parallel()
-	if got := redact("postgres://u:secret@h/db"); got != "postgres://u:***@h/db" {
-		t.Errorf("redact = %q", got)
-	}
-}

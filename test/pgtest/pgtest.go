@@ -45,6 +45,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/envconfig"
 )
 
 // EnvDatabaseURL names the variable holding the URL of the PostgreSQL server
@@ -157,7 +158,7 @@ func adminPool(tb testing.TB) *pgxpool.Pool {
 			adminErr = admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version)
 		}
 		if adminErr != nil {
-			adminErr = fmt.Errorf("connect to %s: %w", redact(serverURL), adminErr)
+			adminErr = fmt.Errorf("connect to %s: %w", envconfig.RedactDSN(serverURL), adminErr)
 			return
 		}
 		if version >= 150000 {
@@ -388,15 +389,6 @@ func withDatabase(dsn, name string) (string, error) {
 	}
 	// key=value form: a later dbname overrides an earlier one.
 	return dsn + " dbname=" + name, nil
-}
-
-// redact hides the password of a URL for messages.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	return u.Redacted()
 }
 
 func setNames(sets []migrations.Set) string {

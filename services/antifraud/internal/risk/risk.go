@@ -330,18 +330,6 @@ func addSat(a, b int64) int64 {
 	return a + b
 }
 
-// ParseList splits a comma-separated list, trimming spaces and dropping
-// empty items (for the blocklist variable).
-func ParseList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
-}
-
 // String renders the configuration for start-up logs.
 func (c Config) String() string {
 	return "base=" + strconv.Itoa(c.BaseScore) +

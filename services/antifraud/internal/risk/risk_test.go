@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 )
 
@@ -158,7 +159,7 @@ func TestVelocityLimitsDisabled(t *testing.T) {
 
 func TestBlocklist(t *testing.T) {
 	cfg := seedOnly()
-	cfg.Blocklist = risk.ParseList(" CC-666 , ,CC-013,")
+	cfg.Blocklist = envconfig.List(" CC-666 , ,CC-013,") // as ANTIFRAUD_BLOCKLIST is read
 	e := engine(t, cfg)
 	src := risk.Hit{Rule: risk.RuleBlockedSource, Score: 100}
 	dst := risk.Hit{Rule: risk.RuleBlockedDestination, Score: 100}

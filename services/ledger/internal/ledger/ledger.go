@@ -119,6 +119,24 @@ const (
 	Credit Direction = "C"
 )
 
+// Entry is one line of the double entry a settlement writes: an account
+// debited or credited by an amount.
+type Entry struct {
+	AccountID   string
+	Direction   Direction
+	AmountCents int64
+}
+
+// apply moves a's balance by e: a debit takes the amount out, a credit
+// puts it in.
+func (e Entry) apply(a *Account) {
+	if e.Direction == Debit {
+		a.BalanceCents -= e.AmountCents
+	} else {
+		a.BalanceCents += e.AmountCents
+	}
+}
+
 // Posting is one line of an account's history.
 type Posting struct {
 	ID int64
@@ -195,9 +213,10 @@ type Store interface {
 	// other: it claims each transfer by inserting its processed marker (a
 	// transfer already claimed, earlier or in ts itself, is a Duplicate),
 	// locks every account involved ORDER BY id FOR UPDATE, asks decide for
-	// each claimed transfer's Decision, writes the debit and credit postings
-	// and balances of each settled transfer, records each result and
-	// enqueues its Decision's event in the outbox. It returns one Result per
+	// each claimed transfer's Decision, writes each Decision's Entries as
+	// postings and, for every account they name, the balance decide left
+	// on the locked Account, records each result and enqueues each
+	// Decision's event in the outbox. It computes no amount itself. It returns one Result per
 	// transfer, in the order of ts. On error nothing was written.
 	Settle(ctx context.Context, ts []Transfer, decide Decider) ([]Result, error)
 
@@ -236,7 +255,8 @@ type Store interface {
 
 // Decide applies the settlement rules, in the seed's order, to t against
 // the locked accounts (nil when absent) and returns the outcome (Settled or
-// Rejected) and the reason of a rejection:
+// Rejected), the reason of a rejection and, when Settled, the double entry
+// (a debit of the source and a credit of the destination for the amount):
 //
 //  1. either account missing, or a funding account: CONTA_INEXISTENTE;
 //  2. with own == OwnershipEnforced, t names no client or a client that is
@@ -248,24 +268,30 @@ type Store interface {
 // who does not hold the source account learns nothing of its currency or
 // balance from the motivo.
 //
-// On Settled it moves the amount between the two balances in place, so that
-// the next transfer of a batch sees them as a later transaction would.
-func Decide(source, dest *Account, t Transfer, own Ownership) (Outcome, string) {
+// On Settled it applies the entries to the two balances in place, so that
+// the next transfer of a batch sees them as a later transaction would, and
+// so that the store writes the balances it is given: this is the one place
+// a settlement's amounts are computed.
+func Decide(source, dest *Account, t Transfer, own Ownership) (Outcome, string, []Entry) {
 	if source == nil || dest == nil || source.Funding || dest.Funding {
-		return Rejected, ReasonAccountNotFound
+		return Rejected, ReasonAccountNotFound, nil
 	}
 	if own != OwnershipOff && (t.ClientID == "" || source.Holder != t.ClientID) {
-		return Rejected, ReasonUnauthorized
+		return Rejected, ReasonUnauthorized, nil
 	}
 	if source.Currency != t.Currency || dest.Currency != t.Currency {
-		return Rejected, ReasonCurrencyMismatch
+		return Rejected, ReasonCurrencyMismatch, nil
 	}
 	if source.BalanceCents < t.AmountCents {
-		return Rejected, ReasonInsufficientFunds
+		return Rejected, ReasonInsufficientFunds, nil
 	}
-	source.BalanceCents -= t.AmountCents
-	dest.BalanceCents += t.AmountCents
-	return Settled, ""
+	entries := []Entry{
+		{AccountID: source.ID, Direction: Debit, AmountCents: t.AmountCents},
+		{AccountID: dest.ID, Direction: Credit, AmountCents: t.AmountCents},
+	}
+	entries[0].apply(source)
+	entries[1].apply(dest)
+	return Settled, "", entries
 }
 
 // Derived event id kinds (events.DerivedID) of the ledger's result events.
@@ -274,11 +300,15 @@ const (
 	KindRejected = "rejeitada-ledger"
 )
 
-// Decision is the settlement of one claimed transfer: its Result and the
-// outbox message that announces it.
+// Decision is the settlement of one claimed transfer: its Result, the
+// double entry it writes (none unless Settled) and the outbox message that
+// announces it.
 type Decision struct {
 	Result
-	Event outbox.Message
+	// Entries are Decide's debit and credit, already applied to the
+	// balances of the Accounts the Decider was given.
+	Entries []Entry
+	Event   outbox.Message
 }
 
 // Decider decides one claimed transfer against its locked accounts (nil
@@ -303,8 +333,8 @@ type Rules struct {
 // now.
 func (r Rules) Decider(now time.Time) Decider {
 	return func(source, dest *Account, t Transfer) (Decision, error) {
-		outcome, reason := Decide(source, dest, t, r.Ownership)
-		d := Decision{Result: Result{TransferID: t.ID, Outcome: outcome, Reason: reason}}
+		outcome, reason, entries := Decide(source, dest, t, r.Ownership)
+		d := Decision{Result: Result{TransferID: t.ID, Outcome: outcome, Reason: reason}, Entries: entries}
 		var err error
 		d.Event, err = r.resultEvent(t, outcome, reason, now)
 		return d, err

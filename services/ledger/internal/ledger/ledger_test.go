@@ -69,7 +69,7 @@ func TestDecide(t *testing.T) {
 			if client == "-" {
 				client = ""
 			}
-			outcome, reason := ledger.Decide(tc.src, tc.dst, ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B",
+			outcome, reason, _ := ledger.Decide(tc.src, tc.dst, ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B",
 				AmountCents: tc.amount, Currency: tc.currency, ClientID: client}, tc.own)
 			if outcome != tc.outcome || reason != tc.reason {
 				t.Errorf("Decide = %s %s, want %s %s", outcome, reason, tc.outcome, tc.reason)
@@ -92,7 +92,7 @@ func TestDecideSameAccountLeavesBalance(t *testing.T) {
 	t.Parallel()
 	a := &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 10, Holder: "ana"}
 	tr := ledger.Transfer{Source: "A", Dest: "A", AmountCents: 10, Currency: "BRL", ClientID: "ana"}
-	if o, _ := ledger.Decide(a, a, tr, ledger.OwnershipEnforced); o != ledger.Settled || a.BalanceCents != 10 {
+	if o, _, _ := ledger.Decide(a, a, tr, ledger.OwnershipEnforced); o != ledger.Settled || a.BalanceCents != 10 {
 		t.Errorf("outcome %s balance %d, want settled and 10", o, a.BalanceCents)
 	}
 }
@@ -307,6 +307,45 @@ func TestDeciderBuildsResultEvents(t *testing.T) {
 			want := []string{id.String(), tc.topic, tc.typ, "A", tr.ID.String(), tr.Traceparent, fmt.Sprintf(tc.wantPayload, id, tr.ID)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("event mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDeciderGivesTheDoubleEntry: a settled transfer's Decision carries the
+// debit of the source and the credit of the destination, already applied
+// to the two balances it was given (the store writes both as they are); a
+// rejected one carries no entry and moves nothing.
+func TestDeciderGivesTheDoubleEntry(t *testing.T) {
+	t.Parallel()
+	decide := ledger.Rules{}.Decider(time.Now())
+	tr := ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B", AmountCents: 10, Currency: "BRL", ClientID: "ana"}
+	tests := []struct {
+		name             string
+		srcBal           int64
+		want             []ledger.Entry
+		srcAfter, dstAft int64
+	}{
+		{"settled", 25, []ledger.Entry{
+			{AccountID: "A", Direction: ledger.Debit, AmountCents: 10},
+			{AccountID: "B", Direction: ledger.Credit, AmountCents: 10},
+		}, 15, 10},
+		{"rejected", 9, nil, 9, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: tc.srcBal, Holder: "ana"}
+			dst := &ledger.Account{ID: "B", Currency: "BRL", Holder: "bruno"}
+			d, err := decide(src, dst, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, d.Entries); diff != "" {
+				t.Errorf("entries mismatch (-want +got):\n%s", diff)
+			}
+			if src.BalanceCents != tc.srcAfter || dst.BalanceCents != tc.dstAft {
+				t.Errorf("balances after = %d, %d; want %d, %d", src.BalanceCents, dst.BalanceCents, tc.srcAfter, tc.dstAft)
 			}
 		})
 	}

@@ -20,16 +20,16 @@ import (
 
 // TestCrossedTransfersNeverDeadlock runs 8 workers settling transfers in
 // both directions between a few accounts, alone and in batches, for 10
-// seconds, with transactions that are never retried: a deadlock would
-// surface as an error.
+// seconds, on a pool that sees the error of every statement, whether or not
+// InTx then retries its transaction: a single deadlock fails the test.
 func TestCrossedTransfersNeverDeadlock(t *testing.T) {
 	t.Parallel()
 	load := 10 * time.Second
 	if testing.Short() {
 		load = 2 * time.Second
 	}
-	db := ledgertest.NewDB(t)
-	s := postgres.New(db, outbox.New(db), postgres.WithTxRunner(noRetry{db}))
+	db := deadlockFreeDB(t)
+	s := postgres.New(db, outbox.New(db))
 	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics}, nil)
 	ids := []string{"A", "B", "C", "D"}
 	const initial = 1_000_000
@@ -313,8 +313,8 @@ func settleVia(ctx context.Context, svc *ledger.Service, ts []ledger.Transfer) (
 // on the account first (two deposits then deadlocked upgrading it).
 func TestConcurrentDepositsNeverDeadlock(t *testing.T) {
 	t.Parallel()
-	db := ledgertest.NewDB(t)
-	s := postgres.New(db, outbox.New(db), postgres.WithTxRunner(noRetry{db}))
+	db := deadlockFreeDB(t)
+	s := postgres.New(db, outbox.New(db))
 	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics}, nil)
 	open(t, s, "HOT", "BRL", 1_000_000)
 	open(t, s, "OTHER", "BRL", 0)

@@ -30,8 +30,8 @@ ORDER BY u.id
 ON CONFLICT (transfer_id) DO NOTHING
 RETURNING transfer_id`
 
-	// writeSQL writes the postings, the balance changes (one per account)
-	// and the results in one statement: they do not read each other's
+	// writeSQL writes the postings, the balances (one per account, as the
+	// domain left them) and the results in one statement: they do not read each other's
 	// rows, so data-modifying CTEs apply them together, and a batch costs
 	// one statement whatever its size. The markers are found by
 	// "transfer_id = ANY", not by a join with the unnested results: with
@@ -45,9 +45,9 @@ WITH postings AS (
          AS p(entry_id, account_id, direction, amount, n)
     ORDER BY p.n
 ), balances AS (
-    UPDATE account AS a SET balance_cents = a.balance_cents + d.delta
-    FROM unnest($5::text[], $6::bigint[]) AS d(id, delta)
-    WHERE a.id = d.id
+    UPDATE account AS a SET balance_cents = b.balance
+    FROM unnest($5::text[], $6::bigint[]) AS b(id, balance)
+    WHERE a.id = b.id
 )
 UPDATE processed_transfer AS m
 SET result = ($8::text[])[array_position($7::uuid[], m.transfer_id)],
@@ -79,7 +79,7 @@ func (s *Store) Settle(ctx context.Context, ts []ledger.Transfer, decide ledger.
 		return nil, nil
 	}
 	var results []ledger.Result
-	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		results, err = s.settle(ctx, tx, ts, decide)
 		return err
@@ -156,7 +156,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 		pAmounts               []int64
 		rIDs, rEventIDs        [][16]byte
 		rResults, rReasons     []string
-		deltas                 = map[string]int64{}
+		moved                  = map[string]bool{}
 	)
 	for i, t := range ts {
 		if first[t.ID] != i || !claimed[t.ID] {
@@ -168,13 +168,12 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 			return nil, err
 		}
 		results[i] = d.Result
-		if d.Outcome == ledger.Settled {
-			pEntries = append(pEntries, [16]byte(t.ID), [16]byte(t.ID))
-			pAccounts = append(pAccounts, t.Source, t.Dest)
-			pDirections = append(pDirections, string(ledger.Debit), string(ledger.Credit))
-			pAmounts = append(pAmounts, t.AmountCents, t.AmountCents)
-			deltas[t.Source] -= t.AmountCents
-			deltas[t.Dest] += t.AmountCents
+		for _, e := range d.Entries {
+			pEntries = append(pEntries, [16]byte(t.ID))
+			pAccounts = append(pAccounts, e.AccountID)
+			pDirections = append(pDirections, string(e.Direction))
+			pAmounts = append(pAmounts, e.AmountCents)
+			moved[e.AccountID] = true
 		}
 		msgs = append(msgs, d.Event)
 		rIDs, rEventIDs = append(rIDs, [16]byte(t.ID)), append(rEventIDs, [16]byte(d.Event.ID))
@@ -189,8 +188,8 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 	if err := s.outbox.Queue(ctx, tx, wb, msgs...); err != nil {
 		return nil, err
 	}
-	dIDs, dAmounts := sortedDeltas(deltas)
-	wb.Queue(writeSQL, pEntries, pAccounts, pDirections, pAmounts, dIDs, dAmounts, rIDs, rResults, rReasons, rEventIDs)
+	bIDs, bBalances := balances(accounts, moved)
+	wb.Queue(writeSQL, pEntries, pAccounts, pDirections, pAmounts, bIDs, bBalances, rIDs, rResults, rReasons, rEventIDs)
 	wr := tx.SendBatch(ctx, wb)
 	_, err = wr.Exec()
 	if err != nil {
@@ -247,18 +246,17 @@ func readLocked(br pgx.BatchResults) (map[string]*ledger.Account, error) {
 	return accounts, nil
 }
 
-// sortedDeltas returns the non-zero balance changes in account order.
-func sortedDeltas(deltas map[string]int64) ([]string, []int64) {
-	ids := make([]string, 0, len(deltas))
-	for id, d := range deltas {
-		if d != 0 {
-			ids = append(ids, id)
-		}
+// balances returns, in account order, the balances the decisions left on
+// the locked accounts that their entries moved.
+func balances(accounts map[string]*ledger.Account, moved map[string]bool) ([]string, []int64) {
+	ids := make([]string, 0, len(moved))
+	for id := range moved {
+		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	amounts := make([]int64, len(ids))
 	for i, id := range ids {
-		amounts[i] = deltas[id]
+		amounts[i] = accounts[id].BalanceCents
 	}
 	return ids, amounts
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
@@ -30,10 +32,10 @@ const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // ledgertest topics, stamped at at.
 var decide = ledger.Rules{Topics: ledgertest.Topics}.Decider(at)
 
-func newStore(tb testing.TB, opts ...postgres.Option) (*postgres.Store, *pgplatform.DB) {
+func newStore(tb testing.TB) (*postgres.Store, *pgplatform.DB) {
 	tb.Helper()
 	db := ledgertest.NewDB(tb)
-	return postgres.New(db, outbox.New(db), opts...), db
+	return postgres.New(db, outbox.New(db)), db
 }
 
 // open creates account id in currency with balance cents deposited.
@@ -462,10 +464,104 @@ func TestSchemaEnforcesInvariants(t *testing.T) {
 	}
 }
 
-// noRetry runs transactions without InTx's retry of deadlocks, so that a
-// deadlock surfaces as an error.
-type noRetry struct{ db *pgplatform.DB }
-
-func (n noRetry) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, n.db.Pool, pgx.TxOptions{}, fn)
+// deadlockFreeDB is a pool on a fresh ledger database whose tracer sees the
+// outcome of every statement, batched or not, before InTx decides whether
+// to retry its transaction; the test fails at its end if any statement
+// ended in a deadlock (40P01).
+func deadlockFreeDB(t *testing.T) *pgplatform.DB {
+	t.Helper()
+	db, tr := tracedDB(t)
+	t.Cleanup(func() {
+		if n := tr.deadlocks.Load(); n > 0 {
+			t.Errorf("%d statement(s) ended in a deadlock", n)
+		}
+	})
+	return db
 }
+
+// tracedDB is a pool of up to 16 connections on a fresh ledger database,
+// with a deadlockTracer.
+func tracedDB(t *testing.T) (*pgplatform.DB, *deadlockTracer) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(ledgertest.NewDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 16
+	tr := &deadlockTracer{}
+	cfg.ConnConfig.Tracer = tr
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pgplatform.Wrap(pool), tr
+}
+
+// TestDeadlockTracerSeesDeadlocks: two transactions that wait for each
+// other's lock make one statement fail with 40P01, and the tracer counts
+// it, so deadlockFreeDB does catch a deadlock that InTx would retry away.
+func TestDeadlockTracerSeesDeadlocks(t *testing.T) {
+	t.Parallel()
+	db, tr := tracedDB(t)
+	ctx := context.Background()
+	var txs [2]pgx.Tx
+	for i := range txs {
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		txs[i] = tx
+	}
+	errs := make(chan error, 2)
+	for i, tx := range txs {
+		go func() {
+			_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(1-i))
+			if err != nil {
+				_ = tx.Rollback(ctx) // frees the other
+			}
+			errs <- err
+		}()
+	}
+	var codes []string
+	for range txs {
+		codes = append(codes, pgplatform.Code(<-errs))
+	}
+	if got := tr.deadlocks.Load(); got != 1 {
+		t.Errorf("tracer counted %d deadlocks (SQLSTATEs %q), want 1", got, codes)
+	}
+}
+
+// deadlockTracer counts the statements that end in a deadlock; it is a
+// pgx.QueryTracer and a pgx.BatchTracer.
+type deadlockTracer struct{ deadlocks atomic.Int64 }
+
+func (d *deadlockTracer) note(err error) {
+	if pgplatform.Code(err) == pgplatform.CodeDeadlockDetected {
+		d.deadlocks.Add(1)
+	}
+}
+
+func (d *deadlockTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (d *deadlockTracer) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	d.note(data.Err)
+}
+
+func (d *deadlockTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (d *deadlockTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	d.note(data.Err)
+}
+
+func (d *deadlockTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -17,36 +17,16 @@ import (
 
 var _ ledger.Store = (*Store)(nil)
 
-// TxRunner runs fn in one transaction, committing when fn returns nil.
-// *postgres.DB is one (it reruns fn on serialization failures and
-// deadlocks).
-type TxRunner interface {
-	InTx(ctx context.Context, fn func(tx pgx.Tx) error) error
-}
-
 // Store is the ledger's store on PostgreSQL.
 type Store struct {
 	db     *postgres.DB
-	tx     TxRunner
 	outbox *outbox.Outbox
 }
 
-// Option changes a Store.
-type Option func(*Store)
-
-// WithTxRunner makes the store run its transactions with r instead of the
-// DB's InTx (tests use a runner that never retries, so that a deadlock
-// would surface).
-func WithTxRunner(r TxRunner) Option { return func(s *Store) { s.tx = r } }
-
 // New returns the store on db, enqueuing the result events that settlements
 // are given in ob.
-func New(db *postgres.DB, ob *outbox.Outbox, opts ...Option) *Store {
-	s := &Store{db: db, tx: db, outbox: ob}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
+func New(db *postgres.DB, ob *outbox.Outbox) *Store {
+	return &Store{db: db, outbox: ob}
 }
 
 const (
@@ -109,7 +89,7 @@ func (s *Store) CreateAccount(ctx context.Context, id, currency, holder string) 
 		a       ledger.Account
 		created bool
 	)
-	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, ensureFundingSQL, currency); err != nil {
 			return fmt.Errorf("ensure funding account %s: %w", currency, err)
 		}
@@ -151,7 +131,7 @@ func checkExisting(a ledger.Account, currency, holder string) error {
 // ClaimAccount implements ledger.Store.
 func (s *Store) ClaimAccount(ctx context.Context, id, currency, holder string) (ledger.Account, error) {
 	var a ledger.Account
-	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		a, err = scanAccount(tx.QueryRow(ctx, accountSQL+" FOR UPDATE", id))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -197,7 +177,7 @@ func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.
 		d        ledger.Deposit
 		replayed bool
 	)
-	err := s.tx.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		replayed = false
 		a, err := scanAccount(tx.QueryRow(ctx, accountSQL, accountID))
 		if errors.Is(err, pgx.ErrNoRows) {

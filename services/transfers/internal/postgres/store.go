@@ -42,18 +42,21 @@ const DefaultClaimTimeout = 30 * time.Second
 // whatever happens: the key is the transfer's primary key.
 type Store struct {
 	db           *pg.DB
-	outbox       *outbox.Outbox
+	outbox       Enqueuer
 	inbox        *inbox.Inbox
 	claimTimeout string
+}
 
-	// BeforeCommit, when set, runs inside Create's transaction after every
-	// write and before the commit. Tests use it to hold a request in flight.
-	BeforeCommit func(ctx context.Context, id uuid.UUID)
+// Enqueuer writes outbox messages inside a transaction, to be published
+// if and only if it commits. *outbox.Outbox is the one the service runs
+// with; Create's enqueue is its last write before the commit.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx pgx.Tx, msgs ...outbox.Message) error
 }
 
 // NewStore returns a Store on db that enqueues events in ob and records
 // projected events in ib. claimTimeout <= 0 means DefaultClaimTimeout.
-func NewStore(db *pg.DB, ob *outbox.Outbox, ib *inbox.Inbox, claimTimeout time.Duration) *Store {
+func NewStore(db *pg.DB, ob Enqueuer, ib *inbox.Inbox, claimTimeout time.Duration) *Store {
 	if claimTimeout <= 0 {
 		claimTimeout = DefaultClaimTimeout
 	}
@@ -141,13 +144,7 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 			copy(rec.Fingerprint[:], fp)
 			return nil // nothing written: the commit only releases the claim
 		}
-		if err := s.outbox.Enqueue(ctx, tx, c.Event); err != nil {
-			return err
-		}
-		if s.BeforeCommit != nil {
-			s.BeforeCommit(ctx, t.ID)
-		}
-		return nil
+		return s.outbox.Enqueue(ctx, tx, c.Event)
 	})
 	if err != nil {
 		return nil, err

@@ -45,23 +45,26 @@ type Submission struct {
 }
 
 // Submit creates the transfer s.ID with its TransferenciaSolicitada event,
-// idempotently. The event carries correlation-id (the transfer id) and, when
-// ctx carries a trace (the HTTP middleware continues the caller's
-// traceparent), traceparent: the outbox takes it from ctx. It returns the response to give and whether it is the replay
-// of an earlier one. Errors: a *ValidationError when s.Request breaks a rule
-// (nothing is stored); ErrKeyReused when s.ID already belongs to another
-// request body or to another client (the same error, so that a key says
-// nothing of who holds it); ErrInProgress while another request with s.ID
-// is being processed.
+// idempotently. It is where a request's rules are checked, once, for every
+// caller. The event carries correlation-id (the transfer id) and, when ctx
+// carries a trace (the HTTP middleware continues the caller's traceparent),
+// traceparent: the outbox takes it from ctx. It returns the response to
+// give and whether it is the replay of an earlier one: the service's one
+// idempotency decision, which the HTTP handler's metrics count. Errors: a
+// *ValidationError when s.Request breaks a rule (nothing is stored);
+// ErrKeyReused when s.ID already belongs to another request body or to
+// another client (the same error, so that a key says nothing of who holds
+// it); ErrInProgress while another request with s.ID is being processed.
 func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, replayed bool, err error) {
+	// First, so that a body breaking a rule is a 422 whatever else is wrong.
+	if err := sub.Request.Validate(); err != nil {
+		return Response{}, false, err
+	}
 	if sub.ID == uuid.Nil {
 		return Response{}, false, errors.New("submit transfer: nil id")
 	}
 	if sub.Client == "" {
 		return Response{}, false, errors.New("submit transfer: no client")
-	}
-	if err := sub.Request.Validate(); err != nil {
-		return Response{}, false, err
 	}
 	now := s.now().UTC().Truncate(time.Microsecond) // PostgreSQL keeps microseconds
 	t := Transfer{

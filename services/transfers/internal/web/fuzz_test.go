@@ -46,11 +46,16 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		// The POST's path: the decoder, then the rules that Submit checks.
 		req, err := web.DecodeRequest(body)
+		if err == nil {
+			err = req.Validate()
+		}
 		if err != nil {
 			var pe *httpapi.Error
-			if !errors.As(err, &pe) || (pe.Kind != httpapi.KindMalformed && pe.Kind != httpapi.KindValidation) {
-				t.Fatalf("DecodeRequest(%q) error %v, want a malformed or validation problem", body, err)
+			var ve *transfer.ValidationError
+			if !errors.As(err, &ve) && (!errors.As(err, &pe) || pe.Kind != httpapi.KindMalformed) {
+				t.Fatalf("DecodeRequest(%q) error %v, want a malformed problem or a validation error", body, err)
 			}
 			return
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
@@ -48,21 +49,22 @@ type harnessOptions struct {
 	// admit, if set, builds the admission control of POST from the
 	// outbox's backlog.
 	admit func(outbox.BacklogReader) web.Admission
+	// idem, if set, counts the idempotency outcomes of POST.
+	idem *web.IdempotencyMetrics
 }
 
 func newHarness(tb testing.TB, opts harnessOptions) *harness {
 	tb.Helper()
 	pool := pgtest.NewPool(tb, migrations.ForService("transfers")...)
 	db := pg.Wrap(pool)
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "test", nil), opts.claimTimeout)
-	holds := &holder{keys: map[uuid.UUID]*hold{}}
-	store.BeforeCommit = holds.hook
+	holds := &holder{Outbox: outbox.New(db), keys: map[uuid.UUID]*hold{}}
+	store := postgres.NewStore(db, holds, inbox.New(db, "test", nil), opts.claimTimeout)
 	log := opts.log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	srv := httptest.NewServer(authedRouter(tb, log, func(r chi.Router) {
-		h := web.New(transfer.NewService(store, requestedTopic), log, testSpec)
+		h := web.New(transfer.NewService(store, requestedTopic), log, testSpec).WithIdempotencyMetrics(opts.idem)
 		if opts.admit != nil {
 			h.WithAdmission(opts.admit(outbox.NewRelay(outbox.New(db), nil, outbox.RelayConfig{}, log, nil)))
 		}
@@ -123,9 +125,11 @@ func mount(r chi.Router, h *web.Handler) {
 	})
 }
 
-// holder holds chosen requests inside their transaction, just before the
-// commit.
+// holder is the store's outbox; it holds chosen requests inside their
+// transaction, after their event is enqueued (the creation's last write)
+// and before the commit.
 type holder struct {
+	*outbox.Outbox
 	mu   sync.Mutex
 	keys map[uuid.UUID]*hold
 }
@@ -145,7 +149,21 @@ func (h *holder) hold(id uuid.UUID) *hold {
 	return hd
 }
 
-func (h *holder) hook(ctx context.Context, id uuid.UUID) {
+// Enqueue implements postgres.Enqueuer: the real outbox's Enqueue, then the
+// hold of the transfer whose event it is, if one was asked for.
+func (h *holder) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...outbox.Message) error {
+	if err := h.Outbox.Enqueue(ctx, tx, msgs...); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if id, err := uuid.Parse(m.AggregateID); err == nil {
+			h.wait(ctx, id)
+		}
+	}
+	return nil
+}
+
+func (h *holder) wait(ctx context.Context, id uuid.UUID) {
 	h.mu.Lock()
 	hd := h.keys[id]
 	delete(h.keys, id)

@@ -31,6 +31,7 @@ type Handler struct {
 	log     *slog.Logger
 	openapi []byte
 	admit   Admission
+	idem    *IdempotencyMetrics
 }
 
 // Admission decides whether a client's new transfer is taken now; when
@@ -43,6 +44,13 @@ type Admission interface {
 // before anything is read or written); reads are never shed. It returns h.
 func (h *Handler) WithAdmission(a Admission) *Handler {
 	h.admit = a
+	return h
+}
+
+// WithIdempotencyMetrics makes h count on m what Submit decided about the
+// key of each POST that reached it. It returns h.
+func (h *Handler) WithIdempotencyMetrics(m *IdempotencyMetrics) *Handler {
+	h.idem = m
 	return h
 }
 
@@ -95,25 +103,21 @@ type transferResponse struct {
 	AtualizadaEm    string `json:"atualizadaEm"`
 }
 
-// DecodeRequest decodes and validates a POST /transferencias body: strict
-// JSON (one object, no unknown fields, no nulls, integers only) and the
-// transfer rules. Errors are *httpapi.Error: KindMalformed (400) or
-// KindValidation (422), both with field errors.
+// DecodeRequest decodes a POST /transferencias body: strict JSON (one
+// object, no unknown fields, no nulls, integers only). Errors are
+// *httpapi.Error of KindMalformed (400) with field errors. The transfer
+// rules are not checked here: Submit checks them, once, for every caller.
 func DecodeRequest(body []byte) (transfer.Request, error) {
 	var in createRequest
 	if err := httpapi.DecodeStrict(body, &in); err != nil {
 		return transfer.Request{}, err
 	}
-	req := transfer.Request{
+	return transfer.Request{
 		Source:      in.ContaOrigem,
 		Destination: in.ContaDestino,
 		AmountCents: in.ValorEmCentavos,
 		Currency:    in.Moeda,
-	}
-	if err := req.Validate(); err != nil {
-		return transfer.Request{}, problemOf(err)
-	}
-	return req, nil
+	}, nil
 }
 
 // create is an audited write, get a read; both need a principal in the
@@ -159,6 +163,7 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 		Request:   req,
 		Response:  transfer.Response{StatusCode: http.StatusAccepted, Body: append(first, '\n')},
 	})
+	h.idem.Submitted(replayed, err)
 	if err != nil {
 		if errors.Is(err, transfer.ErrInProgress) {
 			w.Header().Set("Retry-After", "1")

@@ -1,7 +1,6 @@
-package transfers
+package web
 
 import (
-	"context"
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +12,7 @@ import (
 // Reasons of transfers_idempotency_conflicts_total.
 const (
 	// ConflictKeyReused: the Idempotency-Key already belongs to another
-	// request body (422).
+	// request body or to another client (422).
 	ConflictKeyReused = "key_reused"
 	// ConflictInProgress: the first request with the key has not finished
 	// (409).
@@ -21,7 +20,10 @@ const (
 )
 
 // IdempotencyMetrics count what the Idempotency-Key protocol did with the
-// POSTs that reached the store: replays of a finished request and conflicts.
+// POSTs that reached transfer.Service.Submit: replays of a finished request
+// and conflicts. They count Submit's own decision (its replayed flag and its
+// ErrKeyReused and ErrInProgress), so that a key of another client, which
+// Submit refuses, is a conflict and never a replay.
 type IdempotencyMetrics struct {
 	// Replays counts POSTs answered with the stored first response
 	// (Idempotent-Replayed: true).
@@ -51,31 +53,17 @@ func NewIdempotencyMetrics(reg prometheus.Registerer) *IdempotencyMetrics {
 	return m
 }
 
-// meteredStore counts the idempotency outcomes of Create; every other method
-// is the wrapped store's.
-type meteredStore struct {
-	transfer.Store
-	metrics *IdempotencyMetrics
-}
-
-// meterIdempotency returns store with its Create outcomes counted on m.
-func meterIdempotency(store transfer.Store, m *IdempotencyMetrics) transfer.Store {
-	return meteredStore{Store: store, metrics: m}
-}
-
-// Create implements transfer.Store. An existing record with the same
-// fingerprint is a replay; with another fingerprint, a reused key (the
-// service turns it into ErrKeyReused).
-func (s meteredStore) Create(ctx context.Context, c transfer.Creation) (*transfer.Record, error) {
-	rec, err := s.Store.Create(ctx, c)
+// Submitted counts what Submit returned for one POST: replayed true is a
+// replay; ErrKeyReused and ErrInProgress are conflicts; a creation, a
+// validation error or any other failure counts nothing. m may be nil.
+func (m *IdempotencyMetrics) Submitted(replayed bool, err error) {
 	switch {
+	case m == nil:
+	case errors.Is(err, transfer.ErrKeyReused):
+		m.Conflicts.WithLabelValues(ConflictKeyReused).Inc()
 	case errors.Is(err, transfer.ErrInProgress):
-		s.metrics.Conflicts.WithLabelValues(ConflictInProgress).Inc()
-	case err != nil, rec == nil:
-	case rec.Fingerprint == c.Fingerprint:
-		s.metrics.Replays.Inc()
-	default:
-		s.metrics.Conflicts.WithLabelValues(ConflictKeyReused).Inc()
+		m.Conflicts.WithLabelValues(ConflictInProgress).Inc()
+	case err == nil && replayed:
+		m.Replays.Inc()
 	}
-	return rec, err
 }
