@@ -65,8 +65,8 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	}
 	hold := func(r transfer.Result) {
 		t.Helper()
-		if out, err := store.ApplyResult(ctx, r); err != nil || out != transfer.Held {
-			t.Fatalf("ApplyResult = %v, %v; want Held", out, err)
+		if out, err := store.ApplyResults(ctx, []transfer.Result{r}); err != nil || len(out) != 1 || out[0] != transfer.Held {
+			t.Fatalf("ApplyResults = %v, %v; want Held", out, err)
 		}
 	}
 	create := func(id uuid.UUID, amount int64) {

@@ -206,12 +206,10 @@ type Store interface {
 	Create(ctx context.Context, c Creation) (*Record, error)
 	// Get returns the transfer, or ErrNotFound.
 	Get(ctx context.Context, id uuid.UUID) (Transfer, error)
-	// ApplyResult moves a PENDENTE transfer to r.Status, at most once per
-	// r.EventID, and reports what it did: a duplicate event or a transfer
-	// already final change nothing; a result for an unknown transfer is
-	// held, in the same transaction as the event's inbox mark.
-	ApplyResult(ctx context.Context, r Result) (Outcome, error)
-	// ApplyResults is ApplyResult for each of rs in order, in one
-	// transaction: all or nothing. out[i] is what rs[i] did.
+	// ApplyResults moves each PENDENTE transfer of rs, in order, to its
+	// result's Status, at most once per EventID, in one transaction: all
+	// or nothing. out[i] is what rs[i] did: a duplicate event or a
+	// transfer already final change nothing; a result for an unknown
+	// transfer is held, in the same transaction as the event's inbox mark.
 	ApplyResults(ctx context.Context, rs []Result) (out []Outcome, err error)
 }
