@@ -51,7 +51,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
 		})
 	})
-	auth.Mount(r, log, opsweb.Routes(db, store, log))
+	auth.Mount(r, log, opsweb.Routes(store, log))
 	call := func(method, path string, out any) int {
 		t.Helper()
 		rec := httptest.NewRecorder()

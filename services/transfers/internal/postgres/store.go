@@ -155,25 +155,18 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 	return rec, nil
 }
 
-const getSQL = `
-SELECT id, conta_origem, conta_destino, valor_centavos, moeda, status, coalesce(motivo_rejeicao, ''),
-       coalesce(cliente_id, ''), criada_em, atualizada_em
-FROM transferencia WHERE id = $1`
+const getSQL = `SELECT ` + transferColumns + ` FROM transferencia WHERE id = $1`
 
-// Get implements transfer.Store.
+// Get implements transfer.Store. The transfer carries its request id, for
+// operators.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) {
-	var t transfer.Transfer
-	var status string
-	err := s.db.QueryRow(ctx, getSQL, id).Scan(&t.ID, &t.Source, &t.Destination, &t.AmountCents, &t.Currency,
-		&status, &t.Reason, &t.Client, &t.CreatedAt, &t.UpdatedAt)
+	t, err := scanTransfer(s.db.QueryRow(ctx, getSQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, transfer.ErrNotFound)
 	}
 	if err != nil {
 		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, err)
 	}
-	t.Status = transfer.Status(status)
-	t.CreatedAt, t.UpdatedAt = t.CreatedAt.UTC(), t.UpdatedAt.UTC()
 	return t, nil
 }
 
