@@ -93,9 +93,13 @@ func toHeld(h transfer.HeldResult) Held {
 }
 
 func fromTransfer(t transfer.Transfer) Transfer {
-	return Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination, ValorEmCentavos: t.AmountCents,
-		Moeda: t.Currency, Status: string(t.Status), Motivo: t.Reason, ClienteID: t.Client, RequestID: t.RequestID,
-		CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)}
+	return Transfer{
+		Transfer: opsapi.Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination,
+			ValorEmCentavos: t.AmountCents, Moeda: t.Currency, Status: string(t.Status), Motivo: t.Reason},
+		ClienteID:     t.Client,
+		RequestID:     t.RequestID,
+		TransferTimes: opsapi.TransferTimes{CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)},
+	}
 }
 
 func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {

@@ -20,24 +20,13 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
-// Transfer is one transfer as operators see it.
-type Transfer struct {
-	ID              string `json:"id"`
-	ContaOrigem     string `json:"contaOrigem"`
-	ContaDestino    string `json:"contaDestino"`
-	ValorEmCentavos int64  `json:"valorEmCentavos"`
-	Moeda           string `json:"moeda"`
-	Status          string `json:"status"`
-	Motivo          string `json:"motivo,omitempty"`
-	ClienteID       string `json:"clienteId"`
-	// RequestID is the id of the request that created it, when recorded.
-	RequestID    string `json:"requestId,omitempty"`
-	CriadaEm     string `json:"criadaEm"`
-	AtualizadaEm string `json:"atualizadaEm"`
-}
+// Transfer is one transfer as operators see it: the fields every view
+// shows, with its client and request id.
+type Transfer = opsapi.OperatorTransfer
 
 // Page is the body of GET /ops/contas/{id}/transferencias.
 type Page struct {
