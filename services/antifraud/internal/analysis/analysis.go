@@ -32,7 +32,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 )
 
@@ -102,7 +101,7 @@ type Tx interface {
 	// InsertAll stores ds and writes msgs, their events, to the outbox in
 	// one round trip; it returns ErrDuplicate, and the caller rolls back,
 	// if any transfer of ds already has a decision.
-	InsertAll(ctx context.Context, ds []Decision, msgs []outbox.Message) error
+	InsertAll(ctx context.Context, ds []Decision, msgs []events.Message) error
 }
 
 // HistoryQuery asks for the history of one client on one account since a
@@ -244,7 +243,7 @@ func (s *Service) AnalyseBatch(ctx context.Context, reqs []Request) ([]Result, e
 			approved = map[owner][]Decision{} // approved earlier in this batch
 			decided  = map[uuid.UUID]Decision{}
 			ds       []Decision
-			msgs     []outbox.Message
+			msgs     []events.Message
 		)
 		for i, r := range reqs {
 			req := r.Transfer
@@ -340,11 +339,11 @@ func (s *Service) decision(req events.Requested, a risk.Assessment) Decision {
 	return d
 }
 
-// event builds the outbox message announcing d. traceparent is a batch
+// event builds the event announcing d. traceparent is a batch
 // record's own trace context (Request.Traceparent), "" for a single
 // record, whose context the outbox takes from ctx.
-func (s *Service) event(d Decision, traceparent string) (outbox.Message, error) {
-	m := outbox.Message{
+func (s *Service) event(d Decision, traceparent string) (events.Message, error) {
+	m := events.Message{
 		ID:            d.EventID,
 		AggregateType: "transfer",
 		AggregateID:   d.TransferID.String(),
@@ -379,11 +378,11 @@ func (s *Service) event(d Decision, traceparent string) (outbox.Message, error) 
 			OccurredAt: d.DecidedAt,
 		}
 	default:
-		return outbox.Message{}, fmt.Errorf("unknown outcome %q", d.Outcome)
+		return events.Message{}, fmt.Errorf("unknown outcome %q", d.Outcome)
 	}
 	var err error
 	if m.Payload, err = json.Marshal(payload); err != nil {
-		return outbox.Message{}, fmt.Errorf("encode %s: %w", m.Type, err)
+		return events.Message{}, fmt.Errorf("encode %s: %w", m.Type, err)
 	}
 	return m, nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/pkg/outbox"
 )
 
 // AggregateType names transfers in the outbox.
@@ -96,7 +95,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		Transfer:    t,
 		Fingerprint: fp,
 		Response:    sub.Response,
-		Event: outbox.Message{
+		Event: events.Message{
 			ID:            ev.EventID,
 			AggregateType: AggregateType,
 			AggregateID:   t.ID.String(),

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/validate"
 )
 
@@ -153,8 +153,9 @@ type Creation struct {
 	Transfer    Transfer
 	Fingerprint [32]byte
 	Response    Response
-	// Event is the TransferenciaSolicitada outbox message.
-	Event outbox.Message
+	// Event is the TransferenciaSolicitada event, which the store writes to
+	// its outbox with the transfer.
+	Event events.Message
 }
 
 // Result is a settlement outcome to project onto a transfer.
