@@ -133,12 +133,10 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 	for _, t := range ts {
 		out.Transferencias = append(out.Transferencias, fromTransfer(t))
 	}
-	var lastAt time.Time
-	if len(out.Transferencias) > limit {
+	if len(ts) > limit {
 		out.Transferencias = out.Transferencias[:limit]
-		last := out.Transferencias[limit-1]
-		lastAt, _ = time.Parse(time.RFC3339Nano, last.CriadaEm)
-		out.Proxima = encodeCursor(lastAt, last.ID)
+		last := ts[limit-1]
+		out.Proxima = encodeCursor(last.CreatedAt, last.ID.String())
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)
 }
