@@ -2,11 +2,11 @@ package httpapi
 
 import "net/http"
 
-// QueryValue returns the value of r's query parameter name and whether it
-// was given (an empty value is given). A parameter given more than once is
+// SearchParam returns the value of r's query-string (URL search)
+// parameter name and whether it was given (an empty value is given). A parameter given more than once is
 // a KindMalformed error: which of its values counts would be a guess, and a
 // proxy could guess otherwise.
-func QueryValue(r *http.Request, name string) (string, bool, error) {
+func SearchParam(r *http.Request, name string) (string, bool, error) {
 	values, ok := r.URL.Query()[name]
 	switch {
 	case !ok:
@@ -16,4 +16,11 @@ func QueryValue(r *http.Request, name string) (string, bool, error) {
 			Fields: []FieldError{{Field: name, Message: "must be given at most once"}}}
 	}
 	return values[0], true, nil
+}
+
+// FirstSearchParam returns the first value of r's query-string parameter
+// name, or "" when it is not given (url.Values.Get): for the routes that
+// take the first of repeated values rather than refuse them (SearchParam).
+func FirstSearchParam(r *http.Request, name string) string {
+	return r.URL.Query().Get(name)
 }

@@ -29,26 +29,10 @@ import (
 // DefaultChannel is the PostgreSQL NOTIFY channel that wakes relays.
 const DefaultChannel = "outbox_event"
 
-// Message is one event to enqueue.
-type Message struct {
-	// ID is the event id (evento-id); uuid.Nil makes a random one.
-	ID uuid.UUID
-	// AggregateType and AggregateID name what the event is about, for
-	// operators ("transfer", its id).
-	AggregateType string
-	AggregateID   string
-	// Topic, Key and Type say where it goes: the Kafka topic, the record key
-	// and the evento-tipo header.
-	Topic string
-	Key   string
-	Type  string
-	// Payload is the JSON body.
-	Payload []byte
-	// Headers are extra record headers (traceparent, correlation-id).
-	Headers map[string]string
-	// OccurredAt is when the business fact happened; zero means now.
-	OccurredAt time.Time
-}
+// Message is one event to enqueue: the event a domain package builds
+// (events.Message), which the stores hand to Enqueue or Queue in their
+// transaction.
+type Message = events.Message
 
 // Outbox enqueues events and wakes the relays of this process, and, by a
 // NOTIFY sent after commit, those of other processes.

@@ -133,5 +133,5 @@ func opsRoutes(base *platform.Base, log *slog.Logger) []auth.Route {
 	if base == nil {
 		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
 	}
-	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(base.DB, log)...)
+	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(postgres.NewStore(base.DB, base.Outbox), log)...)
 }

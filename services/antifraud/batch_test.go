@@ -148,3 +148,57 @@ func TestBatchWaitsOutADatabaseOutage(t *testing.T) {
 		t.Errorf("%d records dead-lettered", len(dlt))
 	}
 }
+
+// TestBatchWithAPoisonRecord hands the service one fetched batch with an
+// undecodable record in the middle. The records before it are decided by
+// the batch and committed; the poison record alone goes to the DLT; the
+// records after it are decided one by one: each decided exactly once, in
+// offset order, its event emitted exactly once.
+func TestBatchWithAPoisonRecord(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	// Produced before the service starts: its first fetch holds them all.
+	var want []string
+	for i := range 10 {
+		if i == 5 {
+			h.produceRaw("CC-001", []byte("{"), map[string]string{events.HeaderEventType: events.TypeRequested})
+		}
+		req := request("CC-001", 100)
+		h.produce(req, nil)
+		want = append(want, events.DerivedID("analisada", req.TransferID).String())
+	}
+	inst := h.start(risk.DefaultConfig())
+	h.settle()
+
+	var got []string
+	for _, r := range h.list(h.topics.Analysed) {
+		got = append(got, headers(r)[events.HeaderEventID])
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("analysed events, in order (-want +got):\n%s", diff)
+	}
+	if dlt := h.list(events.DLT(h.topics.Requested)); len(dlt) != 1 || string(dlt[0].Value) != "{" {
+		t.Errorf("DLT holds %d records, want the poison one alone", len(dlt))
+	}
+	if n := len(h.decisions()); n != len(want) {
+		t.Errorf("%d decisions, want %d", n, len(want))
+	}
+	var outboxRows int
+	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM outbox_event`).Scan(&outboxRows); err != nil {
+		t.Fatal(err)
+	}
+	if outboxRows != len(want) {
+		t.Errorf("%d outbox rows, want %d", outboxRows, len(want))
+	}
+	// The records were handed over as a batch: else this test tested
+	// nothing.
+	_, body := inst.get(t, "/metrics")
+	m := regexp.MustCompile(`(?m)^consumer_batch_size_sum(?:\{[^}]*\})? (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no consumer_batch_size_sum in /metrics")
+	}
+	if sum, _ := strconv.ParseFloat(m[1], 64); sum < 2 {
+		t.Errorf("consumer_batch_size_sum = %v: no batch was handed to the batch handler", sum)
+	}
+}

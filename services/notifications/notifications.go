@@ -389,5 +389,5 @@ func opsRoutes(base *platform.Base, dlts []string, log *slog.Logger) []auth.Rout
 	if base == nil {
 		return slices.Concat(opsapi.Routes(nil, log), opsapi.DLTRoutes(broker.Config{}, dlts, log), opsweb.Routes(nil, log))
 	}
-	return slices.Concat(opsapi.Routes(base.Outbox, log), opsapi.DLTRoutes(base.Cfg.Kafka, dlts, log), opsweb.Routes(base.DB, log))
+	return slices.Concat(opsapi.Routes(base.Outbox, log), opsapi.DLTRoutes(base.Cfg.Kafka, dlts, log), opsweb.Routes(postgres.New(base.DB), log))
 }

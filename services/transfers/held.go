@@ -39,7 +39,7 @@ func NewHeldMetrics(reg prometheus.Registerer) *HeldMetrics {
 	}
 }
 
-// heldStore counts the results ApplyResult and ApplyResults held; every
+// heldStore counts the results ApplyResults held; every
 // other method is the wrapped store's.
 type heldStore struct {
 	transfer.Store
@@ -49,15 +49,6 @@ type heldStore struct {
 // meterHeld returns store with the results it holds counted on m.
 func meterHeld(store transfer.Store, m *HeldMetrics) transfer.Store {
 	return heldStore{Store: store, metrics: m}
-}
-
-// ApplyResult implements transfer.Store.
-func (s heldStore) ApplyResult(ctx context.Context, r transfer.Result) (transfer.Outcome, error) {
-	out, err := s.Store.ApplyResult(ctx, r)
-	if out == transfer.Held {
-		s.metrics.Held.Inc()
-	}
-	return out, err
 }
 
 // ApplyResults implements transfer.Store.

@@ -160,7 +160,7 @@ func mount(r chi.Router, svc *transfer.Service, admit web.Admission, idem *web.I
 // ones and the transfers' own; base and store may be nil (a test's router).
 func opsRoutes(base *platform.Base, store *postgres.Store, log *slog.Logger) []auth.Route {
 	if base == nil {
-		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, nil, log)...)
+		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
 	}
-	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(base.DB, store, log)...)
+	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(store, log)...)
 }

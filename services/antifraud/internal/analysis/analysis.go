@@ -32,7 +32,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 )
 
@@ -80,40 +79,29 @@ type Decision struct {
 	DecidedAt time.Time
 }
 
-// ErrNotFound is returned by Tx.Decision when the transfer has no decision.
+// ErrNotFound is returned by the store's Decision when the transfer has no
+// decision.
 var ErrNotFound = errors.New("decision not found")
 
-// ErrDuplicate is returned by Tx.Insert when the transfer already has a
+// ErrDuplicate is returned by Tx.InsertAll when a transfer already has a
 // decision.
 var ErrDuplicate = errors.New("decision already exists")
 
-// Tx is the work of one decision, all in one database transaction.
+// Tx is the work of one batch of decisions, all in one database
+// transaction, in two round trips whatever the batch size.
 type Tx interface {
-	// LockAccount holds a lock on the source account until the transaction
-	// ends; the decisions of one account are taken one at a time.
-	LockAccount(ctx context.Context, account string) error
-	// Decision returns the stored decision of a transfer, or ErrNotFound.
-	Decision(ctx context.Context, transferID uuid.UUID) (Decision, error)
-	// History summarises the approved transfers that client requested from
-	// account and that occurred after since.
-	History(ctx context.Context, account, client string, since time.Time) (risk.History, error)
-	// Insert stores d; it returns ErrDuplicate if the transfer already has
-	// a decision.
-	Insert(ctx context.Context, d Decision) error
-	// Enqueue writes events to the outbox.
-	Enqueue(ctx context.Context, msgs ...outbox.Message) error
-
-	// The batch forms, which cost one round trip whatever the batch size.
-
 	// Load locks the source accounts (in one fixed order, so that two
-	// batches sharing accounts cannot deadlock), then returns the stored
-	// decisions of transfers and the history of each query, as History
-	// would; the three statements go in one round trip.
+	// batches sharing accounts cannot deadlock) until the transaction
+	// ends, so that the decisions of one account are taken one at a time;
+	// then it returns the stored decisions of transfers and, for each
+	// query, the summary of the approved transfers that client requested
+	// from that account and that occurred after since. The three
+	// statements go in one round trip.
 	Load(ctx context.Context, accounts []string, transfers []uuid.UUID, history []HistoryQuery) (map[uuid.UUID]Decision, []risk.History, error)
-	// InsertAll stores ds and enqueues msgs in one round trip; it returns
-	// ErrDuplicate, and the caller rolls back, if any transfer of ds
-	// already has a decision.
-	InsertAll(ctx context.Context, ds []Decision, msgs []outbox.Message) error
+	// InsertAll stores ds and writes msgs, their events, to the outbox in
+	// one round trip; it returns ErrDuplicate, and the caller rolls back,
+	// if any transfer of ds already has a decision.
+	InsertAll(ctx context.Context, ds []Decision, msgs []events.Message) error
 }
 
 // HistoryQuery asks for the history of one client on one account since a
@@ -160,79 +148,32 @@ func NewService(store Store, engine *risk.Engine, topics events.Topics, metrics 
 	return &Service{store: store, engine: engine, topics: topics, metrics: metrics, now: time.Now}
 }
 
-// Analyse decides req once. If the transfer already has a decision, it
-// returns it with Duplicate set and changes nothing. Otherwise, in one
-// transaction holding the source account's lock, it scores the transfer
-// against the account's approved history within the velocity window,
-// stores the decision and enqueues TransferenciaAnalisada (score below the
-// threshold) or TransferenciaRejeitada with BLOQUEADA_ANTIFRAUDE. The
-// velocity history is that of the requesting client on the source account
-// (see the package comment), and TransferenciaAnalisada carries the
-// request's clienteId on to the ledger. The outgoing event carries
-// correlation-id = transfer id, and the outbox gives it the trace context
-// of ctx. req must have passed events.Decode.
+// Analyse decides req once: it is AnalyseBatch of one request. If the
+// transfer already has a decision, it returns it with Duplicate set and
+// changes nothing. Otherwise, in one transaction holding the source
+// account's lock, it scores the transfer against the account's approved
+// history within the velocity window, stores the decision and enqueues
+// TransferenciaAnalisada (score below the threshold) or
+// TransferenciaRejeitada with BLOQUEADA_ANTIFRAUDE. The velocity history is
+// that of the requesting client on the source account (see the package
+// comment), and TransferenciaAnalisada carries the request's clienteId on
+// to the ledger. The outgoing event carries correlation-id = transfer id,
+// and the outbox gives it the trace context of ctx. req must have passed
+// events.Decode.
 func (s *Service) Analyse(ctx context.Context, req events.Requested) (Result, error) {
-	var res Result
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		res = Result{} // the closure may run again
-		if err := tx.LockAccount(ctx, req.SourceAccount); err != nil {
-			return err
-		}
-		stored, err := tx.Decision(ctx, req.TransferID)
-		switch {
-		case err == nil:
-			res = Result{Decision: stored, Duplicate: true}
-			return nil
-		case !errors.Is(err, ErrNotFound):
-			return err
-		}
-
-		in := risk.Input{Transfer: risk.Transfer{
-			SourceAccount: req.SourceAccount,
-			DestAccount:   req.DestAccount,
-			AmountCents:   req.AmountCents,
-			Currency:      req.Currency,
-		}}
-		if w := s.engine.Window(); w > 0 {
-			if in.History, err = tx.History(ctx, req.SourceAccount, req.ClientID, s.windowStart(req, w)); err != nil {
-				return err
-			}
-		}
-		a := s.engine.Assess(in)
-		d := s.decision(req, a)
-		msg, err := s.event(d, "")
-		if err != nil {
-			return err
-		}
-		if err := tx.Insert(ctx, d); err != nil {
-			if errors.Is(err, ErrDuplicate) {
-				// Only when the same transfer id arrives at the same time
-				// with another contaOrigem (hence another lock): the
-				// winner's decision stands and the loser emits nothing.
-				stored, err := tx.Decision(ctx, req.TransferID)
-				if err != nil {
-					return err
-				}
-				res = Result{Decision: stored, Duplicate: true}
-				return nil
-			}
-			return err
-		}
-		if err := tx.Enqueue(ctx, msg); err != nil {
-			return err
-		}
-		res = Result{Decision: d, Explanation: a.Explain(s.engine.Base())}
-		return nil
-	})
+	reqs := []Request{{Transfer: req}}
+	res, err := s.AnalyseBatch(ctx, reqs)
+	if errors.Is(err, ErrDuplicate) {
+		// Only when the same transfer id arrives at the same time with
+		// another contaOrigem (hence another lock): the winner's decision
+		// is committed by now, and the second run returns it as a
+		// duplicate, emitting nothing.
+		res, err = s.AnalyseBatch(ctx, reqs)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("analyse transfer %s: %w", req.TransferID, err)
 	}
-	if res.Duplicate {
-		s.metrics.Duplicates.Inc()
-	} else {
-		s.metrics.observe(res.Decision)
-	}
-	return res, nil
+	return res[0], nil
 }
 
 // windowStart is where the velocity window of req begins. The window ends
@@ -267,7 +208,7 @@ type Request struct {
 // and their events enqueued with one statement each. All or nothing: on
 // any error nothing is stored; in particular ErrDuplicate, when a
 // concurrent instance decided one of the transfers under another source
-// account's lock, for the caller to decide them one by one.
+// account's lock, for the caller to decide them one by one (Analyse).
 func (s *Service) AnalyseBatch(ctx context.Context, reqs []Request) ([]Result, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -302,7 +243,7 @@ func (s *Service) AnalyseBatch(ctx context.Context, reqs []Request) ([]Result, e
 			approved = map[owner][]Decision{} // approved earlier in this batch
 			decided  = map[uuid.UUID]Decision{}
 			ds       []Decision
-			msgs     []outbox.Message
+			msgs     []events.Message
 		)
 		for i, r := range reqs {
 			req := r.Transfer
@@ -398,11 +339,11 @@ func (s *Service) decision(req events.Requested, a risk.Assessment) Decision {
 	return d
 }
 
-// event builds the outbox message announcing d. traceparent is a batch
+// event builds the event announcing d. traceparent is a batch
 // record's own trace context (Request.Traceparent), "" for a single
 // record, whose context the outbox takes from ctx.
-func (s *Service) event(d Decision, traceparent string) (outbox.Message, error) {
-	m := outbox.Message{
+func (s *Service) event(d Decision, traceparent string) (events.Message, error) {
+	m := events.Message{
 		ID:            d.EventID,
 		AggregateType: "transfer",
 		AggregateID:   d.TransferID.String(),
@@ -437,11 +378,11 @@ func (s *Service) event(d Decision, traceparent string) (outbox.Message, error) 
 			OccurredAt: d.DecidedAt,
 		}
 	default:
-		return outbox.Message{}, fmt.Errorf("unknown outcome %q", d.Outcome)
+		return events.Message{}, fmt.Errorf("unknown outcome %q", d.Outcome)
 	}
 	var err error
 	if m.Payload, err = json.Marshal(payload); err != nil {
-		return outbox.Message{}, fmt.Errorf("encode %s: %w", m.Type, err)
+		return events.Message{}, fmt.Errorf("encode %s: %w", m.Type, err)
 	}
 	return m, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
+	"github.com/paysuite/payments/test/poll"
 )
 
 // verdict is what a decision says, without its clock readings.
@@ -291,6 +292,66 @@ CREATE TRIGGER sneak_in BEFORE INSERT ON decision FOR EACH ROW WHEN (NEW.source_
 	}
 	if n := len(outboxRows(t, dsn)); n != 0 {
 		t.Errorf("%d events enqueued by the failed batch, want 0", n)
+	}
+}
+
+// TestAnalyseLosesToAConcurrentDecisionUnderAnotherLock: while another
+// instance holds an uncommitted decision of the same transfer id, taken
+// under another source account's lock, Analyse's insert waits for it; once
+// it commits, Analyse returns that decision as a duplicate and writes
+// nothing (its batch of one meets ErrDuplicate and is run once more).
+func TestAnalyseLosesToAConcurrentDecisionUnderAnotherLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := newDSN(t)
+	svc := newService(t, dsn, risk.DefaultConfig())
+	pool := openPool(t, dsn)
+	req := request("CC-001", 100, time.Now().UTC())
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if _, err := other.Exec(ctx, `
+INSERT INTO decision (transfer_id, request_event_id, source_account, dest_account, amount_cents, currency,
+                      occurred_at, score, threshold, outcome, rules, event_id, decided_at, client_id)
+VALUES ($1, $2, 'CC-777', 'CC-002', 100, 'BRL', now(), 10, 80, 'APPROVED', '{}', $3, now(), '')`,
+		req.TransferID, req.EventID, events.DerivedID("analisada", req.TransferID)); err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		res analysis.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := svc.Analyse(ctx, req)
+		done <- outcome{res, err}
+	}()
+	poll.Until(t, 10*time.Second, "Analyse waiting on the other instance's row", func() (bool, string) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			return false, err.Error()
+		}
+		return n > 0, "no session waits on a lock"
+	})
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil {
+		t.Fatalf("Analyse = %v, want the other instance's decision", got.err)
+	}
+	if !got.res.Duplicate || got.res.Decision.SourceAccount != "CC-777" {
+		t.Errorf("Analyse = duplicate %v, source %q; want the other instance's decision (CC-777) as a duplicate",
+			got.res.Duplicate, got.res.Decision.SourceAccount)
+	}
+	if n := countDecisions(t, dsn); n != 1 {
+		t.Errorf("%d decisions, want 1", n)
+	}
+	if n := len(outboxRows(t, dsn)); n != 0 {
+		t.Errorf("%d events enqueued, want 0", n)
 	}
 }
 

@@ -48,21 +48,26 @@ func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
 
 // NewBatchHandler returns the batch handler of the requested topic: the
 // records of one partition decided in one transaction
-// (analysis.Service.AnalyseBatch), all or nothing. Any error, an
-// undecodable record included, makes the consumer loop handle each record
-// again with the handler of NewHandler, where a poison record goes to the
-// DLT alone and the others are decided one by one.
+// (analysis.Service.AnalyseBatch), all or nothing. A record that cannot be
+// decoded stops the batch there: the records before it are decided, and
+// the handler returns a consumer.BatchFailure naming them, so that the
+// consumer loop commits them, disposes of the bad record by its policy
+// (a poison record goes to the DLT) and handles the rest one by one. Any
+// other error leaves nothing decided, and the loop handles each record
+// again with the handler of NewHandler.
 func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
 	return func(ctx context.Context, ms []kafkago.Message) error {
-		reqs := make([]analysis.Request, len(ms))
-		for i, m := range ms {
+		reqs := make([]analysis.Request, 0, len(ms))
+		var stop error
+		for _, m := range ms {
 			req, err := decode(m)
 			if err != nil {
-				return err
+				stop = err
+				break
 			}
 			// The batch's ctx carries no record's trace: each record's
 			// goes with it (analysis.Request.Traceparent).
-			reqs[i] = analysis.Request{Transfer: req, Traceparent: broker.Header(m, events.HeaderTraceparent)}
+			reqs = append(reqs, analysis.Request{Transfer: req, Traceparent: broker.Header(m, events.HeaderTraceparent)})
 		}
 		rs, err := a.AnalyseBatch(ctx, reqs)
 		if err != nil {
@@ -70,6 +75,9 @@ func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
 		}
 		for i, r := range rs {
 			logResult(ctx, log, reqs[i].Transfer, r)
+		}
+		if stop != nil {
+			return &consumer.BatchFailure{Handled: len(reqs), Err: stop}
 		}
 		return nil
 	}

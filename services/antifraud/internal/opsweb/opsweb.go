@@ -1,20 +1,20 @@
 // Package opsweb is antifraud's operator read endpoint (scope operacoes):
 // the decision taken on one transfer, for the console's journey page. It
-// reads the decision table directly; it never writes.
+// reads through the service's store; it never writes.
 package opsweb
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
-	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 )
 
 // Decision is the body of GET /ops/decisoes/{id}.
@@ -28,12 +28,14 @@ type Decision struct {
 	DecididaEm      string   `json:"decididaEm"`
 }
 
-const decisionSQL = `
-SELECT score, threshold, outcome, rules, event_id::text, decided_at
-  FROM decision WHERE transfer_id = $1`
+// Store reads decisions (postgres.Store).
+type Store interface {
+	// Decision returns the decision of a transfer, or analysis.ErrNotFound.
+	Decision(ctx context.Context, transferID uuid.UUID) (analysis.Decision, error)
+}
 
-// Routes returns antifraud's operator routes on db.
-func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
+// Routes returns antifraud's operator routes on store.
+func Routes(store Store, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/decisoes/{id}", Scope: auth.ScopeOperations,
 		Handler: func(w http.ResponseWriter, r *http.Request) {
 			id, err := httpapi.PathUUID(r, "id", "transfer id")
@@ -41,10 +43,8 @@ func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
 				httpapi.WriteError(w, r, log, err)
 				return
 			}
-			d := Decision{TransferenciaID: id.String()}
-			var at time.Time
-			err = db.QueryRow(r.Context(), decisionSQL, id).Scan(&d.Pontuacao, &d.Limiar, &d.Resultado, &d.Regras, &d.EventoID, &at)
-			if errors.Is(err, pgx.ErrNoRows) {
+			d, err := store.Decision(r.Context(), id)
+			if errors.Is(err, analysis.ErrNotFound) {
 				httpapi.WriteError(w, r, log, httpapi.Errorf(httpapi.KindNotFound, "antifraud has not decided this transfer"))
 				return
 			}
@@ -52,7 +52,7 @@ func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
 				httpapi.WriteError(w, r, log, err)
 				return
 			}
-			d.DecididaEm = opsapi.Time(at)
-			httpapi.WriteJSON(w, http.StatusOK, d)
+			httpapi.WriteJSON(w, http.StatusOK, Decision{TransferenciaID: id.String(), Pontuacao: d.Score, Limiar: d.Threshold,
+				Resultado: string(d.Outcome), Regras: d.Rules, EventoID: d.EventID.String(), DecididaEm: opsapi.Time(d.DecidedAt)})
 		}}}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/opsweb"
+	store "github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/test/pgtest"
 )
 
@@ -42,7 +43,7 @@ VALUES ($1, $2, 'CC-A', 'CC-B', 20000000, 'BRL', $3, 95, 80, 'BLOCKED', '{high_a
 			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
 		})
 	})
-	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(db, slog.New(slog.DiscardHandler)))
+	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(store.NewStore(db, nil), slog.New(slog.DiscardHandler)))
 	get := func(path string) (int, opsweb.Decision) {
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))

@@ -47,35 +47,32 @@ type tx struct {
 	ob *outbox.Outbox
 }
 
-// lockAccountSQL takes a transaction-scoped advisory lock on the source
-// account. The two-key form keeps antifraud's locks in their own space; a
-// hash collision only makes two accounts wait for each other.
-const lockAccountSQL = `SELECT pg_advisory_xact_lock(hashtext('antifraud.account'), hashtext($1))`
-
-func (t *tx) LockAccount(ctx context.Context, account string) error {
-	if _, err := t.tx.Exec(ctx, lockAccountSQL, account); err != nil {
-		return fmt.Errorf("lock account: %w", err)
-	}
-	return nil
-}
-
 const decisionSQL = `
 SELECT transfer_id, request_event_id, source_account, dest_account, amount_cents, currency, client_id,
        occurred_at, score, threshold, outcome, rules, event_id, decided_at
 FROM decision
 WHERE transfer_id = $1`
 
-func (t *tx) Decision(ctx context.Context, transferID uuid.UUID) (analysis.Decision, error) {
-	var d analysis.Decision
-	var outcome string
-	err := t.tx.QueryRow(ctx, decisionSQL, transferID).Scan(
-		&d.TransferID, &d.RequestEventID, &d.SourceAccount, &d.DestAccount, &d.AmountCents, &d.Currency, &d.ClientID,
-		&d.OccurredAt, &d.Score, &d.Threshold, &outcome, &d.Rules, &d.EventID, &d.DecidedAt)
+// Decision returns the stored decision of a transfer, or
+// analysis.ErrNotFound: the operator's read, outside any transaction.
+func (s *Store) Decision(ctx context.Context, transferID uuid.UUID) (analysis.Decision, error) {
+	d, err := scanDecision(s.db.QueryRow(ctx, decisionSQL, transferID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return analysis.Decision{}, analysis.ErrNotFound
 	}
 	if err != nil {
 		return analysis.Decision{}, fmt.Errorf("read decision %s: %w", transferID, err)
+	}
+	return d, nil
+}
+
+// scanDecision reads one row of decisionSQL's or decisionsSQL's columns.
+func scanDecision(row pgx.Row) (analysis.Decision, error) {
+	var d analysis.Decision
+	var outcome string
+	if err := row.Scan(&d.TransferID, &d.RequestEventID, &d.SourceAccount, &d.DestAccount, &d.AmountCents, &d.Currency,
+		&d.ClientID, &d.OccurredAt, &d.Score, &d.Threshold, &outcome, &d.Rules, &d.EventID, &d.DecidedAt); err != nil {
+		return analysis.Decision{}, err
 	}
 	d.Outcome = analysis.Outcome(outcome)
 	d.OccurredAt, d.DecidedAt = d.OccurredAt.UTC(), d.DecidedAt.UTC()
@@ -85,55 +82,11 @@ func (t *tx) Decision(ctx context.Context, transferID uuid.UUID) (analysis.Decis
 	return d, nil
 }
 
-// historySQL reads the partial index decision_velocity: the approved
-// transfers one client requested from one account. The sum is capped so
-// that it always fits a bigint.
-const historySQL = `
-SELECT count(*), LEAST(COALESCE(sum(amount_cents), 0), 9223372036854775807)::bigint
-FROM decision
-WHERE source_account = $1 AND client_id = $2 AND outcome = 'APPROVED' AND occurred_at > $3`
-
-func (t *tx) History(ctx context.Context, account, client string, since time.Time) (risk.History, error) {
-	var h risk.History
-	if err := t.tx.QueryRow(ctx, historySQL, account, client, since).Scan(&h.Count, &h.AmountCents); err != nil {
-		return risk.History{}, fmt.Errorf("read history: %w", err)
-	}
-	return h, nil
-}
-
-// insertSQL does nothing on any conflict: both unique columns (transfer_id
-// and event_id, derived from it) identify the transfer, and naming only one
-// as the arbiter would let a concurrent insert fail on the other.
-const insertSQL = `
-INSERT INTO decision (transfer_id, request_event_id, source_account, dest_account, amount_cents, currency,
-                      occurred_at, score, threshold, outcome, rules, event_id, decided_at, client_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-ON CONFLICT DO NOTHING`
-
-func (t *tx) Insert(ctx context.Context, d analysis.Decision) error {
-	rules := d.Rules
-	if rules == nil {
-		rules = []string{}
-	}
-	tag, err := t.tx.Exec(ctx, insertSQL,
-		d.TransferID, d.RequestEventID, d.SourceAccount, d.DestAccount, d.AmountCents, d.Currency,
-		d.OccurredAt, d.Score, d.Threshold, string(d.Outcome), rules, d.EventID, d.DecidedAt, d.ClientID)
-	if err != nil {
-		return fmt.Errorf("insert decision %s: %w", d.TransferID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return analysis.ErrDuplicate
-	}
-	return nil
-}
-
-func (t *tx) Enqueue(ctx context.Context, msgs ...outbox.Message) error {
-	return t.ob.Enqueue(ctx, t.tx, msgs...)
-}
-
-// The batch statements. lockAccountsSQL takes the locks of lockAccountSQL
-// in the order of their keys, so that two batches sharing accounts wait for
-// each other in one order and cannot deadlock.
+// The batch statements. lockAccountsSQL takes a transaction-scoped
+// advisory lock on each source account, in the order of their keys, so
+// that two batches sharing accounts wait for each other in one order and
+// cannot deadlock. The two-key form keeps antifraud's locks in their own
+// space; a hash collision only makes two accounts wait for each other.
 const (
 	lockAccountsSQL = `
 SELECT pg_advisory_xact_lock(hashtext('antifraud.account'), k.h)
@@ -145,7 +98,9 @@ SELECT transfer_id, request_event_id, source_account, dest_account, amount_cents
 FROM decision
 WHERE transfer_id = ANY($1::uuid[])`
 
-	// historiesSQL is historySQL for each query, in query order.
+	// historiesSQL reads the partial index decision_velocity: for each
+	// query, in query order, the approved transfers one client requested
+	// from one account. The sum is capped so that it always fits a bigint.
 	historiesSQL = `
 SELECT h.n, h.count, h.amount
 FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS q(account, client, since, n)
@@ -156,9 +111,11 @@ CROSS JOIN LATERAL (
 ) AS h
 ORDER BY h.n`
 
-	// insertAllSQL is insertSQL for many decisions; the rules go as one
-	// JSON array per decision, since PostgreSQL has no arrays of arrays of
-	// different lengths.
+	// insertAllSQL does nothing on any conflict: both unique columns
+	// (transfer_id and event_id, derived from it) identify the transfer,
+	// and naming only one as the arbiter would let a concurrent insert
+	// fail on the other. The rules go as one JSON array per decision,
+	// since PostgreSQL has no arrays of arrays of different lengths.
 	insertAllSQL = `
 INSERT INTO decision (transfer_id, request_event_id, source_account, dest_account, amount_cents, currency,
                       occurred_at, score, threshold, outcome, rules, event_id, decided_at, client_id)
@@ -217,16 +174,9 @@ func readDecisions(br pgx.BatchResults) (map[uuid.UUID]analysis.Decision, error)
 	defer rows.Close()
 	out := map[uuid.UUID]analysis.Decision{}
 	for rows.Next() {
-		var d analysis.Decision
-		var outcome string
-		if err := rows.Scan(&d.TransferID, &d.RequestEventID, &d.SourceAccount, &d.DestAccount, &d.AmountCents, &d.Currency,
-			&d.ClientID, &d.OccurredAt, &d.Score, &d.Threshold, &outcome, &d.Rules, &d.EventID, &d.DecidedAt); err != nil {
+		d, err := scanDecision(rows)
+		if err != nil {
 			return nil, fmt.Errorf("scan decision: %w", err)
-		}
-		d.Outcome = analysis.Outcome(outcome)
-		d.OccurredAt, d.DecidedAt = d.OccurredAt.UTC(), d.DecidedAt.UTC()
-		if d.Rules == nil {
-			d.Rules = []string{}
 		}
 		out[d.TransferID] = d
 	}

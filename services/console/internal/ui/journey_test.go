@@ -17,8 +17,8 @@ func TestJourneyStuckWording(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) string { return opsapi.Time(now.Add(-d)) }
-	pending := &opsTransfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
-		Status: "PENDENTE", ClienteID: "loja", CriadaEm: at(time.Minute), AtualizadaEm: at(time.Minute)}
+	pending := &opsTransfer{Transfer: opsapi.Transfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
+		Status: "PENDENTE"}, ClienteID: "loja", TransferTimes: opsapi.TransferTimes{CriadaEm: at(time.Minute), AtualizadaEm: at(time.Minute)}}
 	published := &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Chave: "CC-1", Tipo: "TransferenciaSolicitada",
 		Status: "PUBLISHED", EnfileiradoEm: at(time.Minute), PublicadoEm: at(59 * time.Second)}}}
 	approved := &opsDecision{Pontuacao: 10, Limiar: 80, Resultado: "APPROVED", DecididaEm: at(58 * time.Second)}
@@ -137,7 +137,8 @@ func TestFormTokensAreSpentOnce(t *testing.T) {
 // accepting request and the trace id of its event, when recorded.
 func TestJourneyTraceAndRequestID(t *testing.T) {
 	t.Parallel()
-	tr := &opsTransfer{ID: "t1", Status: "PENDENTE", ClienteID: "loja", RequestID: "req-42", CriadaEm: opsapi.Time(time.Now())}
+	tr := &opsTransfer{Transfer: opsapi.Transfer{ID: "t1", Status: "PENDENTE"}, ClienteID: "loja", RequestID: "req-42",
+		TransferTimes: opsapi.TransferTimes{CriadaEm: opsapi.Time(time.Now())}}
 	out := &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Tipo: "TransferenciaSolicitada", Status: "PENDING",
 		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", EnfileiradoEm: opsapi.Time(time.Now())}}}
 	j := buildJourney("t1", journeyParts{transfer: tr, transfersOut: out}, time.Now())
@@ -166,8 +167,8 @@ func TestJourneyNotificationAttempts(t *testing.T) {
 			{Tentativa: 2, Canal: "webhook", Topico: main + "-retry-1000", Resultado: "DELIVERED", Em: at(time.Second)},
 		},
 	}}}
-	settled := &opsTransfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
-		Status: "LIQUIDADA", ClienteID: "loja", CriadaEm: at(time.Minute), AtualizadaEm: at(time.Minute)}
+	settled := &opsTransfer{Transfer: opsapi.Transfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
+		Status: "LIQUIDADA"}, ClienteID: "loja", TransferTimes: opsapi.TransferTimes{CriadaEm: at(time.Minute), AtualizadaEm: at(time.Minute)}}
 	j := buildJourney("t1", journeyParts{transfer: settled, notifications: notes}, now)
 	st := j.Steps[len(j.Steps)-1]
 	want := []AttemptLine{

@@ -5,19 +5,8 @@ import "github.com/paysuite/payments/pkg/opsapi"
 // The services' /ops answers, as the console reads them (the wire names
 // of each service's opsweb package).
 
-type opsTransfer struct {
-	ID              string `json:"id"`
-	ContaOrigem     string `json:"contaOrigem"`
-	ContaDestino    string `json:"contaDestino"`
-	ValorEmCentavos int64  `json:"valorEmCentavos"`
-	Moeda           string `json:"moeda"`
-	Status          string `json:"status"`
-	Motivo          string `json:"motivo"`
-	ClienteID       string `json:"clienteId"`
-	RequestID       string `json:"requestId"`
-	CriadaEm        string `json:"criadaEm"`
-	AtualizadaEm    string `json:"atualizadaEm"`
-}
+// opsTransfer is the transfers service's operator view of a transfer.
+type opsTransfer = opsapi.OperatorTransfer
 
 type opsTransferPage struct {
 	Transferencias []opsTransfer `json:"transferencias"`

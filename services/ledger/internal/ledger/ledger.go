@@ -15,7 +15,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/pkg/outbox"
 )
 
 // FundingPrefix starts the id of the funding account of each currency
@@ -301,14 +300,14 @@ const (
 )
 
 // Decision is the settlement of one claimed transfer: its Result, the
-// double entry it writes (none unless Settled) and the outbox message that
-// announces it.
+// double entry it writes (none unless Settled) and the event that announces
+// it, which the store writes to its outbox.
 type Decision struct {
 	Result
 	// Entries are Decide's debit and credit, already applied to the
 	// balances of the Accounts the Decider was given.
 	Entries []Entry
-	Event   outbox.Message
+	Event   events.Message
 }
 
 // Decider decides one claimed transfer against its locked accounts (nil
@@ -341,13 +340,13 @@ func (r Rules) Decider(now time.Time) Decider {
 	}
 }
 
-// resultEvent is the outbox message of a decided transfer:
+// resultEvent is the event of a decided transfer:
 // TransferenciaLiquidada or TransferenciaRejeitada, keyed by the source
 // account, with an id derived from the transfer id so that a second
 // decision (which the processed marker prevents anyway) could not make a
 // second event.
-func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.Time) (outbox.Message, error) {
-	m := outbox.Message{
+func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.Time) (events.Message, error) {
+	m := events.Message{
 		AggregateType: "transfer",
 		AggregateID:   t.ID.String(),
 		Key:           t.Source,
@@ -368,11 +367,11 @@ func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.
 		m.Topic, m.Type = r.Topics.Rejected, events.TypeRejected
 		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now}
 	default:
-		return outbox.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
+		return events.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
 	}
 	var err error
 	if m.Payload, err = json.Marshal(payload); err != nil {
-		return outbox.Message{}, fmt.Errorf("encode result event of %s: %w", t.ID, err)
+		return events.Message{}, fmt.Errorf("encode result event of %s: %w", t.ID, err)
 	}
 	return m, nil
 }

@@ -6,17 +6,17 @@
 package opsweb
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
-	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
 
 // Settlement is the body of GET /ops/liquidacoes/{id}.
@@ -46,22 +46,15 @@ type Posting struct {
 	CriadoEm        string `json:"criadoEm"`
 }
 
-const processedSQL = `
-SELECT result, COALESCE(reason, ''), source_account, dest_account, amount_cents, currency, processed_at
-FROM processed_transfer WHERE transfer_id = $1`
+// Store reads processed transfers (postgres.Store).
+type Store interface {
+	// Processed returns how the ledger decided a transfer, or
+	// ledger.ErrNotProcessed.
+	Processed(ctx context.Context, id uuid.UUID) (ledger.Processed, error)
+}
 
-// postingsSQL computes each side's balance after it as the sum of the
-// account's postings up to it (postings of one account are numbered in
-// commit order, see the posting table).
-const postingsSQL = `
-SELECT p.account_id, p.direction, p.amount_cents,
-       (SELECT COALESCE(sum(CASE q.direction WHEN 'C' THEN q.amount_cents ELSE -q.amount_cents END), 0)
-          FROM posting q WHERE q.account_id = p.account_id AND q.id <= p.id)::bigint,
-       p.created_at
-  FROM posting p WHERE p.entry_type = 'TRANSFER' AND p.entry_id = $1 ORDER BY p.direction DESC`
-
-// Routes returns the ledger's operator routes on db.
-func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
+// Routes returns the ledger's operator routes on store.
+func Routes(store Store, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/liquidacoes/{id}", Scope: auth.ScopeOperations,
 		Handler: func(w http.ResponseWriter, r *http.Request) {
 			id, err := httpapi.PathUUID(r, "id", "transfer id")
@@ -69,10 +62,8 @@ func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
 				httpapi.WriteError(w, r, log, err)
 				return
 			}
-			s := Settlement{TransferenciaID: id.String(), Lancamentos: []Posting{}}
-			var at time.Time
-			err = db.QueryRow(r.Context(), processedSQL, id).Scan(&s.Resultado, &s.Motivo, &s.ContaOrigem, &s.ContaDestino, &s.ValorEmCentavos, &s.Moeda, &at)
-			if errors.Is(err, pgx.ErrNoRows) {
+			p, err := store.Processed(r.Context(), id)
+			if errors.Is(err, ledger.ErrNotProcessed) {
 				httpapi.WriteError(w, r, log, httpapi.Errorf(httpapi.KindNotFound, "the ledger has not processed this transfer"))
 				return
 			}
@@ -80,27 +71,17 @@ func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
 				httpapi.WriteError(w, r, log, err)
 				return
 			}
-			s.ProcessadaEm = opsapi.Time(at)
-			rows, err := db.Query(r.Context(), postingsSQL, id)
-			if err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var p Posting
-				var created time.Time
-				if err := rows.Scan(&p.Conta, &p.Direcao, &p.ValorEmCentavos, &p.SaldoApos, &created); err != nil {
-					httpapi.WriteError(w, r, log, err)
-					return
-				}
-				p.CriadoEm = opsapi.Time(created)
-				s.Lancamentos = append(s.Lancamentos, p)
-			}
-			if err := rows.Err(); err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			httpapi.WriteJSON(w, http.StatusOK, s)
+			httpapi.WriteJSON(w, http.StatusOK, settlement(p))
 		}}}
+}
+
+func settlement(p ledger.Processed) Settlement {
+	s := Settlement{TransferenciaID: p.TransferID.String(), Resultado: string(p.Outcome), Motivo: p.Reason,
+		ContaOrigem: p.Source, ContaDestino: p.Destination, ValorEmCentavos: p.AmountCents, Moeda: p.Currency,
+		ProcessadaEm: opsapi.Time(p.ProcessedAt), Lancamentos: make([]Posting, 0, len(p.Postings))}
+	for _, b := range p.Postings {
+		s.Lancamentos = append(s.Lancamentos, Posting{Conta: b.Account, Direcao: string(b.Direction),
+			ValorEmCentavos: b.AmountCents, SaldoApos: b.BalanceAfter, CriadoEm: opsapi.Time(b.CreatedAt)})
+	}
+	return s
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
+	store "github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/pgtest"
 )
 
@@ -58,7 +59,7 @@ VALUES ($1, 'REJEITADA', 'SALDO_INSUFICIENTE', 'CC-A', 'CC-B', 9999, 'BRL', $2)`
 			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
 		})
 	})
-	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(db, slog.New(slog.DiscardHandler)))
+	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(store.New(db, nil), slog.New(slog.DiscardHandler)))
 	get := func(path string) (int, opsweb.Settlement) {
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))

@@ -213,7 +213,7 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var before int64
-	v, _, err := httpapi.QueryValue(r, "cursor")
+	v, _, err := httpapi.SearchParam(r, "cursor")
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -318,7 +318,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // given at most once, an integer when given (an empty value is not), and
 // ledger.DefaultPageSize when absent. The service checks its range.
 func limitParam(r *http.Request) (int, error) {
-	v, given, err := httpapi.QueryValue(r, "limite")
+	v, given, err := httpapi.SearchParam(r, "limite")
 	if err != nil || !given {
 		return ledger.DefaultPageSize, err
 	}

@@ -7,13 +7,13 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/google/uuid"
+
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
-	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/notifications/internal/notify"
 )
 
 // Notifications is the body of GET /ops/notificacoes/{id}.
@@ -48,16 +48,14 @@ type Attempt struct {
 	Em        string `json:"em"`
 }
 
-const notificationsSQL = `
-SELECT event_id::text, event_type, channel, status, attempts, delivered_at, COALESCE(last_error, ''), created_at, updated_at
-  FROM notification WHERE transfer_id = $1 ORDER BY created_at LIMIT 20`
+// Store reads the notification log (postgres.Store).
+type Store interface {
+	// Records returns the notifications of a transfer with their attempts.
+	Records(ctx context.Context, transferID uuid.UUID) ([]notify.Record, error)
+}
 
-const attemptsSQL = `
-SELECT event_id::text, attempt, channel, topic, outcome, COALESCE(error, ''), at
-  FROM notification_attempt WHERE transfer_id = $1 ORDER BY event_id, attempt LIMIT 200`
-
-// Routes returns notifications' operator routes on db.
-func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
+// Routes returns notifications' operator routes on store.
+func Routes(store Store, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/notificacoes/{id}", Scope: auth.ScopeOperations,
 		Handler: func(w http.ResponseWriter, r *http.Request) {
 			id, err := httpapi.PathUUID(r, "id", "transfer id")
@@ -65,64 +63,29 @@ func Routes(db *pg.DB, log *slog.Logger) []auth.Route {
 				httpapi.WriteError(w, r, log, err)
 				return
 			}
-			rows, err := db.Query(r.Context(), notificationsSQL, id)
+			rs, err := store.Records(r.Context(), id)
 			if err != nil {
 				httpapi.WriteError(w, r, log, err)
 				return
 			}
-			defer rows.Close()
-			out := Notifications{Notificacoes: []Notification{}}
-			for rows.Next() {
-				var n Notification
-				var delivered *time.Time
-				var created, updated time.Time
-				if err := rows.Scan(&n.EventoID, &n.TipoEvento, &n.Canal, &n.Status, &n.Tentativas, &delivered, &n.Erro, &created, &updated); err != nil {
-					httpapi.WriteError(w, r, log, err)
-					return
-				}
-				if delivered != nil {
-					n.EntregueEm = opsapi.Time(*delivered)
-				}
-				n.CriadaEm, n.AtualizadaEm = opsapi.Time(created), opsapi.Time(updated)
-				n.Historico = []Attempt{}
-				out.Notificacoes = append(out.Notificacoes, n)
-			}
-			if err := rows.Err(); err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			if err := addAttempts(r.Context(), db, id, out.Notificacoes); err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
+			out := Notifications{Notificacoes: make([]Notification, 0, len(rs))}
+			for _, n := range rs {
+				out.Notificacoes = append(out.Notificacoes, notification(n))
 			}
 			httpapi.WriteJSON(w, http.StatusOK, out)
 		}}}
 }
 
-// addAttempts fills the Historico of ns, the notifications of transfer id.
-func addAttempts(ctx context.Context, db *pg.DB, id uuid.UUID, ns []Notification) error {
-	byEvent := make(map[string]*Notification, len(ns))
-	for i := range ns {
-		byEvent[ns[i].EventoID] = &ns[i]
+func notification(r notify.Record) Notification {
+	n := Notification{EventoID: r.EventID.String(), TipoEvento: r.EventType, Canal: r.Channel, Status: string(r.Status),
+		Tentativas: r.Attempts, Erro: r.LastError, CriadaEm: opsapi.Time(r.CreatedAt), AtualizadaEm: opsapi.Time(r.UpdatedAt),
+		Historico: make([]Attempt, 0, len(r.History))}
+	if !r.DeliveredAt.IsZero() {
+		n.EntregueEm = opsapi.Time(r.DeliveredAt)
 	}
-	rows, err := db.Query(ctx, attemptsSQL, id)
-	if err != nil {
-		return err
+	for _, a := range r.History {
+		n.Historico = append(n.Historico, Attempt{Tentativa: a.Attempt, Canal: a.Channel, Topico: a.Topic,
+			Resultado: a.Outcome, Erro: a.Error, Em: opsapi.Time(a.At)})
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			event string
-			a     Attempt
-			at    time.Time
-		)
-		if err := rows.Scan(&event, &a.Tentativa, &a.Canal, &a.Topico, &a.Resultado, &a.Erro, &at); err != nil {
-			return err
-		}
-		a.Em = opsapi.Time(at)
-		if n, ok := byEvent[event]; ok {
-			n.Historico = append(n.Historico, a)
-		}
-	}
-	return rows.Err()
+	return n
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/notifications/internal/opsweb"
+	store "github.com/paysuite/payments/services/notifications/internal/postgres"
 	"github.com/paysuite/payments/test/pgtest"
 )
 
@@ -48,7 +49,7 @@ VALUES ($1, 2, $2, 'webhook', 't-retry-1000', 'DELIVERED', NULL, '2026-01-02T10:
 			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
 		})
 	})
-	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(db, slog.New(slog.DiscardHandler)))
+	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(store.New(db), slog.New(slog.DiscardHandler)))
 	get := func(path string) (int, opsweb.Notifications) {
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))

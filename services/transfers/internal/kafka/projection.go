@@ -58,17 +58,21 @@ func (p *Projection) Handle(ctx context.Context, m kafka.Message) error {
 
 // HandleBatch is a consumer.BatchHandler: it applies the results of one
 // partition's records, in offset order, in one transaction and one
-// statement. Any error, a poison record included, makes the consumer loop
-// handle each record again with Handle, where a poison record goes to the
-// DLT alone.
+// statement. A poison record stops the batch there: the results before it
+// are applied, and HandleBatch returns a consumer.BatchFailure naming
+// them, so that the consumer loop commits them, sends the poison record to
+// the DLT and handles the rest one by one. A database failure applies
+// nothing, and the loop handles each record again with Handle.
 func (p *Projection) HandleBatch(ctx context.Context, ms []kafka.Message) error {
-	rs := make([]transfer.Result, len(ms))
-	for i, m := range ms {
+	rs := make([]transfer.Result, 0, len(ms))
+	var stop error
+	for _, m := range ms {
 		r, err := p.decode(m)
 		if err != nil {
-			return err
+			stop = err
+			break
 		}
-		rs[i] = r
+		rs = append(rs, r)
 	}
 	out, err := p.svc.ApplyResults(ctx, rs)
 	if err != nil {
@@ -76,6 +80,9 @@ func (p *Projection) HandleBatch(ctx context.Context, ms []kafka.Message) error 
 	}
 	for i, r := range rs {
 		p.logResult(ctx, r, out[i])
+	}
+	if stop != nil {
+		return &consumer.BatchFailure{Handled: len(rs), Err: stop}
 	}
 	return nil
 }

@@ -370,11 +370,12 @@ CREATE TRIGGER refuse_held BEFORE INSERT ON resultado_retido FOR EACH ROW EXECUT
 }
 
 // TestProjectionBatchIsAllOrNothing applies a batch of results for many
-// transfers in which one record is poison, or one result the database
-// refuses: no transfer of the batch changes and no event id is recorded,
-// so that the one-by-one pass the consumer loop then makes applies each
-// result once. Without the failing record, the batch applies every result,
-// an event already applied changing nothing.
+// transfers in which one result the database refuses: no transfer of the
+// batch changes and no event id is recorded, so that the one-by-one pass
+// the consumer loop then makes applies each result once. Without the
+// failing record, the batch applies every result, an event already applied
+// changing nothing. (A poison record stops a batch part way:
+// TestProjectionBatchStoppedByPoison.)
 func TestProjectionBatchIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -414,11 +415,6 @@ func TestProjectionBatchIsAllOrNothing(t *testing.T) {
 		return n
 	}
 
-	poison := kafkago.Message{Topic: topics.Settled, Value: []byte("{not json")}
-	withPoison := append(append(append([]kafkago.Message{}, ms[:10]...), poison), ms[10:]...)
-	if err := f.proj.HandleBatch(ctx, withPoison); err == nil || !consumer.IsPermanent(err) {
-		t.Fatalf("HandleBatch with a poison record = %v, want a permanent error", err)
-	}
 	// A result the database refuses, as a constraint or a fault would.
 	if _, err := f.db.Exec(ctx, `
 CREATE FUNCTION refuse_transfer() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -455,5 +451,52 @@ CREATE TRIGGER refuse_transfer BEFORE UPDATE ON transferencia FOR EACH ROW
 	}
 	if n := inboxRows(); n != len(ms) {
 		t.Errorf("%d inbox rows, want %d", n, len(ms))
+	}
+}
+
+// TestProjectionBatchStoppedByPoison applies a batch with a poison record
+// after ten results: exactly those ten are applied and their event ids
+// recorded, and HandleBatch reports them done with a consumer.BatchFailure
+// whose error is the poison record's, permanent (the loop sends it to the
+// DLT and handles the rest one by one); no result after it is applied.
+func TestProjectionBatchStoppedByPoison(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var ids []uuid.UUID
+	var ms []kafkago.Message
+	for range 20 {
+		id := f.pending(t)
+		ids = append(ids, id)
+		ms = append(ms, record(t, topics.Settled, settled(id, uuid.New())))
+	}
+	poison := kafkago.Message{Topic: topics.Settled, Value: []byte("{not json")}
+	withPoison := append(append(append([]kafkago.Message{}, ms[:10]...), poison), ms[10:]...)
+	err := f.proj.HandleBatch(ctx, withPoison)
+	bf, ok := errors.AsType[*consumer.BatchFailure](err)
+	if !ok || bf.Handled != 10 || !consumer.IsPermanent(bf.Err) {
+		t.Fatalf("HandleBatch with a poison record = %v, want a BatchFailure after 10 records with a permanent error", err)
+	}
+	want, got := map[uuid.UUID]transfer.Status{}, map[uuid.UUID]transfer.Status{}
+	for i, id := range ids {
+		want[id] = transfer.StatusPending
+		if i < 10 {
+			want[id] = transfer.StatusSettled
+		}
+		tr, err := f.svc.Get(ctx, id, operator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[id] = tr.Status
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("statuses after the stopped batch (-want +got):\n%s", diff)
+	}
+	var n int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM inbox_event`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 {
+		t.Errorf("%d inbox rows, want 10 (the results before the poison record)", n)
 	}
 }

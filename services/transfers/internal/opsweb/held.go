@@ -93,14 +93,18 @@ func toHeld(h transfer.HeldResult) Held {
 }
 
 func fromTransfer(t transfer.Transfer) Transfer {
-	return Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination, ValorEmCentavos: t.AmountCents,
-		Moeda: t.Currency, Status: string(t.Status), Motivo: t.Reason, ClienteID: t.Client, RequestID: t.RequestID,
-		CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)}
+	return Transfer{
+		Transfer: opsapi.Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination,
+			ValorEmCentavos: t.AmountCents, Moeda: t.Currency, Status: string(t.Status), Motivo: t.Reason},
+		ClienteID:     t.Client,
+		RequestID:     t.RequestID,
+		TransferTimes: opsapi.TransferTimes{CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)},
+	}
 }
 
 func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
 	limit := DefaultLimit
-	if v := r.URL.Query().Get("limite"); v != "" {
+	if v := httpapi.FirstSearchParam(r, "limite"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxLimit {
 			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit))
@@ -146,10 +150,10 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 		return
 	}
 	a.Resource("event_id", id)
-	q := r.URL.Query()
-	amount, err := strconv.ParseInt(q.Get("valorEmCentavos"), 10, 64)
-	ledger := transfer.Settlement{Source: q.Get("contaOrigem"), Destination: q.Get("contaDestino"), AmountCents: amount,
-		Currency: q.Get("moeda"), Result: transfer.Status(q.Get("resultado")), Reason: q.Get("motivoResultado")}
+	q := func(name string) string { return httpapi.FirstSearchParam(r, name) }
+	amount, err := strconv.ParseInt(q("valorEmCentavos"), 10, 64)
+	ledger := transfer.Settlement{Source: q("contaOrigem"), Destination: q("contaDestino"), AmountCents: amount,
+		Currency: q("moeda"), Result: transfer.Status(q("resultado")), Reason: q("motivoResultado")}
 	if err != nil || !validate.AmountCents(amount) || ledger.Source == "" || ledger.Destination == "" || ledger.Currency == "" ||
 		(ledger.Result != transfer.StatusSettled && ledger.Result != transfer.StatusRejected) {
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation,
@@ -160,7 +164,7 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
 		return
 	}
-	t, err := h.store.ApplyHeld(r.Context(), id, ledger, transfer.Resolution{Operator: p.Subject, Note: reason(q.Get("motivo"))})
+	t, err := h.store.ApplyHeld(r.Context(), id, ledger, transfer.Resolution{Operator: p.Subject, Note: reason(q("motivo"))})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -180,7 +184,7 @@ func (h *heldHandler) discard(w http.ResponseWriter, r *http.Request, p auth.Pri
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
 		return
 	}
-	if err := h.store.DiscardHeld(r.Context(), id, transfer.Resolution{Operator: p.Subject, Note: reason(r.URL.Query().Get("motivo"))}); err != nil {
+	if err := h.store.DiscardHeld(r.Context(), id, transfer.Resolution{Operator: p.Subject, Note: reason(httpapi.FirstSearchParam(r, "motivo"))}); err != nil {
 		h.fail(w, r, err)
 		return
 	}

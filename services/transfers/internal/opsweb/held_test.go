@@ -51,7 +51,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
 		})
 	})
-	auth.Mount(r, log, opsweb.Routes(db, store, log))
+	auth.Mount(r, log, opsweb.Routes(store, log))
 	call := func(method, path string, out any) int {
 		t.Helper()
 		rec := httptest.NewRecorder()
@@ -65,8 +65,8 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	}
 	hold := func(r transfer.Result) {
 		t.Helper()
-		if out, err := store.ApplyResult(ctx, r); err != nil || out != transfer.Held {
-			t.Fatalf("ApplyResult = %v, %v; want Held", out, err)
+		if out, err := store.ApplyResults(ctx, []transfer.Result{r}); err != nil || len(out) != 1 || out[0] != transfer.Held {
+			t.Fatalf("ApplyResults = %v, %v; want Held", out, err)
 		}
 	}
 	create := func(id uuid.UUID, amount int64) {

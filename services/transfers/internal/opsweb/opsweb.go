@@ -6,6 +6,7 @@
 package opsweb
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"log/slog"
@@ -16,29 +17,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
-	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
-// Transfer is one transfer as operators see it.
-type Transfer struct {
-	ID              string `json:"id"`
-	ContaOrigem     string `json:"contaOrigem"`
-	ContaDestino    string `json:"contaDestino"`
-	ValorEmCentavos int64  `json:"valorEmCentavos"`
-	Moeda           string `json:"moeda"`
-	Status          string `json:"status"`
-	Motivo          string `json:"motivo,omitempty"`
-	ClienteID       string `json:"clienteId"`
-	// RequestID is the id of the request that created it, when recorded.
-	RequestID    string `json:"requestId,omitempty"`
-	CriadaEm     string `json:"criadaEm"`
-	AtualizadaEm string `json:"atualizadaEm"`
-}
+// Transfer is one transfer as operators see it: the fields every view
+// shows, with its client and request id.
+type Transfer = opsapi.OperatorTransfer
 
 // Page is the body of GET /ops/contas/{id}/transferencias.
 type Page struct {
@@ -54,45 +42,30 @@ const (
 	MaxLimit     = 100
 )
 
-const columns = `id::text, conta_origem, conta_destino, valor_centavos, moeda, status,
-       COALESCE(motivo_rejeicao, ''), COALESCE(cliente_id, ''), COALESCE(request_id, ''), criada_em, atualizada_em`
+// Store is what the operator routes read and change (postgres.Store).
+type Store interface {
+	HeldStore
+	// Get returns the transfer with its client and request id, or
+	// transfer.ErrNotFound.
+	Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error)
+	// ByAccount returns at most limit transfers from or to account, newest
+	// first, after the transfer created at after with id afterID when
+	// after is not nil.
+	ByAccount(ctx context.Context, account string, after *time.Time, afterID *uuid.UUID, limit int) ([]transfer.Transfer, error)
+}
 
-const byIDSQL = `SELECT ` + columns + ` FROM transferencia WHERE id = $1`
-
-// byAccountSQL lists both sides of the account, newest first, after the
-// cursor ($2, $3) when one is given.
-const byAccountSQL = `
-SELECT ` + columns + ` FROM (
-    (SELECT * FROM transferencia WHERE conta_origem = $1
-        AND ($2::timestamptz IS NULL OR (criada_em, id) < ($2, $3::uuid))
-      ORDER BY criada_em DESC, id DESC LIMIT $4)
-    UNION
-    (SELECT * FROM transferencia WHERE conta_destino = $1
-        AND ($2::timestamptz IS NULL OR (criada_em, id) < ($2, $3::uuid))
-      ORDER BY criada_em DESC, id DESC LIMIT $4)
-) t ORDER BY criada_em DESC, id DESC LIMIT $4`
-
-// Routes returns the transfers service's operator routes on db and held.
-func Routes(db *pg.DB, held HeldStore, log *slog.Logger) []auth.Route {
-	h := &handler{db: db, log: log}
+// Routes returns the transfers service's operator routes on store.
+func Routes(store Store, log *slog.Logger) []auth.Route {
+	h := &handler{store: store, log: log}
 	return append([]auth.Route{
 		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}", Scope: auth.ScopeOperations, Handler: h.byID},
 		{Method: http.MethodGet, Pattern: "/ops/contas/{id}/transferencias", Scope: auth.ScopeOperations, Handler: h.byAccount},
-	}, heldRoutes(held, log)...)
+	}, heldRoutes(store, log)...)
 }
 
 type handler struct {
-	db  *pg.DB
-	log *slog.Logger
-}
-
-func scan(row pgx.Row) (Transfer, error) {
-	var t Transfer
-	var created, updated time.Time
-	err := row.Scan(&t.ID, &t.ContaOrigem, &t.ContaDestino, &t.ValorEmCentavos, &t.Moeda, &t.Status,
-		&t.Motivo, &t.ClienteID, &t.RequestID, &created, &updated)
-	t.CriadaEm, t.AtualizadaEm = opsapi.Time(created), opsapi.Time(updated)
-	return t, err
+	store Store
+	log   *slog.Logger
 }
 
 func (h *handler) byID(w http.ResponseWriter, r *http.Request) {
@@ -101,8 +74,8 @@ func (h *handler) byID(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	t, err := scan(h.db.QueryRow(r.Context(), byIDSQL, id))
-	if errors.Is(err, pgx.ErrNoRows) {
+	t, err := h.store.Get(r.Context(), id)
+	if errors.Is(err, transfer.ErrNotFound) {
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindNotFound, "no transfer with this id"))
 		return
 	}
@@ -110,7 +83,7 @@ func (h *handler) byID(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, t)
+	httpapi.WriteJSON(w, http.StatusOK, fromTransfer(t))
 }
 
 func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +97,7 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := DefaultLimit
-	v, given, err := httpapi.QueryValue(r, "limite")
+	v, given, err := httpapi.SearchParam(r, "limite")
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -139,7 +112,7 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	var after *time.Time
 	var afterID *uuid.UUID
-	if v, _, err = httpapi.QueryValue(r, "apos"); err != nil {
+	if v, _, err = httpapi.SearchParam(r, "apos"); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
@@ -151,31 +124,19 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 		}
 		after, afterID = &at, &id
 	}
-	rows, err := h.db.Query(r.Context(), byAccountSQL, account, after, afterID, limit+1)
+	ts, err := h.store.ByAccount(r.Context(), account, after, afterID, limit+1)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	defer rows.Close()
-	out := Page{Transferencias: []Transfer{}}
-	var lastAt time.Time
-	for rows.Next() {
-		t, err := scan(rows)
-		if err != nil {
-			httpapi.WriteError(w, r, h.log, err)
-			return
-		}
-		out.Transferencias = append(out.Transferencias, t)
+	out := Page{Transferencias: make([]Transfer, 0, len(ts))}
+	for _, t := range ts {
+		out.Transferencias = append(out.Transferencias, fromTransfer(t))
 	}
-	if err := rows.Err(); err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	if len(out.Transferencias) > limit {
+	if len(ts) > limit {
 		out.Transferencias = out.Transferencias[:limit]
-		last := out.Transferencias[limit-1]
-		lastAt, _ = time.Parse(time.RFC3339Nano, last.CriadaEm)
-		out.Proxima = encodeCursor(lastAt, last.ID)
+		last := ts[limit-1]
+		out.Proxima = encodeCursor(last.CreatedAt, last.ID.String())
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)
 }

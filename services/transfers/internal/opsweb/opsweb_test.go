@@ -17,6 +17,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
+	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/test/pgtest"
 )
 
@@ -54,7 +55,7 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
 		})
 	})
-	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(db, nil, slog.New(slog.DiscardHandler)))
+	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(tpg.NewStore(db, nil, nil, 0), slog.New(slog.DiscardHandler)))
 	get := func(path string, out any) int {
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))

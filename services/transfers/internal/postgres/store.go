@@ -152,80 +152,28 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 	return rec, nil
 }
 
-const getSQL = `
-SELECT id, conta_origem, conta_destino, valor_centavos, moeda, status, coalesce(motivo_rejeicao, ''),
-       coalesce(cliente_id, ''), criada_em, atualizada_em
-FROM transferencia WHERE id = $1`
+const getSQL = `SELECT ` + transferColumns + ` FROM transferencia WHERE id = $1`
 
-// Get implements transfer.Store.
+// Get implements transfer.Store. The transfer carries its request id, for
+// operators.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) {
-	var t transfer.Transfer
-	var status string
-	err := s.db.QueryRow(ctx, getSQL, id).Scan(&t.ID, &t.Source, &t.Destination, &t.AmountCents, &t.Currency,
-		&status, &t.Reason, &t.Client, &t.CreatedAt, &t.UpdatedAt)
+	t, err := scanTransfer(s.db.QueryRow(ctx, getSQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, transfer.ErrNotFound)
 	}
 	if err != nil {
 		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, err)
 	}
-	t.Status = transfer.Status(status)
-	t.CreatedAt, t.UpdatedAt = t.CreatedAt.UTC(), t.UpdatedAt.UTC()
 	return t, nil
 }
 
-// applySQL is the seed's projection: a result lands only on a PENDENTE
-// transfer; atualizada_em never goes below criada_em, whatever the clocks.
-// A result whose transfer does not exist is held instead of dropped (a
-// held row already there for the event is kept as it is).
-const applySQL = `
-WITH moved AS (
-    UPDATE transferencia
-    SET status = $2, motivo_rejeicao = $3, atualizada_em = greatest(now(), criada_em)
-    WHERE id = $1 AND status = 'PENDENTE'
-    RETURNING id
-), held AS (
-    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload)
-    SELECT $4, $5, $1, $2, $3, $6
-    WHERE NOT EXISTS (SELECT 1 FROM transferencia WHERE id = $1)
-    ON CONFLICT (evento_id) DO NOTHING
-    RETURNING evento_id
-)
-SELECT EXISTS (SELECT 1 FROM moved), EXISTS (SELECT 1 FROM held)`
-
-// ApplyResult implements transfer.Store. The event id is recorded in the
-// inbox in the same transaction as the update or the held row.
-func (s *Store) ApplyResult(ctx context.Context, r transfer.Result) (transfer.Outcome, error) {
-	var out transfer.Outcome
-	var reason *string
-	if r.Status == transfer.StatusRejected {
-		reason = &r.Reason
-	}
-	_, err := s.inbox.Process(ctx, r.EventID, func(tx pgx.Tx) error {
-		var moved, held bool
-		if err := tx.QueryRow(ctx, applySQL, r.TransferID, string(r.Status), reason, r.EventID, heldType(r), heldPayload(r)).Scan(&moved, &held); err != nil {
-			return fmt.Errorf("apply %s to transfer %s: %w", r.Status, r.TransferID, err)
-		}
-		out = transfer.Unchanged
-		switch {
-		case moved:
-			out = transfer.Moved
-		case held:
-			out = transfer.Held
-		}
-		return nil
-	})
-	if err != nil {
-		return transfer.Unchanged, err
-	}
-	return out, nil
-}
-
-// applyAllSQL is applySQL for a batch, with the inbox marks, in one
-// statement: the results whose event id the inbox had not seen ($1 is the
-// consumer) are marked; of those, each transfer takes its first in batch
-// (offset) order, as one-by-one handling would, since only a PENDENTE
-// transfer moves; every one whose transfer does not exist is held. It
+// applyAllSQL is the projection, with the inbox marks, in one statement:
+// the results whose event id the inbox had not seen ($1 is the consumer)
+// are marked; of those, each transfer takes its first in batch (offset)
+// order, as one-by-one handling would, since a result lands only on a
+// PENDENTE transfer; atualizada_em never goes below criada_em, whatever
+// the clocks. A result whose transfer does not exist is held instead of
+// dropped (a held row already there for the event is kept as it is). It
 // returns how many events were new, the event ids of the results that
 // moved a transfer and those of the results held.
 const applyAllSQL = `
@@ -258,9 +206,10 @@ WITH input AS (
 )
 SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved), ARRAY(SELECT evento_id FROM held)`
 
-// ApplyResults implements transfer.Store: one transaction, one statement.
-// A result whose event id repeats an earlier one of rs is a duplicate, as
-// its redelivery would be.
+// ApplyResults implements transfer.Store: one transaction, one statement,
+// the inbox marks included. A result whose event id repeats an earlier one
+// of rs is a duplicate, as its redelivery would be. Only a rejection keeps
+// its reason.
 func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]transfer.Outcome, error) {
 	if len(rs) == 0 {
 		return nil, nil
@@ -274,7 +223,11 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]trans
 		}
 		seen[r.EventID] = true
 		eventIDs, transferIDs = append(eventIDs, r.EventID), append(transferIDs, r.TransferID)
-		statuses, reasons = append(statuses, string(r.Status)), append(reasons, r.Reason)
+		reason := ""
+		if r.Status == transfer.StatusRejected {
+			reason = r.Reason
+		}
+		statuses, reasons = append(statuses, string(r.Status)), append(reasons, reason)
 		types, payloads = append(types, heldType(r)), append(payloads, heldPayload(r))
 	}
 	var fresh int64

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/pkg/outbox"
 )
 
 // AggregateType names transfers in the outbox.
@@ -99,7 +98,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		Transfer:    t,
 		Fingerprint: fp,
 		Response:    sub.Response,
-		Event: outbox.Message{
+		Event: events.Message{
 			ID:            ev.EventID,
 			AggregateType: AggregateType,
 			AggregateID:   t.ID.String(),
@@ -140,12 +139,14 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID, v Viewer) (Transfer, er
 // ApplyResult projects a settlement result: a PENDENTE transfer becomes
 // LIQUIDADA or REJEITADA; a duplicate, a late or out-of-order result
 // changes nothing; a result for an unknown transfer is held for an
-// operator. It reports which of these happened.
+// operator. It reports which of these happened. It is ApplyResults of one
+// result.
 func (s *Service) ApplyResult(ctx context.Context, r Result) (Outcome, error) {
-	if err := checkResult(r); err != nil {
+	out, err := s.ApplyResults(ctx, []Result{r})
+	if err != nil {
 		return Unchanged, err
 	}
-	return s.store.ApplyResult(ctx, r)
+	return out[0], nil
 }
 
 // ApplyResults is ApplyResult for each of rs in order, in one transaction

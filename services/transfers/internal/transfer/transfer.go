@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/validate"
 )
 
@@ -153,8 +153,9 @@ type Creation struct {
 	Transfer    Transfer
 	Fingerprint [32]byte
 	Response    Response
-	// Event is the TransferenciaSolicitada outbox message.
-	Event outbox.Message
+	// Event is the TransferenciaSolicitada event, which the store writes to
+	// its outbox with the transfer.
+	Event events.Message
 }
 
 // Result is a settlement outcome to project onto a transfer.
@@ -206,12 +207,10 @@ type Store interface {
 	Create(ctx context.Context, c Creation) (*Record, error)
 	// Get returns the transfer, or ErrNotFound.
 	Get(ctx context.Context, id uuid.UUID) (Transfer, error)
-	// ApplyResult moves a PENDENTE transfer to r.Status, at most once per
-	// r.EventID, and reports what it did: a duplicate event or a transfer
-	// already final change nothing; a result for an unknown transfer is
-	// held, in the same transaction as the event's inbox mark.
-	ApplyResult(ctx context.Context, r Result) (Outcome, error)
-	// ApplyResults is ApplyResult for each of rs in order, in one
-	// transaction: all or nothing. out[i] is what rs[i] did.
+	// ApplyResults moves each PENDENTE transfer of rs, in order, to its
+	// result's Status, at most once per EventID, in one transaction: all
+	// or nothing. out[i] is what rs[i] did: a duplicate event or a
+	// transfer already final change nothing; a result for an unknown
+	// transfer is held, in the same transaction as the event's inbox mark.
 	ApplyResults(ctx context.Context, rs []Result) (out []Outcome, err error)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
@@ -90,17 +91,11 @@ type createResponse struct {
 	Status string `json:"status"`
 }
 
-// transferResponse is the body of GET /transferencias/{id}.
+// transferResponse is the body of GET /transferencias/{id}: the fields of
+// a transfer without its client or request id, which only operators see.
 type transferResponse struct {
-	ID              string `json:"id"`
-	ContaOrigem     string `json:"contaOrigem"`
-	ContaDestino    string `json:"contaDestino"`
-	ValorEmCentavos int64  `json:"valorEmCentavos"`
-	Moeda           string `json:"moeda"`
-	Status          string `json:"status"`
-	Motivo          string `json:"motivo,omitempty"`
-	CriadaEm        string `json:"criadaEm"`
-	AtualizadaEm    string `json:"atualizadaEm"`
+	opsapi.Transfer
+	opsapi.TransferTimes
 }
 
 // DecodeRequest decodes a POST /transferencias body: strict JSON (one
@@ -197,14 +192,15 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := transferResponse{
-		ID:              t.ID.String(),
-		ContaOrigem:     t.Source,
-		ContaDestino:    t.Destination,
-		ValorEmCentavos: t.AmountCents,
-		Moeda:           t.Currency,
-		Status:          string(t.Status),
-		CriadaEm:        t.CreatedAt.UTC().Format(time.RFC3339Nano),
-		AtualizadaEm:    t.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		Transfer: opsapi.Transfer{
+			ID:              t.ID.String(),
+			ContaOrigem:     t.Source,
+			ContaDestino:    t.Destination,
+			ValorEmCentavos: t.AmountCents,
+			Moeda:           t.Currency,
+			Status:          string(t.Status),
+		},
+		TransferTimes: opsapi.TransferTimes{CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)},
 	}
 	if t.Status == transfer.StatusRejected {
 		out.Motivo = t.Reason

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -453,10 +454,10 @@ func TestGetRepresentation(t *testing.T) {
 		check(t, r, map[string]any{"id": settled, "contaOrigem": "CC-001", "contaDestino": "CC-002",
 			"valorEmCentavos": float64(30000), "moeda": "BRL", "status": "PENDENTE"})
 	}
-	if _, err := h.store.ApplyResult(ctx, transfer.Result{EventID: uuid.New(), TransferID: uuid.MustParse(settled), Status: transfer.StatusSettled}); err != nil {
+	if _, err := h.store.ApplyResults(ctx, []transfer.Result{{EventID: uuid.New(), TransferID: uuid.MustParse(settled), Status: transfer.StatusSettled}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.store.ApplyResult(ctx, transfer.Result{EventID: uuid.New(), TransferID: uuid.MustParse(rejected), Status: transfer.StatusRejected, Reason: "SALDO_INSUFICIENTE"}); err != nil {
+	if _, err := h.store.ApplyResults(ctx, []transfer.Result{{EventID: uuid.New(), TransferID: uuid.MustParse(rejected), Status: transfer.StatusRejected, Reason: "SALDO_INSUFICIENTE"}}); err != nil {
 		t.Fatal(err)
 	}
 	check(t, do(t, http.MethodGet, h.url+"/transferencias/"+settled, nil, nil), map[string]any{"id": settled, "contaOrigem": "CC-001",
@@ -511,9 +512,6 @@ func (f fakeStore) Create(ctx context.Context, c transfer.Creation) (*transfer.R
 func (f fakeStore) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) {
 	return f.get(ctx, id)
 }
-func (f fakeStore) ApplyResult(context.Context, transfer.Result) (transfer.Outcome, error) {
-	return transfer.Unchanged, errors.New("not used")
-}
 func (f fakeStore) ApplyResults(context.Context, []transfer.Result) ([]transfer.Outcome, error) {
 	return nil, errors.New("not used")
 }
@@ -561,5 +559,50 @@ func TestOpenAPIServed(t *testing.T) {
 	res := do(t, http.MethodGet, srv.URL+"/openapi.yaml", nil, nil)
 	if res.status != 200 || res.header.Get("Content-Type") != "application/yaml" || string(res.body) != string(testSpec) {
 		t.Errorf("GET /openapi.yaml = %d %q %q", res.status, res.header.Get("Content-Type"), res.body)
+	}
+}
+
+// TestGetBodyIsThePublicView: GET /transferencias/{id} writes the fields
+// of the public view in their wire order, and never the client or the
+// request id, although both are recorded for the transfer (operators see
+// them on /ops).
+func TestGetBodyIsThePublicView(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	id := uuid.NewString()
+	if r := h.post(t, id, validBody); r.status != http.StatusAccepted {
+		t.Fatalf("POST = %d %s", r.status, r.body)
+	}
+	var client, requestID string
+	if err := h.pool.QueryRow(context.Background(), `SELECT cliente_id, request_id FROM transferencia WHERE id = $1`, id).
+		Scan(&client, &requestID); err != nil {
+		t.Fatal(err)
+	}
+	if client == "" || requestID == "" {
+		t.Fatalf("cliente_id %q, request_id %q: want both recorded, else this test tests nothing", client, requestID)
+	}
+	r := do(t, http.MethodGet, h.url+"/transferencias/"+id, nil, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("GET = %d %s", r.status, r.body)
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	var keys []string
+	if _, err := dec.Token(); err != nil { // {
+		t.Fatal(err)
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.(string))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"id", "contaOrigem", "contaDestino", "valorEmCentavos", "moeda", "status", "criadaEm", "atualizadaEm"}
+	if diff := cmp.Diff(want, keys); diff != "" {
+		t.Errorf("body keys, in order (-want +got):\n%s", diff)
 	}
 }

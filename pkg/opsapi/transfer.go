@@ -1,0 +1,34 @@
+package opsapi
+
+// Transfer is the fields every view of a transfer shows, in their wire
+// order (CONTRACTS.md section 2): the public GET /transferencias/{id}
+// body is Transfer then TransferTimes; the operator's is
+// OperatorTransfer. Motivo is set only when the transfer is REJEITADA.
+type Transfer struct {
+	ID              string `json:"id"`
+	ContaOrigem     string `json:"contaOrigem"`
+	ContaDestino    string `json:"contaDestino"`
+	ValorEmCentavos int64  `json:"valorEmCentavos"`
+	Moeda           string `json:"moeda"`
+	Status          string `json:"status"`
+	Motivo          string `json:"motivo,omitempty"`
+}
+
+// TransferTimes are when a transfer was created and last changed, as Time
+// writes them; they close every view of a transfer.
+type TransferTimes struct {
+	CriadaEm     string `json:"criadaEm"`
+	AtualizadaEm string `json:"atualizadaEm"`
+}
+
+// OperatorTransfer is a transfer as operators see it (the transfers
+// service's /ops answers, which the console reads): Transfer with the
+// client that created it and, when recorded, the id of the request that
+// did. The public view carries neither.
+type OperatorTransfer struct {
+	Transfer
+	ClienteID string `json:"clienteId"`
+	// RequestID is the id of the request that created it, when recorded.
+	RequestID string `json:"requestId,omitempty"`
+	TransferTimes
+}

@@ -1,0 +1,40 @@
+package ledger
+
+import (
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ErrNotProcessed is returned by the store's Processed when the ledger has
+// not settled or rejected the transfer.
+var ErrNotProcessed = errors.New("transfer not processed")
+
+// Processed is how the ledger decided one transfer, for operators: the
+// result, what the TransferenciaAnalisada asked it to move, as received
+// (results carry no amount, so this is what tells a transfer recreated
+// under the same id from the one decided here), and the postings it made.
+type Processed struct {
+	TransferID  uuid.UUID
+	Outcome     Outcome
+	Reason      string
+	Source      string
+	Destination string
+	AmountCents int64
+	Currency    string
+	ProcessedAt time.Time
+	// Postings are the transfer's two sides, the credit first; none when
+	// rejected.
+	Postings []PostingBalance
+}
+
+// PostingBalance is one side of a settled transfer with the account's
+// balance right after it.
+type PostingBalance struct {
+	Account      string
+	Direction    Direction
+	AmountCents  int64
+	BalanceAfter int64
+	CreatedAt    time.Time
+}

@@ -1,0 +1,59 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+)
+
+const processedSQL = `
+SELECT result, COALESCE(reason, ''), source_account, dest_account, amount_cents, currency, processed_at
+FROM processed_transfer WHERE transfer_id = $1`
+
+// balancesSQL computes each side's balance after it as the sum of the
+// account's postings up to it (postings of one account are numbered in
+// commit order, see the posting table).
+const balancesSQL = `
+SELECT p.account_id, p.direction, p.amount_cents,
+       (SELECT COALESCE(sum(CASE q.direction WHEN 'C' THEN q.amount_cents ELSE -q.amount_cents END), 0)
+          FROM posting q WHERE q.account_id = p.account_id AND q.id <= p.id)::bigint,
+       p.created_at
+  FROM posting p WHERE p.entry_type = 'TRANSFER' AND p.entry_id = $1 ORDER BY p.direction DESC`
+
+// Processed returns how the ledger decided transfer id with its postings,
+// or ledger.ErrNotProcessed. It only reads.
+func (s *Store) Processed(ctx context.Context, id uuid.UUID) (ledger.Processed, error) {
+	p := ledger.Processed{TransferID: id, Postings: []ledger.PostingBalance{}}
+	var outcome string
+	err := s.db.QueryRow(ctx, processedSQL, id).Scan(&outcome, &p.Reason, &p.Source, &p.Destination, &p.AmountCents, &p.Currency, &p.ProcessedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Processed{}, ledger.ErrNotProcessed
+	}
+	if err != nil {
+		return ledger.Processed{}, fmt.Errorf("read processed transfer %s: %w", id, err)
+	}
+	p.Outcome = ledger.Outcome(outcome)
+	rows, err := s.db.Query(ctx, balancesSQL, id)
+	if err != nil {
+		return ledger.Processed{}, fmt.Errorf("read postings of %s: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b ledger.PostingBalance
+		var dir string
+		if err := rows.Scan(&b.Account, &dir, &b.AmountCents, &b.BalanceAfter, &b.CreatedAt); err != nil {
+			return ledger.Processed{}, fmt.Errorf("scan posting of %s: %w", id, err)
+		}
+		b.Direction = ledger.Direction(dir)
+		p.Postings = append(p.Postings, b)
+	}
+	if err := rows.Err(); err != nil {
+		return ledger.Processed{}, fmt.Errorf("read postings of %s: %w", id, err)
+	}
+	return p, nil
+}
