@@ -29,12 +29,9 @@ func TestRunRefusesUnscopedRoutes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := platform.Open(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Router.Post("/contas", func(http.ResponseWriter, *http.Request) {})
-	err = b.Run(ctx, nil)
+	b := mustOpenService(t, cfg, slog.New(slog.DiscardHandler))
+	b.router.Post("/contas", func(http.ResponseWriter, *http.Request) {})
+	err := b.run(ctx, nil)
 	if err == nil || !strings.Contains(err.Error(), "routes without a scope [POST /contas]") {
 		t.Errorf("Run = %v, want a refusal naming POST /contas", err)
 	}

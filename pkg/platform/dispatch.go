@@ -10,9 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/envconfig"
-	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // Binary describes a service binary for Main.
@@ -61,7 +59,7 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 	}
 	log.InfoContext(ctx, "configuration", "service", b.Service, "config", envconfig.LogValue(cfg))
 	if cmd == "migrate" {
-		if err := Migrate(ctx, b.DatabaseURL(cfg), b.Service); err != nil {
+		if err := MigrateURL(ctx, b.DatabaseURL(cfg), b.Service); err != nil {
 			return err
 		}
 		log.InfoContext(ctx, "migrations applied", "service", b.Service)
@@ -91,7 +89,7 @@ func Help(w io.Writer, usage string, vars []envconfig.Var) error {
 // Exit is the main function of every service binary: it calls run with
 // os.Args and the environment, under a context cancelled by SIGINT or
 // SIGTERM (run returns once its service has shut down, in the order
-// Base.Run states), and exits 1 with the error on stderr, prefixed by name,
+// Serve states), and exits 1 with the error on stderr, prefixed by name,
 // when run fails. A second signal during the shutdown ends the process at
 // once.
 func Exit(name string, run func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error) {
@@ -106,19 +104,4 @@ func Exit(name string, run func(ctx context.Context, args []string, getenv func(
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
-}
-
-// Migrate applies the migrations of service to the database at dsn: the one
-// migrate of the suite, behind every service binary's "migrate" and the
-// operator CLI's "payments migrate".
-func Migrate(ctx context.Context, dsn, service string) error {
-	db, err := postgres.Open(ctx, dsn, 2)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := db.Migrate(ctx, migrations.ForService(service)...); err != nil {
-		return fmt.Errorf("migrate %s: %w", service, err)
-	}
-	return nil
 }
