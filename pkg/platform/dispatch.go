@@ -21,7 +21,8 @@ type Binary[C any] struct {
 	Config func(getenv func(string) string) (C, error)
 	// Variables are the variables Config reads, for the help.
 	Variables func() []envconfig.Var
-	// DatabaseURL picks the database of a configuration.
+	// DatabaseURL picks the database of a configuration; nil for a
+	// binary without a database (the console), which has no "migrate".
 	DatabaseURL func(C) string
 	// Run runs the service until ctx ends.
 	Run func(ctx context.Context, cfg C, log *slog.Logger, listening func(net.Addr)) error
@@ -31,7 +32,7 @@ type Binary[C any] struct {
 // the services: with no argument it runs the service until ctx ends
 // (tracing on when the OTEL_* variables ask); "migrate" applies the
 // service's migrations and exits, after the same configuration checks as a
-// run; "help" (or -h, --help) prints the usage and every variable, with its
+// run (for a binary with a database); "help" (or -h, --help) prints the usage and every variable, with its
 // default and description, from the service's declaration. Before running
 // or migrating it logs the effective configuration, secrets masked, in one
 // "configuration" line. The operator commands (topics, outbox, DLT)
@@ -41,12 +42,16 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 	if len(args) > 1 {
 		cmd = args[1]
 	}
-	usage := fmt.Sprintf("usage:\n  %[1]s           run the service\n  %[1]s migrate   apply the database migrations and exit\n"+
-		"  %[1]s --help    print this help\n", args[0])
+	migrates := b.DatabaseURL != nil
+	usage := fmt.Sprintf("usage:\n  %[1]s           run the service\n", args[0])
+	if migrates {
+		usage += fmt.Sprintf("  %[1]s migrate   apply the database migrations and exit\n", args[0])
+	}
+	usage += fmt.Sprintf("  %[1]s --help    print this help\n", args[0])
 	switch {
 	case len(args) == 2 && (cmd == "help" || cmd == "-h" || cmd == "-help" || cmd == "--help"):
 		return Help(stdout, usage, append(b.Variables(), envconfig.Vars(LogConfig{})...))
-	case (cmd != "" && cmd != "migrate") || len(args) > 2:
+	case (cmd != "" && (cmd != "migrate" || !migrates)) || len(args) > 2:
 		return fmt.Errorf("unknown command %q; %s", args[1:], usage)
 	}
 	cfg, err := b.Config(getenv)
