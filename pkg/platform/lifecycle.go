@@ -54,8 +54,10 @@ type Parts struct {
 //     last requests and records enqueued included) and releases its
 //     liveness session.
 //  5. Serve returns; the service's run then closes, by its defers, what it
-//     opened in the other order: the authenticator, the Kafka producer
-//     (after the relay that sends with it), the pool last.
+//     opened, in the other order: the Kafka producer (once the relay that
+//     sends with it has stopped), the pool, then the authenticator, which
+//     the run opens first so that a JWKS it cannot read stops the start
+//     before any connection is opened.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr), p Parts) error {
 	if err := ValidateShutdownDrain(cfg.ShutdownDrain); err != nil {
 		return err

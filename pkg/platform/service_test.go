@@ -18,7 +18,7 @@ import (
 )
 
 // service is what a service's run builds with the platform's pieces, in
-// the run's order; run serves it and closes it as the run's defers do.
+// the run's order (the authenticator first); run serves it and closes it as the run's defers do.
 type service struct {
 	cfg      platform.Config
 	log      *slog.Logger
@@ -40,17 +40,23 @@ type service struct {
 func openService(ctx context.Context, cfg platform.Config, log *slog.Logger) (*service, error) {
 	s := &service{cfg: cfg, log: log.With("service", cfg.Service), reg: platform.NewRegistry()}
 	var err error
+	if s.authn, err = platform.NewAuthenticator(ctx, cfg, s.log, s.reg); err != nil {
+		return nil, err
+	}
 	if s.db, err = platform.OpenPool(ctx, cfg); err != nil {
+		s.closeAuth()
 		return nil, err
 	}
 	if cfg.MigrateOnStart {
 		if err := platform.Migrate(ctx, s.db, cfg.Service); err != nil {
 			s.db.Close()
+			s.closeAuth()
 			return nil, err
 		}
 	}
 	if s.producer, err = platform.NewProducer(cfg); err != nil {
 		s.db.Close()
+		s.closeAuth()
 		return nil, err
 	}
 	s.outbox = outbox.New(s.db)
@@ -60,10 +66,6 @@ func openService(ctx context.Context, cfg platform.Config, log *slog.Logger) (*s
 	}
 	s.metrics = consumer.NewMetrics(s.reg)
 	s.ready = platform.NewReadiness(cfg.Service, s.db, s.producer, s.log, s.reg)
-	if s.authn, err = platform.NewAuthenticator(ctx, cfg, s.log, s.reg); err != nil {
-		s.close()
-		return nil, err
-	}
 	s.router = platform.NewRouter(cfg, s.log, s.reg, s.ready, s.authn)
 	return s, nil
 }
@@ -82,15 +84,17 @@ func (s *service) run(ctx context.Context, listening func(net.Addr), consumers .
 }
 
 // close closes what openService opened in the other order: the
-// authenticator, the producer, the pool last.
+// producer, the pool, then the authenticator.
 func (s *service) close() {
 	s.closeOnce.Do(func() {
-		if s.authn != nil {
-			platform.Close(s.log, "authenticator", func() error { return s.authn.Close(context.Background()) })
-		}
 		platform.Close(s.log, "kafka producer", s.producer.Close)
 		s.db.Close()
+		s.closeAuth()
 	})
+}
+
+func (s *service) closeAuth() {
+	platform.Close(s.log, "authenticator", func() error { return s.authn.Close(context.Background()) })
 }
 
 // mustOpenService is openService failing tb, closed when the test ends.

@@ -16,7 +16,7 @@ import (
 )
 
 // The start-up pieces a service's run calls in order: the metrics
-// registry, the pool, the migrations, the authenticator and the router.
+// registry, the authenticator, the pool, the migrations and the router.
 // The Kafka producer is NewProducer's, the relay NewRelay's, the readiness
 // probe NewReadiness's; Serve runs them all and stops them in order.
 

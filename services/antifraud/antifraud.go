@@ -94,12 +94,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 
 // Run runs the service with cfg and log (platform.Main reads them and
 // starts tracing) until ctx is cancelled. It builds, in order, the risk
-// engine, the metrics registry, the pool and its migrations, the Kafka
-// producer, the outbox and its relay, the analysis service, the consumer of
-// the requested topic and the router (/healthz, /readyz, /metrics and the
-// operator routes); platform.Serve runs them and stops them in its stated
-// order, and the defers close the authenticator, the producer and the pool
-// last. listening, if not nil, receives the HTTP address once bound.
+// engine, the metrics registry and the authenticator, the pool and its
+// migrations, the Kafka producer, the outbox and its relay, the analysis
+// service, the consumer of the requested topic and the router (/healthz,
+// /readyz, /metrics and the operator routes); platform.Serve runs them and
+// stops them in its stated order, and the defers close the producer, the
+// pool and the authenticator. listening, if not nil, receives the HTTP
+// address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	cfg.Service = Service
 	if cfg.Group == "" {
@@ -114,6 +115,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	log = log.With("service", cfg.Service)
 	reg := platform.NewRegistry()
+	// The authenticator first: a JWKS that cannot be read stops the
+	// start before any connection is opened.
+	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
+	if err != nil {
+		return err
+	}
+	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
 
 	db, err := platform.OpenPool(ctx, cfg.Config)
 	if err != nil {
@@ -151,11 +159,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
-	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
-	if err != nil {
-		return err
-	}
-	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
 	auth.Mount(router, log, opsRoutes(ob, db, log))
 

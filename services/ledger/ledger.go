@@ -131,12 +131,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 
 // Run runs the ledger with cfg and log (platform.Main reads them and
 // starts tracing) until ctx is cancelled. It builds, in order, the metrics
-// registry, the pool and its migrations, the Kafka producer, the outbox and
-// its relay, the ledger's service, the settlement consumer and the DLT
-// monitor, and the router with the accounts API; platform.Serve runs them
-// and stops them in its stated order, and the defers close the
-// authenticator, the producer and the pool last. listening, if not nil,
-// receives the HTTP address once bound.
+// registry and the authenticator, the pool and its migrations, the Kafka
+// producer, the outbox and its relay, the ledger's service, the settlement
+// consumer and the DLT monitor, and the router with the accounts API;
+// platform.Serve runs them and stops them in its stated order, and the
+// defers close the producer, the pool and the authenticator. listening, if
+// not nil, receives the HTTP address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	if cfg.Topics.Analysed == "" || cfg.Topics.Settled == "" || cfg.Topics.Rejected == "" {
 		return errors.New("ledger: topics are required")
@@ -159,6 +159,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	cfg.Service = Service
 	log = log.With("service", cfg.Service)
 	reg := platform.NewRegistry()
+	// The authenticator first: a JWKS that cannot be read stops the
+	// start before any connection is opened.
+	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
+	if err != nil {
+		return err
+	}
+	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
 
 	db, err := platform.OpenPool(ctx, cfg.Config)
 	if err != nil {
@@ -200,11 +207,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Handler: monitor.Handle, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
-	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
-	if err != nil {
-		return err
-	}
-	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
 	mount(router, svc, opsRoutes(ob, db, cfg.Kafka, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
 

@@ -330,12 +330,13 @@ const notifyBatchMax = 100
 
 // Run runs the service with cfg and log (platform.Main reads them and
 // starts tracing) until ctx is cancelled. It builds, in order, the metrics
-// registry, the pool and its migrations, the Kafka producer, the outbox and
-// its relay, the sender and the notifications service, the consumer of the
-// result topics and their retry topics, and the router (health, metrics,
-// operator routes); platform.Serve runs them and stops them in its stated
-// order, and the defers close the authenticator, the producer and the pool
-// last. listening, if not nil, receives the HTTP address once bound.
+// registry and the authenticator, the pool and its migrations, the Kafka
+// producer, the outbox and its relay, the sender and the notifications
+// service, the consumer of the result topics and their retry topics, and
+// the router (health, metrics, operator routes); platform.Serve runs them
+// and stops them in its stated order, and the defers close the producer,
+// the pool and the authenticator. listening, if not nil, receives the HTTP
+// address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	cfg.Service = Service
 	if err := cfg.Validate(); err != nil {
@@ -343,6 +344,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	log = log.With("service", cfg.Service)
 	reg := platform.NewRegistry()
+	// The authenticator first: a JWKS that cannot be read stops the
+	// start before any connection is opened.
+	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
+	if err != nil {
+		return err
+	}
+	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
 
 	db, err := platform.OpenPool(ctx, cfg.Config)
 	if err != nil {
@@ -385,11 +393,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Batch: handler.HandleBatch, MaxBatch: notifyBatchMax}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
-	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
-	if err != nil {
-		return err
-	}
-	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
 	auth.Mount(router, log, opsRoutes(ob, db, cfg.Kafka, []string{events.DLT(cfg.Topics.Settled), events.DLT(cfg.Topics.Rejected)}, log))
 
