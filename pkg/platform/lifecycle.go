@@ -33,8 +33,10 @@ type Parts struct {
 // Serve serves HTTP on cfg.HTTPAddr (and runs the readiness probe beside
 // it) and runs the consumers and the relay of p until ctx is cancelled
 // (SIGTERM: platform.Exit) or one of them fails. listening, if not nil,
-// receives the HTTP address once bound. A router with a route that is
-// neither public nor mounted with a scope does not start.
+// receives the HTTP address once bound. Parts without a router or a
+// readiness probe, or without a relay that is enabled, do not start, nor
+// does a router with a route that is neither public nor mounted with a
+// scope.
 //
 // Stopping follows one order, stated here and nowhere else, the same for
 // every service and for the all-in-one suite (whose services drain side by
@@ -61,6 +63,12 @@ type Parts struct {
 func Serve(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr), p Parts) error {
 	if err := ValidateShutdownDrain(cfg.ShutdownDrain); err != nil {
 		return err
+	}
+	switch {
+	case p.Router == nil || p.Readiness == nil:
+		return fmt.Errorf("%s: Serve needs a router and a readiness probe", cfg.Service)
+	case p.Relay == nil && !bool(cfg.RelayDisabled):
+		return fmt.Errorf("%s: Serve needs the relay (or OUTBOX_RELAY_ENABLED=false)", cfg.Service)
 	}
 	if bad, err := auth.Uncovered(p.Router); err != nil || len(bad) > 0 {
 		return fmt.Errorf("%s: routes without a scope %v (mount them through auth.Mount): %w", cfg.Service, bad, err)

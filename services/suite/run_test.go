@@ -30,6 +30,7 @@ func TestRunServesThenStopsEveryService(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	readyc, done := make(chan suite.Endpoints, 1), make(chan error, 1)
+	start := time.Now()
 	go func() {
 		done <- suite.Run(ctx, suite.Options{
 			DatabaseURL: pgtest.ServerURL(t),
@@ -42,6 +43,7 @@ func TestRunServesThenStopsEveryService(t *testing.T) {
 	var ep suite.Endpoints
 	select {
 	case ep = <-readyc:
+		t.Logf("ready %v after Run", time.Since(start).Round(time.Millisecond))
 	case err := <-done:
 		t.Fatalf("Run returned before the suite was ready: %v", err)
 	case <-time.After(3 * time.Minute):
@@ -71,8 +73,10 @@ func TestRunServesThenStopsEveryService(t *testing.T) {
 	}
 
 	cancel()
+	stopped := time.Now()
 	select {
 	case err := <-done:
+		t.Logf("stopped %v after the cancel (SHUTDOWN_DRAIN=1s)", time.Since(stopped).Round(time.Millisecond))
 		if err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Run after the cancel = %v, want no error", err)
 		}
