@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
@@ -15,20 +18,32 @@ import (
 // Task is a long-running part of a service; it returns when ctx ends.
 type Task func(ctx context.Context) error
 
-// Run serves HTTP (and runs the readiness probe beside it) and runs the
-// consumers and the relay
-// until ctx is cancelled (SIGTERM: platform.Exit) or one of them fails.
-// consumers are the service's consumer loops (consumer.Run) and the tasks
-// that stop with them (the transfers' inbox cleanup). listening, if
-// not nil, receives the HTTP address once bound. A router with a route
-// that is neither public nor mounted with a scope does not start.
+// Parts are what Serve runs: the router the service mounted its routes on,
+// the readiness probe its /readyz answers from, the relay (not run when
+// OUTBOX_RELAY_ENABLED=false) and the consumers: the service's consumer
+// loops (consumer.Run) and the tasks that stop with them (the transfers'
+// inbox cleanup).
+type Parts struct {
+	Router    chi.Router
+	Readiness *Readiness
+	Relay     Relay
+	Consumers []Task
+}
+
+// Serve serves HTTP on cfg.HTTPAddr (and runs the readiness probe beside
+// it) and runs the consumers and the relay of p until ctx is cancelled
+// (SIGTERM: platform.Exit) or one of them fails. listening, if not nil,
+// receives the HTTP address once bound. Parts without a router or a
+// readiness probe, or without a relay that is enabled, do not start, nor
+// does a router with a route that is neither public nor mounted with a
+// scope.
 //
 // Stopping follows one order, stated here and nowhere else, the same for
 // every service and for the all-in-one suite (whose services drain side by
 // side):
 //
 //  1. /readyz answers 503 "not ready: shutting-down" at once, while the
-//     listener keeps serving everything for Cfg.ShutdownDrain: load
+//     listener keeps serving everything for cfg.ShutdownDrain: load
 //     balancers take the instance out before it stops accepting, and the
 //     requests that race them are still answered. Consumers and the relay
 //     keep working meanwhile.
@@ -40,11 +55,23 @@ type Task func(ctx context.Context) error
 //  4. The relay publishes and marks the batch in hand (the events the
 //     last requests and records enqueued included) and releases its
 //     liveness session.
-//  5. Close: the Kafka writer, the pool and the authenticator close.
-func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...Task) error {
-	defer b.Close()
-	if bad, err := auth.Uncovered(b.Router); err != nil || len(bad) > 0 {
-		return fmt.Errorf("%s: routes without a scope %v (mount them through auth.Mount): %w", b.Cfg.Service, bad, err)
+//  5. Serve returns; the service's run then closes, by its defers, what it
+//     opened, in the other order: the Kafka producer (once the relay that
+//     sends with it has stopped), the pool, then the authenticator, which
+//     the run opens first so that a JWKS it cannot read stops the start
+//     before any connection is opened.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr), p Parts) error {
+	if err := ValidateShutdownDrain(cfg.ShutdownDrain); err != nil {
+		return err
+	}
+	switch {
+	case p.Router == nil || p.Readiness == nil:
+		return fmt.Errorf("%s: Serve needs a router and a readiness probe", cfg.Service)
+	case p.Relay == nil && !bool(cfg.RelayDisabled):
+		return fmt.Errorf("%s: Serve needs the relay (or OUTBOX_RELAY_ENABLED=false)", cfg.Service)
+	}
+	if bad, err := auth.Uncovered(p.Router); err != nil || len(bad) > 0 {
+		return fmt.Errorf("%s: routes without a scope %v (mount them through auth.Mount): %w", cfg.Service, bad, err)
 	}
 	// The parts stop by the order above, not by ctx: each stage has a
 	// context of its own, cancelled in turn, that keeps ctx's values.
@@ -53,20 +80,20 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...T
 	var failOnce sync.Once
 	fail := func() { failOnce.Do(func() { close(failed) }) } // one part failing stops the service
 	serve := func(ctx context.Context) error {
-		return httpapi.Serve(ctx, b.Cfg.HTTPAddr, b.Router, b.Log, listening)
+		return httpapi.Serve(ctx, cfg.HTTPAddr, p.Router, log, listening)
 	}
 	var relay []Task
-	if !b.Cfg.RelayDisabled {
-		relay = append(relay, b.Relay.Run)
+	if !cfg.RelayDisabled {
+		relay = append(relay, p.Relay.Run)
 	} else {
-		b.Log.InfoContext(ctx, "outbox relay disabled (OUTBOX_RELAY_ENABLED=false): another publisher reads the outbox")
+		log.InfoContext(ctx, "outbox relay disabled (OUTBOX_RELAY_ENABLED=false): another publisher reads the outbox")
 	}
 	// One probe before the listener opens: /readyz never answers
 	// "starting" to a process whose dependencies are up.
-	b.probeOnce(base)
+	p.Readiness.probeOnce(base)
 	stages := []*stage{
-		startStage(base, "http", fail, serve, b.ProbeReadiness),
-		startStage(base, "consumers", fail, consumers...),
+		startStage(base, "http", fail, serve, p.Readiness.Probe),
+		startStage(base, "consumers", fail, p.Consumers...),
 		startStage(base, "relay", fail, relay...),
 	}
 	server := stages[0]
@@ -75,9 +102,9 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...T
 	case <-ctx.Done():
 	case <-failed:
 	}
-	b.stopping.Store(true)
-	if d := b.Cfg.ShutdownDrain; d > 0 {
-		b.Log.InfoContext(base, "stopping: /readyz unready, still serving for the drain window", "drain", d)
+	p.Readiness.stopping.Store(true)
+	if d := cfg.ShutdownDrain; d > 0 {
+		log.InfoContext(base, "stopping: /readyz unready, still serving for the drain window", "drain", d)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -88,24 +115,10 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...T
 	var errs []error
 	for _, s := range stages {
 		errs = append(errs, s.stop()...)
-		b.Log.DebugContext(base, "stopped", "part", s.name)
+		log.DebugContext(base, "stopped", "part", s.name)
 	}
-	b.Log.InfoContext(base, "service stopped")
+	log.InfoContext(base, "service stopped")
 	return errors.Join(errs...)
-}
-
-// Close releases the writer, the pool and the authenticator, in that
-// order. Run calls it last.
-func (b *Base) Close() {
-	b.closeOnce.Do(func() {
-		if err := b.Writer.Close(); err != nil {
-			b.Log.Warn("close kafka writer", "err", err)
-		}
-		b.DB.Close()
-		if err := b.Auth.Close(context.Background()); err != nil {
-			b.Log.Warn("close authenticator", "err", err)
-		}
-	})
 }
 
 // stage is a group of tasks that start together and stop together.

@@ -31,9 +31,9 @@ import (
 	"github.com/paysuite/payments/test/poll"
 )
 
-// openBase opens a transfers Base on a fresh database and the test broker,
-// listening on a free port.
-func openBase(tb testing.TB, issuer *authtest.TestIssuer, drain time.Duration) *platform.Base {
+// openBase opens a transfers service on a fresh database and the test
+// broker, listening on a free port.
+func openBase(tb testing.TB, issuer *authtest.TestIssuer, drain time.Duration) *service {
 	tb.Helper()
 	cfg := platform.Config{
 		Service:        "transfers",
@@ -48,27 +48,22 @@ func openBase(tb testing.TB, issuer *authtest.TestIssuer, drain time.Duration) *
 		Auth:          issuer.Config(),
 		ShutdownDrain: drain,
 	}
-	b, err := platform.Open(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(b.Close)
-	return b
+	return mustOpenService(tb, cfg, slog.New(slog.DiscardHandler))
 }
 
-// running is a Base under Run.
+// running is a service under run.
 type running struct {
 	addr   string
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func runBase(tb testing.TB, b *platform.Base, tasks ...platform.Task) *running {
+func runBase(tb testing.TB, b *service, tasks ...platform.Task) *running {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- b.Run(ctx, func(a net.Addr) { addrc <- a }, tasks...) }()
+	go func() { r.done <- b.run(ctx, func(a net.Addr) { addrc <- a }, tasks...) }()
 	tb.Cleanup(func() {
 		cancel()
 		select {
@@ -120,7 +115,7 @@ func TestStopDrainsHTTPWhileReadyzIsUnready(t *testing.T) {
 	issuer := authtest.New(t)
 	b := openBase(t, issuer, drain)
 	entered, release := make(chan struct{}), make(chan struct{})
-	auth.Mount(b.Router, b.Log, []auth.Route{
+	auth.Mount(b.router, b.log, []auth.Route{
 		{Method: http.MethodGet, Pattern: "/slow", Scope: "teste", Handler: func(w http.ResponseWriter, _ *http.Request) {
 			close(entered)
 			<-release
@@ -228,9 +223,9 @@ func TestStopOrderConsumersThenRelayThenPool(t *testing.T) {
 		state     string
 	}
 	consumers := func(ctx context.Context) error {
-		err := consumer.Run(ctx, b.Consumer(group, []string{topic}, handler, consumer.BlockingRetries))
+		err := consumer.Run(ctx, b.consumer(group, []string{topic}, handler, consumer.BlockingRetries))
 		bg := context.Background()
-		afterConsumers.pingErr = b.DB.Ping(bg)
+		afterConsumers.pingErr = b.db.Ping(bg)
 		id, qerr := enqueue(bg, b, published)
 		if qerr != nil {
 			afterConsumers.state = qerr.Error()
@@ -239,7 +234,7 @@ func TestStopOrderConsumersThenRelayThenPool(t *testing.T) {
 		// Not poll.Until: this runs on the service's goroutine; the test
 		// reads the outcome once Run returns.
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); <-time.After(poll.Interval) {
-			qerr = b.DB.Pool.QueryRow(bg, `SELECT status FROM outbox_event WHERE id = $1`, id).Scan(&afterConsumers.state)
+			qerr = b.db.Pool.QueryRow(bg, `SELECT status FROM outbox_event WHERE id = $1`, id).Scan(&afterConsumers.state)
 			if qerr != nil {
 				afterConsumers.state = qerr.Error()
 			}
@@ -273,7 +268,7 @@ func TestStopOrderConsumersThenRelayThenPool(t *testing.T) {
 	if !afterConsumers.published {
 		t.Errorf("an event enqueued after the consumers stopped was not published (status %s): the relay stopped with them", afterConsumers.state)
 	}
-	if err := b.DB.Ping(context.Background()); err == nil {
+	if err := b.db.Ping(context.Background()); err == nil {
 		t.Error("the pool is still open after Run returned")
 	}
 
@@ -307,10 +302,10 @@ func TestStopOrderConsumersThenRelayThenPool(t *testing.T) {
 }
 
 // enqueue writes one event for topic in the outbox and returns its id.
-func enqueue(ctx context.Context, b *platform.Base, topic string) (string, error) {
+func enqueue(ctx context.Context, b *service, topic string) (string, error) {
 	var id string
-	err := b.DB.InTx(ctx, func(tx pgx.Tx) error {
-		if err := b.Outbox.Enqueue(ctx, tx, outbox.Message{AggregateType: "test", AggregateID: "a1",
+	err := b.db.InTx(ctx, func(tx pgx.Tx) error {
+		if err := b.outbox.Enqueue(ctx, tx, outbox.Message{AggregateType: "test", AggregateID: "a1",
 			Topic: topic, Key: "a1", Type: "teste", Payload: []byte(`{}`)}); err != nil {
 			return err
 		}

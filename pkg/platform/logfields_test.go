@@ -31,7 +31,7 @@ func TestHTTPLogLinesCarryEachKeyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log = log.With("service", "transfers") // as platform.Open does
+	log = log.With("service", "transfers") // as a service's run does
 	r := httpapi.NewRouter(log, nil, nil, func(context.Context) error { return nil })
 	r.Get("/ok", func(w http.ResponseWriter, r *http.Request) {
 		log.InfoContext(r.Context(), "handled", "transfer_id", "t-1")

@@ -108,3 +108,36 @@ func TestCommonDefaults(t *testing.T) {
 		t.Errorf("OUTBOX_RELAY_ENABLED=false: RelayDisabled %v; bad DATABASE_MAX_CONNS: %v", c2.RelayDisabled, err)
 	}
 }
+
+// A binary without a database (DatabaseURL nil) runs and prints its help
+// like the others, and has no migrate command: its help does not offer one
+// and "migrate" is refused before the configuration is read.
+func TestMainWithoutDatabaseHasNoMigrate(t *testing.T) {
+	t.Parallel()
+	read := false
+	b := platform.Binary[platform.LogConfig]{
+		Service: "console",
+		Config: func(func(string) string) (platform.LogConfig, error) {
+			read = true
+			return platform.LogConfig{}, nil
+		},
+		Variables: func() []envconfig.Var { return nil },
+		Run:       func(context.Context, platform.LogConfig, *slog.Logger, func(net.Addr)) error { return nil },
+	}
+	getenv := func(string) string { return "" }
+	var help bytes.Buffer
+	if err := platform.Main(context.Background(), []string{"console", "--help"}, getenv, &help, b); err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	if strings.Contains(help.String(), "migrate") {
+		t.Errorf("the help offers migrate:\n%s", help.String())
+	}
+	var out bytes.Buffer
+	err := platform.Main(context.Background(), []string{"console", "migrate"}, getenv, &out, b)
+	if err == nil || !strings.Contains(err.Error(), `unknown command ["migrate"]`) || read {
+		t.Errorf("migrate: err = %v, configuration read %v; want an unknown command before the configuration", err, read)
+	}
+	if err := platform.Main(context.Background(), []string{"console"}, getenv, &out, b); err != nil || !read {
+		t.Errorf("run: err = %v, configuration read %v", err, read)
+	}
+}

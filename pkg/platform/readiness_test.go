@@ -22,18 +22,18 @@ import (
 )
 
 // probe runs b's readiness probe until the test ends.
-func probe(tb testing.TB, b *platform.Base) {
+func probe(tb testing.TB, b *service) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = b.ProbeReadiness(ctx) }()
+	go func() { defer close(done); _ = b.ready.Probe(ctx) }()
 	tb.Cleanup(func() { cancel(); <-done })
 }
 
 // probes is the value of readiness_probes_total, all results.
-func probes(tb testing.TB, b *platform.Base) float64 {
+func probes(tb testing.TB, b *service) float64 {
 	tb.Helper()
-	mfs, err := b.Registry.Gather()
+	mfs, err := b.reg.Gather()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestReadyzAnswersFromOneProbePerSecond(t *testing.T) {
 	kafkaProxy := netfault.NewProxy(t, kafkatest.Brokers(t)[0])
 	var dials atomic.Int64
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	b, err := platform.Open(context.Background(), platform.Config{
+	b := mustOpenService(t, platform.Config{
 		Service: "transfers", DatabaseURL: dsn, DBMaxConns: 4, MigrateOnStart: true,
 		Kafka: broker.Config{Brokers: []string{kafkaProxy.Addr()}, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			dials.Add(1)
@@ -66,12 +66,8 @@ func TestReadyzAnswersFromOneProbePerSecond(t *testing.T) {
 		}},
 		Auth: authtest.New(t).Config(),
 	}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
 	probe(t, b)
-	srv := httptest.NewServer(b.Router)
+	srv := httptest.NewServer(b.router)
 	t.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
 	readyz := func() int {

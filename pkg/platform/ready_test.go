@@ -35,17 +35,13 @@ func TestReadyzNamesTheCheckNotTheDriverError(t *testing.T) {
 	var logs bytes.Buffer
 	lw := &lockedWriter{w: &logs}
 	log := slog.New(slog.NewTextHandler(lw, nil))
-	b, err := platform.Open(context.Background(), platform.Config{
+	b := mustOpenService(t, platform.Config{
 		Service: "transfers", DatabaseURL: dsn, DBMaxConns: 4, MigrateOnStart: true,
 		Kafka: broker.Config{Brokers: []string{kafkaProxy.Addr()}},
 		Auth:  authtest.New(t).Config(),
 	}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
 	probe(t, b)
-	srv := httptest.NewServer(b.Router)
+	srv := httptest.NewServer(b.router)
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(dsn)
 	secrets := []string{dbProxy.Addr(), kafkaProxy.Addr(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), "dial", "refused"}

@@ -21,7 +21,9 @@ import (
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
+	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
+	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/kafka"
 	"github.com/paysuite/payments/services/antifraud/internal/opsweb"
@@ -90,48 +92,92 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
-// Run runs the service until ctx is cancelled: it opens the database
-// (applying migrations unless disabled), serves /healthz, /readyz and
-// /metrics on cfg.HTTPAddr, relays the outbox, and consumes the requested
-// topic. listening, if not nil, receives the HTTP address once bound.
+// Run runs the service with cfg and log (platform.Main reads them and
+// starts tracing) until ctx is cancelled. It builds, in order, the risk
+// engine, the metrics registry and the authenticator, the pool and its
+// migrations, the Kafka producer, the outbox and its relay, the analysis
+// service, the consumer of the requested topic and the router (/healthz,
+// /readyz, /metrics and the operator routes); platform.Serve runs them and
+// stops them in its stated order, and the defers close the producer, the
+// pool and the authenticator. listening, if not nil, receives the HTTP
+// address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	cfg.Service = Service
 	if cfg.Group == "" {
 		cfg.Group = DefaultGroup
 	}
+	if cfg.BatchMax < 1 {
+		cfg.BatchMax = DefaultBatchMax
+	}
 	engine, err := risk.New(cfg.Risk)
 	if err != nil {
 		return err
 	}
-	base, err := platform.Open(ctx, cfg.Config, log)
+	log = log.With("service", cfg.Service)
+	reg := platform.NewRegistry()
+	// The authenticator first: a JWKS that cannot be read stops the
+	// start before any connection is opened.
+	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
 	if err != nil {
 		return err
 	}
-	store := postgres.NewStore(base.DB, base.Outbox)
-	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(base.Registry))
-	auth.Mount(base.Router, base.Log, opsRoutes(base, base.Log))
-	handler := kafka.NewHandler(svc, base.Log)
-	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.BlockingRetries)
-	if cfg.BatchMax < 1 {
-		cfg.BatchMax = DefaultBatchMax
+	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
+
+	db, err := platform.OpenPool(ctx, cfg.Config)
+	if err != nil {
+		return err
 	}
+	defer db.Close()
+	if cfg.MigrateOnStart {
+		if err := platform.Migrate(ctx, db, cfg.Service); err != nil {
+			return err
+		}
+	}
+
+	producer, err := platform.NewProducer(cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer platform.Close(log, "kafka producer", producer.Close)
+
+	ob := outbox.New(db)
+	relay, err := platform.NewRelay(cfg.Config, db, ob, producer, log, reg)
+	if err != nil {
+		return err
+	}
+
+	store := postgres.NewStore(db, ob)
+	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(reg))
+
+	requests := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Requested},
+		Handler: kafka.NewHandler(svc, log), Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg)}
 	if cfg.BatchMax > 1 {
 		// A fetched batch is decided in one transaction; on any error the
-		// loop decides its records one by one with handler.
-		requests.Batch = kafka.NewBatchHandler(svc, base.Log)
+		// loop decides its records one by one with the handler.
+		requests.Batch = kafka.NewBatchHandler(svc, log)
 		requests.MaxBatch = cfg.BatchMax
 	}
 
-	base.Log.InfoContext(ctx, "antifraud starting", "http_addr", cfg.HTTPAddr, "group", cfg.Group,
+	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
+	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
+	auth.Mount(router, log, opsRoutes(ob, db, log))
+
+	log.InfoContext(ctx, "antifraud starting", "http_addr", cfg.HTTPAddr, "group", cfg.Group,
 		"topic", cfg.Topics.Requested, "batch_max", cfg.BatchMax, "rules", engine.RuleNames(), "risk", cfg.Risk.String())
-	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, requests) })
+	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
+		Router:    router,
+		Readiness: ready,
+		Relay:     relay,
+		Consumers: []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, requests) }},
+	})
 }
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox
-// ones and antifraud's decision; base may be nil (a test's router).
-func opsRoutes(base *platform.Base, log *slog.Logger) []auth.Route {
-	if base == nil {
-		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
+// ones and antifraud's decision; ob and db may be nil (a test's router).
+func opsRoutes(ob *outbox.Outbox, db *pg.DB, log *slog.Logger) []auth.Route {
+	var store opsweb.Store
+	if db != nil {
+		store = postgres.NewStore(db, ob)
 	}
-	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(postgres.NewStore(base.DB, base.Outbox), log)...)
+	return append(opsapi.Routes(ob, log), opsweb.Routes(store, log)...)
 }

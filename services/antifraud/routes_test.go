@@ -13,11 +13,12 @@ import (
 
 // TestEveryRouteHasAScope: every route of the service's router (the
 // platform's health and metrics routes and the operator routes) is public
-// or declares the scope it needs. Base.Run also refuses to start otherwise.
+// or declares the scope it needs. platform.Serve also refuses to start
+// otherwise.
 func TestEveryRouteHasAScope(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
-	auth.Mount(r, log, opsRoutes(nil, log))
+	auth.Mount(r, log, opsRoutes(nil, nil, log))
 	authtest.CheckRoutes(t, r)
 }

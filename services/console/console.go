@@ -19,6 +19,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/console/internal/ui"
 )
 
@@ -75,15 +76,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, envconfig.Join(errs...)
 }
 
-// Run serves the console until ctx is cancelled. listening, if not nil,
-// receives the address once bound.
+// Run serves the console with cfg and log (platform.Main reads them and
+// starts tracing) until ctx is cancelled. It builds, in order, the token
+// verifier, the console's server and the router; it serves until ctx ends
+// with the metrics sampler and the session sweeper beside it, then stops
+// them and closes the verifier. The console has no database and no Kafka.
+// listening, if not nil, receives the address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	log = log.With("service", Service)
 	verifier, err := auth.NewVerifier(ctx, cfg.Auth, log)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = verifier.Close(context.WithoutCancel(ctx)) }()
+	defer platform.Close(log, "token verifier", func() error { return verifier.Close(context.WithoutCancel(ctx)) })
 	srv, err := ui.New(ui.Config{
 		Transfers:        ui.Upstream{Name: "transfers", URL: cfg.TransfersURL},
 		Ledger:           ui.Upstream{Name: "ledger", URL: cfg.LedgerURL},

@@ -23,7 +23,9 @@ import (
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
+	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
+	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/kafka"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
@@ -127,8 +129,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
-// Run runs the ledger until ctx is cancelled: the accounts API, the
-// settlement consumer, the DLT monitor and the outbox relay. listening, if
+// Run runs the ledger with cfg and log (platform.Main reads them and
+// starts tracing) until ctx is cancelled. It builds, in order, the metrics
+// registry and the authenticator, the pool and its migrations, the Kafka
+// producer, the outbox and its relay, the ledger's service, the settlement
+// consumer and the DLT monitor, and the router with the accounts API;
+// platform.Serve runs them and stops them in its stated order, and the
+// defers close the producer, the pool and the authenticator. listening, if
 // not nil, receives the HTTP address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	if cfg.Topics.Analysed == "" || cfg.Topics.Settled == "" || cfg.Topics.Rejected == "" {
@@ -150,35 +157,71 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		cfg.MaxDepositCents = DefaultMaxDepositCents
 	}
 	cfg.Service = Service
-
-	base, err := platform.Open(ctx, cfg.Config, log)
+	log = log.With("service", cfg.Service)
+	reg := platform.NewRegistry()
+	// The authenticator first: a JWKS that cannot be read stops the
+	// start before any connection is opened.
+	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
 	if err != nil {
 		return err
 	}
-	log = base.Log
+	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
 
-	store := postgres.New(base.DB, base.Outbox)
+	db, err := platform.OpenPool(ctx, cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if cfg.MigrateOnStart {
+		if err := platform.Migrate(ctx, db, cfg.Service); err != nil {
+			return err
+		}
+	}
+
+	producer, err := platform.NewProducer(cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer platform.Close(log, "kafka producer", producer.Close)
+
+	ob := outbox.New(db)
+	relay, err := platform.NewRelay(cfg.Config, db, ob, producer, log, reg)
+	if err != nil {
+		return err
+	}
+
+	store := postgres.New(db, ob)
 	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Topics: cfg.Topics, MaxDepositCents: cfg.MaxDepositCents}, cfg.Now)
 
-	mount(base.Router, svc, opsRoutes(base, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
-
-	metrics := kafka.NewMetrics(base.Registry)
+	metrics := kafka.NewMetrics(reg)
+	consumerMetrics := consumer.NewMetrics(reg)
 	settlement := kafka.NewSettlement(svc, log, metrics)
-	settle := base.Consumer(cfg.Group, []string{cfg.Topics.Analysed}, settlement.Handle, cfg.Policy)
+	settle := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Analysed},
+		Handler: settlement.Handle, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
 	if cfg.BatchMax > 1 {
 		settle.Batch = settlement.HandleBatch
 		settle.MaxBatch = cfg.BatchMax
 	}
 	monitor := kafka.NewDLTMonitor(log, metrics)
-	dlt := base.Consumer(cfg.DLTMonitorGroup, []string{events.DLT(cfg.Topics.Analysed)}, monitor.Handle, cfg.Policy)
+	dlt := consumer.Config{Broker: cfg.Kafka, Group: cfg.DLTMonitorGroup, Topics: []string{events.DLT(cfg.Topics.Analysed)},
+		Handler: monitor.Handle, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
+
+	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
+	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
+	mount(router, svc, opsRoutes(ob, db, cfg.Kafka, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
 
 	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,
 		"group", cfg.Group, "batch_max", cfg.BatchMax, "ownership", cfg.Ownership == domain.OwnershipEnforced,
 		"max_deposit_cents", cfg.MaxDepositCents)
-	return base.Run(ctx, listening,
-		func(ctx context.Context) error { return consumer.Run(ctx, settle) },
-		func(ctx context.Context) error { return consumer.Run(ctx, dlt) },
-	)
+	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
+		Router:    router,
+		Readiness: ready,
+		Relay:     relay,
+		Consumers: []platform.Task{
+			func(ctx context.Context) error { return consumer.Run(ctx, settle) },
+			func(ctx context.Context) error { return consumer.Run(ctx, dlt) },
+		},
+	})
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:
@@ -194,10 +237,11 @@ func mount(r chi.Router, svc *domain.Service, ops []auth.Route, log *slog.Logger
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox
 // and dead-letter ones (on the DLTs the ledger writes) and the ledger's
-// own; base may be nil (a test's router).
-func opsRoutes(base *platform.Base, dlts []string, log *slog.Logger) []auth.Route {
-	if base == nil {
-		return slices.Concat(opsapi.Routes(nil, log), opsapi.DLTRoutes(broker.Config{}, dlts, log), opsweb.Routes(nil, log))
+// own; ob and db may be nil (a test's router).
+func opsRoutes(ob *outbox.Outbox, db *pg.DB, kcfg broker.Config, dlts []string, log *slog.Logger) []auth.Route {
+	var store opsweb.Store
+	if db != nil {
+		store = postgres.New(db, ob)
 	}
-	return slices.Concat(opsapi.Routes(base.Outbox, log), opsapi.DLTRoutes(base.Cfg.Kafka, dlts, log), opsweb.Routes(postgres.New(base.DB, base.Outbox), log))
+	return slices.Concat(opsapi.Routes(ob, log), opsapi.DLTRoutes(kcfg, dlts, log), opsweb.Routes(store, log))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/test/openapitest"
 )
@@ -18,7 +19,7 @@ import (
 func router() chi.Router {
 	log := slog.New(slog.DiscardHandler)
 	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
-	mount(r, nil, opsRoutes(nil, nil, log), log)
+	mount(r, nil, opsRoutes(nil, nil, broker.Config{}, nil, log), log)
 	return r
 }
 

@@ -25,7 +25,9 @@ import (
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
+	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
+	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/notifications/internal/channels"
 	"github.com/paysuite/payments/services/notifications/internal/kafka"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
@@ -326,41 +328,86 @@ func checkURL(name, raw string, allowHTTP bool) error {
 // notifyBatchMax is the most records of one partition notified together.
 const notifyBatchMax = 100
 
-// Run runs the service until ctx is cancelled: HTTP (health, metrics) and
-// the consumers of the result topics and their retry topics. listening, if
-// not nil, receives the HTTP address once bound.
+// Run runs the service with cfg and log (platform.Main reads them and
+// starts tracing) until ctx is cancelled. It builds, in order, the metrics
+// registry and the authenticator, the pool and its migrations, the Kafka
+// producer, the outbox and its relay, the sender and the notifications
+// service, the consumer of the result topics and their retry topics, and
+// the router (health, metrics, operator routes); platform.Serve runs them
+// and stops them in its stated order, and the defers close the producer,
+// the pool and the authenticator. listening, if not nil, receives the HTTP
+// address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	cfg.Service = Service
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
-	base, err := platform.Open(ctx, cfg.Config, log)
+	log = log.With("service", cfg.Service)
+	reg := platform.NewRegistry()
+	// The authenticator first: a JWKS that cannot be read stops the
+	// start before any connection is opened.
+	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
 	if err != nil {
 		return err
 	}
+	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
+
+	db, err := platform.OpenPool(ctx, cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if cfg.MigrateOnStart {
+		if err := platform.Migrate(ctx, db, cfg.Service); err != nil {
+			return err
+		}
+	}
+
+	producer, err := platform.NewProducer(cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer platform.Close(log, "kafka producer", producer.Close)
+
+	ob := outbox.New(db)
+	relay, err := platform.NewRelay(cfg.Config, db, ob, producer, log, reg)
+	if err != nil {
+		return err
+	}
+
 	var sender notify.Sender
 	switch cfg.Channel {
 	case ChannelWebhook:
 		sender = channels.NewWebhook(cfg.Webhook.channel())
 	default:
-		sender = channels.NewLog(base.Log)
+		sender = channels.NewLog(log)
 	}
-	svc := notify.NewService(postgres.New(base.DB), sender, notify.NewMetrics(base.Registry), base.Log)
-	auth.Mount(base.Router, base.Log, opsRoutes(base, []string{events.DLT(cfg.Topics.Settled), events.DLT(cfg.Topics.Rejected)}, base.Log))
+	svc := notify.NewService(postgres.New(db), sender, notify.NewMetrics(reg), log)
+
 	handler := kafka.NewHandler(svc, cfg.Topics)
-	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
-		handler.Handle, consumer.DelayedRetryTopics)
-	// The records of one partition fetched together are notified with their
-	// log entries claimed and recorded at once; on any error the loop
-	// handles them one by one.
-	consume.Batch, consume.MaxBatch = handler.HandleBatch, notifyBatchMax
+	consume := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Settled, cfg.Topics.Rejected},
+		Handler: handler.Handle, Policy: consumer.DelayedRetryTopics, Logger: log, Metrics: consumer.NewMetrics(reg),
+		// The records of one partition fetched together are notified with
+		// their log entries claimed and recorded at once; on any error the
+		// loop handles them one by one.
+		Batch: handler.HandleBatch, MaxBatch: notifyBatchMax}
+
+	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
+	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
+	auth.Mount(router, log, opsRoutes(ob, db, cfg.Kafka, []string{events.DLT(cfg.Topics.Settled), events.DLT(cfg.Topics.Rejected)}, log))
+
 	names := make([]string, len(cfg.Webhook.Destinations))
 	for i, d := range cfg.Webhook.Destinations {
 		names[i] = d.Name
 	}
-	base.Log.InfoContext(ctx, "notifications starting", "channel", cfg.Channel, "group", cfg.Group,
+	log.InfoContext(ctx, "notifications starting", "channel", cfg.Channel, "group", cfg.Group,
 		"webhook_destinations", names, "default_url", cfg.Webhook.Default.URL != "")
-	return base.Run(ctx, listening, func(ctx context.Context) error { return consumer.Run(ctx, consume) })
+	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
+		Router:    router,
+		Readiness: ready,
+		Relay:     relay,
+		Consumers: []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, consume) }},
+	})
 }
 
 // channel returns the webhook channel's configuration: every listed
@@ -384,10 +431,11 @@ func (w WebhookConfig) channel() channels.WebhookConfig {
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox
 // and dead-letter ones (on the DLTs the service writes) and the
-// notifications of a transfer; base may be nil (a test's router).
-func opsRoutes(base *platform.Base, dlts []string, log *slog.Logger) []auth.Route {
-	if base == nil {
-		return slices.Concat(opsapi.Routes(nil, log), opsapi.DLTRoutes(broker.Config{}, dlts, log), opsweb.Routes(nil, log))
+// notifications of a transfer; ob and db may be nil (a test's router).
+func opsRoutes(ob *outbox.Outbox, db *pg.DB, kcfg broker.Config, dlts []string, log *slog.Logger) []auth.Route {
+	var store opsweb.Store
+	if db != nil {
+		store = postgres.New(db)
 	}
-	return slices.Concat(opsapi.Routes(base.Outbox, log), opsapi.DLTRoutes(base.Cfg.Kafka, dlts, log), opsweb.Routes(postgres.New(base.DB), log))
+	return slices.Concat(opsapi.Routes(ob, log), opsapi.DLTRoutes(kcfg, dlts, log), opsweb.Routes(store, log))
 }

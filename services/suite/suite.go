@@ -66,6 +66,12 @@ type Endpoints struct {
 
 // Run starts the suite and blocks until ctx is cancelled or a service
 // fails. ready, if not nil, is called once every service answers /readyz.
+// It shows its plan in order: the Kafka brokers (an in-process fake when
+// none are given), the topics, a database per service, each service's
+// configuration read as its binary reads it, then the services under one
+// supervisor, each building its own pool, producer, relay, consumers and
+// router and stopping in platform.Serve's order, and the console once they
+// answer.
 func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -81,29 +87,71 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	} else {
 		fmt.Fprintf(opts.Out, "Kafka:      %s\n", strings.Join(opts.Brokers, ","))
 	}
-	// Topics are created with the suite's own credential (KAFKA_SASL_*);
-	// each service reads its own (<SERVICE>_KAFKA_SASL_*, then KAFKA_SASL_*).
+	if err := createTopics(ctx, opts); err != nil {
+		return err
+	}
+	dsns, err := createDatabases(ctx, opts.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.Out, "PostgreSQL: %s (databases payments_transfers, payments_ledger, payments_antifraud, payments_notifications)\n", envconfig.RedactDSN(opts.DatabaseURL))
+	cfgs, err := readConfigs(ctx, opts, dsns)
+	if err != nil {
+		return err
+	}
+	return supervise(ctx, cancel, opts, cfgs, ready)
+}
+
+// createTopics creates the suite's topics, with the suite's own credential
+// (KAFKA_SASL_*); each service reads its own (<SERVICE>_KAFKA_SASL_*, then
+// KAFKA_SASL_*).
+func createTopics(ctx context.Context, opts Options) error {
 	sec, err := broker.SecurityFromEnv(opts.Getenv)
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	kcfg := broker.Config{Brokers: opts.Brokers, Security: sec}
 	tctx, tcancel := context.WithTimeout(ctx, time.Minute)
-	_, err = broker.CreateTopics(tctx, kcfg, broker.SuiteTopics(events.DefaultTopics, 1))
-	tcancel()
-	if err != nil {
+	defer tcancel()
+	if _, err := broker.CreateTopics(tctx, kcfg, broker.SuiteTopics(events.DefaultTopics, 1)); err != nil {
 		return fmt.Errorf("create topics: %w", err)
 	}
+	return nil
+}
+
+// services are the suite's services, in the order they start.
+var services = []string{"transfers", "ledger", "antifraud", "notifications"}
+
+// createDatabases gives each service its database "payments_<service>" on
+// the server of serverURL, created when missing, and returns their URLs by
+// service.
+func createDatabases(ctx context.Context, serverURL string) (map[string]string, error) {
 	dsns := map[string]string{}
-	for _, s := range []string{"transfers", "ledger", "antifraud", "notifications"} {
-		dsn, err := ensureDatabase(ctx, opts.DatabaseURL, "payments_"+s)
+	for _, s := range services {
+		dsn, err := ensureDatabase(ctx, serverURL, "payments_"+s)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dsns[s] = dsn
 	}
-	fmt.Fprintf(opts.Out, "PostgreSQL: %s (databases payments_transfers, payments_ledger, payments_antifraud, payments_notifications)\n", envconfig.RedactDSN(opts.DatabaseURL))
+	return dsns, nil
+}
 
+// configs are the configurations of the suite's services and console.
+type configs struct {
+	transfers     transfers.Config
+	ledger        ledger.Config
+	antifraud     antifraud.Config
+	notifications notifications.Config
+	console       console.Config
+}
+
+// readConfigs reads each service's configuration as its binary does, from
+// opts.Getenv with <SERVICE>_<NAME> before <NAME>, the database of dsns,
+// the suite's brokers and the service's default port; it logs each
+// service's effective configuration, secrets masked, as its own binary
+// logs it at start.
+func readConfigs(ctx context.Context, opts Options, dsns map[string]string) (configs, error) {
 	env := func(service, defaultAddr string) func(string) string {
 		prefix := strings.ToUpper(service) + "_"
 		return func(name string) string {
@@ -124,42 +172,43 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 			return opts.Getenv(name)
 		}
 	}
-	tcfg, err := transfers.ConfigFromEnv(env("transfers", TransfersAddr))
-	if err != nil {
-		return fmt.Errorf("transfers: %w", err)
+	var c configs
+	var err error
+	if c.transfers, err = transfers.ConfigFromEnv(env("transfers", TransfersAddr)); err != nil {
+		return c, fmt.Errorf("transfers: %w", err)
 	}
-	lcfg, err := ledger.ConfigFromEnv(env("ledger", LedgerAddr))
-	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
+	if c.ledger, err = ledger.ConfigFromEnv(env("ledger", LedgerAddr)); err != nil {
+		return c, fmt.Errorf("ledger: %w", err)
 	}
-	acfg, err := antifraud.ConfigFromEnv(env("antifraud", AntifraudAddr))
-	if err != nil {
-		return fmt.Errorf("antifraud: %w", err)
+	if c.antifraud, err = antifraud.ConfigFromEnv(env("antifraud", AntifraudAddr)); err != nil {
+		return c, fmt.Errorf("antifraud: %w", err)
 	}
-	ncfg, err := notifications.ConfigFromEnv(env("notifications", NotificationsAddr))
-	if err != nil {
-		return fmt.Errorf("notifications: %w", err)
+	if c.notifications, err = notifications.ConfigFromEnv(env("notifications", NotificationsAddr)); err != nil {
+		return c, fmt.Errorf("notifications: %w", err)
 	}
-
-	// Each service's effective configuration, secrets masked, as its own
-	// binary logs it at start.
-	for _, c := range []struct {
+	for _, s := range []struct {
 		name string
 		cfg  any
-	}{{"transfers", tcfg}, {"ledger", lcfg}, {"antifraud", acfg}, {"notifications", ncfg}} {
-		opts.Log.InfoContext(ctx, "configuration", "service", c.name, "config", envconfig.LogValue(c.cfg))
+	}{{"transfers", c.transfers}, {"ledger", c.ledger}, {"antifraud", c.antifraud}, {"notifications", c.notifications}} {
+		opts.Log.InfoContext(ctx, "configuration", "service", s.name, "config", envconfig.LogValue(s.cfg))
 	}
-
-	ccfg, err := console.ConfigFromEnv(func(name string) string {
+	c.console, err = console.ConfigFromEnv(func(name string) string {
 		if name == "CONSOLE_HTTP_ADDR" {
 			return firstNonEmpty(opts.Getenv(name), ConsoleAddr)
 		}
 		return opts.Getenv(name)
 	})
 	if err != nil {
-		return fmt.Errorf("console: %w", err)
+		return c, fmt.Errorf("console: %w", err)
 	}
+	return c, nil
+}
 
+// supervise runs the four services side by side, and the console once they
+// answer /readyz, until ctx ends or one of them stops: then cancel stops
+// the others, each in platform.Serve's order, and supervise returns every
+// error, not only the first.
+func supervise(ctx context.Context, cancel context.CancelFunc, opts Options, c configs, ready func(Endpoints)) error {
 	var mu sync.Mutex
 	addrs := map[string]string{}
 	listening := func(name string) func(net.Addr) {
@@ -169,9 +218,8 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 			addrs[name] = baseURL(a)
 		}
 	}
-	// One supervisor: any service stopping, with or without an error, stops
-	// the suite (errgroup.WithContext would only on an error), and every
-	// error is reported, not only the first.
+	// Any service stopping, with or without an error, stops the suite
+	// (errgroup.WithContext would only on an error).
 	var (
 		g    errgroup.Group
 		emu  sync.Mutex
@@ -191,15 +239,11 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 			return nil
 		})
 	}
-	start("transfers", func() error {
-		return transfers.Run(ctx, tcfg, opts.Log, listening("transfers"))
-	})
-	start("ledger", func() error { return ledger.Run(ctx, lcfg, opts.Log, listening("ledger")) })
-	start("antifraud", func() error {
-		return antifraud.Run(ctx, acfg, opts.Log, listening("antifraud"))
-	})
+	start("transfers", func() error { return transfers.Run(ctx, c.transfers, opts.Log, listening("transfers")) })
+	start("ledger", func() error { return ledger.Run(ctx, c.ledger, opts.Log, listening("ledger")) })
+	start("antifraud", func() error { return antifraud.Run(ctx, c.antifraud, opts.Log, listening("antifraud")) })
 	start("notifications", func() error {
-		return notifications.Run(ctx, ncfg, opts.Log, listening("notifications"))
+		return notifications.Run(ctx, c.notifications, opts.Log, listening("notifications"))
 	})
 	g.Go(func() error {
 		ep, err := waitReady(ctx, &mu, addrs)
@@ -211,6 +255,7 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 			return nil
 		}
 		// The console starts once the services answer: it reads them.
+		ccfg := c.console
 		ccfg.TransfersURL, ccfg.LedgerURL, ccfg.AntifraudURL, ccfg.NotificationsURL = ep.Transfers, ep.Ledger, ep.Antifraud, ep.Notifications
 		bound := make(chan string, 1)
 		start("console", func() error {

@@ -22,6 +22,7 @@ import (
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
+	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
@@ -105,43 +106,85 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, envconfig.Join(errs...)
 }
 
-// Run runs the service until ctx is cancelled: it opens the database
-// (applying migrations), serves the HTTP API, relays the outbox and runs
-// the projection, then shuts down in order. listening, if not nil, gets the
-// HTTP address once bound.
+// Run runs the service with cfg and log (platform.Main reads them and
+// starts tracing) until ctx is cancelled. It builds, in order, the metrics
+// registry and the authenticator, the pool and its migrations, the Kafka
+// producer, the outbox and its relay, the service, its consumers and its
+// router; platform.Serve runs them and stops them in its stated order, and
+// the defers close the producer, the pool and the authenticator.
+// listening, if not nil, gets the HTTP address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	if cfg.Topics.Requested == "" || cfg.Topics.Settled == "" || cfg.Topics.Rejected == "" || cfg.ProjectionGroup == "" {
 		return errors.New("transfers: topics and projection group are required")
 	}
-	base, err := platform.Open(ctx, cfg.Config, log)
+	log = log.With("service", cfg.Service)
+	reg := platform.NewRegistry()
+	// The authenticator first: a JWKS that cannot be read stops the
+	// start before any connection is opened.
+	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
 	if err != nil {
 		return err
 	}
-	inb := inbox.New(base.DB, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(base.Registry))
-	store := postgres.NewStore(base.DB, base.Outbox, inb, cfg.ClaimTimeout)
-	held := NewHeldMetrics(base.Registry)
+	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
+
+	db, err := platform.OpenPool(ctx, cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if cfg.MigrateOnStart {
+		if err := platform.Migrate(ctx, db, cfg.Service); err != nil {
+			return err
+		}
+	}
+
+	producer, err := platform.NewProducer(cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer platform.Close(log, "kafka producer", producer.Close)
+
+	ob := outbox.New(db)
+	relay, err := platform.NewRelay(cfg.Config, db, ob, producer, log, reg)
+	if err != nil {
+		return err
+	}
+
+	inb := inbox.New(db, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(reg))
+	store := postgres.NewStore(db, ob, inb, cfg.ClaimTimeout)
+	held := NewHeldMetrics(reg)
 	svc := transfer.NewService(meterHeld(store, held), cfg.Topics.Requested)
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending, Refresh: cfg.AdmissionRefresh},
-		base.Relay, time.Now, admission.NewMetrics(base.Registry))
-	mount(base.Router, svc, admit, web.NewIdempotencyMetrics(base.Registry), opsRoutes(base, store, base.Log), base.Log)
-	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
-	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.BlockingRetries)
-	// The results of one partition fetched together are applied in one
-	// statement; on any error the loop applies them one by one.
-	pcfg.Batch, pcfg.MaxBatch = projection.HandleBatch, projectionBatchMax
+		relay, time.Now, admission.NewMetrics(reg))
+
+	projection := kafka.NewProjection(svc, cfg.Topics, log)
+	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),
+		Handler: projection.Handle, Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg),
+		// The results of one partition fetched together are applied in
+		// one statement.
+		Batch: projection.HandleBatch, MaxBatch: projectionBatchMax}
 	retention := cfg.InboxRetention
 	if retention <= 0 {
 		retention = platform.DefaultInboxRetention
 	}
-	return base.Run(ctx, listening,
-		admit.Run,
-		func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
-		func(ctx context.Context) error {
-			return inbox.CleanupLoop(ctx, base.DB, retention, time.Minute, base.Log)
+
+	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
+	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
+	mount(router, svc, admit, web.NewIdempotencyMetrics(reg), opsRoutes(ob, store, log), log)
+
+	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
+		Router:    router,
+		Readiness: ready,
+		Relay:     relay,
+		Consumers: []platform.Task{
+			admit.Run,
+			func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
+			func(ctx context.Context) error { return inbox.CleanupLoop(ctx, db, retention, time.Minute, log) },
+			func(ctx context.Context) error {
+				return heldGaugeLoop(ctx, store.CountHeld, held, heldGaugeInterval, log)
+			},
 		},
-		func(ctx context.Context) error {
-			return heldGaugeLoop(ctx, store.CountHeld, held, heldGaugeInterval, base.Log)
-		})
+	})
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:
@@ -157,10 +200,11 @@ func mount(r chi.Router, svc *transfer.Service, admit web.Admission, idem *web.I
 }
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox
-// ones and the transfers' own; base and store may be nil (a test's router).
-func opsRoutes(base *platform.Base, store *postgres.Store, log *slog.Logger) []auth.Route {
-	if base == nil {
-		return append(opsapi.Routes(nil, log), opsweb.Routes(nil, log)...)
+// ones and the transfers' own; ob and store may be nil (a test's router).
+func opsRoutes(ob *outbox.Outbox, store *postgres.Store, log *slog.Logger) []auth.Route {
+	var ops opsweb.Store
+	if store != nil {
+		ops = store
 	}
-	return append(opsapi.Routes(base.Outbox, log), opsweb.Routes(store, log)...)
+	return append(opsapi.Routes(ob, log), opsweb.Routes(ops, log)...)
 }

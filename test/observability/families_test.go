@@ -22,7 +22,8 @@ const (
 	histogram = dto.MetricType_HISTOGRAM
 )
 
-// The families every service exposes, registered by pkg/platform.Base.
+// The families every service exposes, registered by the pkg/platform pieces
+// each service's run builds (NewRelay, NewReadiness, NewRouter).
 var (
 	outboxFamilies = []family{
 		{"outbox_pending_events", gauge, nil},

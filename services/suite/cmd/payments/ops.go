@@ -125,7 +125,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if err := platform.Migrate(ctx, url, *service); err != nil {
+	if err := platform.MigrateURL(ctx, url, *service); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "migrations of %s applied\n", *service)

@@ -1,28 +1,16 @@
 package platform
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/segmentio/kafka-go"
-
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
-	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // DefaultInboxRetention is how long processed-event rows are kept by
@@ -175,94 +163,4 @@ func (c *Config) validateRelayMode() error {
 		return c.Logical.Validate()
 	}
 	return fmt.Errorf("OUTBOX_RELAY: %q is neither %q nor %q", c.RelayMode, RelayPolling, RelayLogical)
-}
-
-// Base is the part of a running service that every service has.
-type Base struct {
-	Cfg      Config
-	Log      *slog.Logger
-	DB       *postgres.DB
-	Registry *prometheus.Registry
-	Writer   *kafka.Writer
-	Outbox   *outbox.Outbox
-	Relay    Relay
-	Router   chi.Router
-	// ConsumerMetrics are registered once per service and shared by its
-	// consumers.
-	ConsumerMetrics *consumer.Metrics
-	HTTPMetrics     *httpapi.HTTPMetrics
-	// Auth authenticates every request but the public ones; routes mount
-	// through auth.Mount with their scopes.
-	Auth *auth.Authenticator
-
-	// readiness is the last result of ProbeReadiness, which Ready reads.
-	readiness *readiness
-	// stopping is set once Run begins to stop: /readyz answers 503.
-	stopping  atomic.Bool
-	closeOnce sync.Once
-}
-
-// Open connects to the database, applies the service's migrations, and
-// builds the writer, outbox, relay and router. The caller runs it with Run,
-// which closes it.
-func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
-	log = log.With("service", cfg.Service)
-	if err := cfg.Relay.Validate(); err != nil {
-		return nil, err
-	}
-	if err := ValidateShutdownDrain(cfg.ShutdownDrain); err != nil {
-		return nil, err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	authn, err := auth.New(ctx, cfg.Auth, log, reg, auth.WithRefusalLimit(cfg.AuthRefusals))
-	if err != nil {
-		return nil, err
-	}
-	db, err := postgres.Open(ctx, cfg.DatabaseURL, int32(min(cfg.DBMaxConns, 1000))) //nolint:gosec // bounded
-	if err != nil {
-		_ = authn.Close(ctx)
-		return nil, err
-	}
-	if cfg.MigrateOnStart {
-		if err := db.Migrate(ctx, migrations.ForService(cfg.Service)...); err != nil {
-			db.Close()
-			_ = authn.Close(ctx)
-			return nil, err
-		}
-	}
-	b := &Base{
-		Cfg:             cfg,
-		Log:             log,
-		DB:              db,
-		Registry:        reg,
-		Writer:          broker.NewWriter(cfg.Kafka, cfg.Relay.ClaimSize()),
-		Outbox:          outbox.New(db),
-		ConsumerMetrics: consumer.NewMetrics(reg),
-		HTTPMetrics:     httpapi.NewHTTPMetrics(reg),
-		Auth:            authn,
-		readiness:       newReadiness(reg),
-	}
-	b.Relay = newRelay(b, cfg, log, reg)
-	b.Router = httpapi.NewRouter(log, b.HTTPMetrics, reg, b.Ready, httpapi.Deadline(cfg.RequestTimeout), authn.Middleware)
-	return b, nil
-}
-
-// CheckShuttingDown is the readiness check that fails from the moment Run
-// begins to stop: load balancers stop sending requests during the drain.
-const CheckShuttingDown = "shutting-down"
-
-// Consumer returns a consumer config with the service's brokers, logger and
-// metrics filled in; the consumer writes its DLT and retry records with a
-// writer of its own (broker.NewDLTWriter), which keeps their partitions.
-func (b *Base) Consumer(group string, topics []string, h consumer.Handler, policy consumer.Policy) consumer.Config {
-	return consumer.Config{
-		Broker:  b.Cfg.Kafka,
-		Group:   group,
-		Topics:  topics,
-		Handler: h,
-		Policy:  policy,
-		Logger:  b.Log,
-		Metrics: b.ConsumerMetrics,
-	}
 }

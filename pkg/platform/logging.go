@@ -1,17 +1,15 @@
-// Package platform is what every service's main needs before its own code:
-// configuration from environment variables, the logger, and the Base that
-// opens the database, applies migrations, builds the Kafka writer, the
-// outbox and its relay, the HTTP router with health and metrics, and runs
-// them with an orderly shutdown.
 package platform
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 
 	"github.com/paysuite/payments/pkg/envconfig"
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/tracing"
 )
 
 // NewLogger returns a slog logger writing to w: JSON by default (containers),
@@ -56,4 +54,26 @@ func LoggerFromEnv(getenv func(string) string, w io.Writer) (*slog.Logger, error
 		c.Format = "text"
 	}
 	return NewLogger(w, c.Format, c.Level)
+}
+
+// contextHandler adds the request id and trace id of the context to every
+// record logged with one (InfoContext and friends).
+type contextHandler struct{ slog.Handler }
+
+func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := httpapi.RequestIDFrom(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	if id := tracing.TraceID(ctx); id != "" {
+		r.AddAttrs(slog.String("trace_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h contextHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return contextHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h contextHandler) WithGroup(name string) slog.Handler {
+	return contextHandler{h.Handler.WithGroup(name)}
 }

@@ -10,9 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/envconfig"
-	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // Binary describes a service binary for Main.
@@ -23,7 +21,8 @@ type Binary[C any] struct {
 	Config func(getenv func(string) string) (C, error)
 	// Variables are the variables Config reads, for the help.
 	Variables func() []envconfig.Var
-	// DatabaseURL picks the database of a configuration.
+	// DatabaseURL picks the database of a configuration; nil for a
+	// binary without a database (the console), which has no "migrate".
 	DatabaseURL func(C) string
 	// Run runs the service until ctx ends.
 	Run func(ctx context.Context, cfg C, log *slog.Logger, listening func(net.Addr)) error
@@ -33,7 +32,7 @@ type Binary[C any] struct {
 // the services: with no argument it runs the service until ctx ends
 // (tracing on when the OTEL_* variables ask); "migrate" applies the
 // service's migrations and exits, after the same configuration checks as a
-// run; "help" (or -h, --help) prints the usage and every variable, with its
+// run (for a binary with a database); "help" (or -h, --help) prints the usage and every variable, with its
 // default and description, from the service's declaration. Before running
 // or migrating it logs the effective configuration, secrets masked, in one
 // "configuration" line. The operator commands (topics, outbox, DLT)
@@ -43,12 +42,16 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 	if len(args) > 1 {
 		cmd = args[1]
 	}
-	usage := fmt.Sprintf("usage:\n  %[1]s           run the service\n  %[1]s migrate   apply the database migrations and exit\n"+
-		"  %[1]s --help    print this help\n", args[0])
+	migrates := b.DatabaseURL != nil
+	usage := fmt.Sprintf("usage:\n  %[1]s           run the service\n", args[0])
+	if migrates {
+		usage += fmt.Sprintf("  %[1]s migrate   apply the database migrations and exit\n", args[0])
+	}
+	usage += fmt.Sprintf("  %[1]s --help    print this help\n", args[0])
 	switch {
 	case len(args) == 2 && (cmd == "help" || cmd == "-h" || cmd == "-help" || cmd == "--help"):
 		return Help(stdout, usage, append(b.Variables(), envconfig.Vars(LogConfig{})...))
-	case (cmd != "" && cmd != "migrate") || len(args) > 2:
+	case (cmd != "" && (cmd != "migrate" || !migrates)) || len(args) > 2:
 		return fmt.Errorf("unknown command %q; %s", args[1:], usage)
 	}
 	cfg, err := b.Config(getenv)
@@ -61,7 +64,7 @@ func Main[C any](ctx context.Context, args []string, getenv func(string) string,
 	}
 	log.InfoContext(ctx, "configuration", "service", b.Service, "config", envconfig.LogValue(cfg))
 	if cmd == "migrate" {
-		if err := Migrate(ctx, b.DatabaseURL(cfg), b.Service); err != nil {
+		if err := MigrateURL(ctx, b.DatabaseURL(cfg), b.Service); err != nil {
 			return err
 		}
 		log.InfoContext(ctx, "migrations applied", "service", b.Service)
@@ -91,7 +94,7 @@ func Help(w io.Writer, usage string, vars []envconfig.Var) error {
 // Exit is the main function of every service binary: it calls run with
 // os.Args and the environment, under a context cancelled by SIGINT or
 // SIGTERM (run returns once its service has shut down, in the order
-// Base.Run states), and exits 1 with the error on stderr, prefixed by name,
+// Serve states), and exits 1 with the error on stderr, prefixed by name,
 // when run fails. A second signal during the shutdown ends the process at
 // once.
 func Exit(name string, run func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error) {
@@ -106,19 +109,4 @@ func Exit(name string, run func(ctx context.Context, args []string, getenv func(
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
-}
-
-// Migrate applies the migrations of service to the database at dsn: the one
-// migrate of the suite, behind every service binary's "migrate" and the
-// operator CLI's "payments migrate".
-func Migrate(ctx context.Context, dsn, service string) error {
-	db, err := postgres.Open(ctx, dsn, 2)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := db.Migrate(ctx, migrations.ForService(service)...); err != nil {
-		return fmt.Errorf("migrate %s: %w", service, err)
-	}
-	return nil
 }
