@@ -2,7 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 
 	"github.com/paysuite/payments/pkg/auth"
@@ -21,11 +20,7 @@ func BenchmarkVerify(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := iss.Config()
 			cfg.TokenCacheSize = tc.size
-			v, err := auth.NewVerifier(context.Background(), cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = v.Close(context.Background()) })
+			v := newVerifier(b, context.Background(), cfg)
 			ctx := context.Background()
 			if _, err := v.Verify(ctx, tok); err != nil {
 				b.Fatal(err)

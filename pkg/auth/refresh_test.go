@@ -19,11 +19,7 @@ func TestJWKSRefreshedOnUnknownKid(t *testing.T) {
 	iss := authtest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	v, err := auth.NewVerifier(ctx, iss.Config(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = v.Close(context.Background()) }()
+	v := newVerifier(t, ctx, iss.Config())
 	now := time.Now()
 	auth.SetClock(v, func() time.Time { return now })
 	verify := func(tok string) error {
@@ -84,11 +80,7 @@ func TestJWKSUnavailable(t *testing.T) {
 	cfg.JWKSURL = "http://127.0.0.1:1/jwks.json"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	v, err := auth.NewVerifier(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = v.Close(context.Background()) }()
+	v := newVerifier(t, ctx, cfg)
 	if _, err := v.Verify(ctx, iss.Token(t, "client-a")); !errors.Is(err, auth.ErrKeysUnavailable) {
 		t.Errorf("Verify with no JWKS: %v, want auth.ErrKeysUnavailable", err)
 	}

@@ -3,7 +3,6 @@ package auth_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +21,7 @@ func TestMaxTokenLifetime(t *testing.T) {
 	iss := authtest.New(t)
 	cfg := iss.Config()
 	cfg.MaxTokenLifetime = 2 * time.Hour
-	v, err := auth.NewVerifier(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = v.Close(context.Background()) })
+	v := newVerifier(t, context.Background(), cfg)
 	now := time.Now()
 	for _, tc := range []struct {
 		name string
@@ -74,12 +69,7 @@ func TestRequiredType(t *testing.T) {
 	verifier := func(typ string) *auth.Verifier {
 		cfg := iss.Config()
 		cfg.RequiredType = typ
-		v, err := auth.NewVerifier(context.Background(), cfg, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = v.Close(context.Background()) })
-		return v
+		return newVerifier(t, context.Background(), cfg)
 	}
 	strict, lax := verifier("at+jwt"), verifier("")
 	withTyp := func(typ string) string {
