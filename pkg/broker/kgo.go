@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -231,24 +230,3 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // IsControl reports whether r is a transaction marker rather than a record
 // anyone wrote: it must never reach a handler.
 func IsControl(r *kgo.Record) bool { return r.Attrs.IsControl() }
-
-// ToMessage converts a record read with kgo into the kafka-go message the
-// suite's handlers take, so that handlers do not depend on the client that
-// read it.
-func ToMessage(r *kgo.Record) kafka.Message {
-	m := kafka.Message{
-		Topic:     r.Topic,
-		Partition: int(r.Partition),
-		Offset:    r.Offset,
-		Key:       r.Key,
-		Value:     r.Value,
-		Time:      r.Timestamp,
-	}
-	if len(r.Headers) > 0 {
-		m.Headers = make([]kafka.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			m.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return m
-}
