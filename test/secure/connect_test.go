@@ -122,7 +122,7 @@ func TestACLsAreIdempotent(t *testing.T) {
 	if err := broker.CreateACLs(ctx30(t), admin, want); err != nil {
 		t.Fatalf("second CreateACLs: %v", err)
 	}
-	got, err := broker.ListACLs(ctx30(t), admin)
+	got, err := kafkatest.ListACLs(ctx30(t), admin)
 	if err != nil {
 		t.Fatal(err)
 	}
