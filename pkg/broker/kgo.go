@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-		"time"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
