@@ -13,7 +13,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth"
@@ -183,7 +182,7 @@ type Base struct {
 	Log      *slog.Logger
 	DB       *postgres.DB
 	Registry *prometheus.Registry
-	Writer   *kafka.Writer
+	Producer *broker.Producer
 	Outbox   *outbox.Outbox
 	Relay    Relay
 	Router   chi.Router
@@ -203,7 +202,7 @@ type Base struct {
 }
 
 // Open connects to the database, applies the service's migrations, and
-// builds the writer, outbox, relay and router. The caller runs it with Run,
+// builds the producer, outbox, relay and router. The caller runs it with Run,
 // which closes it.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	log = log.With("service", cfg.Service)
@@ -231,12 +230,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 			return nil, err
 		}
 	}
+	producer, err := broker.NewProducer(cfg.Kafka)
+	if err != nil {
+		db.Close()
+		_ = authn.Close(ctx)
+		return nil, err
+	}
 	b := &Base{
 		Cfg:             cfg,
 		Log:             log,
 		DB:              db,
 		Registry:        reg,
-		Writer:          broker.NewWriter(cfg.Kafka, cfg.Relay.ClaimSize()),
+		Producer:        producer,
 		Outbox:          outbox.New(db),
 		ConsumerMetrics: consumer.NewMetrics(reg),
 		HTTPMetrics:     httpapi.NewHTTPMetrics(reg),
@@ -254,7 +259,7 @@ const CheckShuttingDown = "shutting-down"
 
 // Consumer returns a consumer config with the service's brokers, logger and
 // metrics filled in; the consumer writes its DLT and retry records with a
-// writer of its own (broker.NewDLTWriter), which keeps their partitions.
+// producer of its own (broker.NewDLTProducer), which keeps their partitions.
 func (b *Base) Consumer(group string, topics []string, h consumer.Handler, policy consumer.Policy) consumer.Config {
 	return consumer.Config{
 		Broker:  b.Cfg.Kafka,

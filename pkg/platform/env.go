@@ -1,6 +1,6 @@
 // Package platform is what every service's main needs before its own code:
 // configuration from environment variables, the logger, and the Base that
-// opens the database, applies migrations, builds the Kafka writer, the
+// opens the database, applies migrations, builds the Kafka producer, the
 // outbox and its relay, the HTTP router with health and metrics, and runs
 // them with an orderly shutdown.
 package platform

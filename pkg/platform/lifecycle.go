@@ -40,7 +40,7 @@ type Task func(ctx context.Context) error
 //  4. The relay publishes and marks the batch in hand (the events the
 //     last requests and records enqueued included) and releases its
 //     liveness session.
-//  5. Close: the Kafka writer, the pool and the authenticator close.
+//  5. Close: the Kafka producer, the pool and the authenticator close.
 func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...Task) error {
 	defer b.Close()
 	if bad, err := auth.Uncovered(b.Router); err != nil || len(bad) > 0 {
@@ -94,12 +94,12 @@ func (b *Base) Run(ctx context.Context, listening func(net.Addr), consumers ...T
 	return errors.Join(errs...)
 }
 
-// Close releases the writer, the pool and the authenticator, in that
+// Close releases the producer, the pool and the authenticator, in that
 // order. Run calls it last.
 func (b *Base) Close() {
 	b.closeOnce.Do(func() {
-		if err := b.Writer.Close(); err != nil {
-			b.Log.Warn("close kafka writer", "err", err)
+		if err := b.Producer.Close(); err != nil {
+			b.Log.Warn("close kafka producer", "err", err)
 		}
 		b.DB.Close()
 		if err := b.Auth.Close(context.Background()); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paysuite/payments/migrations"
-	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/periodic"
 )
@@ -82,7 +81,7 @@ func (b *Base) Ready(context.Context) error {
 // every ReadinessInterval until ctx ends, it checks that the database
 // answers, that the migrations are applied, and that a Kafka broker
 // answers with the service's TLS and SASL settings, and keeps the result
-// for Ready. It uses the pool's connections and the writer's (no
+// for Ready. It uses the pool's connections and the producer's (no
 // connection of its own: a wrong Kafka password fails it as it fails the
 // relay's sends). Run runs it beside the HTTP server; it logs each change
 // of the result.
@@ -155,7 +154,7 @@ func (b *Base) checkDependencies(ctx context.Context) error {
 		r.migrated = true
 		r.mu.Unlock()
 	}
-	if err := broker.Ping(ctx, b.Writer); err != nil {
+	if err := b.Producer.Ping(ctx); err != nil {
 		return &httpapi.NotReady{Check: "kafka", Err: err}
 	}
 	return nil

@@ -24,9 +24,9 @@ func newRelay(b *Base, cfg Config, log *slog.Logger, reg prometheus.Registerer) 
 	metrics := outbox.NewMetrics(reg)
 	logical := outbox.NewLogicalMetrics(reg)
 	if cfg.RelayMode == RelayLogical {
-		return outbox.NewLogicalRelay(b.Outbox, b.Writer, cfg.Logical, cfg.Relay, log, metrics, logical)
+		return outbox.NewLogicalRelay(b.Outbox, b.Producer, cfg.Logical, cfg.Relay, log, metrics, logical)
 	}
-	return &pollingRelay{Relay: outbox.NewRelay(b.Outbox, b.Writer, cfg.Relay, log, metrics), b: b, cfg: cfg, log: log, gauge: logical}
+	return &pollingRelay{Relay: outbox.NewRelay(b.Outbox, b.Producer, cfg.Relay, log, metrics), b: b, cfg: cfg, log: log, gauge: logical}
 }
 
 // pollingRelay is the polling relay plus the check for a slot left behind.
