@@ -23,7 +23,7 @@ import (
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
-	"github.com/paysuite/payments/services/antifraud/internal/kafka"
+	"github.com/paysuite/payments/services/antifraud/internal/consume"
 	"github.com/paysuite/payments/services/antifraud/internal/opsweb"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
@@ -110,7 +110,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.NewStore(base.DB, base.Outbox)
 	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(base.Registry))
 	auth.Mount(base.Router, base.Log, opsRoutes(base, base.Log))
-	handler := kafka.NewHandler(svc, base.Log)
+	handler := consume.NewHandler(svc, base.Log)
 	requests := base.Consumer(cfg.Group, []string{cfg.Topics.Requested}, handler, consumer.BlockingRetries)
 	if cfg.BatchMax < 1 {
 		cfg.BatchMax = DefaultBatchMax
@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	if cfg.BatchMax > 1 {
 		// A fetched batch is decided in one transaction; on any error the
 		// loop decides its records one by one with handler.
-		requests.Batch = kafka.NewBatchHandler(svc, base.Log)
+		requests.Batch = consume.NewBatchHandler(svc, base.Log)
 		requests.MaxBatch = cfg.BatchMax
 	}
 

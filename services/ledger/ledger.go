@@ -24,7 +24,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
-	"github.com/paysuite/payments/services/ledger/internal/kafka"
+	"github.com/paysuite/payments/services/ledger/internal/consume"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
@@ -162,14 +162,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 
 	mount(base.Router, svc, opsRoutes(base, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
 
-	metrics := kafka.NewMetrics(base.Registry)
-	settlement := kafka.NewSettlement(svc, log, metrics)
+	metrics := consume.NewMetrics(base.Registry)
+	settlement := consume.NewSettlement(svc, log, metrics)
 	settle := base.Consumer(cfg.Group, []string{cfg.Topics.Analysed}, settlement.Handle, cfg.Policy)
 	if cfg.BatchMax > 1 {
 		settle.Batch = settlement.HandleBatch
 		settle.MaxBatch = cfg.BatchMax
 	}
-	monitor := kafka.NewDLTMonitor(log, metrics)
+	monitor := consume.NewDLTMonitor(log, metrics)
 	dlt := base.Consumer(cfg.DLTMonitorGroup, []string{events.DLT(cfg.Topics.Analysed)}, monitor.Handle, cfg.Policy)
 
 	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,

@@ -27,7 +27,7 @@ import (
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/notifications/internal/channels"
-	"github.com/paysuite/payments/services/notifications/internal/kafka"
+	"github.com/paysuite/payments/services/notifications/internal/consume"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/internal/opsweb"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
@@ -347,7 +347,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	svc := notify.NewService(postgres.New(base.DB), sender, notify.NewMetrics(base.Registry), base.Log)
 	auth.Mount(base.Router, base.Log, opsRoutes(base, []string{events.DLT(cfg.Topics.Settled), events.DLT(cfg.Topics.Rejected)}, base.Log))
-	handler := kafka.NewHandler(svc, cfg.Topics)
+	handler := consume.NewHandler(svc, cfg.Topics)
 	consume := base.Consumer(cfg.Group, []string{cfg.Topics.Settled, cfg.Topics.Rejected},
 		handler.Handle, consumer.DelayedRetryTopics)
 	// The records of one partition fetched together are notified with their

@@ -24,8 +24,8 @@ import (
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
+	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
-	"github.com/paysuite/payments/services/transfers/internal/kafka"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -80,7 +80,7 @@ func DefaultConfig() Config {
 	return Config{
 		Config:           platform.DefaultConfig(Service, DefaultHTTPAddr),
 		Topics:           events.DefaultTopics,
-		ProjectionGroup:  kafka.Group,
+		ProjectionGroup:  consume.Group,
 		ClaimTimeout:     postgres.DefaultClaimTimeout,
 		AdmissionMaxAge:  admission.DefaultMaxAge,
 		AdmissionRefresh: admission.DefaultRefresh,
@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending, Refresh: cfg.AdmissionRefresh},
 		base.Relay, time.Now, admission.NewMetrics(base.Registry))
 	mount(base.Router, svc, admit, opsRoutes(base, store, base.Log), base.Log)
-	projection := kafka.NewProjection(svc, cfg.Topics, base.Log)
+	projection := consume.NewProjection(svc, cfg.Topics, base.Log)
 	pcfg := base.Consumer(cfg.ProjectionGroup, projection.Topics(), projection.Handle, consumer.BlockingRetries)
 	// The results of one partition fetched together are applied in one
 	// statement; on any error the loop applies them one by one.

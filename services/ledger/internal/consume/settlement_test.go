@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/services/ledger/internal/kafka"
+	"github.com/paysuite/payments/services/ledger/internal/consume"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/background"
@@ -91,7 +91,7 @@ type env struct {
 	// ownership is the ownership rule the settlement consumer applies.
 	ownership ledger.Ownership
 	// metrics are the ledger's metrics, registered on reg.
-	metrics *kafka.Metrics
+	metrics *consume.Metrics
 }
 
 func newEnv(t *testing.T) *env {
@@ -99,7 +99,7 @@ func newEnv(t *testing.T) *env {
 	db := ledgertest.NewDB(t)
 	e := &env{db: db, store: postgres.New(db, outbox.New(db)), brokers: kafkatest.Brokers(t),
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
-	e.metrics = kafka.NewMetrics(e.reg)
+	e.metrics = consume.NewMetrics(e.reg)
 	e.failing = &failingStore{Store: e.store, failID: uuid.New()}
 	e.topic = kafkatest.Topic(t, "ledger-analisada", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -121,7 +121,7 @@ func (e *env) logger() *slog.Logger {
 func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	t.Helper()
 	svc := ledger.NewService(e.failing, ledger.Rules{Ownership: e.ownership, Topics: ledgertest.Topics}, nil)
-	h := kafka.NewSettlement(svc, e.logger(), e.metrics)
+	h := consume.NewSettlement(svc, e.logger(), e.metrics)
 	e.group = kafkatest.Group(t, "ledger")
 	cfg := consumer.Config{
 		Broker: broker.Config{Brokers: e.brokers}, Group: e.group, Topics: []string{e.topic},
@@ -376,7 +376,7 @@ func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	e.produce(t, kafkago.Message{Key: []byte("CC-9"), Value: []byte(`garbage`)})
 	// The settlement consumer dead-letters the record; the monitor reads it.
 	e.run(t, consumer.BlockingRetries, false)
-	monitor := kafka.NewDLTMonitor(e.logger(), e.metrics)
+	monitor := consume.NewDLTMonitor(e.logger(), e.metrics)
 	e.start(t, consumer.Config{Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger-dlt-monitor"),
 		Topics: []string{events.DLT(e.topic)}, Handler: monitor.Handle, Publisher: e.writer, Logger: e.logger()})
 
@@ -398,14 +398,14 @@ func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
-	m := kafka.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), kafka.NewMetrics(reg))
+	m := consume.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), consume.NewMetrics(reg))
 	if err := m.Handle(context.Background(), kafkago.Message{Topic: "x-dlt", Key: []byte("K")}); err != nil {
 		t.Fatal(err)
 	}
-	if n := counter(t, reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": kafka.UnknownOrigin}); n != 1 {
+	if n := counter(t, reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": consume.UnknownOrigin}); n != 1 {
 		t.Errorf("count of unknown origin = %v, want 1", n)
 	}
-	if line := logs.find(t, "record sent to the DLT"); line["origin"] != kafka.UnknownOrigin || line["cause"] != kafka.UnknownOrigin {
+	if line := logs.find(t, "record sent to the DLT"); line["origin"] != consume.UnknownOrigin || line["cause"] != consume.UnknownOrigin {
 		t.Errorf("log = %v", line)
 	}
 }

@@ -1,13 +1,11 @@
-// Package kafka turns TransferenciaSolicitada records into antifraud
+// Package consume turns TransferenciaSolicitada records into antifraud
 // decisions: the handler the consumer loop runs for the antifraude group.
-package kafka
+package consume
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-
-	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
@@ -31,7 +29,7 @@ type BatchAnalyser interface {
 // is returned as a permanent error (the loop sends it to the DLT at once);
 // any other failure is returned as is, for the loop to retry.
 func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
-	return func(ctx context.Context, m kafkago.Message) error {
+	return func(ctx context.Context, m broker.Record) error {
 		req, err := decode(m)
 		if err != nil {
 			return err
@@ -53,7 +51,7 @@ func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
 // again with the handler of NewHandler, where a poison record goes to the
 // DLT alone and the others are decided one by one.
 func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
-	return func(ctx context.Context, ms []kafkago.Message) error {
+	return func(ctx context.Context, ms []broker.Record) error {
 		reqs := make([]analysis.Request, len(ms))
 		for i, m := range ms {
 			req, err := decode(m)
@@ -62,7 +60,7 @@ func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
 			}
 			// The batch's ctx carries no record's trace: each record's
 			// goes with it (analysis.Request.Traceparent).
-			reqs[i] = analysis.Request{Transfer: req, Traceparent: broker.Header(m, events.HeaderTraceparent)}
+			reqs[i] = analysis.Request{Transfer: req, Traceparent: m.Header(events.HeaderTraceparent)}
 		}
 		rs, err := a.AnalyseBatch(ctx, reqs)
 		if err != nil {
@@ -75,8 +73,8 @@ func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
 	}
 }
 
-func decode(m kafkago.Message) (events.Requested, error) {
-	if t := broker.Header(m, events.HeaderEventType); t != "" && t != events.TypeRequested {
+func decode(m broker.Record) (events.Requested, error) {
+	if t := m.Header(events.HeaderEventType); t != "" && t != events.TypeRequested {
 		return events.Requested{}, consumer.Permanent(fmt.Errorf("unexpected event type %q on %s", t, m.Topic))
 	}
 	var req events.Requested

@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/tracing"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
-	"github.com/paysuite/payments/services/antifraud/internal/kafka"
+	"github.com/paysuite/payments/services/antifraud/internal/consume"
 )
 
 // fakeAnalyser records what it was given (the trace context of its ctx
@@ -84,7 +84,7 @@ func TestHandler(t *testing.T) {
 			if tt.wantTrace != "" {
 				ctx = tracing.WithTraceparent(ctx, tt.wantTrace)
 			}
-			err := kafka.NewHandler(f, slog.New(slog.DiscardHandler))(ctx, m)
+			err := consume.NewHandler(f, slog.New(slog.DiscardHandler))(ctx, m)
 
 			if got := consumer.IsPermanent(err); got != tt.wantPermanent {
 				t.Errorf("IsPermanent(%v) = %v, want %v", err, got, tt.wantPermanent)

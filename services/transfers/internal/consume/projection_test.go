@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
-	"github.com/paysuite/payments/services/transfers/internal/kafka"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/test/pgtest"
@@ -31,15 +31,15 @@ type fixture struct {
 	db    *pg.DB
 	store *postgres.Store
 	svc   *transfer.Service
-	proj  *kafka.Projection
+	proj  *consume.Projection
 }
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService("transfers")...))
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, kafka.Group, nil), 0)
+	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, consume.Group, nil), 0)
 	svc := transfer.NewService(store, topics.Requested)
-	return fixture{db: db, store: store, svc: svc, proj: kafka.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
+	return fixture{db: db, store: store, svc: svc, proj: consume.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
 }
 
 func (f fixture) pending(t *testing.T) uuid.UUID {

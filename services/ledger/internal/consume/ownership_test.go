@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
