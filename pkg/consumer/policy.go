@@ -37,10 +37,11 @@ func (e *BatchFailure) Error() string {
 }
 func (e *BatchFailure) Unwrap() error { return e.Err }
 
-// Publisher sends records (DLT and retry topics); *kafka.Writer is one.
-// A record the loop forwards names the partition of the record it came from
-// (broker.Record.Partition); broker.NewDLTWriter keeps it there when the
-// target topic has that partition, as Spring does.
+// Publisher sends records (DLT and retry topics); broker.NewDLTProducer
+// returns the production one. A record the loop forwards names the
+// partition of the record it came from (broker.Record.Partition); that
+// producer keeps it there when the target topic has that partition, as
+// Spring does.
 type Publisher = broker.Publisher
 
 type permanentError struct{ err error }
