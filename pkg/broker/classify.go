@@ -99,3 +99,9 @@ func (e sendError) Unwrap() error { return e.err }
 func (e sendError) Temporary() bool {
 	return kerr.IsRetriable(e.err) || errors.Is(e.err, kgo.ErrRecordTimeout) || errors.Is(e.err, kgo.ErrRecordRetries)
 }
+
+// RecordError returns err, the Kafka error of one record, as Publish
+// reports it among PublishErrors: Temporary tells pkg/outage which errors
+// are an outage. A Publisher other than Producer (a test's fault injector)
+// fails a record with it to fail it as the producer does.
+func RecordError(err error) error { return sendError{err} }
