@@ -3,6 +3,7 @@ package kafkatest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -67,4 +68,26 @@ func Header[M kafka.Message | broker.Record](m M, key string) string {
 		return v.Header(key)
 	}
 	return ""
+}
+
+// Message converts a suite's record to a kafka-go message, for a test that
+// writes it to a topic directly (TxnProducer).
+func Message(r broker.Record) kafka.Message {
+	m := kafka.Message{Topic: r.Topic, Partition: int(r.Partition), Offset: r.Offset, Key: r.Key, Value: r.Value, Time: r.Time}
+	for _, h := range r.Headers {
+		m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+	}
+	return m
+}
+
+// KafkaGoWriter returns a kafka-go writer of cfg, for a test that writes a
+// topic directly and chooses partitions itself (its Balancer): murmur2 of
+// the key by default, acknowledged by all in-sync replicas, 2 ms batches.
+// The caller closes it.
+func KafkaGoWriter(cfg broker.Config) *kafka.Writer {
+	return &kafka.Writer{
+		Addr: kafka.TCP(cfg.Brokers...), Balancer: &kafka.Murmur2Balancer{}, RequiredAcks: kafka.RequireAll,
+		BatchTimeout: 2 * time.Millisecond, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		Transport: cfg.Transport(),
+	}
 }

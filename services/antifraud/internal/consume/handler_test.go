@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/tracing"
@@ -76,9 +76,9 @@ func TestHandler(t *testing.T) {
 				gotReq, gotTrace = r, tp
 				return analysis.Result{Decision: analysis.Decision{TransferID: r.TransferID}}, tt.analyseErr
 			}}
-			m := kafkago.Message{Topic: "solicitada", Value: tt.value}
+			m := broker.Record{Topic: "solicitada", Value: tt.value}
 			for k, v := range tt.headers {
-				m.Headers = append(m.Headers, kafkago.Header{Key: k, Value: []byte(v)})
+				m.Headers = append(m.Headers, broker.Header{Key: k, Value: []byte(v)})
 			}
 			ctx := context.Background()
 			if tt.wantTrace != "" {
