@@ -1,10 +1,12 @@
 // Package broker is the one place where the suite talks to Kafka through a
 // client library: the suite's own record type (Record), the producer every
 // relay and the consumer loop publish with (Producer, franz-go's idempotent
-// producer), the franz-go (kgo) consumer-group, partition and admin clients
-// every consumer and the DLT tooling use (read_committed, see kgo.go), and
-// the provisioning of the topics and ACLs of CONTRACTS.md (kafka-go's admin
-// requests). No other package of services/ or pkg/ imports a Kafka client.
+// producer), the consumer-group member every consumer loop reads with
+// (Group, with Fetch and Offset), the partition reader and admin reads of
+// the DLT tooling and the lag gauge (PartitionReader, Admin), all on
+// franz-go and read_committed (see kgo.go), and the provisioning of the
+// topics and ACLs of CONTRACTS.md (kafka-go's admin requests). No other
+// package of services/ or pkg/ imports a Kafka client (imports_test.go).
 package broker
 
 import (
@@ -31,7 +33,7 @@ type Config struct {
 	Brokers []string `env:"KAFKA_BROKERS" envDefault:"localhost:9092" help:"comma-separated bootstrap brokers"`
 	// Dial replaces the default dialer when set (tests).
 	Dial DialFunc `env:"-"`
-	// MaxMessageBytes is the largest record the writer sends; default
+	// MaxMessageBytes is the largest record a producer sends; default
 	// 1 MiB, the broker's default message.max.bytes.
 	MaxMessageBytes int64 `env:"KAFKA_MAX_MESSAGE_BYTES" envDefault:"1048576" help:"largest record a producer sends"`
 	// Security is the SASL credential and TLS of every connection
