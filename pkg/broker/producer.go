@@ -56,6 +56,12 @@ func newProducer(cfg Config, partitioner kgo.Partitioner) (*Producer, error) {
 		kgo.ProducerLinger(2*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(int32(cfg.maxMessageBytes())), //nolint:gosec // bounded by the broker's limits
 		kgo.ProduceRequestTimeout(10*time.Second),
+		// A record not sent within 10 s (below the 15 s every caller
+		// gives a Publish) fails with ErrRecordTimeout wrapping the last
+		// error that held it back, so that a wrong password or a missing
+		// ACL surfaces as itself rather than as the caller's deadline.
+		// A record in flight is still waited for (idempotence).
+		kgo.RecordDeliveryTimeout(10*time.Second),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer: %w", err)
