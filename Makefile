@@ -71,6 +71,8 @@ lint:
 	@# go.mod and go.sum must be what `go mod tidy` writes: prints the diff and fails otherwise.
 	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
+	@# No Kafka client outside pkg/broker (pkg/broker/imports_test.go).
+	$(GO) test -count=1 -run 'TestNoKafkaClientOutsideBroker|TestClientImportsFindsAnImport' ./pkg/broker/
 	$(GO) tool golangci-lint run --allow-serial-runners $(PKGS)
 	bash test/infra/ensure-promtool.sh
 	promtool check rules deploy/prometheus/alerts.yml

@@ -154,44 +154,6 @@ func CreateACLs(ctx context.Context, cfg Config, acls []ACL) error {
 	return errors.Join(errs...)
 }
 
-// ListACLs returns the literal allow ACLs of the cluster on topics and
-// groups, sorted, for checks and the operator's listing.
-func ListACLs(ctx context.Context, cfg Config) ([]ACL, error) {
-	transport := cfg.Transport()
-	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second, Transport: transport}
-	resp, err := client.DescribeACLs(ctx, &kafka.DescribeACLsRequest{Filter: kafka.ACLFilter{
-		ResourceTypeFilter:        kafka.ResourceTypeAny,
-		ResourcePatternTypeFilter: kafka.PatternTypeLiteral,
-		Operation:                 kafka.ACLOperationTypeAny,
-		PermissionType:            kafka.ACLPermissionTypeAllow,
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("describe ACLs: %w", err)
-	}
-	if resp.Error != nil {
-		return nil, fmt.Errorf("describe ACLs: %w", resp.Error)
-	}
-	var out []ACL
-	for _, r := range resp.Resources {
-		var kind string
-		switch r.ResourceType {
-		case kafka.ResourceTypeTopic:
-			kind = ResourceTopic
-		case kafka.ResourceTypeGroup:
-			kind = ResourceGroup
-		default:
-			continue
-		}
-		for _, d := range r.ACLs {
-			op := strings.ToUpper(d.Operation.String())
-			out = append(out, ACL{Principal: d.Principal, Resource: kind, Name: r.ResourceName, Operation: op})
-		}
-	}
-	SortACLs(out)
-	return out, nil
-}
-
 // SortACLs orders acls by principal, resource kind, name and operation.
 func SortACLs(acls []ACL) {
 	slices.SortFunc(acls, func(a, b ACL) int {

@@ -16,13 +16,13 @@ func TestConsumerRetryBackoffIsShortAndBounded(t *testing.T) {
 		fails    int
 		min, max time.Duration
 	}{
-		{0, 80 * time.Millisecond, 120 * time.Millisecond},
-		{1, 80 * time.Millisecond, 120 * time.Millisecond},
-		{2, 160 * time.Millisecond, 240 * time.Millisecond},
-		{3, 320 * time.Millisecond, 480 * time.Millisecond},
-		{5, 800 * time.Millisecond, 1200 * time.Millisecond},
-		{11, 800 * time.Millisecond, 1200 * time.Millisecond},
-		{1000, 800 * time.Millisecond, 1200 * time.Millisecond},
+		{0, 50 * time.Millisecond, 100 * time.Millisecond},
+		{1, 50 * time.Millisecond, 100 * time.Millisecond},
+		{2, 100 * time.Millisecond, 200 * time.Millisecond},
+		{3, 200 * time.Millisecond, 400 * time.Millisecond},
+		{5, 500 * time.Millisecond, time.Second},
+		{11, 500 * time.Millisecond, time.Second},
+		{1000, 500 * time.Millisecond, time.Second},
 	} {
 		for range 50 {
 			if d := broker.ConsumerRetryBackoff(tc.fails); d < tc.min || d > tc.max {

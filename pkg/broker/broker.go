@@ -1,12 +1,12 @@
-// Package broker is the one place where the suite configures its Kafka
-// clients: the kafka-go writer every producer uses, the franz-go (kgo)
-// consumer-group, partition and admin clients every consumer and the DLT
-// tooling use (read_committed, see kgo.go), and the provisioning of the
-// topics of CONTRACTS.md.
-//
-// kafka-go's Writer defaults are unsafe for payments (round-robin balancer
-// that ignores keys, no acks, a 1 s batch timeout), so NewWriter sets the
-// balancer, acks and batch timeout explicitly.
+// Package broker is the one place where the suite talks to Kafka through a
+// client library: the suite's own record type (Record), the producer every
+// relay and the consumer loop publish with (Producer, franz-go's idempotent
+// producer), the consumer-group member every consumer loop reads with
+// (Group, with Fetch and Offset), the partition reader and admin reads of
+// the DLT tooling and the lag gauge (PartitionReader, Admin), all on
+// franz-go and read_committed (see kgo.go), and the provisioning of the
+// topics and ACLs of CONTRACTS.md (kafka-go's admin requests). No other
+// package of services/ or pkg/ imports a Kafka client (imports_test.go).
 package broker
 
 import (
@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +33,7 @@ type Config struct {
 	Brokers []string `env:"KAFKA_BROKERS" envDefault:"localhost:9092" help:"comma-separated bootstrap brokers"`
 	// Dial replaces the default dialer when set (tests).
 	Dial DialFunc `env:"-"`
-	// MaxMessageBytes is the largest record the writer sends; default
+	// MaxMessageBytes is the largest record a producer sends; default
 	// 1 MiB, the broker's default message.max.bytes.
 	MaxMessageBytes int64 `env:"KAFKA_MAX_MESSAGE_BYTES" envDefault:"1048576" help:"largest record a producer sends"`
 	// Security is the SASL credential and TLS of every connection
@@ -52,67 +51,6 @@ func ParseBrokers(s string) []string {
 		}
 	}
 	return out
-}
-
-// NewWriter returns the writer every producer of the suite uses:
-//   - acks from all in-sync replicas (RequireAll);
-//   - partition by murmur2 of the key, as the Java client does, so Go and
-//     Java producers put an account's events on the same partition;
-//   - a 2 ms batch timeout (the default 1 s would add a second of latency to
-//     every synchronous send);
-//   - a batch size of batch records, the most one call sends (the relay's
-//     claim size), so that the records of one call for one partition form one
-//     record batch, which the broker appends or refuses as a whole: the
-//     outbox relies on that for per-key order. No larger: kafka-go allocates
-//     a batch's whole capacity for every partition a call touches (152 bytes
-//     a record), and a capacity of 10,000 cost each service a fifth of its
-//     CPU in allocation and GC under load (bench-e2e -profile);
-//   - no topic auto-creation: topics are provisioned with their settings.
-//
-// The topic is set per message. The caller closes the writer.
-func NewWriter(cfg Config, batch int) *kafka.Writer {
-	return newWriter(cfg, &kafka.Murmur2Balancer{}, batch)
-}
-
-// NewDLTWriter is NewWriter for dead-letter and retry records, which are
-// sent one per call: each goes to the partition number its message names
-// (the original record's, as Spring's DeadLetterPublishingRecoverer does)
-// when the target topic has that partition, and by murmur2 of its key
-// otherwise. The caller closes it.
-func NewDLTWriter(cfg Config) *kafka.Writer {
-	return newWriter(cfg, SamePartition{}, 1)
-}
-
-// SamePartition is a balancer that keeps a message on the partition it
-// names (kafka.Message.Partition) when the topic has it, and otherwise
-// partitions by murmur2 of the key as the Java client does.
-type SamePartition struct{}
-
-// Balance implements kafka.Balancer.
-func (SamePartition) Balance(msg kafka.Message, partitions ...int) int {
-	if slices.Contains(partitions, msg.Partition) {
-		return msg.Partition
-	}
-	return kafka.Murmur2Balancer{Consistent: true}.Balance(msg, partitions...)
-}
-
-func newWriter(cfg Config, balancer kafka.Balancer, batch int) *kafka.Writer {
-	maxBytes := cfg.maxMessageBytes()
-	return &kafka.Writer{
-		Addr:                   kafka.TCP(cfg.Brokers...),
-		Balancer:               balancer,
-		RequiredAcks:           kafka.RequireAll,
-		BatchTimeout:           2 * time.Millisecond,
-		BatchSize:              max(batch, 1),
-		BatchBytes:             maxBytes * 16,
-		MaxAttempts:            3,
-		WriteBackoffMin:        50 * time.Millisecond,
-		WriteBackoffMax:        500 * time.Millisecond,
-		ReadTimeout:            10 * time.Second,
-		WriteTimeout:           10 * time.Second,
-		AllowAutoTopicCreation: false,
-		Transport:              cfg.Transport(),
-	}
 }
 
 // RetryDelays are the notification retry-topic delays of CONTRACTS.md
@@ -267,51 +205,6 @@ func allLed(meta *kafka.MetadataResponse, specs []TopicSpec) bool {
 	return got == len(want)
 }
 
-// Header returns the value of the last header named key, or "".
-func Header(m kafka.Message, key string) string {
-	for i := len(m.Headers) - 1; i >= 0; i-- {
-		if m.Headers[i].Key == key {
-			return string(m.Headers[i].Value)
-		}
-	}
-	return ""
-}
-
 // DefaultAddr is the broker every component and command uses when
 // KAFKA_BROKERS is not set: a local development broker.
 const DefaultAddr = "localhost:9092"
-
-// Publisher sends records to Kafka; *kafka.Writer (NewWriter, NewDLTWriter)
-// is the production one. WriteMessages returns nil when every record was
-// acknowledged, or kafka.WriteErrors (aligned with msgs) or another error.
-// The outbox relay, the consumer loop (retry topics and DLTs) and the DLT
-// replay all publish through it.
-type Publisher interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
-}
-
-// SetHeader replaces (or adds) the header named key.
-func SetHeader(hs []kafka.Header, key, value string) []kafka.Header {
-	out := hs[:0:0]
-	for _, h := range hs {
-		if h.Key != key {
-			out = append(out, h)
-		}
-	}
-	return append(out, kafka.Header{Key: key, Value: []byte(value)})
-}
-
-// Ping makes one ApiVersions round trip over w's transport, to the
-// bootstrap brokers: it reuses the connection the transport keeps (TCP,
-// TLS and SASL done once, redone only after that connection broke), so a
-// readiness probe that calls it every second opens no connection of its
-// own. A wrong password or an untrusted certificate fails it as it fails
-// the writer.
-func Ping(ctx context.Context, w *kafka.Writer) error {
-	client := &kafka.Client{Addr: w.Addr, Transport: w.Transport}
-	res, err := client.ApiVersions(ctx, &kafka.ApiVersionsRequest{})
-	if err != nil {
-		return err
-	}
-	return res.Error
-}

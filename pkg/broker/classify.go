@@ -5,10 +5,11 @@ import (
 	"errors"
 	"net"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Send failures (kafka-go write errors) fall in two kinds:
+// Send failures fall in two kinds:
 //
 //   - a refusal: the broker refused the record itself, and would refuse it
 //     again however long we wait (too large, corrupt, invalid, a topic name
@@ -26,6 +27,11 @@ import (
 //     missing ACL or a broker restart. Those that say the broker could not
 //     be reached (pkg/outage.Unavailable) are due again as soon as the broker
 //     takes a send (pkg/outbox, waiting.go).
+//
+// The producer retries what Kafka calls retriable inside the client (no
+// leader, not enough replicas, a lost connection) until the Publish call's
+// context ends, so a broker that cannot be reached surfaces as the
+// context's deadline.
 
 // Send failure causes, the values of outbox_send_failures_total's label.
 // The set is closed: every series exists at 0 from start.
@@ -50,25 +56,21 @@ func Refused(err error) bool { return Cause(err) == CauseRecordRefused }
 
 // Cause is the bounded label of a send failure.
 func Cause(err error) string {
-	var tooLarge kafka.MessageTooLargeError
-	if errors.As(err, &tooLarge) {
-		return CauseRecordRefused
-	}
-	var kerr kafka.Error
-	if errors.As(err, &kerr) {
-		switch kerr {
-		case kafka.MessageSizeTooLarge, kafka.InvalidMessage, kafka.InvalidMessageSize, kafka.InvalidRecord,
-			kafka.InvalidTimestamp, kafka.RecordListTooLarge, kafka.InvalidTopic:
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.MessageTooLarge, kerr.CorruptMessage, kerr.InvalidRecord, kerr.InvalidTimestamp,
+			kerr.RecordListTooLarge, kerr.InvalidTopicException:
 			return CauseRecordRefused
-		case kafka.TopicAuthorizationFailed, kafka.ClusterAuthorizationFailed, kafka.GroupAuthorizationFailed,
-			kafka.TransactionalIDAuthorizationFailed, kafka.BrokerAuthorizationFailed,
-			kafka.DelegationTokenAuthorizationFailed, kafka.SASLAuthenticationFailed:
+		case kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.GroupAuthorizationFailed,
+			kerr.TransactionalIDAuthorizationFailed, kerr.DelegationTokenAuthorizationFailed,
+			kerr.SaslAuthenticationFailed:
 			return CauseAuthorization
-		case kafka.UnknownTopicOrPartition, kafka.UnknownTopicID:
+		case kerr.UnknownTopicOrPartition, kerr.UnknownTopicID:
 			return CauseUnknownTopic
-		case kafka.Unknown:
+		case kerr.UnknownServerError:
 			return CauseUnknownServer
-		case kafka.RequestTimedOut:
+		case kerr.RequestTimedOut:
 			return CauseTimeout
 		default:
 			return CauseBroker
@@ -76,7 +78,7 @@ func Cause(err error) string {
 	}
 	var nerr net.Error
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrRecordTimeout):
 		return CauseTimeout
 	case errors.As(err, &nerr):
 		return CauseNetwork
@@ -84,3 +86,22 @@ func Cause(err error) string {
 		return CauseOther
 	}
 }
+
+// sendError wraps the error of one record of a Publish call. Temporary
+// tells pkg/outage which of the client's errors are an outage: Kafka's
+// retriable codes and the client's own timeouts.
+type sendError struct{ err error }
+
+func (e sendError) Error() string { return e.err.Error() }
+func (e sendError) Unwrap() error { return e.err }
+
+// Temporary reports whether the same record would succeed later unchanged.
+func (e sendError) Temporary() bool {
+	return kerr.IsRetriable(e.err) || errors.Is(e.err, kgo.ErrRecordTimeout) || errors.Is(e.err, kgo.ErrRecordRetries)
+}
+
+// RecordError returns err, the Kafka error of one record, as Publish
+// reports it among PublishErrors: Temporary tells pkg/outage which errors
+// are an outage. A Publisher other than Producer (a test's fault injector)
+// fails a record with it to fail it as the producer does.
+func RecordError(err error) error { return sendError{err} }

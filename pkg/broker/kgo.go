@@ -4,22 +4,22 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/paysuite/payments/pkg/backoff"
 )
 
 // The suite's consumers read with franz-go's kgo, not kafka-go: kafka-go's
 // reader hands transaction markers to the application as messages and
 // ignores the aborted-transactions list of a fetch, whatever its
-// IsolationLevel says (segmentio/kafka-go issue 1332, pull request 1446),
-// so a record of an aborted transaction would be applied. kgo reads
-// read_committed: no control record reaches the caller unless asked for, no
-// record of an aborted transaction ever does, and no fetch goes past the
-// last stable offset (the first offset of a transaction still open).
+// IsolationLevel says, so a record of an aborted transaction would be
+// applied. kgo reads read_committed: no control record reaches the caller
+// unless asked for, no record of an aborted transaction ever does, and no
+// fetch goes past the last stable offset (the first offset of a
+// transaction still open).
 
 // kgoOpts are the options every franz-go client of the suite starts from:
 // how to reach and talk to the cluster. Connection settings (TLS, SASL)
@@ -47,47 +47,10 @@ func (c Config) maxMessageBytes() int64 {
 	return c.MaxMessageBytes
 }
 
-// ConsumerConfig describes a consumer-group client.
-type ConsumerConfig struct {
-	Group  string
-	Topics []string
-	// MaxWait is how long a fetch waits for data; default 250ms.
-	MaxWait time.Duration
-	// OnRevoked is called when the group takes partitions away (and when
-	// the client leaves the group): the last moment to commit what was
-	// handled on them.
-	OnRevoked func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32)
-	// OnLost is called when partitions were lost without a clean
-	// revocation (the member was fenced): committing is pointless.
-	OnLost func(ctx context.Context, cl *kgo.Client, lost map[string][]int32)
-	// OnRebalanceWaiting is called, in a goroutine of its own, when a
-	// rebalance waits for the records in hand to be finished.
-	OnRebalanceWaiting func()
-	// Logger receives the client's warnings and errors (a group it cannot
-	// join, a broker it cannot reach); nil: none.
-	Logger *slog.Logger
-	// SessionTimeout is how long the group waits for a member that stopped
-	// heartbeating (a killed process) before it moves its partitions;
-	// default DefaultSessionTimeout. A member that stops cleanly leaves
-	// the group at once instead.
-	SessionTimeout time.Duration
-	// RebalanceTimeout is how long a rebalance waits for a member to
-	// finish its records in hand and rejoin before it drops the member;
-	// default DefaultRebalanceTimeout.
-	RebalanceTimeout time.Duration
-}
-
-// Defaults of ConsumerConfig's group timeouts.
-const (
-	DefaultSessionTimeout   = 10 * time.Second
-	DefaultRebalanceTimeout = 60 * time.Second
-)
-
-// NewConsumerClient returns the consumer-group client every consumer loop
-// of the suite uses:
+// newGroupClient returns the consumer-group client of a Group:
 //   - read_committed (see above), with control records kept so that the
 //     loop can commit past a transaction marker (the handler never sees
-//     one: IsControl), as Spring's fixTxOffsets does; without that the
+//     one: Fetch.Marker), as Spring's fixTxOffsets does; without that the
 //     committed offset of a partition ending in a marker stays one short
 //     and the lag never reaches 0;
 //   - manual commits only (the loop commits after handling);
@@ -97,21 +60,20 @@ const (
 //   - the classic group protocol with the range and round-robin assignors,
 //     the ones kafka-go's reader offers: during a rolling upgrade old and
 //     new members share the group and its committed offsets;
-//   - the earliest offset where the group has committed none.
-//
-// The caller closes the client (which leaves the group).
-func NewConsumerClient(cfg Config, cc ConsumerConfig) (*kgo.Client, error) {
-	maxWait := cc.MaxWait
+//   - the earliest offset where the group has committed none;
+//   - requests and group joins retried after ConsumerRetryBackoff.
+func newGroupClient(cfg Config, gc GroupConfig) (*kgo.Client, error) {
+	maxWait := gc.MaxWait
 	if maxWait <= 0 {
 		maxWait = 250 * time.Millisecond
 	}
 	base, err := cfg.kgoOpts()
 	if err != nil {
-		return nil, fmt.Errorf("kafka consumer %s: %w", cc.Group, err)
+		return nil, fmt.Errorf("kafka consumer %s: %w", gc.Group, err)
 	}
 	opts := append(base,
-		kgo.ConsumerGroup(cc.Group),
-		kgo.ConsumeTopics(cc.Topics...),
+		kgo.ConsumerGroup(gc.Group),
+		kgo.ConsumeTopics(gc.Topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(),
@@ -121,27 +83,31 @@ func NewConsumerClient(cfg Config, cc ConsumerConfig) (*kgo.Client, error) {
 		kgo.FetchMaxWait(maxWait),
 		kgo.FetchMaxBytes(int32(max(cfg.maxMessageBytes()*10, 10<<20))),      //nolint:gosec // bounded
 		kgo.FetchMaxPartitionBytes(int32(max(cfg.maxMessageBytes(), 1<<20))), //nolint:gosec // bounded
-		kgo.SessionTimeout(orDefault(cc.SessionTimeout, DefaultSessionTimeout)),
+		kgo.SessionTimeout(orDefault(gc.SessionTimeout, DefaultSessionTimeout)),
 		kgo.HeartbeatInterval(time.Second),
-		kgo.RebalanceTimeout(orDefault(cc.RebalanceTimeout, DefaultRebalanceTimeout)),
+		kgo.RebalanceTimeout(orDefault(gc.RebalanceTimeout, DefaultRebalanceTimeout)),
 		kgo.RetryBackoffFn(ConsumerRetryBackoff),
 	)
-	if cc.OnRevoked != nil {
-		opts = append(opts, kgo.OnPartitionsRevoked(cc.OnRevoked))
+	if gc.OnRevoked != nil {
+		f := gc.OnRevoked
+		opts = append(opts, kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+			f(ctx, &Group{cl: cl}, revoked)
+		}))
 	}
-	if cc.OnLost != nil {
-		opts = append(opts, kgo.OnPartitionsLost(cc.OnLost))
+	if gc.OnLost != nil {
+		f := gc.OnLost
+		opts = append(opts, kgo.OnPartitionsLost(func(ctx context.Context, _ *kgo.Client, lost map[string][]int32) { f(ctx, lost) }))
 	}
-	if cc.OnRebalanceWaiting != nil {
-		f := cc.OnRebalanceWaiting
+	if gc.OnRebalanceWaiting != nil {
+		f := gc.OnRebalanceWaiting
 		opts = append(opts, kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { f() }))
 	}
-	if cc.Logger != nil {
-		opts = append(opts, kgo.WithLogger(kgoLogger{cc.Logger}))
+	if gc.Logger != nil {
+		opts = append(opts, kgo.WithLogger(kgoLogger{gc.Logger}))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka consumer %s: %w", cc.Group, err)
+		return nil, fmt.Errorf("kafka consumer %s: %w", gc.Group, err)
 	}
 	return cl, nil
 }
@@ -153,33 +119,24 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
+// consumerRetry is the delay of ConsumerRetryBackoff. It is short and
+// bounded at a second so that, once a broker is back after an outage, a
+// consumer rejoins its group and the flow resumes within about a second;
+// franz-go's default (250 ms doubling up to 5 s) could leave it asleep for
+// seconds more.
+var consumerRetry = backoff.Exponential{Initial: 100 * time.Millisecond, Multiplier: 2, Max: time.Second, Jitter: true}
+
 // ConsumerRetryBackoff is how long a consumer client waits before its
 // attempt number fails+1 at a failed request, a failed group join among
-// them: 100 ms doubling up to 1 s, with 20% jitter. franz-go's default
-// doubles from 250 ms up to 5 s, so after a broker outage of a few seconds
-// a consumer could sleep up to 5 s more before rejoining its group, and
-// the flow would resume seconds after the broker was back (issue 14 wants
-// it within 2 s; the chaos test measured 4.5 s).
-func ConsumerRetryBackoff(fails int) time.Duration {
-	const (
-		low  = 100 * time.Millisecond
-		high = time.Second
-	)
-	d := high
-	if fails <= 0 {
-		d = low
-	} else if fails < 5 {
-		d = min(low<<(fails-1), high)
-	}
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64())) //nolint:gosec // jitter, not a secret
-}
+// them: 100 ms doubling up to 1 s, jittered (pkg/backoff).
+func ConsumerRetryBackoff(fails int) time.Duration { return consumerRetry.Delay(fails) }
 
-// NewPartitionClient returns a client that reads the given partitions of
+// newPartitionClient returns a client that reads the given partitions of
 // topic from the given offsets, read_committed, without a consumer group:
-// it commits nothing. Control records are kept (IsControl tells them) so a
-// reader can tell it has passed a transaction marker at the end of a
+// it commits nothing. Control records are kept (Fetch.Marker tells them)
+// so a reader can tell it has passed a transaction marker at the end of a
 // partition. The caller closes it.
-func NewPartitionClient(cfg Config, topic string, from map[int32]int64) (*kgo.Client, error) {
+func newPartitionClient(cfg Config, topic string, from map[int32]int64) (*kgo.Client, error) {
 	offsets := make(map[int32]kgo.Offset, len(from))
 	for p, o := range from {
 		offsets[p] = kgo.NewOffset().At(o)
@@ -226,29 +183,4 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		lvl = slog.LevelError
 	}
 	l.log.Log(context.Background(), lvl, "kafka client: "+msg, keyvals...)
-}
-
-// IsControl reports whether r is a transaction marker rather than a record
-// anyone wrote: it must never reach a handler.
-func IsControl(r *kgo.Record) bool { return r.Attrs.IsControl() }
-
-// ToMessage converts a record read with kgo into the kafka-go message the
-// suite's handlers take, so that handlers do not depend on the client that
-// read it.
-func ToMessage(r *kgo.Record) kafka.Message {
-	m := kafka.Message{
-		Topic:     r.Topic,
-		Partition: int(r.Partition),
-		Offset:    r.Offset,
-		Key:       r.Key,
-		Value:     r.Value,
-		Time:      r.Timestamp,
-	}
-	if len(r.Headers) > 0 {
-		m.Headers = make([]kafka.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			m.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return m
 }

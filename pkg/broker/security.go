@@ -321,7 +321,8 @@ func fileError(name string, err error) error {
 }
 
 // Transport returns a kafka-go transport with the configuration's dialer,
-// TLS and SASL, for kafka.Writer and kafka.Client.
+// TLS and SASL, for the kafka-go admin requests (CreateTopics, CreateACLs,
+// Check) and for tests that write topics with kafka-go.
 func (c Config) Transport() *kafka.Transport {
 	t := &kafka.Transport{
 		DialTimeout: 5 * time.Second,

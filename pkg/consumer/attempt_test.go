@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 )
 
@@ -37,7 +36,7 @@ func TestAnAttemptThatHangsIsCutOffAndTriedAgain(t *testing.T) {
 			var mu sync.Mutex
 			var attempts []error
 			handled, release := make(chan struct{}), make(chan struct{})
-			h := func(ctx context.Context, _ kafka.Message) error {
+			h := func(ctx context.Context, _ broker.Record) error {
 				mu.Lock()
 				n := len(attempts)
 				attempts = append(attempts, nil)

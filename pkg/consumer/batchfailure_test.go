@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 )
 
@@ -33,7 +33,7 @@ func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
 		batches [][]string
 		calls   []string // one-by-one handler calls: value@topic-level
 	)
-	handler := func(_ context.Context, m kafka.Message) error {
+	handler := func(_ context.Context, m broker.Record) error {
 		mu.Lock()
 		defer mu.Unlock()
 		level := "main"
@@ -46,7 +46,7 @@ func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
 	cfg := consumer.Config{
 		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: handler, Policy: pc.policy,
 		Publisher: f.writer, Logger: slog.New(slog.DiscardHandler), MaxBatch: 10,
-		Batch: func(_ context.Context, ms []kafka.Message) error {
+		Batch: func(_ context.Context, ms []broker.Record) error {
 			mu.Lock()
 			defer mu.Unlock()
 			var vs []string

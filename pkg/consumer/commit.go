@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/paysuite/payments/pkg/broker"
 )
 
 // Why a commit failed: the reason label of consumer_commit_failures_total.
@@ -36,13 +35,13 @@ var CommitReasons = []string{CommitRebalanceInProgress, CommitIllegalGeneration,
 // CommitReason classifies a commit error.
 func CommitReason(err error) string {
 	switch {
-	case errors.Is(err, kerr.RebalanceInProgress):
+	case errors.Is(err, broker.ErrRebalanceInProgress):
 		return CommitRebalanceInProgress
-	case errors.Is(err, kerr.IllegalGeneration):
+	case errors.Is(err, broker.ErrIllegalGeneration):
 		return CommitIllegalGeneration
-	case errors.Is(err, kerr.UnknownMemberID):
+	case errors.Is(err, broker.ErrUnknownMember):
 		return CommitUnknownMember
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kerr.RequestTimedOut):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, broker.ErrRequestTimedOut):
 		return CommitTimeout
 	default:
 		return CommitOther
@@ -59,8 +58,8 @@ const commitTimeout = 10 * time.Second
 // the next fetch's records waited behind, and an append to
 // __consumer_offsets: committed per fetch, with fetches of a record or two,
 // the commit requests and the group coordinator (which also serves
-// heartbeats) took a fifth of the broker's samples in bench-e2e's profile. A crash loses at most this much of commits, whose
-// records are then handled again, which every handler takes (it is
+// heartbeats) would take a large share of the broker's work. A crash
+// loses at most this much of commits, whose records are then handled again, which every handler takes (it is
 // idempotent), as it takes a crash between handling and committing.
 const CommitInterval = 100 * time.Millisecond
 
@@ -79,18 +78,18 @@ type committer struct {
 	failures *prometheus.CounterVec
 
 	mu      sync.Mutex
-	pending map[string]map[int32]kgo.EpochOffset // next offset to commit
+	pending map[string]map[int32]broker.Offset // next offset to commit
 	// since is when pending last became non-empty.
 	since time.Time
 }
 
-// handled adds the offsets of handled records to the pending ones, to be
+// handled adds the offsets after handled records of fetch to the pending ones, to be
 // committed when due (see CommitInterval).
-func (c *committer) handled(recs []*kgo.Record) {
+func (c *committer) handled(fetch broker.Fetch, recs []broker.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range recs {
-		c.add(r.Topic, r.Partition, kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1})
+		c.add(r.Topic, r.Partition, fetch.After(r))
 	}
 }
 
@@ -109,7 +108,7 @@ func (c *committer) due() bool {
 }
 
 // commit commits what is pending now.
-func (c *committer) commit(ctx context.Context, cl *kgo.Client) {
+func (c *committer) commit(ctx context.Context, g *broker.Group) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.pending) == 0 {
@@ -119,46 +118,32 @@ func (c *committer) commit(ctx context.Context, cl *kgo.Client) {
 	c.pending = nil
 	cctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	cl.CommitOffsetsSync(cctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			for t, ps := range offsets {
-				for p, o := range ps {
-					c.failed(ctx, t, p, o, err)
-				}
-			}
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					c.failed(ctx, t.Topic, p.Partition, offsets[t.Topic][p.Partition], err)
-				}
-			}
-		}
-	})
+	for _, f := range g.Commit(cctx, offsets) {
+		c.failed(ctx, f.Topic, f.Partition, f.Offset, f.Err)
+	}
 }
 
 // failed records that the commit of offset o on topic/partition failed
 // with err and keeps it pending. c.mu is held.
-func (c *committer) failed(ctx context.Context, topic string, partition int32, o kgo.EpochOffset, err error) {
+func (c *committer) failed(ctx context.Context, topic string, partition int32, o broker.Offset, err error) {
 	reason := CommitReason(err)
 	c.failures.WithLabelValues(c.group, reason).Inc()
 	c.log.WarnContext(ctx, "kafka commit failed; the offset is retried with the next commit or when the partition is revoked, else its records are handled again",
-		"topic", topic, "partition", partition, "offset", o.Offset, "reason", reason, "err", err)
+		"topic", topic, "partition", partition, "offset", o.At, "reason", reason, "err", err)
 	c.add(topic, partition, o)
 }
 
 // add keeps the highest offset of a partition pending. c.mu is held.
-func (c *committer) add(topic string, partition int32, o kgo.EpochOffset) {
+func (c *committer) add(topic string, partition int32, o broker.Offset) {
 	if len(c.pending) == 0 {
 		c.since = time.Now()
 	}
 	if c.pending == nil {
-		c.pending = map[string]map[int32]kgo.EpochOffset{}
+		c.pending = map[string]map[int32]broker.Offset{}
 	}
 	ps := c.pending[topic]
 	if ps == nil {
-		ps = map[int32]kgo.EpochOffset{}
+		ps = map[int32]broker.Offset{}
 		c.pending[topic] = ps
 	}
 	if at, ok := ps[partition]; !ok || at.Less(o) {
@@ -169,15 +154,15 @@ func (c *committer) add(topic string, partition int32, o kgo.EpochOffset) {
 // onRevoked commits what is pending (not yet due, or left by a failed
 // commit) before the partitions go to another member, and before the client
 // leaves the group on shutdown.
-func (c *committer) onRevoked(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
-	c.commit(ctx, cl)
+func (c *committer) onRevoked(ctx context.Context, g *broker.Group, _ map[string][]int32) {
+	c.commit(ctx, g)
 	c.mu.Lock()
 	c.pending = nil // committed, or to be redelivered to the new owner
 	c.mu.Unlock()
 }
 
 // onLost forgets pending commits: the member was fenced and cannot commit.
-func (c *committer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+func (c *committer) onLost(ctx context.Context, lost map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.pending) > 0 {

@@ -1,6 +1,6 @@
 // Package consumer is the suite's one Kafka consumer loop: a consumer-group
-// client (broker.NewConsumerClient, read_committed: no transaction marker and
-// no record of an aborted transaction ever reaches a handler) that hands
+// member (broker.NewGroup, read_committed: no transaction marker and no
+// record of an aborted transaction ever reaches a handler) that hands
 // records to a handler, commits an offset only after the handler succeeded
 // for that record and every record before it in its partition, and disposes
 // of failures with one of two policies:
@@ -19,13 +19,11 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
-
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/paysuite/payments/pkg/broker"
 )
@@ -44,14 +42,14 @@ type Config struct {
 	// Policy handles failures; default BlockingRetries.
 	Policy Policy
 	// Publisher writes DLT and retry records; default a
-	// broker.NewDLTWriter of Broker, closed when Run returns.
+	// broker.NewDLTProducer of Broker, closed when Run returns.
 	Publisher Publisher
 	Logger    *slog.Logger
 	Metrics   *Metrics
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 	// SessionTimeout and RebalanceTimeout tune the group membership
-	// (broker.ConsumerConfig); zero: broker.DefaultSessionTimeout and
+	// (broker.GroupConfig); zero: broker.DefaultSessionTimeout and
 	// broker.DefaultRebalanceTimeout.
 	SessionTimeout, RebalanceTimeout time.Duration
 	// AttemptTimeout bounds one call of Handler or Batch; default
@@ -84,9 +82,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.New("consumer: group, topics and handler are required")
 	}
 	if cfg.Publisher == nil {
-		w := broker.NewDLTWriter(cfg.Broker)
-		defer func() { _ = w.Close() }() // every write was acknowledged before Run returns
-		cfg.Publisher = w
+		p, err := broker.NewDLTProducer(cfg.Broker)
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", cfg.Group, err)
+		}
+		defer func() { _ = p.Close() }() // every record was acknowledged before Run returns
+		cfg.Publisher = p
 	}
 	if cfg.Policy == nil {
 		cfg.Policy = BlockingRetries
@@ -148,7 +149,7 @@ type loop struct {
 func (l *loop) run(ctx context.Context) error {
 	log := l.cfg.Logger.With("group", l.group)
 	c := &committer{log: log, group: l.group, failures: l.cfg.Metrics.CommitFailures}
-	cl, err := broker.NewConsumerClient(l.cfg.Broker, broker.ConsumerConfig{
+	g, err := broker.NewGroup(l.cfg.Broker, broker.GroupConfig{
 		Group: l.group, Topics: l.topics,
 		OnRevoked:          c.onRevoked,
 		OnLost:             c.onLost,
@@ -162,7 +163,7 @@ func (l *loop) run(ctx context.Context) error {
 	}
 	// Close leaves the group; OnRevoked commits whatever a failed commit
 	// left behind first.
-	defer cl.Close()
+	defer g.Close()
 	// Records already buffered are handled together and committed once;
 	// a retry topic takes one record at a time, as each waits for its due
 	// time.
@@ -178,68 +179,50 @@ func (l *loop) run(ctx context.Context) error {
 		if at, ok := c.dueAt(); ok {
 			pctx, cancel = context.WithDeadline(ctx, at)
 		}
-		fetches := cl.PollRecords(pctx, maxBatch)
+		fetch := g.Poll(pctx, maxBatch)
 		cancel()
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			if !fetches.IsClientClosed() {
-				c.commit(context.WithoutCancel(ctx), cl)
+		if ctx.Err() != nil || fetch.Closed {
+			if !fetch.Closed {
+				c.commit(context.WithoutCancel(ctx), g)
 			}
-			cl.AllowRebalance()
+			g.AllowRebalance()
 			return nil
 		}
 		if c.due() {
-			c.commit(ctx, cl)
+			c.commit(ctx, g)
 		}
-		failed := false
-		fetches.EachError(func(topic string, partition int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			failed = true
-			log.WarnContext(ctx, "kafka fetch failed", "topic", topic, "partition", partition, "err", err)
-		})
-		recs := fetches.Records()
-		if len(recs) == 0 {
-			cl.AllowRebalance()
-			if failed && !sleep(ctx, time.Second) {
+		for _, e := range fetch.Errors {
+			log.WarnContext(ctx, "kafka fetch failed", "topic", e.Topic, "partition", e.Partition, "err", e.Err)
+		}
+		if len(fetch.Records) == 0 {
+			g.AllowRebalance()
+			if len(fetch.Errors) > 0 && !sleep(ctx, time.Second) {
 				return nil
 			}
 			continue
 		}
 		l.rebalanceWaiting.Store(false)
-		batch := make([]kafka.Message, len(recs))
-		markers := map[position]bool{}
-		for i, r := range recs {
-			batch[i] = broker.ToMessage(r)
-			if broker.IsControl(r) {
-				markers[positionOf(batch[i])] = true
-			}
-		}
-		done, err := l.process(ctx, batch, markers)
-		handled := make(map[position]bool, len(done))
-		for _, m := range done {
-			handled[positionOf(m)] = true
-		}
-		var commit, left []*kgo.Record
-		for i, r := range recs {
-			if handled[positionOf(batch[i])] {
-				commit = append(commit, r)
-			} else {
-				left = append(left, r)
-			}
+		// Of each partition's records, the loop commits the prefix that
+		// was handled, and fetches the rest again.
+		parts := byPartition(fetch.Records)
+		handled, err := l.process(ctx, fetch, parts)
+		var done, left []broker.Record
+		for i, part := range parts {
+			done = append(done, part[:handled[i]]...)
+			left = append(left, part[handled[i]:]...)
 		}
 		if len(left) > 0 && !errors.Is(err, errStopping) && ctx.Err() == nil {
 			// A rebalance is waiting: let it happen, and fetch the records
 			// not handled again (from whoever owns them next).
-			cl.SetOffsets(rewind(left))
+			g.Rewind(left)
 		}
-		c.handled(commit)
+		c.handled(fetch, done)
 		// Commit when due, and when stopping or before a waiting rebalance
 		// (what was handled must not be handled again needlessly).
 		if c.due() || l.rebalanceWaiting.Load() || errors.Is(err, errStopping) || ctx.Err() != nil {
-			c.commit(context.WithoutCancel(ctx), cl)
+			c.commit(context.WithoutCancel(ctx), g)
 		}
-		cl.AllowRebalance()
+		g.AllowRebalance()
 		if errors.Is(err, errStopping) || ctx.Err() != nil {
 			return nil
 		}
@@ -247,30 +230,4 @@ func (l *loop) run(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// position locates a record.
-type position struct {
-	topic     string
-	partition int
-	offset    int64
-}
-
-func positionOf(m kafka.Message) position { return position{m.Topic, m.Partition, m.Offset} }
-
-// rewind returns, for every partition of recs, the lowest offset in recs:
-// where to fetch again the records left unhandled.
-func rewind(recs []*kgo.Record) map[string]map[int32]kgo.EpochOffset {
-	out := map[string]map[int32]kgo.EpochOffset{}
-	for _, r := range recs {
-		ps := out[r.Topic]
-		if ps == nil {
-			ps = map[int32]kgo.EpochOffset{}
-			out[r.Topic] = ps
-		}
-		if o, ok := ps[r.Partition]; !ok || r.Offset < o.Offset {
-			ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
-		}
-	}
-	return out
 }

@@ -53,7 +53,7 @@ type fixture struct {
 	kcfg   broker.Config
 	topic  string
 	group  string
-	writer *kafka.Writer
+	writer *kafkatest.Writer
 }
 
 func newFixture(t *testing.T, pc policyCase) *fixture {
@@ -66,7 +66,7 @@ func newFixture(t *testing.T, pc policyCase) *fixture {
 			kafkatest.CreateTopic(t, broker.RetryTopic(topic, d), 1)
 		}
 	}
-	w := broker.NewWriter(kcfg, 100)
+	w := kafkatest.NewWriter(t, kcfg)
 	t.Cleanup(func() { w.Close() })
 	return &fixture{kcfg: kcfg, topic: topic, group: kafkatest.Group(t, pc.name), writer: w}
 }
@@ -148,19 +148,19 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	poll.True(t, within, what, cond)
 }
 
-func readDLT(t *testing.T, f *fixture, want int) []kafka.Message {
+func readDLT(t *testing.T, f *fixture, want int) []broker.Record {
 	t.Helper()
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: f.kcfg.Brokers, Topic: events.DLT(f.topic), Partition: 0, MaxWait: 100 * time.Millisecond})
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out []kafka.Message
+	var out []broker.Record
 	for len(out) < want {
 		m, err := r.ReadMessage(ctx)
 		if err != nil {
 			t.Fatalf("read DLT: got %d of %d: %v", len(out), want, err)
 		}
-		out = append(out, m)
+		out = append(out, kafkatest.Record(m))
 	}
 	return out
 }
@@ -200,7 +200,7 @@ func testCommits(t *testing.T, pc policyCase) {
 	f := newFixture(t, pc)
 	f.produce(t, "a", "b", "c")
 	rec := &recorder{}
-	stop := f.run(t, pc, func(_ context.Context, m kafka.Message) error { rec.record(string(m.Value)); return nil })
+	stop := f.run(t, pc, func(_ context.Context, m broker.Record) error { rec.record(string(m.Value)); return nil })
 	waitFor(t, 60*time.Second, "three records handled", func() bool { return rec.count("c") == 1 })
 	stop()
 	if diff := cmp.Diff([]string{"a", "b", "c"}, rec.order); diff != "" {
@@ -208,7 +208,7 @@ func testCommits(t *testing.T, pc policyCase) {
 	}
 	f.produce(t, "d")
 	rec2 := &recorder{}
-	f.run(t, pc, func(_ context.Context, m kafka.Message) error { rec2.record(string(m.Value)); return nil })
+	f.run(t, pc, func(_ context.Context, m broker.Record) error { rec2.record(string(m.Value)); return nil })
 	waitFor(t, 60*time.Second, "the new record handled", func() bool { return rec2.count("d") == 1 })
 	if diff := cmp.Diff([]string{"d"}, rec2.order); diff != "" {
 		t.Fatalf("after restart (-want +got):\n%s", diff)
@@ -225,7 +225,7 @@ func testRetryThenDLT(t *testing.T, pc policyCase) {
 	rec := &recorder{}
 	var nextAt time.Time
 	var mu sync.Mutex
-	f.run(t, pc, func(_ context.Context, m kafka.Message) error {
+	f.run(t, pc, func(_ context.Context, m broker.Record) error {
 		v := string(m.Value)
 		rec.record(v)
 		if v == "bad" {
@@ -259,7 +259,7 @@ func testRetryThenDLT(t *testing.T, pc policyCase) {
 	got := map[string]string{}
 	for _, k := range []string{events.HeaderEventID, events.HeaderEventType, events.HeaderCorrelationID,
 		dlt.HeaderDLTOriginalTopic, dlt.HeaderDLTOriginalGroup, dlt.HeaderDLTExceptionFQCN} {
-		got[k] = broker.Header(dead, k)
+		got[k] = kafkatest.Header(dead, k)
 	}
 	want := map[string]string{
 		events.HeaderEventID: "id-bad", events.HeaderEventType: "Test", events.HeaderCorrelationID: "corr-bad",
@@ -293,7 +293,7 @@ func testPoison(t *testing.T, pc policyCase) {
 	f := newFixture(t, pc)
 	f.produce(t, "poison", "after")
 	rec := &recorder{}
-	f.run(t, pc, func(_ context.Context, m kafka.Message) error {
+	f.run(t, pc, func(_ context.Context, m broker.Record) error {
 		rec.record(string(m.Value))
 		if string(m.Value) == "poison" {
 			var e events.Settled
@@ -317,7 +317,7 @@ func testRecovers(t *testing.T, pc policyCase) {
 	f := newFixture(t, pc)
 	f.produce(t, "flaky")
 	rec := &recorder{}
-	f.run(t, pc, func(_ context.Context, m kafka.Message) error {
+	f.run(t, pc, func(_ context.Context, m broker.Record) error {
 		rec.record(string(m.Value))
 		if rec.count("flaky") <= 2 {
 			return errors.New("flaky " + strconv.Itoa(rec.count("flaky")))

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -20,47 +18,38 @@ import (
 	"github.com/paysuite/payments/pkg/tracing"
 )
 
-// forwardBackoff paces the retries of a forward to a retry topic or the DLT
-// that the broker did not acknowledge.
-var forwardBackoff = Backoff{Initial: time.Second, Multiplier: 2, Max: 15 * time.Second}
-
-// process handles a fetched batch and returns the records that may be
-// committed: for each partition, the prefix that was handled.
+// process handles the records of a fetch, parts (its records split by
+// partition, byPartition), and returns how many of each part were handled:
+// the prefix of each that may be committed.
 //
-// The partitions of a batch are handled concurrently, each in offset order:
+// The partitions of a fetch are handled concurrently, each in offset order:
 // records of one partition never overtake each other, and a partition
-// waiting (a retry, an outage, a slow transaction) no longer delays the
-// records of the others fetched with it, which handled one partition after
-// another queued behind every transaction of the fetch.
+// waiting (a retry, an outage, a slow transaction) does not delay the
+// records of the others fetched with it.
 //
-// markers are the transaction markers of the batch: they are committed with
-// the records around them and never handed to a handler.
-func (l *loop) process(ctx context.Context, batch []kafka.Message, markers map[position]bool) ([]kafka.Message, error) {
-	parts := byPartition(batch)
+// Transaction markers (fetch.Marker) are committed with the records around
+// them and never handed to a handler.
+func (l *loop) process(ctx context.Context, fetch broker.Fetch, parts [][]broker.Record) ([]int, error) {
+	handled := make([]int, len(parts))
+	errs := make([]error, len(parts))
+	run := func(i int) {
+		done, err := l.processPartition(ctx, fetch, parts[i])
+		handled[i], errs[i] = len(done), err
+	}
 	if len(parts) == 1 {
-		return l.processPartition(ctx, parts[0], markers)
+		run(0)
+		return handled, errs[0]
 	}
-	type result struct {
-		done []kafka.Message
-		err  error
-	}
-	results := make([]result, len(parts))
 	var wg sync.WaitGroup
-	for i, all := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i].done, results[i].err = l.processPartition(ctx, all, markers)
-		}()
+	for i := range parts {
+		wg.Go(func() { run(i) })
 	}
 	wg.Wait()
-	var done []kafka.Message
 	var err error
-	for _, r := range results {
-		done = append(done, r.done...)
-		err = graver(err, r.err)
+	for _, e := range errs {
+		err = graver(err, e)
 	}
-	return done, err
+	return handled, err
 }
 
 // graver returns the error of a and b that decides what the loop does
@@ -85,9 +74,10 @@ func graver(a, b error) error {
 }
 
 // processPartition handles the records of one partition, in offset order,
-// and returns the prefix handled.
-func (l *loop) processPartition(ctx context.Context, all []kafka.Message, markers map[position]bool) ([]kafka.Message, error) {
-	isMarker := func(m kafka.Message) bool { return markers[positionOf(m)] }
+// and returns the records handled (transaction markers among them): a
+// prefix of all.
+func (l *loop) processPartition(ctx context.Context, fetch broker.Fetch, all []broker.Record) ([]broker.Record, error) {
+	isMarker := fetch.Marker
 	if l.rebalanceWaiting.Load() {
 		// Start no more partitions of this batch: a rebalance waits for it
 		// (and the member would be dropped from the group past the
@@ -127,7 +117,7 @@ func (l *loop) processPartition(ctx context.Context, all []kafka.Message, marker
 			skip, failed = bf.Handled, bf.Err
 		}
 	}
-	var done []kafka.Message
+	var done []broker.Record
 	seen := 0 // records (not markers) of all passed so far
 	for _, m := range all {
 		if isMarker(m) {
@@ -170,13 +160,13 @@ func (l *loop) processPartition(ctx context.Context, all []kafka.Message, marker
 // handle runs the handler on m until it succeeds or m is disposed of (retry
 // topic or DLT). It returns errStopping when ctx ends first; m must then not
 // be committed.
-func (l *loop) handle(ctx context.Context, m kafka.Message) error {
+func (l *loop) handle(ctx context.Context, m broker.Record) error {
 	return l.handleAfter(ctx, m, nil)
 }
 
 // handleAfter is handle for a record whose first attempt was already made
 // elsewhere (a batch) and failed with first; nil means no attempt was made.
-func (l *loop) handleAfter(ctx context.Context, m kafka.Message, first error) error {
+func (l *loop) handleAfter(ctx context.Context, m broker.Record, first error) error {
 	if l.level > 0 {
 		if due := dlt.DueAt(m); !due.IsZero() {
 			if err := l.dueTooFar(m, due); err != nil {
@@ -214,7 +204,7 @@ func (l *loop) handleAfter(ctx context.Context, m kafka.Message, first error) er
 		}
 		span.RecordError(err)
 		log := l.cfg.Logger.With("group", l.group, "topic", m.Topic, "partition", m.Partition,
-			"offset", m.Offset, "evento_id", broker.Header(m, events.HeaderEventID))
+			"offset", m.Offset, "evento_id", m.Header(events.HeaderEventID))
 		if wait, stopped := l.waitOutage(ctx, log, err, &waits); wait {
 			if stopped {
 				return errStopping
@@ -258,83 +248,22 @@ func (l *loop) handleAfter(ctx context.Context, m kafka.Message, first error) er
 
 // startSpan opens the consumer span of m, continuing the producer's trace,
 // on a context that outlives ctx: the record in hand is finished.
-func (l *loop) startSpan(ctx context.Context, m kafka.Message) (context.Context, trace.Span) {
-	hctx := tracing.WithTraceparent(context.WithoutCancel(ctx), broker.Header(m, events.HeaderTraceparent))
+func (l *loop) startSpan(ctx context.Context, m broker.Record) (context.Context, trace.Span) {
+	hctx := tracing.WithTraceparent(context.WithoutCancel(ctx), m.Header(events.HeaderTraceparent))
 	return tracing.Tracer().Start(hctx, "consume "+m.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("messaging.destination.name", m.Topic),
 			attribute.String("messaging.consumer.group.name", l.group),
-			attribute.String("messaging.message.id", broker.Header(m, events.HeaderEventID))))
-}
-
-// mainTopic is the main topic m belongs to: the topic this loop consumes
-// it from at level 0, the topic whose retry topic that is otherwise. It is
-// found from the topic m was read from, never from m's headers: a forged
-// or foreign retry record may carry no original topic, or one without
-// retry topics or a DLT, and forwarding to a topic that does not exist
-// would stall the partition for good.
-func (l *loop) mainTopic(m kafka.Message) string {
-	if l.level > 0 {
-		for i, rt := range l.topics {
-			if rt == m.Topic && i < len(l.cfg.Topics) {
-				return l.cfg.Topics[i]
-			}
-		}
-	}
-	return m.Topic
-}
-
-// forward publishes m to target (a retry topic), or to the DLT of its main
-// topic when target is empty, with its headers except any dead-letter and
-// retry bookkeeping it arrived with (dlt.WithoutFailure), plus the origin
-// and exception headers of facts: the origin is found from where the loop
-// read m (dlt.OriginOf with mainTopic), never from m's headers, so a
-// record cannot choose where its replay goes. It keeps trying until the
-// broker acknowledges or ctx ends: committing a record that reached
-// neither place would lose it.
-func (l *loop) forward(ctx context.Context, m kafka.Message, cause error, target string) error {
-	main := l.mainTopic(m)
-	origin := dlt.OriginOf(m, main, l.cfg.Group)
-	now := l.cfg.Now()
-	// The record's timestamp and its due time come from one clock reading.
-	// The same partition number as the record's, when the target has it
-	// (the Publisher decides: broker.NewDLTWriter honours it).
-	out := kafka.Message{Key: m.Key, Value: m.Value, Time: now, Partition: m.Partition}
-	out.Headers = dlt.SetFailure(dlt.WithoutFailure(m.Headers), origin, cause)
-	if target == "" {
-		out.Topic = events.DLT(main)
-		if l.level > 0 {
-			// The attempts this loop's level stands for, not the header's.
-			out.Headers = dlt.SetAttempts(out.Headers, l.level+1)
-		}
-		l.cfg.Metrics.DLT.WithLabelValues(main).Inc()
-	} else {
-		out.Topic = target
-		rt := l.cfg.Policy.(RetryTopics)
-		out.Headers = dlt.SetRetry(out.Headers, l.level+2, now.Add(rt.Delays[l.level]))
-	}
-	for attempt := 1; ; attempt++ {
-		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err := l.cfg.Publisher.WriteMessages(wctx, out)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		l.cfg.Logger.ErrorContext(ctx, "cannot publish to the DLT or retry topic; the partition waits",
-			"topic", out.Topic, "attempt", attempt, "err", err)
-		if !sleep(ctx, forwardBackoff.Delay(attempt)) {
-			return errStopping
-		}
-	}
+			attribute.String("messaging.message.id", m.Header(events.HeaderEventID))))
 }
 
 // byPartition splits a batch into per-partition runs, keeping offset order.
-func byPartition(batch []kafka.Message) [][]kafka.Message {
+func byPartition(batch []broker.Record) [][]broker.Record {
 	type tp struct {
 		topic     string
-		partition int
+		partition int32
 	}
 	index := map[tp]int{}
-	var out [][]kafka.Message
+	var out [][]broker.Record
 	for _, m := range batch {
 		k := tp{m.Topic, m.Partition}
 		i, ok := index[k]

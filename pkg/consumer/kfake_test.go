@@ -36,7 +36,7 @@ func TestReadCommittedOnKfake(t *testing.T) {
 		done <- consumer.Run(ctx, consumer.Config{
 			Broker: broker.Config{Brokers: brokers}, Group: "g", Topics: []string{topic},
 			Logger: slog.New(slog.DiscardHandler),
-			Handler: func(_ context.Context, m kafka.Message) error {
+			Handler: func(_ context.Context, m broker.Record) error {
 				mu.Lock()
 				got = append(got, string(m.Value))
 				mu.Unlock()

@@ -6,22 +6,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/test/kafkatest"
 )
 
 // forgedHeaders are the dead-letter and retry headers a record's writer
 // may put on it to choose where its replay goes.
-func forgedHeaders() []kafka.Header {
+func forgedHeaders() []broker.Header {
 	return append(dlt.SetFailure(nil, dlt.Origin{Topic: "pagamentos.transferencia.analisada.v1", Partition: 7, Offset: 42}, errors.New("forged")),
-		kafka.Header{Key: "kafka_exception-message", Value: []byte("forged")},
-		kafka.Header{Key: "kafka_dlt-exception-stacktrace", Value: []byte("forged")},
-		kafka.Header{Key: dlt.HeaderRetryAttempts, Value: []byte{0, 0, 0, 9}},
-		kafka.Header{Key: events.HeaderTraceparent, Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")})
+		broker.Header{Key: "kafka_exception-message", Value: []byte("forged")},
+		broker.Header{Key: "kafka_dlt-exception-stacktrace", Value: []byte("forged")},
+		broker.Header{Key: dlt.HeaderRetryAttempts, Value: []byte{0, 0, 0, 9}},
+		broker.Header{Key: events.HeaderTraceparent, Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")})
 }
 
 // TestForwardOriginIsWhereTheRecordWasRead: a record that arrives on the
@@ -34,11 +33,11 @@ func TestForwardOriginIsWhereTheRecordWasRead(t *testing.T) {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, pc)
-			m := kafka.Message{Topic: f.topic, Key: []byte("CC-001"), Value: []byte("forged"), Headers: forgedHeaders()}
-			if err := f.writer.WriteMessages(context.Background(), m); err != nil {
+			m := broker.Record{Topic: f.topic, Key: []byte("CC-001"), Value: []byte("forged"), Headers: forgedHeaders()}
+			if err := f.writer.Publish(context.Background(), m); err != nil {
 				t.Fatal(err)
 			}
-			f.run(t, pc, func(context.Context, kafka.Message) error { return errors.New("always fails") })
+			f.run(t, pc, func(context.Context, broker.Record) error { return errors.New("always fails") })
 			dead := readDLT(t, f, 1)[0]
 			o, ok := dlt.ClaimedOrigin(dead)
 			if !ok || o.Topic != f.topic || o.Partition != 0 || o.Offset != 0 || o.Group != f.group {
@@ -52,7 +51,7 @@ func TestForwardOriginIsWhereTheRecordWasRead(t *testing.T) {
 			if got := dlt.ExceptionMessage(dead); got != "always fails" {
 				t.Errorf("exception message = %q, want the handler's error", got)
 			}
-			if got := broker.Header(dead, events.HeaderTraceparent); got == "" {
+			if got := kafkatest.Header(dead, events.HeaderTraceparent); got == "" {
 				t.Errorf("traceparent dropped")
 			}
 			want := 1 // no retry_topic-attempts header
@@ -74,17 +73,17 @@ func TestForwardFromARetryTopicKeepsItsMainTopic(t *testing.T) {
 	pc := policies[1]
 	rt := pc.policy.(consumer.RetryTopics)
 	f := newFixture(t, pc)
-	m := kafka.Message{Topic: broker.RetryTopic(f.topic, rt.Delays[len(rt.Delays)-1]), Key: []byte("CC-001"), Value: []byte("forged"),
+	m := broker.Record{Topic: broker.RetryTopic(f.topic, rt.Delays[len(rt.Delays)-1]), Key: []byte("CC-001"), Value: []byte("forged"),
 		Headers: forgedHeaders()}
-	if err := f.writer.WriteMessages(context.Background(), m); err != nil {
+	if err := f.writer.Publish(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	f.run(t, pc, func(context.Context, kafka.Message) error { return consumer.Permanent(errors.New("cannot handle")) })
+	f.run(t, pc, func(context.Context, broker.Record) error { return consumer.Permanent(errors.New("cannot handle")) })
 	dead := readDLT(t, f, 1)[0]
 	if o, _ := dlt.ClaimedOrigin(dead); o.Topic != f.topic || o.Group != f.group {
 		t.Errorf("DLT origin = %+v, want topic %s, group %s", o, f.topic, f.group)
 	}
-	if got := broker.Header(dead, "kafka_exception-message"); got != "" {
+	if got := kafkatest.Header(dead, "kafka_exception-message"); got != "" {
 		t.Errorf("forged kafka_exception-message %q reached the DLT", got)
 	}
 }

@@ -43,7 +43,7 @@ func testWaitsOutDatabaseOutage(t *testing.T, pc policyCase) {
 	proxy.Cut() // the database "stops"
 	f.produce(t, "a", "b")
 	rec := &recorder{}
-	f.run(t, pc, func(ctx context.Context, m kafka.Message) error {
+	f.run(t, pc, func(ctx context.Context, m broker.Record) error {
 		rec.record(string(m.Value))
 		_, err := pool.Exec(ctx, `INSERT INTO handled (v) VALUES ($1) ON CONFLICT DO NOTHING`, string(m.Value))
 		return err
@@ -115,7 +115,7 @@ func testWaitsOutReadOnlyDatabase(t *testing.T, pc policyCase) {
 	t.Cleanup(pool.Close)
 	f.produce(t, "a", "b")
 	rec := &recorder{}
-	f.run(t, pc, func(ctx context.Context, m kafka.Message) error {
+	f.run(t, pc, func(ctx context.Context, m broker.Record) error {
 		rec.record(string(m.Value))
 		_, err := pool.Exec(ctx, `INSERT INTO handled (v) VALUES ($1) ON CONFLICT DO NOTHING`, string(m.Value))
 		return err
@@ -218,7 +218,7 @@ func TestRetryRecordDueTooFarAheadIsPoison(t *testing.T) {
 				t.Fatal(err)
 			}
 			handled := &recorder{}
-			f.run(t, pc, func(_ context.Context, m kafka.Message) error { handled.record(string(m.Value)); return nil })
+			f.run(t, pc, func(_ context.Context, m broker.Record) error { handled.record(string(m.Value)); return nil })
 			dead := readDLT(t, f, 1)[0]
 			if string(dead.Value) != "forged" || !strings.Contains(dlt.ExceptionMessage(dead), "ahead") {
 				t.Errorf("DLT record %q (%s), want the forged one with its cause", dead.Value, dlt.ExceptionMessage(dead))

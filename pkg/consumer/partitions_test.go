@@ -65,7 +65,7 @@ func partitionsMeet(t *testing.T, batch bool) (order map[string][]string, timeou
 	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
 	topic := kafkatest.Topic(t, "consumer-partitions", 2)
 	kafkatest.CreateTopic(t, events.DLT(topic), 2)
-	w := broker.NewDLTWriter(kcfg) // honours Message.Partition
+	w := kafkatest.NewDLTWriter(t, kcfg) // honours Message.Partition
 	defer func() { _ = w.Close() }()
 	var msgs []kafka.Message
 	for _, v := range []string{"a0", "a1", "a2", "b0", "b1", "b2"} {
@@ -102,12 +102,12 @@ func partitionsMeet(t *testing.T, batch bool) (order map[string][]string, timeou
 	}
 	cfg := consumer.Config{
 		Broker: kcfg, Group: kafkatest.Group(t, "partitions"), Topics: []string{topic},
-		Handler:   func(_ context.Context, m kafka.Message) error { handle(string(m.Value)); return nil },
+		Handler:   func(_ context.Context, m broker.Record) error { handle(string(m.Value)); return nil },
 		Policy:    consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 0},
 		Publisher: w, Logger: slog.New(slog.DiscardHandler),
 	}
 	if batch {
-		cfg.Batch = func(_ context.Context, ms []kafka.Message) error {
+		cfg.Batch = func(_ context.Context, ms []broker.Record) error {
 			for _, m := range ms {
 				handle(string(m.Value))
 			}

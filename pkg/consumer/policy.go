@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
@@ -15,12 +13,12 @@ import (
 
 // Handler processes one record. It must be idempotent: a record may be
 // delivered again after a crash or a rebalance.
-type Handler func(ctx context.Context, m kafka.Message) error
+type Handler func(ctx context.Context, m broker.Record) error
 
 // BatchHandler processes records of one partition, in offset order, all or
 // nothing: on error, the loop handles each record of the batch again with
 // the Handler.
-type BatchHandler func(ctx context.Context, ms []kafka.Message) error
+type BatchHandler func(ctx context.Context, ms []broker.Record) error
 
 // BatchFailure is a BatchHandler's error when its batch stopped part way:
 // ms[:Handled] are done, ms[Handled] was attempted once and failed with Err
@@ -39,10 +37,11 @@ func (e *BatchFailure) Error() string {
 }
 func (e *BatchFailure) Unwrap() error { return e.Err }
 
-// Publisher sends records (DLT and retry topics); *kafka.Writer is one.
-// A record the loop forwards names the partition of the record it came from
-// (kafka.Message.Partition); broker.NewDLTWriter keeps it there when the
-// target topic has that partition, as Spring does.
+// Publisher sends records (DLT and retry topics); broker.NewDLTProducer
+// returns the production one. A record the loop forwards names the
+// partition of the record it came from (broker.Record.Partition); that
+// producer keeps it there when the target topic has that partition, as
+// Spring does.
 type Publisher = broker.Publisher
 
 type permanentError struct{ err error }

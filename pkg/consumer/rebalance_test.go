@@ -55,7 +55,7 @@ func TestRebalanceWaitsOnlyForThePartitionInHand(t *testing.T) {
 	var handled atomic.Int32
 	started := make(chan struct{})
 	var once sync.Once
-	h := func(_ context.Context, m kafka.Message) error {
+	h := func(_ context.Context, m broker.Record) error {
 		once.Do(func() {
 			close(started)
 			// Hold the first record until the group wants to rebalance

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/paysuite/payments/pkg/broker"
 )
 
 // MaxDueSkew is how far past the policy's largest delay a retry record's due
@@ -17,7 +17,7 @@ const MaxDueSkew = 30 * time.Second
 
 // dueTooFar returns a Permanent error when m's due time lies further ahead
 // than the policy allows, nil otherwise.
-func (l *loop) dueTooFar(m kafka.Message, due time.Time) error {
+func (l *loop) dueTooFar(m broker.Record, due time.Time) error {
 	rt, ok := l.cfg.Policy.(RetryTopics)
 	if !ok || due.IsZero() {
 		return nil

@@ -30,7 +30,7 @@ type member struct {
 	seen   []string
 }
 
-func (m *member) handler(_ context.Context, msg kafka.Message) error {
+func (m *member) handler(_ context.Context, msg broker.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seen = append(m.seen, string(msg.Value))
@@ -151,7 +151,7 @@ func TestRefusedCommitIsLoggedAndCounted(t *testing.T) {
 	a := &member{} // what the first member handled
 	acfg := cfg
 	acfg.Logger, acfg.Metrics = log, consumer.NewMetrics(reg)
-	acfg.Handler = func(ctx context.Context, m kafka.Message) error {
+	acfg.Handler = func(ctx context.Context, m broker.Record) error {
 		once.Do(func() {
 			close(held)
 			// Hold the record until the group has rebalanced without this

@@ -64,7 +64,7 @@ type txnFixture struct {
 func newTxnFixture(t *testing.T, mode txnMode) *txnFixture {
 	t.Helper()
 	f := &txnFixture{fixture: newFixture(t, mode.pc), prod: kafkatest.NewProducer(t), rec: &recorder{}}
-	h := func(_ context.Context, m kafka.Message) error {
+	h := func(_ context.Context, m broker.Record) error {
 		v := string(m.Value)
 		if !strings.HasPrefix(v, "rec-") {
 			f.mu.Lock()
@@ -79,7 +79,7 @@ func newTxnFixture(t *testing.T, mode txnMode) *txnFixture {
 		Publisher: f.writer, Logger: slog.New(slog.DiscardHandler),
 	}
 	if mode.batch {
-		cfg.Batch = func(ctx context.Context, ms []kafka.Message) error {
+		cfg.Batch = func(ctx context.Context, ms []broker.Record) error {
 			for _, m := range ms {
 				if err := h(ctx, m); err != nil {
 					return err
@@ -236,7 +236,7 @@ func TestDeadLetterKeepsThePartition(t *testing.T) {
 				done <- consumer.Run(ctx, consumer.Config{ // no Publisher: the consumer's own DLT writer
 					Broker: kcfg, Group: kafkatest.Group(t, "dlt-partition"), Topics: []string{topic},
 					Logger:  slog.New(slog.DiscardHandler),
-					Handler: func(context.Context, kafka.Message) error { return consumer.Permanent(errTransient) },
+					Handler: func(context.Context, broker.Record) error { return consumer.Permanent(errTransient) },
 				})
 			}()
 			t.Cleanup(func() {

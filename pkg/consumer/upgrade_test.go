@@ -71,7 +71,7 @@ func TestRollingUpgradeFromKafkaGoReader(t *testing.T) {
 	go func() {
 		done <- consumer.Run(runCtx, consumer.Config{
 			Broker: kcfg, Group: group, Topics: []string{topic}, Logger: slog.New(slog.DiscardHandler),
-			Handler: func(_ context.Context, m kafka.Message) error {
+			Handler: func(_ context.Context, m broker.Record) error {
 				mu.Lock()
 				handled = append(handled, string(m.Value))
 				mu.Unlock()

@@ -22,10 +22,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 )
@@ -41,7 +37,7 @@ type Record struct {
 	Key       []byte
 	Value     []byte
 	// Headers are all the record's headers, as read.
-	Headers []kafka.Header
+	Headers []broker.Header
 	// Origin is where the record's headers say it first came from
 	// (kafka_dlt-original-*, ClaimedOrigin); Origin.Topic is empty when
 	// it has none. A claim: Prepare checks it before any replay.
@@ -61,23 +57,23 @@ type Record struct {
 	ReplayedAt string
 }
 
-// FromMessage decodes a record read from a DLT.
-func FromMessage(m kafka.Message) Record {
+// FromRecord decodes a record read from a DLT.
+func FromRecord(m broker.Record) Record {
 	r := Record{
 		Topic:            m.Topic,
-		Partition:        m.Partition,
+		Partition:        int(m.Partition),
 		Offset:           m.Offset,
 		Time:             m.Time,
 		Key:              m.Key,
 		Value:            m.Value,
 		Headers:          m.Headers,
-		ExceptionType:    broker.Header(m, HeaderDLTExceptionFQCN),
+		ExceptionType:    m.Header(HeaderDLTExceptionFQCN),
 		ExceptionMessage: ExceptionMessage(m),
 		Attempts:         Attempts(m),
-		EventID:          broker.Header(m, events.HeaderEventID),
-		EventType:        broker.Header(m, events.HeaderEventType),
-		CorrelationID:    broker.Header(m, events.HeaderCorrelationID),
-		ReplayedAt:       broker.Header(m, HeaderReplayed),
+		EventID:          m.Header(events.HeaderEventID),
+		EventType:        m.Header(events.HeaderEventType),
+		CorrelationID:    m.Header(events.HeaderCorrelationID),
+		ReplayedAt:       m.Header(HeaderReplayed),
 	}
 	r.Origin, _ = ClaimedOrigin(m)
 	return r
@@ -102,7 +98,7 @@ type Filter struct {
 	Limit int
 }
 
-func (f Filter) match(m kafka.Message) bool {
+func (f Filter) match(m broker.Record) bool {
 	switch {
 	case !f.From.IsZero() && m.Time.Before(f.From),
 		!f.To.IsZero() && !m.Time.Before(f.To),
@@ -130,7 +126,7 @@ func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("dlt: no brokers configured")
 	}
-	adm, err := broker.NewAdminClient(cfg)
+	adm, err := broker.NewAdmin(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dlt: %w", err)
 	}
@@ -145,18 +141,18 @@ func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 			selected = append(selected, p)
 		}
 	}
-	ranges, err := bounds(ctx, adm, f.Topic, selected, f.From)
+	ranges, err := adm.Ranges(ctx, f.Topic, selected, f.From)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dlt: %w", err)
 	}
 	if len(f.Offsets) > 0 {
 		lo, hi := slices.Min(f.Offsets), slices.Max(f.Offsets)
 		for p, r := range ranges {
-			ranges[p] = offsetRange{max(r.start, lo), min(r.end, hi+1)}
+			ranges[p] = broker.OffsetRange{Start: max(r.Start, lo), End: min(r.End, hi+1)}
 		}
 	}
 	for p, r := range ranges {
-		if r.start >= r.end {
+		if r.Start >= r.End {
 			delete(ranges, p)
 		}
 	}
@@ -179,11 +175,10 @@ func List(ctx context.Context, cfg broker.Config, f Filter) ([]Record, error) {
 	return out, nil
 }
 
-// readPartitions returns the partition ids of topic.
 // Partitions returns the partition numbers of topic, in order; an error
 // when the topic does not exist.
 func Partitions(ctx context.Context, cfg broker.Config, topic string) ([]int32, error) {
-	adm, err := broker.NewAdminClient(cfg)
+	adm, err := broker.NewAdmin(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dlt: %w", err)
 	}
@@ -191,127 +186,64 @@ func Partitions(ctx context.Context, cfg broker.Config, topic string) ([]int32, 
 	return readPartitions(ctx, adm, topic)
 }
 
-func readPartitions(ctx context.Context, adm *kadm.Client, topic string) ([]int32, error) {
-	tds, err := adm.ListTopics(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("dlt: read partitions of %s: %w", topic, err)
-	}
-	td, ok := tds[topic]
-	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) || len(td.Partitions) == 0 {
+func readPartitions(ctx context.Context, adm *broker.Admin, topic string) ([]int32, error) {
+	ids, err := adm.Partitions(ctx, topic)
+	if errors.Is(err, broker.ErrUnknownTopic) {
 		return nil, fmt.Errorf("dlt: topic %s does not exist", topic)
 	}
-	if td.Err != nil {
-		return nil, fmt.Errorf("dlt: read partitions of %s: %w", topic, td.Err)
+	if err != nil {
+		return nil, fmt.Errorf("dlt: %w", err)
 	}
-	ids := td.Partitions.Numbers()
-	slices.Sort(ids)
 	return ids, nil
 }
 
-// offsetRange is the offsets to read in a partition: [start, end).
-type offsetRange struct{ start, end int64 }
-
-// bounds returns the offsets to read in each partition: from its first
-// offset (or the first at or after from) to its last stable offset.
-func bounds(ctx context.Context, adm *kadm.Client, topic string, partitions []int32, from time.Time) (map[int32]offsetRange, error) {
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dlt: first offsets of %s: %w", topic, err)
-	}
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dlt: last stable offsets of %s: %w", topic, err)
-	}
-	var after kadm.ListedOffsets
-	if !from.IsZero() {
-		// The first offset whose time is >= from, or the end when there
-		// is none.
-		if after, err = adm.ListOffsetsAfterMilli(ctx, from.UnixMilli(), topic); err == nil {
-			err = after.Error()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("dlt: offsets at %s of %s: %w", from.Format(time.RFC3339), topic, err)
-		}
-	}
-	out := map[int32]offsetRange{}
-	for _, p := range partitions {
-		s, ok1 := starts.Lookup(topic, p)
-		e, ok2 := ends.Lookup(topic, p)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("dlt: no offsets for %s/%d", topic, p)
-		}
-		r := offsetRange{s.Offset, e.Offset}
-		if a, ok := after.Lookup(topic, p); ok {
-			if a.Offset < 0 {
-				a.Offset = r.end
-			}
-			r.start = max(r.start, a.Offset)
-		}
-		out[p] = r
-	}
-	return out, nil
-}
-
 // read reads the records of ranges that match f, all partitions at once.
-func read(ctx context.Context, cfg broker.Config, f Filter, ranges map[int32]offsetRange) ([]Record, error) {
+func read(ctx context.Context, cfg broker.Config, f Filter, ranges map[int32]broker.OffsetRange) ([]Record, error) {
 	if len(ranges) == 0 {
 		return nil, nil
 	}
 	from := make(map[int32]int64, len(ranges))
 	for p, r := range ranges {
-		from[p] = r.start
+		from[p] = r.Start
 	}
-	cl, err := broker.NewPartitionClient(cfg, f.Topic, from)
+	rd, err := broker.NewPartitionReader(cfg, f.Topic, from)
 	if err != nil {
 		return nil, fmt.Errorf("dlt: %w", err)
 	}
-	defer cl.Close()
+	defer rd.Close()
 	open := maps.Clone(ranges) // partitions whose end is not reached
 	matches := map[int32]int{}
 	var out []Record
 	for len(open) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, idleTimeout)
-		fetches := cl.PollFetches(pctx)
+		fetch := rd.Poll(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		var ferr error
-		fetches.EachError(func(_ string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("dlt: read %s/%d: %w", f.Topic, p, err)
-			}
-		})
-		if ferr != nil {
-			return nil, ferr
+		if len(fetch.Errors) > 0 {
+			e := fetch.Errors[0]
+			return nil, fmt.Errorf("dlt: read %s/%d: %w", f.Topic, e.Partition, e.Err)
 		}
-		if fetches.NumRecords() == 0 {
+		if len(fetch.Records) == 0 {
 			return out, nil // nothing more before the ends: gaps at the tail
 		}
-		for _, r := range fetches.Records() {
+		for _, r := range fetch.Records {
 			rng, ok := open[r.Partition]
 			if !ok {
 				continue
 			}
-			if r.Offset >= rng.end {
+			if r.Offset >= rng.End {
 				delete(open, r.Partition)
 				continue
 			}
-			if !broker.IsControl(r) {
-				if m := broker.ToMessage(r); f.match(m) {
-					out = append(out, FromMessage(m))
-					matches[r.Partition]++
-				}
+			if !fetch.Marker(r) && f.match(r) {
+				out = append(out, FromRecord(r))
+				matches[r.Partition]++
 			}
 			// Records of a partition come in time order (mostly), so the
 			// first Limit matches are the oldest: stop there.
-			if r.Offset >= rng.end-1 || (f.Limit > 0 && matches[r.Partition] >= f.Limit && f.To.IsZero()) {
+			if r.Offset >= rng.End-1 || (f.Limit > 0 && matches[r.Partition] >= f.Limit && f.To.IsZero()) {
 				delete(open, r.Partition)
 			}
 		}

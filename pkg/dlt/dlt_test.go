@@ -35,11 +35,11 @@ type fixture struct {
 	group    string
 	boundary time.Time
 	// sent are the records published to the main topic, by event id.
-	sent map[string]kafka.Message
+	sent map[string]broker.Record
 	// phase1 and phase2 are the event ids published before and after
 	// boundary.
 	phase1, phase2 []string
-	writer         *kafka.Writer
+	writer         *kafkatest.Writer
 }
 
 // newFixture builds the fixture; the consumer loop keeps running until the
@@ -47,7 +47,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	cfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	f := &fixture{cfg: cfg, sent: map[string]kafka.Message{}}
+	f := &fixture{cfg: cfg, sent: map[string]broker.Record{}}
 	f.main = kafkatest.Topic(t, "dlt.test.main", 2)
 	f.dlt = events.DLT(f.main)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -59,7 +59,7 @@ func newFixture(t *testing.T) *fixture {
 		c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
 		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{f.dlt}})
 	})
-	f.writer = broker.NewWriter(cfg, 100)
+	f.writer = kafkatest.NewWriter(t, cfg)
 	t.Cleanup(func() { _ = f.writer.Close() })
 
 	f.group = kafkatest.Group(t, "dlt-test")
@@ -67,7 +67,7 @@ func newFixture(t *testing.T) *fixture {
 		return consumer.Run(ctx, consumer.Config{
 			Broker: cfg, Group: f.group, Topics: []string{f.main}, Policy: consumer.BlockingRetries, Publisher: f.writer,
 			Logger: slog.New(slog.DiscardHandler),
-			Handler: func(context.Context, kafka.Message) error {
+			Handler: func(context.Context, broker.Record) error {
 				return consumer.Permanent(errors.New("boom: cannot handle"))
 			},
 		})
@@ -96,13 +96,13 @@ func (f *fixture) publish(t *testing.T, keys ...string) []string {
 	var ids []string
 	for _, k := range keys {
 		id := fmt.Sprintf("ev-%s-%d", k, len(f.sent))
-		m := kafka.Message{Topic: f.main, Key: []byte(k), Value: []byte(`{"n":` + strconv.Itoa(len(f.sent)) + `}`),
-			Headers: []kafka.Header{
+		m := broker.Record{Topic: f.main, Key: []byte(k), Value: []byte(`{"n":` + strconv.Itoa(len(f.sent)) + `}`),
+			Headers: []broker.Header{
 				{Key: events.HeaderEventID, Value: []byte(id)},
 				{Key: events.HeaderEventType, Value: []byte(events.TypeAnalysed)},
 				{Key: events.HeaderCorrelationID, Value: []byte("corr-" + id)},
 			}}
-		if err := f.writer.WriteMessages(context.Background(), m); err != nil {
+		if err := f.writer.Publish(context.Background(), m); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 		f.sent[id] = m
@@ -255,7 +255,7 @@ func testReplay(t *testing.T, f *fixture) {
 	})
 	for _, r := range replayed {
 		sent := f.sent[r.EventID]
-		want := append(slices.Clone(sent.Headers), kafka.Header{Key: dlt.HeaderReplayed, Value: []byte(r.ReplayedAt)})
+		want := append(slices.Clone(sent.Headers), broker.Header{Key: dlt.HeaderReplayed, Value: []byte(r.ReplayedAt)})
 		if diff := cmp.Diff(want, r.Headers); diff != "" {
 			t.Errorf("replayed %s headers mismatch (-want +got):\n%s", r.EventID, diff)
 		}

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 )
@@ -193,21 +191,22 @@ func replayedHeader(key string) bool {
 	return failureHeader(key) || key == HeaderReplayed || key == HeaderUnverified
 }
 
-// ReplayMessage is the record Replay publishes for c to target: c's key
+// ReplayRecord is the record Replay publishes for c to target: c's key
 // and value, with its headers (without the kafka_dlt-*, kafka_exception-*
 // and retry_topic-* ones, and without earlier replay marks) plus the
-// replay marker, and HeaderUnverified when c is not verified.
-func ReplayMessage(c Check, target string, at time.Time) kafka.Message {
+// replay marker, and HeaderUnverified when c is not verified. It names no
+// partition: the producer partitions it by its key, as the original was.
+func ReplayRecord(c Check, target string, at time.Time) broker.Record {
 	r := c.Record
-	m := kafka.Message{Topic: target, Key: r.Key, Value: r.Value}
+	m := broker.Record{Topic: target, Key: r.Key, Value: r.Value}
 	for _, h := range r.Headers {
 		if !replayedHeader(h.Key) {
-			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+			m.Headers = append(m.Headers, broker.Header{Key: h.Key, Value: h.Value})
 		}
 	}
-	m.Headers = append(m.Headers, kafka.Header{Key: HeaderReplayed, Value: []byte(at.UTC().Format(time.RFC3339Nano))})
+	m.Headers = append(m.Headers, broker.Header{Key: HeaderReplayed, Value: []byte(at.UTC().Format(time.RFC3339Nano))})
 	if !c.Verified {
-		m.Headers = append(m.Headers, kafka.Header{Key: HeaderUnverified, Value: []byte(c.Problem)})
+		m.Headers = append(m.Headers, broker.Header{Key: HeaderUnverified, Value: []byte(c.Problem)})
 	}
 	return m
 }
@@ -223,8 +222,8 @@ type Options struct {
 }
 
 // Replay publishes the records of p, in order, each to p.Target (see
-// ReplayMessage), waiting for each acknowledgement. A nil pub uses a
-// writer of cfg (broker.NewWriter), closed before returning. It returns
+// ReplayRecord), waiting for each acknowledgement. A nil pub uses a
+// producer of cfg (broker.NewProducer), closed before returning. It returns
 // how many records were published; it stops at the first failure. The
 // whole plan is checked before the first record is sent: its target must
 // be its DLT's main topic by the naming rule and no record may name
@@ -243,9 +242,12 @@ func Replay(ctx context.Context, cfg broker.Config, pub broker.Publisher, p Plan
 		return 0, fmt.Errorf("%w: %d of %d record(s) of %s match no record of %s", ErrUnverified, n, len(p.Checks), p.DLT, p.Target)
 	}
 	if pub == nil {
-		w := broker.NewWriter(cfg, 1)    // one record per call
-		defer func() { _ = w.Close() }() // every write was acknowledged
-		pub = w
+		prod, err := broker.NewProducer(cfg)
+		if err != nil {
+			return 0, fmt.Errorf("dlt: %w", err)
+		}
+		defer func() { _ = prod.Close() }() // every record was acknowledged
+		pub = prod
 	}
 	var tick <-chan time.Time
 	if opts.Rate > 0 {
@@ -261,8 +263,8 @@ func Replay(ctx context.Context, cfg broker.Config, pub broker.Publisher, p Plan
 			case <-tick:
 			}
 		}
-		m := ReplayMessage(c, p.Target, time.Now())
-		if err := pub.WriteMessages(ctx, m); err != nil {
+		m := ReplayRecord(c, p.Target, time.Now())
+		if err := pub.Publish(ctx, m); err != nil {
 			r := c.Record
 			return i, fmt.Errorf("dlt: replay %s/%d@%d to %s: %w", r.Topic, r.Partition, r.Offset, m.Topic, err)
 		}

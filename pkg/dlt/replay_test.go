@@ -7,18 +7,17 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
 )
 
-func TestReplayMessage(t *testing.T) {
+func TestReplayRecord(t *testing.T) {
 	at := time.Date(2026, 11, 29, 22, 0, 0, 123, time.UTC)
-	h := func(k, v string) kafka.Header { return kafka.Header{Key: k, Value: []byte(v)} }
-	dead := kafka.Message{
+	h := func(k, v string) broker.Header { return broker.Header{Key: k, Value: []byte(v)} }
+	dead := broker.Record{
 		Topic: "orders-dlt", Partition: 3, Offset: 9, Key: []byte("CC-1"), Value: []byte(`{"x":1}`),
-		Headers: []kafka.Header{
+		Headers: []broker.Header{
 			h("evento-id", "e1"), h("evento-tipo", "TransferenciaLiquidada"), h("traceparent", "00-abc-def-01"),
 			h("correlation-id", "t1"), h(dlt.HeaderDLTOriginalTopic, "orders"),
 			{Key: dlt.HeaderDLTOriginalPartition, Value: []byte{0, 0, 0, 2}},
@@ -30,26 +29,26 @@ func TestReplayMessage(t *testing.T) {
 			h("custom", "kept"),
 		},
 	}
-	rec := dlt.FromMessage(dead)
+	rec := dlt.FromRecord(dead)
 	if rec.Origin.Topic != "orders" || rec.Origin.Partition != 2 || rec.Origin.Offset != 7 || rec.Attempts != 4 {
 		t.Fatalf("decoded origin %+v attempts %d", rec.Origin, rec.Attempts)
 	}
-	kept := []kafka.Header{h("evento-id", "e1"), h("evento-tipo", "TransferenciaLiquidada"), h("traceparent", "00-abc-def-01"),
+	kept := []broker.Header{h("evento-id", "e1"), h("evento-tipo", "TransferenciaLiquidada"), h("traceparent", "00-abc-def-01"),
 		h("correlation-id", "t1"), h("custom", "kept"), h(dlt.HeaderReplayed, "2026-11-29T22:00:00.000000123Z")}
 	tests := []struct {
 		name  string
 		check dlt.Check
-		want  kafka.Message
+		want  broker.Record
 	}{
 		{name: "verified: the original headers and the replay marker", check: dlt.Check{Record: rec, Verified: true},
-			want: kafka.Message{Topic: "orders", Key: []byte("CC-1"), Value: []byte(`{"x":1}`), Headers: kept}},
+			want: broker.Record{Topic: "orders", Key: []byte("CC-1"), Value: []byte(`{"x":1}`), Headers: kept}},
 		{name: "unverified: marked with why", check: dlt.Check{Record: rec, Problem: "no record at orders/2@7"},
-			want: kafka.Message{Topic: "orders", Key: []byte("CC-1"), Value: []byte(`{"x":1}`),
+			want: broker.Record{Topic: "orders", Key: []byte("CC-1"), Value: []byte(`{"x":1}`),
 				Headers: append(kept[:len(kept):len(kept)], h(dlt.HeaderUnverified, "no record at orders/2@7"))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, dlt.ReplayMessage(tt.check, "orders", at)); diff != "" {
+			if diff := cmp.Diff(tt.want, dlt.ReplayRecord(tt.check, "orders", at)); diff != "" {
 				t.Errorf("mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -109,7 +108,7 @@ func TestReplayRefusesPlansForAnotherTopic(t *testing.T) {
 
 type countingPublisher struct{ n int }
 
-func (c *countingPublisher) WriteMessages(_ context.Context, ms ...kafka.Message) error {
+func (c *countingPublisher) Publish(_ context.Context, ms ...broker.Record) error {
 	c.n += len(ms)
 	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/paysuite/payments/pkg/broker"
 )
 
@@ -48,12 +46,12 @@ type Origin struct {
 // name; ok is false when m has no kafka_dlt-original-topic header. The
 // headers are whatever the record's writer put there: a reader shows them
 // and checks them against facts (Prepare), never routes by them.
-func ClaimedOrigin(m kafka.Message) (o Origin, ok bool) {
-	t := broker.Header(m, HeaderDLTOriginalTopic)
+func ClaimedOrigin(m broker.Record) (o Origin, ok bool) {
+	t := m.Header(HeaderDLTOriginalTopic)
 	if t == "" {
 		return Origin{}, false
 	}
-	o = Origin{Topic: t, Group: broker.Header(m, HeaderDLTOriginalGroup)}
+	o = Origin{Topic: t, Group: m.Header(HeaderDLTOriginalGroup)}
 	o.Partition = int(decodeInt(rawHeader(m, HeaderDLTOriginalPartition)))
 	o.Offset = decodeInt(rawHeader(m, HeaderDLTOriginalOffset))
 	o.Timestamp = time.UnixMilli(decodeInt(rawHeader(m, HeaderDLTOriginalTimestamp)))
@@ -67,13 +65,13 @@ func ClaimedOrigin(m kafka.Message) (o Origin, ok bool) {
 // and the partition, offset and time its origin headers name, which the
 // consumer loop wrote when it moved the record there; without them the
 // offset is -1 (unknown), which no replay check accepts.
-func OriginOf(m kafka.Message, main, group string) Origin {
+func OriginOf(m broker.Record, main, group string) Origin {
 	if m.Topic == main {
-		return Origin{Topic: main, Partition: m.Partition, Offset: m.Offset, Timestamp: m.Time, Group: group}
+		return Origin{Topic: main, Partition: int(m.Partition), Offset: m.Offset, Timestamp: m.Time, Group: group}
 	}
 	o, ok := ClaimedOrigin(m)
 	if !ok {
-		return Origin{Topic: main, Partition: m.Partition, Offset: -1, Timestamp: m.Time, Group: group}
+		return Origin{Topic: main, Partition: int(m.Partition), Offset: -1, Timestamp: m.Time, Group: group}
 	}
 	o.Topic, o.Group = main, group
 	return o
@@ -83,8 +81,8 @@ func OriginOf(m kafka.Message, main, group string) Origin {
 // retry bookkeeping (kafka_dlt-*, kafka_exception-* and retry_topic-*
 // headers): what a record's writer put there never reaches the next hop,
 // which gets the headers of facts (SetFailure, SetRetry) instead.
-func WithoutFailure(headers []kafka.Header) []kafka.Header {
-	out := make([]kafka.Header, 0, len(headers))
+func WithoutFailure(headers []broker.Header) []broker.Header {
+	out := make([]broker.Header, 0, len(headers))
 	for _, h := range headers {
 		if !failureHeader(h.Key) {
 			out = append(out, h)
@@ -100,7 +98,7 @@ func failureHeader(key string) bool {
 
 // Attempts returns the delivery attempt m represents: 1 on the main topic,
 // then the retry_topic-attempts header.
-func Attempts(m kafka.Message) int {
+func Attempts(m broker.Record) int {
 	if v := rawHeader(m, HeaderRetryAttempts); v != nil {
 		if n := int(decodeInt(v)); n > 0 {
 			return n
@@ -111,7 +109,7 @@ func Attempts(m kafka.Message) int {
 
 // DueAt returns the time before which a retry record must not be processed,
 // or the zero time.
-func DueAt(m kafka.Message) time.Time {
+func DueAt(m broker.Record) time.Time {
 	v := rawHeader(m, HeaderRetryBackoffUntil)
 	if len(v) == 0 {
 		return time.Time{}
@@ -120,7 +118,7 @@ func DueAt(m kafka.Message) time.Time {
 }
 
 // ExceptionMessage returns the failure recorded on a DLT record.
-func ExceptionMessage(m kafka.Message) string { return broker.Header(m, HeaderDLTExceptionMessage) }
+func ExceptionMessage(m broker.Record) string { return m.Header(HeaderDLTExceptionMessage) }
 
 // maxExceptionMessage bounds the kafka_dlt-exception-message header.
 const maxExceptionMessage = 4000
@@ -128,7 +126,7 @@ const maxExceptionMessage = 4000
 // SetFailure sets on headers the origin and exception headers of a record
 // forwarded to a retry topic or a DLT because of cause, replacing any it
 // had, and returns the headers.
-func SetFailure(headers []kafka.Header, origin Origin, cause error) []kafka.Header {
+func SetFailure(headers []broker.Header, origin Origin, cause error) []broker.Header {
 	msg := cause.Error()
 	if len(msg) > maxExceptionMessage {
 		msg = msg[:maxExceptionMessage]
@@ -144,7 +142,7 @@ func SetFailure(headers []kafka.Header, origin Origin, cause error) []kafka.Head
 
 // SetRetry sets on headers the retry-topic headers: the delivery attempt the
 // record will be and the time before which it must not be handled.
-func SetRetry(headers []kafka.Header, attempt int, due time.Time) []kafka.Header {
+func SetRetry(headers []broker.Header, attempt int, due time.Time) []broker.Header {
 	headers = SetAttempts(headers, attempt)
 	return set(headers, HeaderRetryBackoffUntil, encodeBigInt(due.UnixMilli()))
 }
@@ -152,18 +150,18 @@ func SetRetry(headers []kafka.Header, attempt int, due time.Time) []kafka.Header
 // SetAttempts sets on headers the retry_topic-attempts header: how many
 // deliveries a record has had (a DLT record from the last retry topic
 // says how many it was given before it was dead-lettered).
-func SetAttempts(headers []kafka.Header, attempts int) []kafka.Header {
+func SetAttempts(headers []broker.Header, attempts int) []broker.Header {
 	return set(headers, HeaderRetryAttempts, encodeInt32(attempts))
 }
 
 // set replaces the headers named key with one of value v.
-func set(headers []kafka.Header, key string, v []byte) []kafka.Header {
+func set(headers []broker.Header, key string, v []byte) []broker.Header {
 	headers = broker.SetHeader(headers, key, "")
 	headers[len(headers)-1].Value = v
 	return headers
 }
 
-func rawHeader(m kafka.Message, key string) []byte {
+func rawHeader(m broker.Record, key string) []byte {
 	for i := len(m.Headers) - 1; i >= 0; i-- {
 		if m.Headers[i].Key == key {
 			return m.Headers[i].Value

@@ -45,7 +45,7 @@ func (s *seedRelay) run(ctx context.Context) {
 				return err
 			}
 			var ids []uuid.UUID
-			var msgs []kafka.Message
+			var msgs []broker.Record
 			for rows.Next() {
 				var id uuid.UUID
 				var topic, key, typ string
@@ -55,13 +55,13 @@ func (s *seedRelay) run(ctx context.Context) {
 					return err
 				}
 				ids = append(ids, id)
-				msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(key), Value: payload, Headers: []kafka.Header{
+				msgs = append(msgs, broker.Record{Topic: topic, Key: []byte(key), Value: payload, Headers: []broker.Header{
 					{Key: events.HeaderEventID, Value: []byte(id.String())}, {Key: events.HeaderEventType, Value: []byte(typ)}}})
 			}
 			if err := rows.Err(); err != nil || len(ids) == 0 {
 				return err
 			}
-			if err := s.pub.WriteMessages(ctx, msgs...); err != nil {
+			if err := s.pub.Publish(ctx, msgs...); err != nil {
 				return err
 			}
 			_, err = tx.Exec(ctx, `UPDATE outbox_event SET status = 'PUBLISHED', published_at = now() WHERE id = ANY($1)`, ids)
@@ -75,7 +75,7 @@ func (s *seedRelay) run(ctx context.Context) {
 }
 
 // ackClock wraps a publisher and records when each event was first
-// acknowledged. A call that fails for some records only (kafka.WriteErrors:
+// acknowledged. A call that fails for some records only (broker.PublishErrors:
 // a fresh topic's leaders still moving, say) still acknowledged the others,
 // and the relay marks those published and never sends them again.
 type ackClock struct {
@@ -84,16 +84,16 @@ type ackClock struct {
 	at   map[string]time.Time
 }
 
-func (a *ackClock) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
-	err := a.next.WriteMessages(ctx, msgs...)
+func (a *ackClock) Publish(ctx context.Context, msgs ...broker.Record) error {
+	err := a.next.Publish(ctx, msgs...)
 	now := time.Now()
-	var werrs kafka.WriteErrors
+	var werrs broker.PublishErrors
 	partial := errors.As(err, &werrs) && len(werrs) == len(msgs)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, m := range msgs {
 		if err == nil || (partial && werrs[i] == nil) {
-			id := broker.Header(m, events.HeaderEventID)
+			id := kafkatest.Header(m, events.HeaderEventID)
 			if _, seen := a.at[id]; !seen {
 				a.at[id] = now
 			}
@@ -116,16 +116,16 @@ type benchEnv struct {
 }
 
 // The producers BenchmarkProducerChoice compares: kafka-go's Writer
-// (broker.NewWriter) and franz-go's producer (broker.NewProducer).
+// (kafkaGoWriter) and franz-go's producer (broker.NewProducer), the suite's.
 const (
 	kafkaGo = "kafka-go"
 	franzGo = "franz-go"
 )
 
 // newBenchEnv returns a fresh database and a fresh topic of partitions
-// partitions (the suite's topics have 12), with the suite's writer.
+// partitions (the suite's topics have 12), with the suite's producer.
 func newBenchEnv(b *testing.B, partitions int) *benchEnv {
-	return newBenchEnvWith(b, partitions, kafkaGo)
+	return newBenchEnvWith(b, partitions, franzGo)
 }
 
 // newBenchEnvWith is newBenchEnv with the producer named.
@@ -146,8 +146,8 @@ func newBenchEnvWith(b *testing.B, partitions int, producer string) *benchEnv {
 	var w outbox.Publisher
 	switch producer {
 	case kafkaGo:
-		kw := broker.NewWriter(kcfg, 1000)
-		b.Cleanup(func() { _ = kw.Close() })
+		kw := newKafkaGoWriter(kcfg)
+		b.Cleanup(func() { _ = kw.w.Close() })
 		w = kw
 	case franzGo:
 		p, err := broker.NewProducer(kcfg)
@@ -171,12 +171,12 @@ func newBenchEnvWith(b *testing.B, partitions int, producer string) *benchEnv {
 // so the latency benchmark would measure topic creation, not the relay.
 func (e *benchEnv) warmUp(b *testing.B, partitions int) {
 	b.Helper()
-	msgs := make([]kafka.Message, 16*partitions)
+	msgs := make([]broker.Record, 16*partitions)
 	for i := range msgs {
-		msgs[i] = kafka.Message{Topic: e.topic, Key: []byte("warm-up-" + strconv.Itoa(i)), Value: []byte(`{}`)}
+		msgs[i] = broker.Record{Topic: e.topic, Key: []byte("warm-up-" + strconv.Itoa(i)), Value: []byte(`{}`)}
 	}
 	poll.Until(b, time.Minute, "every partition of "+e.topic+" accepting writes", func() (bool, string) {
-		err := e.writer.WriteMessages(context.Background(), msgs...)
+		err := e.writer.Publish(context.Background(), msgs...)
 		return err == nil, fmt.Sprint(err)
 	})
 }
@@ -419,7 +419,7 @@ func relayLatency(b *testing.B, e *benchEnv, relay string) float64 {
 // database side alone.
 type nullPublisher struct{}
 
-func (nullPublisher) WriteMessages(context.Context, ...kafka.Message) error { return nil }
+func (nullPublisher) Publish(context.Context, ...broker.Record) error { return nil }
 
 // BenchmarkRelayCeilings splits the relay's throughput into its two halves,
 // each measured alone on the same servers: "database" runs the relay (batch
@@ -463,16 +463,16 @@ func brokerCeiling(b *testing.B, senders int) {
 // writer: n records from senders goroutines; it returns the events/s.
 func brokerCeilingOf(b *testing.B, e *benchEnv, senders, n int) float64 {
 	{
-		msgs := make([]kafka.Message, n)
+		msgs := make([]broker.Record, n)
 		for i := range msgs {
 			id := uuid.NewString()
-			msgs[i] = kafka.Message{Topic: e.topic, Key: []byte("CC-" + strconv.Itoa(i%100_000)),
+			msgs[i] = broker.Record{Topic: e.topic, Key: []byte("CC-" + strconv.Itoa(i%100_000)),
 				Value: []byte(`{"transferenciaId":"00000000-0000-0000-0000-000000000000","valorEmCentavos":30000}`),
-				Headers: []kafka.Header{{Key: events.HeaderEventID, Value: []byte(id)}, {Key: events.HeaderEventType, Value: []byte("Bench")},
+				Headers: []broker.Header{{Key: events.HeaderEventID, Value: []byte(id)}, {Key: events.HeaderEventType, Value: []byte("Bench")},
 					{Key: events.HeaderCorrelationID, Value: []byte(id)}}}
 		}
 		// The topic's leaders settle before the clock starts.
-		if err := e.writer.WriteMessages(context.Background(), msgs[:1]...); err != nil {
+		if err := e.writer.Publish(context.Background(), msgs[:1]...); err != nil {
 			b.Fatal(err)
 		}
 		b.ResetTimer()
@@ -482,7 +482,7 @@ func brokerCeilingOf(b *testing.B, e *benchEnv, senders, n int) float64 {
 		for w := range senders {
 			wg.Go(func() {
 				for i := w * 1000; i < n; i += 1000 * senders {
-					if err := e.writer.WriteMessages(context.Background(), msgs[i:min(i+1000, n)]...); err != nil {
+					if err := e.writer.Publish(context.Background(), msgs[i:min(i+1000, n)]...); err != nil {
 						errs <- err
 						return
 					}
@@ -544,4 +544,33 @@ func BenchmarkProducerChoice(b *testing.B) {
 			})
 		}
 	}
+}
+
+// kafkaGoWriter is kafka-go's Writer with the settings the relays had on it,
+// as a broker.Publisher: BenchmarkProducerChoice's baseline.
+type kafkaGoWriter struct{ w *kafka.Writer }
+
+func newKafkaGoWriter(cfg broker.Config) *kafkaGoWriter {
+	return &kafkaGoWriter{&kafka.Writer{
+		Addr: kafka.TCP(cfg.Brokers...), Balancer: &kafka.Murmur2Balancer{}, RequiredAcks: kafka.RequireAll,
+		BatchTimeout: 2 * time.Millisecond, BatchSize: outbox.DefaultBatchSize, BatchBytes: 16 << 20,
+		MaxAttempts: 3, WriteBackoffMin: 50 * time.Millisecond, WriteBackoffMax: 500 * time.Millisecond,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, Transport: cfg.Transport(),
+	}}
+}
+
+func (k *kafkaGoWriter) Publish(ctx context.Context, recs ...broker.Record) error {
+	msgs := make([]kafka.Message, len(recs))
+	for i, r := range recs {
+		msgs[i] = kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: h.Key, Value: h.Value})
+		}
+	}
+	err := k.w.WriteMessages(ctx, msgs...)
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) {
+		return broker.PublishErrors(werrs)
+	}
+	return err
 }

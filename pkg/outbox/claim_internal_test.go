@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -225,13 +226,13 @@ func TestWaitsForBroker(t *testing.T) {
 	}{
 		{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, true},
 		{io.ErrUnexpectedEOF, true},
-		{kafka.LeaderNotAvailable, true},
-		{kafka.NotEnoughReplicas, true},
-		{kafka.RequestTimedOut, true},
-		{kafka.InvalidMessage, false},
-		{kafka.MessageSizeTooLarge, false},
-		{kafka.UnknownTopicOrPartition, false},
-		{kafka.TopicAuthorizationFailed, false},
+		{broker.RecordError(kerr.LeaderNotAvailable), true},
+		{broker.RecordError(kerr.NotEnoughReplicas), true},
+		{broker.RecordError(kerr.RequestTimedOut), true},
+		{broker.RecordError(kerr.CorruptMessage), false},
+		{broker.RecordError(kerr.MessageTooLarge), false},
+		{broker.RecordError(kerr.UnknownTopicOrPartition), false},
+		{broker.RecordError(kerr.TopicAuthorizationFailed), false},
 		{errors.New("something else"), false},
 	} {
 		if got := waitsForBroker(tt.err); got != tt.want {

@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
@@ -35,14 +35,14 @@ type sendLog struct {
 	// delay holds each call; it honours the call's context.
 	delay time.Duration
 	// fail returns the error for one record, nil to ack it.
-	fail func(m kafka.Message) error
+	fail func(m broker.Record) error
 	// failCall, when set, says whether fail applies to this call at all.
-	failCall func(msgs []kafka.Message) bool
+	failCall func(msgs []broker.Record) bool
 }
 
 func newSendLog() *sendLog { return &sendLog{sent: map[string]int{}} }
 
-func (p *sendLog) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+func (p *sendLog) Publish(ctx context.Context, msgs ...broker.Record) error {
 	if p.delay > 0 {
 		select {
 		case <-time.After(p.delay):
@@ -52,7 +52,7 @@ func (p *sendLog) WriteMessages(ctx context.Context, msgs ...kafka.Message) erro
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	errs := make(kafka.WriteErrors, len(msgs))
+	errs := make(broker.PublishErrors, len(msgs))
 	failed := false
 	applies := p.failCall == nil || p.failCall(msgs)
 	for i, m := range msgs {
@@ -98,7 +98,7 @@ type gatePublisher struct {
 	gates []chan error
 }
 
-func (p *gatePublisher) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
+func (p *gatePublisher) Publish(_ context.Context, msgs ...broker.Record) error {
 	p.mu.Lock()
 	p.calls++
 	g := make(chan error, 1)
@@ -198,7 +198,7 @@ func TestRelayTakeoverWithinASecondOfOwnerDeath(t *testing.T) {
 		t.Logf("takeover took %v", took)
 	}
 	// A's stuck send finally fails; its marks must not touch B's rows.
-	stuck.open(t, 0, kafka.NotEnoughReplicas)
+	stuck.open(t, 0, broker.RecordError(kerr.NotEnoughReplicas))
 	stopA()
 	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED' AND attempts = 0`); n != len(ids) {
 		t.Errorf("%d of %d events published and untouched after A's late outcome", n, len(ids))
@@ -275,13 +275,13 @@ type delayed struct {
 	delay time.Duration
 }
 
-func (d *delayed) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+func (d *delayed) Publish(ctx context.Context, msgs ...broker.Record) error {
 	select {
 	case <-time.After(d.delay):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return d.next.WriteMessages(ctx, msgs...)
+	return d.next.Publish(ctx, msgs...)
 }
 
 // Each claim has its own lease, even within one relay: a claim whose lease
@@ -309,7 +309,7 @@ func TestRelayClaimsNeverTouchEachOthersRows(t *testing.T) {
 	waitFor(t, 10*time.Second, "the second claim leases the rows", func() (bool, error) {
 		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE locked_by = 'twins/2'`) == len(ids), nil
 	})
-	gate.open(t, 0, kafka.NotEnoughReplicas) // the stale claim fails late
+	gate.open(t, 0, broker.RecordError(kerr.NotEnoughReplicas)) // the stale claim fails late
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
@@ -338,9 +338,9 @@ func TestRelayIsolatedEventWaitsForItsKeysFailedOlderEvent(t *testing.T) {
 	}
 	log := newSendLog()
 	var healed sync.Map
-	log.fail = func(m kafka.Message) error {
+	log.fail = func(m broker.Record) error {
 		if _, ok := healed.Load("yes"); !ok && header(m, events.HeaderEventID) == ids[0].String() {
-			return kafka.NotEnoughReplicas
+			return broker.RecordError(kerr.NotEnoughReplicas)
 		}
 		return nil
 	}
@@ -380,13 +380,13 @@ func TestRelayOnlyRefusalsCountTowardDead(t *testing.T) {
 		cause    string
 		wantDead bool
 	}{
-		{"message too large", kafka.MessageSizeTooLarge, broker.CauseRecordRefused, true},
-		{"corrupt message", kafka.InvalidMessage, broker.CauseRecordRefused, true},
-		{"invalid record", kafka.InvalidRecord, broker.CauseRecordRefused, true},
-		{"topic authorization", kafka.TopicAuthorizationFailed, broker.CauseAuthorization, false},
-		{"unknown server error", kafka.Unknown, broker.CauseUnknownServer, false},
-		{"unknown topic", kafka.UnknownTopicOrPartition, broker.CauseUnknownTopic, false},
-		{"not enough replicas", kafka.NotEnoughReplicas, broker.CauseBroker, false},
+		{"message too large", broker.RecordError(kerr.MessageTooLarge), broker.CauseRecordRefused, true},
+		{"corrupt message", broker.RecordError(kerr.CorruptMessage), broker.CauseRecordRefused, true},
+		{"invalid record", broker.RecordError(kerr.InvalidRecord), broker.CauseRecordRefused, true},
+		{"topic authorization", broker.RecordError(kerr.TopicAuthorizationFailed), broker.CauseAuthorization, false},
+		{"unknown server error", broker.RecordError(kerr.UnknownServerError), broker.CauseUnknownServer, false},
+		{"unknown topic", broker.RecordError(kerr.UnknownTopicOrPartition), broker.CauseUnknownTopic, false},
+		{"not enough replicas", broker.RecordError(kerr.NotEnoughReplicas), broker.CauseBroker, false},
 		{"network", &netErr{}, broker.CauseNetwork, false},
 	}
 	for _, tt := range tests {
@@ -396,7 +396,7 @@ func TestRelayOnlyRefusalsCountTowardDead(t *testing.T) {
 			db, ob := e.db, e.ob
 			ids := e.enqueue(t, payload{"k", 1})
 			log := newSendLog()
-			log.fail = func(kafka.Message) error { return tt.err }
+			log.fail = func(broker.Record) error { return tt.err }
 			cfg := fastRelay("kinds")
 			cfg.MaxAttempts = 3
 			cfg.BackoffBase, cfg.BackoffMax = time.Millisecond, time.Millisecond
@@ -556,10 +556,10 @@ func TestRelayResumesWhenTheBrokerIsBackNotAfterTheBackoff(t *testing.T) {
 			down.Store(true)
 			unreachable := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 			log := newSendLog()
-			log.fail = func(m kafka.Message) error {
+			log.fail = func(m broker.Record) error {
 				switch {
 				case string(m.Key) == "acl":
-					return kafka.TopicAuthorizationFailed
+					return broker.RecordError(kerr.TopicAuthorizationFailed)
 				case down.Load():
 					return unreachable
 				}

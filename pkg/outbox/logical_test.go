@@ -10,7 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
@@ -110,12 +112,12 @@ type outagePublisher struct {
 	open chan struct{}
 }
 
-func (p *outagePublisher) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+func (p *outagePublisher) Publish(ctx context.Context, msgs ...broker.Record) error {
 	select {
 	case <-p.open:
-		return p.next.WriteMessages(ctx, msgs...)
+		return p.next.Publish(ctx, msgs...)
 	default:
-		return kafka.LeaderNotAvailable
+		return broker.RecordError(kerr.LeaderNotAvailable)
 	}
 }
 
@@ -204,13 +206,13 @@ func TestLogicalRelaySetsRefusedEventsAsideAndHoldsTheirKey(t *testing.T) {
 	sent := newSendLog()
 	// A broker fails a partition's record batch whole: the poison event
 	// fails the events of its key sent in the same call.
-	sent.fail = func(m kafka.Message) error {
+	sent.fail = func(m broker.Record) error {
 		if poison != "" && string(m.Key) == "held" {
-			return kafka.MessageSizeTooLarge
+			return broker.RecordError(kerr.MessageTooLarge)
 		}
 		return nil
 	}
-	sent.failCall = func(msgs []kafka.Message) bool {
+	sent.failCall = func(msgs []broker.Record) bool {
 		for _, m := range msgs {
 			if header(m, events.HeaderEventID) == poison {
 				return true

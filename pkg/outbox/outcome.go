@@ -129,7 +129,7 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 // reachable again (waiting.go): an outage (outage.Unavailable) of the path
 // to the broker or of its leadership, and not a cause that names the record
 // or an operator's fix (a refusal, authorization, an unknown topic, the
-// broker's unknown error), some of which kafka-go also calls temporary.
+// broker's unknown error), some of which the client also calls retriable.
 func waitsForBroker(err error) bool {
 	switch broker.Cause(err) {
 	case broker.CauseBroker, broker.CauseNetwork, broker.CauseTimeout, broker.CauseOther:

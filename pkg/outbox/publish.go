@@ -6,8 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -21,8 +19,8 @@ import (
 // errNotSent: not tried). Events go in one call, in seq order, so that the
 // events of a key form one record batch of one partition and succeed or fail
 // together. Events the broker refused before go afterwards, one call each,
-// one after the other: the writer merges concurrent calls into one batch,
-// and a poison event must not fail its neighbours again. An isolated event
+// one after the other: the producer merges concurrent calls into one
+// batch, and a poison event must not fail its neighbours again. An isolated event
 // whose key's older event failed in the first call is not sent: it would
 // overtake it.
 //
@@ -51,10 +49,10 @@ func (r *Relay) send(ctx context.Context, batch []claimed, sendBy time.Time) []e
 			}
 			return
 		}
-		msgs := make([]kafka.Message, len(idx))
+		recs := make([]broker.Record, len(idx))
 		spans := make([]trace.Span, len(idx))
 		for j, i := range idx {
-			msgs[j], spans[j] = publishSpan(ctx, batch[i])
+			recs[j], spans[j] = publishSpan(ctx, batch[i])
 		}
 		defer func() {
 			for j, i := range idx {
@@ -66,13 +64,13 @@ func (r *Relay) send(ctx context.Context, batch []claimed, sendBy time.Time) []e
 		}()
 		sctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
-		err := r.pub.WriteMessages(sctx, msgs...)
-		var werrs kafka.WriteErrors
+		err := r.pub.Publish(sctx, recs...)
+		var perrs broker.PublishErrors
 		switch {
 		case err == nil:
-		case errors.As(err, &werrs) && len(werrs) == len(idx):
+		case errors.As(err, &perrs) && len(perrs) == len(idx):
 			for j, i := range idx {
-				results[i] = werrs[j]
+				results[i] = perrs[j]
 			}
 		default:
 			for _, i := range idx {
@@ -107,23 +105,23 @@ func olderFailed(batch []claimed, results []error, i int) bool {
 // publishSpan starts the producer span of one event, a child of the trace
 // the event was enqueued in, and returns the record carrying that span's
 // traceparent.
-func publishSpan(ctx context.Context, c claimed) (kafka.Message, trace.Span) {
+func publishSpan(ctx context.Context, c claimed) (broker.Record, trace.Span) {
 	parent := tracing.WithTraceparent(context.WithoutCancel(ctx), c.headers[events.HeaderTraceparent])
 	sctx, span := tracing.Tracer().Start(parent, "outbox publish "+c.topic, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("messaging.destination.name", c.topic),
 			attribute.String("messaging.message.id", c.id.String())))
-	m := toKafka(c)
+	m := toRecord(c)
 	if tp := tracing.Traceparent(sctx); tp != "" {
 		m.Headers = broker.SetHeader(m.Headers, events.HeaderTraceparent, tp)
 	}
 	return m, span
 }
 
-func toKafka(c claimed) kafka.Message {
-	hs := make([]kafka.Header, 0, 2+len(c.headers))
+func toRecord(c claimed) broker.Record {
+	hs := make([]broker.Header, 0, 2+len(c.headers))
 	hs = append(hs,
-		kafka.Header{Key: events.HeaderEventID, Value: []byte(c.id.String())},
-		kafka.Header{Key: events.HeaderEventType, Value: []byte(c.eventType)},
+		broker.Header{Key: events.HeaderEventID, Value: []byte(c.id.String())},
+		broker.Header{Key: events.HeaderEventType, Value: []byte(c.eventType)},
 	)
 	names := make([]string, 0, len(c.headers))
 	for k := range c.headers {
@@ -133,7 +131,7 @@ func toKafka(c claimed) kafka.Message {
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		hs = append(hs, kafka.Header{Key: k, Value: []byte(c.headers[k])})
+		hs = append(hs, broker.Header{Key: k, Value: []byte(c.headers[k])})
 	}
-	return kafka.Message{Topic: c.topic, Key: []byte(c.key), Value: c.payload, Headers: hs}
+	return broker.Record{Topic: c.topic, Key: []byte(c.key), Value: c.payload, Headers: hs}
 }

@@ -17,9 +17,10 @@ import (
 	"github.com/paysuite/payments/pkg/postgres"
 )
 
-// Publisher sends records to Kafka; *kafka.Writer from broker.NewWriter is
-// the production one. WriteMessages returns nil when every record was
-// acknowledged, or kafka.WriteErrors (aligned with msgs) or another error.
+// Publisher sends records to Kafka; *broker.Producer from
+// broker.NewProducer is the production one. Publish returns nil when every
+// record was acknowledged, or broker.PublishErrors (aligned with the
+// records) or another error.
 type Publisher = broker.Publisher
 
 // RelayConfig tunes a relay. Zero values take the defaults documented on
@@ -28,9 +29,8 @@ type RelayConfig struct {
 	// Name identifies this relay in logs and in locked_by, where each claim
 	// adds its own number ("<name>/<n>"); default host-pid-random.
 	Name string
-	// BatchSize is how many events one claim takes; default
-	// DefaultBatchSize. The relay's writer must keep that many records of
-	// one call in one record batch (broker.NewWriter's batch: ClaimSize).
+	// BatchSize is how many events one claim takes, and so the records of
+	// one Publish call; default DefaultBatchSize.
 	BatchSize int `env:"OUTBOX_BATCH_SIZE" envDefault:"500" help:"events claimed per relay batch"`
 	// Workers is how many claim-send-mark loops run at once; default 2.
 	Workers int `env:"OUTBOX_WORKERS" envDefault:"2" help:"claim-send-mark loops per relay"`
@@ -104,10 +104,6 @@ func (c RelayConfig) withDefaults() RelayConfig {
 
 // DefaultBatchSize is RelayConfig.BatchSize's default.
 const DefaultBatchSize = 500
-
-// ClaimSize is the most events one claim takes, and so one send: the batch
-// size of the relay's writer (broker.NewWriter).
-func (c RelayConfig) ClaimSize() int { return c.withDefaults().BatchSize }
 
 // LeaseMargin is how long before its lease ends a relay stops sending the
 // batch: room for the last send to be cut off and for the marks.

@@ -205,7 +205,7 @@ func TestStopOrderConsumersThenRelayThenPool(t *testing.T) {
 	var once sync.Once
 	var mu sync.Mutex
 	var seen []string
-	handler := func(_ context.Context, m kafka.Message) error {
+	handler := func(_ context.Context, m broker.Record) error {
 		once.Do(func() {
 			close(handling)
 			<-finish // the record in hand when the stop comes

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -37,8 +38,12 @@ func TestReadyzNamesTheCheckNotTheDriverError(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(lw, nil))
 	b := mustOpenService(t, platform.Config{
 		Service: "transfers", DatabaseURL: dsn, DBMaxConns: 4, MigrateOnStart: true,
-		Kafka: broker.Config{Brokers: []string{kafkaProxy.Addr()}},
-		Auth:  authtest.New(t).Config(),
+		// Every broker through the proxy: the producer connects to the
+		// brokers the metadata names, not only to the seed.
+		Kafka: broker.Config{Brokers: []string{kafkaProxy.Addr()}, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, kafkaProxy.Addr())
+		}},
+		Auth: authtest.New(t).Config(),
 	}, log)
 	probe(t, b)
 	srv := httptest.NewServer(b.router)

@@ -25,7 +25,7 @@ import (
 	"github.com/paysuite/payments/pkg/platform"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
-	"github.com/paysuite/payments/services/antifraud/internal/kafka"
+	"github.com/paysuite/payments/services/antifraud/internal/consume"
 	"github.com/paysuite/payments/services/antifraud/internal/opsweb"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
@@ -150,11 +150,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(reg))
 
 	requests := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Requested},
-		Handler: kafka.NewHandler(svc, log), Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg)}
+		Handler: consume.NewHandler(svc, log), Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg)}
 	if cfg.BatchMax > 1 {
 		// A fetched batch is decided in one transaction; on any error the
 		// loop decides its records one by one with the handler.
-		requests.Batch = kafka.NewBatchHandler(svc, log)
+		requests.Batch = consume.NewBatchHandler(svc, log)
 		requests.MaxBatch = cfg.BatchMax
 	}
 

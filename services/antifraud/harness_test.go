@@ -68,9 +68,9 @@ func newHarness(tb testing.TB, partitions int) *harness {
 	}
 	tb.Cleanup(pool.Close)
 
-	w := broker.NewWriter(brokers, 100)
+	w := kafkatest.KafkaGoWriter(brokers)
 	w.Balancer = kafka.BalancerFunc(func(m kafka.Message, ps ...int) int {
-		if p := broker.Header(m, headerPartition); p != "" {
+		if p := kafkatest.Header(m, headerPartition); p != "" {
 			n, _ := strconv.Atoi(p)
 			return n
 		}

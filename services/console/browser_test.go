@@ -29,6 +29,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/console"
 	"github.com/paysuite/payments/test/e2e"
+	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -464,7 +465,7 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		// so each replay that happened leaves one record on analisada
 		// marked dlt-replayed-at.
 		key := "POISON-" + suffix
-		w := broker.NewWriter(broker.Config{Brokers: s.Brokers}, 100)
+		w := kafkatest.NewWriter(t, broker.Config{Brokers: s.Brokers})
 		defer w.Close()
 		if err := w.WriteMessages(t.Context(), kafka.Message{Topic: s.Topics.Analysed, Key: []byte(key), Value: []byte("{not json"),
 			Headers: []kafka.Header{{Key: events.HeaderEventType, Value: []byte("TransferenciaAnalisada")}}}); err != nil {
@@ -478,7 +479,7 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 			}
 			n := 0
 			for _, m := range msgs {
-				if string(m.Key) == key && (broker.Header(m, dlt.HeaderReplayed) != "") == replayed {
+				if string(m.Key) == key && (kafkatest.Header(m, dlt.HeaderReplayed) != "") == replayed {
 					n++
 				}
 			}
@@ -541,7 +542,7 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		if _, err := s.Transfers.DB.Exec(t.Context(), `DELETE FROM transferencia WHERE id = ANY($1::uuid[])`, []string{same.ID, other.ID}); err != nil {
 			t.Fatal(err)
 		}
-		w := broker.NewWriter(broker.Config{Brokers: s.Brokers}, 100)
+		w := kafkatest.NewWriter(t, broker.Config{Brokers: s.Brokers})
 		defer w.Close()
 		evSame, evOther := uuid.New(), uuid.New()
 		for id, ev := range map[string]uuid.UUID{same.ID: evSame, other.ID: evOther} {

@@ -26,7 +26,7 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
 	pg "github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/services/ledger/internal/kafka"
+	"github.com/paysuite/payments/services/ledger/internal/consume"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
@@ -193,16 +193,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.New(db, ob)
 	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Topics: cfg.Topics, MaxDepositCents: cfg.MaxDepositCents}, cfg.Now)
 
-	metrics := kafka.NewMetrics(reg)
+	metrics := consume.NewMetrics(reg)
 	consumerMetrics := consumer.NewMetrics(reg)
-	settlement := kafka.NewSettlement(svc, log, metrics)
+	settlement := consume.NewSettlement(svc, log, metrics)
 	settle := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Analysed},
 		Handler: settlement.Handle, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
 	if cfg.BatchMax > 1 {
 		settle.Batch = settlement.HandleBatch
 		settle.MaxBatch = cfg.BatchMax
 	}
-	monitor := kafka.NewDLTMonitor(log, metrics)
+	monitor := consume.NewDLTMonitor(log, metrics)
 	dlt := consumer.Config{Broker: cfg.Kafka, Group: cfg.DLTMonitorGroup, Topics: []string{events.DLT(cfg.Topics.Analysed)},
 		Handler: monitor.Handle, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
 

@@ -40,7 +40,7 @@ type service struct {
 	db      *pgplatform.DB
 	topics  events.Topics
 	brokers []string
-	writer  *kafkago.Writer
+	writer  *kafkatest.Writer
 	bearer  string // client-a with every scope
 	iss     *authtest.TestIssuer
 	store   *postgres.Store
@@ -93,7 +93,7 @@ func startWith(t *testing.T, extra map[string]string) *service {
 		bearer: iss.Bearer(t, "client-a", authtest.AllScopes...), iss: iss}
 	s.db = ledgertest.OpenDB(t, dsn)
 	s.store = postgres.New(s.db, outbox.New(s.db))
-	s.writer = broker.NewWriter(broker.Config{Brokers: brokers}, 100)
+	s.writer = kafkatest.NewWriter(t, broker.Config{Brokers: brokers})
 	t.Cleanup(func() { _ = s.writer.Close() })
 	return s
 }
@@ -283,7 +283,7 @@ func TestSameTransferDeliveredTwiceDebitsOnce(t *testing.T) {
 	}
 	for k, want := range map[string]string{events.HeaderEventID: wantID.String(), events.HeaderEventType: events.TypeSettled,
 		events.HeaderCorrelationID: id.String(), events.HeaderTraceparent: traceparent} {
-		if got := broker.Header(m, k); got != want {
+		if got := kafkatest.Header(m, k); got != want {
 			t.Errorf("header %s = %q, want %q", k, got, want)
 		}
 	}
@@ -330,7 +330,7 @@ func TestPoisonRecordReachesTheDLTMonitor(t *testing.T) {
 	s := start(t)
 	s.produce(t, kafkago.Message{Key: []byte("CC-001"), Value: []byte("{not json")})
 	dead := s.read(t, events.DLT(s.topics.Analysed), 1)[0]
-	if o, _ := dlt.ClaimedOrigin(dead); o.Topic != s.topics.Analysed {
+	if o, _ := dlt.ClaimedOrigin(kafkatest.Record(dead)); o.Topic != s.topics.Analysed {
 		t.Errorf("DLT origin %q, want %q", o.Topic, s.topics.Analysed)
 	}
 	want := fmt.Sprintf(`ledger_dlt_messages_total{origin_topic=%q} 1`, s.topics.Analysed)

@@ -130,7 +130,7 @@ type harness struct {
 	topics  events.Topics
 	recv    *receiver
 	pool    *pgxpool.Pool
-	writer  *kafka.Writer
+	writer  *kafkatest.Writer
 }
 
 type options struct {
@@ -195,7 +195,7 @@ func start(tb testing.TB, opts options) *harness {
 		tb.Fatalf("pool: %v", err)
 	}
 	tb.Cleanup(pool.Close)
-	w := broker.NewWriter(brokers, 100)
+	w := kafkatest.NewWriter(tb, brokers)
 	tb.Cleanup(func() { _ = w.Close() })
 	return &harness{tb: tb, cfg: cfg, brokers: brokers, topics: topics, recv: recv, pool: pool, writer: w}
 }
@@ -403,10 +403,10 @@ func header(r dlt.Record, key string) (string, error) {
 	return "", fmt.Errorf("%w: %s", errNoHeader, key)
 }
 
-// toMessage turns a listed record back into a kafka.Message, for the
-// consumer package's header readers.
-func toMessage(r dlt.Record) kafka.Message {
-	return kafka.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Time: r.Time, Key: r.Key, Value: r.Value, Headers: r.Headers}
+// toRecord turns a listed record back into a broker.Record, for the
+// dlt package's header readers.
+func toRecord(r dlt.Record) broker.Record {
+	return broker.Record{Topic: r.Topic, Partition: int32(r.Partition), Offset: r.Offset, Time: r.Time, Key: r.Key, Value: r.Value, Headers: r.Headers} //nolint:gosec // a partition number
 }
 
 func fmtV(v any) string     { return fmt.Sprintf("%v", v) }

@@ -29,7 +29,7 @@ import (
 	"github.com/paysuite/payments/pkg/platform"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/notifications/internal/channels"
-	"github.com/paysuite/payments/services/notifications/internal/kafka"
+	"github.com/paysuite/payments/services/notifications/internal/consume"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/internal/opsweb"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
@@ -384,8 +384,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	svc := notify.NewService(postgres.New(db), sender, notify.NewMetrics(reg), log)
 
-	handler := kafka.NewHandler(svc, cfg.Topics)
-	consume := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Settled, cfg.Topics.Rejected},
+	handler := consume.NewHandler(svc, cfg.Topics)
+	notifyCfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Settled, cfg.Topics.Rejected},
 		Handler: handler.Handle, Policy: consumer.DelayedRetryTopics, Logger: log, Metrics: consumer.NewMetrics(reg),
 		// The records of one partition fetched together are notified with
 		// their log entries claimed and recorded at once; on any error the
@@ -406,7 +406,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Router:    router,
 		Readiness: ready,
 		Relay:     relay,
-		Consumers: []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, consume) }},
+		Consumers: []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, notifyCfg) }},
 	})
 }
 

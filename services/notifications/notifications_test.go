@@ -142,7 +142,7 @@ func TestRetryTopicsThenSuccess(t *testing.T) {
 			t.Fatalf("%s holds %d records, want 1", topic, len(recs))
 		}
 		rec := recs[0]
-		msg := toMessage(rec)
+		msg := toRecord(rec)
 		due := dlt.DueAt(msg)
 		// The record is stamped when the producer encodes it, a little
 		// after the due time was computed.

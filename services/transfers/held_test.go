@@ -10,8 +10,8 @@ import (
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
-	"github.com/paysuite/payments/services/transfers/internal/kafka"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/test/pgtest"
@@ -26,7 +26,7 @@ func TestHeldResultsCounted(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService(Service)...))
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, kafka.Group, nil), 0)
+	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, consume.Group, nil), 0)
 	reg := prometheus.NewRegistry()
 	m := NewHeldMetrics(reg)
 	value := func(name string) float64 {

@@ -25,8 +25,8 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
+	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
-	"github.com/paysuite/payments/services/transfers/internal/kafka"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -81,7 +81,7 @@ func DefaultConfig() Config {
 	return Config{
 		Config:           platform.DefaultConfig(Service, DefaultHTTPAddr),
 		Topics:           events.DefaultTopics,
-		ProjectionGroup:  kafka.Group,
+		ProjectionGroup:  consume.Group,
 		ClaimTimeout:     postgres.DefaultClaimTimeout,
 		AdmissionMaxAge:  admission.DefaultMaxAge,
 		AdmissionRefresh: admission.DefaultRefresh,
@@ -157,7 +157,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending, Refresh: cfg.AdmissionRefresh},
 		relay, time.Now, admission.NewMetrics(reg))
 
-	projection := kafka.NewProjection(svc, cfg.Topics, log)
+	projection := consume.NewProjection(svc, cfg.Topics, log)
 	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),
 		Handler: projection.Handle, Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg),
 		// The results of one partition fetched together are applied in

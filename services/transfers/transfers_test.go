@@ -296,7 +296,7 @@ func published(t *testing.T, c *kafkago.Client, topic string) int64 {
 	return parts[0].LastOffset
 }
 
-func produce(t *testing.T, w *kafkago.Writer, topic, eventType string, v any) {
+func produce(t *testing.T, w *kafkatest.Writer, topic, eventType string, v any) {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -323,7 +323,7 @@ func TestProjectionThroughKafka(t *testing.T) {
 	for i, id := range []string{a, b, c} {
 		s.post(t, id, body("CC-001", "CC-002", int64(100+i)), nil)
 	}
-	w := broker.NewWriter(broker.Config{Brokers: s.brokers}, 100)
+	w := kafkatest.NewWriter(t, broker.Config{Brokers: s.brokers})
 	defer w.Close()
 	settledA := events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(a), OccurredAt: time.Now().UTC()}
 
@@ -368,10 +368,10 @@ func TestProjectionThroughKafka(t *testing.T) {
 	if diff := cmp.Diff(poison, got); diff != "" {
 		t.Errorf("DLT record mismatch (-want +got):\n%s", diff)
 	}
-	if g := broker.Header(m, dlt.HeaderDLTOriginalGroup); g != s.group {
+	if g := kafkatest.Header(m, dlt.HeaderDLTOriginalGroup); g != s.group {
 		t.Errorf("DLT original group = %q, want %q", g, s.group)
 	}
-	if g := broker.Header(m, dlt.HeaderDLTOriginalTopic); g != s.topics.Settled {
+	if g := kafkatest.Header(m, dlt.HeaderDLTOriginalTopic); g != s.topics.Settled {
 		t.Errorf("DLT original topic = %q, want %q", g, s.topics.Settled)
 	}
 }

@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/pkg/outbox"
 )
 
 // api calls the services with the bench client's token.
@@ -200,40 +198,43 @@ func (a *api) closedLoop(ctx context.Context, url string, accounts []string, cli
 }
 
 // floor measures one record's produce-to-consume time on topic with the
-// suite's client settings (broker.NewWriter, as the relays produce;
-// broker.NewConsumerClient, as the consumers fetch), one record at a time.
+// suite's client settings (broker.NewProducer, as the relays produce;
+// broker.NewGroup, as the consumers fetch), one record at a time.
 func floor(ctx context.Context, cfg broker.Config, topic string, samples int) ([]time.Duration, error) {
 	if _, err := broker.CreateTopics(ctx, cfg, []broker.TopicSpec{{Name: topic, Partitions: 1, ReplicationFactor: 1, Retention: time.Hour}}); err != nil {
 		return nil, fmt.Errorf("create %s: %w", topic, err)
 	}
-	cl, err := broker.NewConsumerClient(cfg, broker.ConsumerConfig{Group: "bench-floor-" + uuid.NewString(), Topics: []string{topic}})
+	g, err := broker.NewGroup(cfg, broker.GroupConfig{Group: "bench-floor-" + uuid.NewString(), Topics: []string{topic}})
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	w := broker.NewWriter(cfg, outbox.DefaultBatchSize) // as the relays
-	defer func() { _ = w.Close() }()
+	defer g.Close()
+	p, err := broker.NewProducer(cfg) // as the relays
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = p.Close() }()
 	received := make(chan string, 1)
 	go func() {
 		for ctx.Err() == nil {
-			fs := cl.PollRecords(ctx, 10)
-			if fs.IsClientClosed() {
+			f := g.Poll(ctx, 10)
+			if f.Closed {
 				return
 			}
-			for _, r := range fs.Records() {
+			for _, r := range f.Records {
 				select {
 				case received <- string(r.Value):
 				default:
 				}
 			}
-			cl.AllowRebalance()
+			g.AllowRebalance()
 		}
 	}()
 	var out []time.Duration
 	for i := range samples + 5 { // the first five warm up
 		v := uuid.NewString()
 		sent := time.Now()
-		if err := w.WriteMessages(ctx, kafka.Message{Topic: topic, Key: []byte("k"), Value: []byte(v)}); err != nil {
+		if err := p.Publish(ctx, broker.Record{Topic: topic, Key: []byte("k"), Value: []byte(v)}); err != nil {
 			return nil, fmt.Errorf("produce: %w", err)
 		}
 		deadline := time.After(30 * time.Second)

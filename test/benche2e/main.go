@@ -432,7 +432,7 @@ func (b *bench) baselines(ctx context.Context) error {
 	}
 	fl := summarise(samples)
 	b.floorP50 = fl.p50
-	fmt.Fprintf(b.out, "floor: one record produce-to-consume (broker.NewWriter -> broker.NewConsumerClient, %d records): p50 %s ms, p99 %s ms; three hops: %s ms\n\n",
+	fmt.Fprintf(b.out, "floor: one record produce-to-consume (broker.NewProducer -> broker.NewGroup, %d records): p50 %s ms, p99 %s ms; three hops: %s ms\n\n",
 		fl.n, ms(fl.p50), ms(fl.p99), ms(3*fl.p50))
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/test/cluster"
+	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -21,7 +22,7 @@ import (
 // remembers which numbers were acknowledged and the longest time between
 // two acknowledgements.
 type producer struct {
-	w        *kafka.Writer
+	w        *kafkatest.Writer
 	topic    string
 	next     int
 	acked    map[string]bool
@@ -30,7 +31,7 @@ type producer struct {
 }
 
 func newProducer(t *testing.T, c *cluster.KafkaCluster, topic string) *producer {
-	w := broker.NewWriter(broker.Config{Brokers: c.Brokers()}, 1)
+	w := kafkatest.NewWriter(t, broker.Config{Brokers: c.Brokers()})
 	t.Cleanup(func() { _ = w.Close() })
 	return &producer{w: w, topic: topic, acked: map[string]bool{}, lastAck: time.Now()}
 }

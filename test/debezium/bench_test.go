@@ -102,7 +102,7 @@ type env struct {
 	db     *postgres.DB
 	ob     *outbox.Outbox
 	topic  string
-	writer *kafka.Writer
+	writer *kafkatest.Writer
 }
 
 // newEnv returns a fresh database and a fresh topic of 12 partitions, as
@@ -110,7 +110,7 @@ type env struct {
 func newEnv(b *testing.B) *env {
 	b.Helper()
 	db := openDB(b)
-	w := broker.NewWriter(broker.Config{Brokers: kafkatest.Brokers(b)}, 1000)
+	w := kafkatest.NewWriter(t, broker.Config{Brokers: kafkatest.Brokers(b)})
 	b.Cleanup(func() { _ = w.Close() })
 	e := &env{db: db, ob: outbox.New(db), topic: kafkatest.Topic(b, "dbzbench", 12), writer: w}
 	msgs := make([]kafka.Message, 16*12)

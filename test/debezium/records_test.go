@@ -84,8 +84,8 @@ func serviceEvents(tb testing.TB, t events.Topics, transfers int) [][]outbox.Mes
 // decodeAsTheServices decodes m with the suite's event decoding, by its
 // evento-tipo header, and checks that the evento-id header names the
 // payload's event: what the consumers' handlers rely on.
-func decodeAsTheServices(m kafka.Message) error {
-	typ, id := broker.Header(m, events.HeaderEventType), broker.Header(m, events.HeaderEventID)
+func decodeAsTheServices(m broker.Record) error {
+	typ, id := kafkatest.Header(m, events.HeaderEventType), kafkatest.Header(m, events.HeaderEventID)
 	var eid uuid.UUID
 	switch typ {
 	case events.TypeRequested:
@@ -128,7 +128,7 @@ type received struct {
 	errs []error
 }
 
-func (r *received) handle(_ context.Context, m kafka.Message) error {
+func (r *received) handle(_ context.Context, m broker.Record) error {
 	err := decodeAsTheServices(m)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -181,7 +181,7 @@ func TestDebeziumRecordsAsTheRelays(t *testing.T) {
 
 	// The same events again, from the table, by the polling relay.
 	relayCtx, stopRelay := context.WithCancel(ctx)
-	writer := broker.NewWriter(broker.Config{Brokers: kafkatest.Brokers(t)}, 100)
+	writer := kafkatest.NewWriter(t, broker.Config{Brokers: kafkatest.Brokers(t)})
 	defer func() { _ = writer.Close() }()
 	relayDone := make(chan struct{})
 	go func() {
@@ -223,7 +223,7 @@ func TestDebeziumRecordsAsTheRelays(t *testing.T) {
 			t.Errorf("event %s: Debezium's payload %s, the relay's %s", id, d.Value, r.Value)
 		}
 		for _, h := range []string{events.HeaderEventID, events.HeaderEventType, events.HeaderCorrelationID} {
-			if dv, rv := broker.Header(*d, h), broker.Header(*r, h); dv != rv || dv == "" {
+			if dv, rv := kafkatest.Header(*d, h), kafkatest.Header(*r, h); dv != rv || dv == "" {
 				t.Errorf("event %s: header %s: Debezium's %q, the relay's %q", id, h, dv, rv)
 			}
 		}
@@ -246,7 +246,7 @@ func TestDebeziumRecordsAsTheRelays(t *testing.T) {
 	// Per key, Debezium's records are in the order the events committed.
 	perKey := map[string][]string{}
 	for _, m := range got.msgs[:n] {
-		perKey[m.Topic+"/"+string(m.Key)] = append(perKey[m.Topic+"/"+string(m.Key)], broker.Header(m, events.HeaderEventID))
+		perKey[m.Topic+"/"+string(m.Key)] = append(perKey[m.Topic+"/"+string(m.Key)], kafkatest.Header(m, events.HeaderEventID))
 	}
 	for _, m := range want {
 		k := m.Topic + "/" + m.Key
@@ -261,7 +261,7 @@ func TestDebeziumRecordsAsTheRelays(t *testing.T) {
 func byID(t *testing.T, ms []kafka.Message) map[string]*kafka.Message {
 	out := map[string]*kafka.Message{}
 	for i := range ms {
-		id := broker.Header(ms[i], events.HeaderEventID)
+		id := kafkatest.Header(ms[i], events.HeaderEventID)
 		if _, dup := out[id]; dup {
 			t.Errorf("event %s published twice by the same path", id)
 		}
@@ -340,12 +340,12 @@ func TestDebeziumTraceparentColumn(t *testing.T) {
 		t.Errorf("the consumer's handler refused a record: %v", err)
 	}
 	for _, m := range got.msgs {
-		id := broker.Header(m, events.HeaderEventID)
+		id := kafkatest.Header(m, events.HeaderEventID)
 		var stored string
 		if err := db.QueryRow(context.Background(), `SELECT headers->>'traceparent' FROM outbox_event WHERE id = $1`, id).Scan(&stored); err != nil {
 			t.Fatalf("event %s: %v", id, err)
 		}
-		if tp := broker.Header(m, events.HeaderTraceparent); tp == "" || tp != stored {
+		if tp := kafkatest.Header(m, events.HeaderTraceparent); tp == "" || tp != stored {
 			t.Errorf("event %s: traceparent header %q, the outbox row's %q", id, tp, stored)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/test/e2e"
 )
 
@@ -445,7 +445,7 @@ func duplicateRecords(s *e2e.Suite, seed uint64, every int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rng := mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var picked []kafka.Message
+	var picked []broker.Record
 	for _, topic := range s.Topics.All() {
 		ms, err := s.ReadTopic(ctx, topic)
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/paysuite/payments/pkg/broker"
@@ -181,49 +180,51 @@ func (s *Suite) DLTRecords(tb testing.TB) map[string]int64 {
 // ReadTopic returns every committed record topic holds now, from every
 // partition (dlt.List reads any topic: from each partition's start to its
 // last stable offset, read_committed).
-func (s *Suite) ReadTopic(ctx context.Context, topic string) ([]kafka.Message, error) {
+func (s *Suite) ReadTopic(ctx context.Context, topic string) ([]broker.Record, error) {
 	recs, err := dlt.List(ctx, s.kafka(), dlt.Filter{Topic: topic})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", topic, err)
 	}
-	out := make([]kafka.Message, len(recs))
+	out := make([]broker.Record, len(recs))
 	for i, r := range recs {
-		out[i] = kafka.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Time: r.Time,
+		out[i] = broker.Record{Topic: r.Topic, Partition: int32(r.Partition), Offset: r.Offset, Time: r.Time, //nolint:gosec // a partition number
 			Key: r.Key, Value: r.Value, Headers: r.Headers}
 	}
 	return out, nil
 }
 
-// Reproduce writes copies of msgs (key, value and headers) to their topic
+// Reproduce writes copies of recs (key, value and headers) to their topic
 // again, as a producer retry or a replay would: Kafka delivering the same
 // event twice.
-func (s *Suite) Reproduce(ctx context.Context, msgs []kafka.Message) error {
-	if len(msgs) == 0 {
+func (s *Suite) Reproduce(ctx context.Context, recs []broker.Record) error {
+	if len(recs) == 0 {
 		return nil
 	}
-	w := broker.NewWriter(s.kafka(), 100)
-	defer func() { _ = w.Close() }()
-	out := make([]kafka.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: append([]kafka.Header(nil), m.Headers...)}
+	p, err := broker.NewProducer(s.kafka())
+	if err != nil {
+		return err
 	}
-	var err error
+	defer func() { _ = p.Close() }()
+	out := make([]broker.Record, len(recs))
+	for i, m := range recs {
+		out[i] = broker.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: append([]broker.Header(nil), m.Headers...)}
+	}
 	for range 5 {
-		if err = w.WriteMessages(ctx, out...); err == nil {
+		if err = p.Publish(ctx, out...); err == nil {
 			return nil
 		}
-		var werrs kafka.WriteErrors
-		if !errors.As(err, &werrs) {
+		var perrs broker.PublishErrors
+		if !errors.As(err, &perrs) {
 			break
 		}
 		// Only the failed ones again.
-		var again []kafka.Message
-		for i, e := range werrs {
+		var again []broker.Record
+		for i, e := range perrs {
 			if e != nil {
 				again = append(again, out[i])
 			}
 		}
 		out = again
 	}
-	return fmt.Errorf("re-produce %d records: %w", len(msgs), err)
+	return fmt.Errorf("re-produce %d records: %w", len(recs), err)
 }

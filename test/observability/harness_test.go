@@ -51,8 +51,8 @@ type harness struct {
 
 	db     *netfault.Proxy
 	kafka  *kafkatest.Dialer
-	pool   *pgxpool.Pool // direct, not through the proxy
-	writer *kafka.Writer // the test's producer, never cut
+	pool   *pgxpool.Pool     // direct, not through the proxy
+	writer *kafkatest.Writer // the test's producer, never cut
 	url    string
 	bearer string // every request carries this client's token
 	minter string // but deposits, which carry this one (contas:depositar only)
@@ -84,7 +84,7 @@ func start(t *testing.T, service string) *harness {
 		t.Fatalf("pool: %v", err)
 	}
 	t.Cleanup(h.pool.Close)
-	h.writer = broker.NewWriter(broker.Config{Brokers: h.brokers}, 100)
+	h.writer = kafkatest.NewWriter(t, broker.Config{Brokers: h.brokers})
 	t.Cleanup(func() { _ = h.writer.Close() })
 	h.kafka = kafkatest.NewDialer(t)
 

@@ -71,10 +71,10 @@ func TestWrongPasswordIsRefused(t *testing.T) {
 			if !errors.Is(err, kerr.SaslAuthenticationFailed) {
 				t.Errorf("kgo: err = %v, want SASL_AUTHENTICATION_FAILED", err)
 			}
-			// The suite's writer fails the same way, on its first write.
+			// The suite's producer fails the same way, on its first write.
 			err = produce(cfg, kafka.Message{Topic: events.DLT(events.DefaultTopics.Analysed), Value: []byte("x")})
-			if !errors.Is(err, kafka.SASLAuthenticationFailed) {
-				t.Errorf("writer: err = %v, want SASL Authentication Failed", err)
+			if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+				t.Errorf("producer: err = %v, want SASL_AUTHENTICATION_FAILED", err)
 			}
 		})
 	}
@@ -122,7 +122,7 @@ func TestACLsAreIdempotent(t *testing.T) {
 	if err := broker.CreateACLs(ctx30(t), admin, want); err != nil {
 		t.Fatalf("second CreateACLs: %v", err)
 	}
-	got, err := broker.ListACLs(ctx30(t), admin)
+	got, err := kafkatest.ListACLs(ctx30(t), admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,15 +217,15 @@ func TestKgoClientsWithTheServicesPrincipals(t *testing.T) {
 }
 
 // The ledger's principal reads analisada but may not write it: the suite's
-// own writer, with the ledger's credential, gets TOPIC_AUTHORIZATION_FAILED.
+// own producer, with the ledger's credential, gets TOPIC_AUTHORIZATION_FAILED.
 func TestLedgerCannotWriteAnalisada(t *testing.T) {
 	err := produce(sb.Config(userLedger), kafka.Message{
 		Topic: events.DefaultTopics.Analysed, Key: []byte("CC-001"), Value: []byte(`{}`),
 	})
-	if !errors.Is(err, kafka.TopicAuthorizationFailed) {
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Errorf("err = %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
-	// The same writer writes the ledger's own topic.
+	// The same producer writes the ledger's own topic.
 	if err := produce(sb.Config(userLedger), kafka.Message{
 		Topic: events.DLT(events.DefaultTopics.Analysed), Key: []byte("CC-001"), Value: []byte(`{}`),
 	}); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
@@ -80,10 +81,10 @@ func TestFlowOverSASL(t *testing.T) {
 		}
 		before := endOffsets(t, events.DefaultTopics.Analysed)
 		for _, user := range []string{userTransfers, userLedger, userNotifications, userNobody} {
-			// Through the suite's own writer: a principal without any ACL
+			// Through the suite's own producer: a principal without any ACL
 			// on analisada does not even see the topic in its metadata.
 			err := produce(sb.Config(user), msg)
-			if !errors.Is(err, kafka.TopicAuthorizationFailed) && !errors.Is(err, kafka.UnknownTopicOrPartition) {
+			if !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
 				t.Errorf("%s wrote a forged analisada record: err = %v, want TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION", user, err)
 			}
 			// A produce request sent straight to the partition's leader,
@@ -160,18 +161,25 @@ func (s *suite) balances(tb testing.TB, accounts map[string]int64) map[string]in
 	return out
 }
 
-// produce writes msg with the credential of cfg and returns the broker's
-// answer for it (kafka.WriteErrors unwrapped).
+// produce writes msgs with the suite's producer (broker.NewProducer) and
+// the credential of cfg, and returns the broker's answer for them
+// (broker.PublishErrors unwrapped).
 func produce(cfg broker.Config, msgs ...kafka.Message) error {
-	w := broker.NewWriter(cfg, 100)
-	defer func() { _ = w.Close() }()
-	w.MaxAttempts = 1
+	p, err := broker.NewProducer(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = p.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := w.WriteMessages(ctx, msgs...)
-	var werrs kafka.WriteErrors
-	if errors.As(err, &werrs) {
-		return errors.Join(werrs...)
+	recs := make([]broker.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = kafkatest.Record(m)
+	}
+	err = p.Publish(ctx, recs...)
+	var perrs broker.PublishErrors
+	if errors.As(err, &perrs) {
+		return errors.Join(perrs...)
 	}
 	return err
 }

@@ -112,11 +112,11 @@ func TestForgedDeadLetters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs := []kafka.Header{{Key: events.HeaderEventID, Value: []byte(uuid.NewString())}, {Key: events.HeaderEventType, Value: []byte(eventType)}}
+		hs := []broker.Header{{Key: events.HeaderEventID, Value: []byte(uuid.NewString())}, {Key: events.HeaderEventType, Value: []byte(eventType)}}
 		if origin != nil {
 			hs = dlt.SetFailure(hs, *origin, errors.New("forged failure"))
 		}
-		return kafka.Message{Topic: topic, Key: []byte(key), Value: value, Headers: hs}
+		return kafkatest.Message(broker.Record{Topic: topic, Key: []byte(key), Value: value, Headers: hs})
 	}
 	debit := func() events.Analysed {
 		return events.Analysed{EventID: uuid.New(), TransferID: uuid.New(), SourceAccount: victim, DestAccount: thief,
@@ -171,7 +171,7 @@ func TestForgedDeadLetters(t *testing.T) {
 			dead.Origin.Partition != want.Partition || dead.Origin.Offset != want.Offset {
 			t.Errorf("DLT record origin %+v, want where the ledger read it: %+v", dead.Origin, want)
 		}
-		if v := broker.Header(kafka.Message{Headers: dead.Headers}, "kafka_exception-message"); v != "" {
+		if v := (broker.Record{Headers: dead.Headers}).Header("kafka_exception-message"); v != "" {
 			t.Errorf("the forged kafka_exception-message %q reached the DLT", v)
 		}
 		plan, n, err := replay(t, dltTopic, victim, dlt.Options{})
@@ -268,7 +268,7 @@ func TestForgedDeadLetters(t *testing.T) {
 			t.Fatalf("forced replay = %d, %v; want 1, nil", n, err)
 		}
 		landed := listAs(t, admin, tp.Settled, otherKey)
-		if len(landed) != 1 || broker.Header(kafka.Message{Headers: landed[0].Headers}, dlt.HeaderUnverified) == "" {
+		if len(landed) != 1 || (broker.Record{Headers: landed[0].Headers}).Header(dlt.HeaderUnverified) == "" {
 			t.Errorf("liquidada holds %d records of %s, want 1 marked %s", len(landed), otherKey, dlt.HeaderUnverified)
 		}
 		checkNothingMoved(t, before, map[string]int64{tp.Settled: 1})

@@ -67,7 +67,7 @@ func run(m *testing.M) int {
 	// The authorizer applies new ACLs from the metadata log a moment
 	// later; DescribeAcls answers from the same state, so wait for it.
 	for {
-		got, err := broker.ListACLs(ctx, admin)
+		got, err := kafkatest.ListACLs(ctx, admin)
 		if err == nil && len(got) == len(acls) {
 			break
 		}

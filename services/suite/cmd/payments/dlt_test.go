@@ -43,7 +43,9 @@ func newDLTFixture(t *testing.T) *dltFixture {
 		c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
 		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{f.dlt}})
 	})
-	w := broker.NewWriter(cfg, 100)
+	// Written directly with kafka-go: the DLT records carry the times the
+	// test gives them.
+	w := kafkatest.KafkaGoWriter(cfg)
 	defer func() { _ = w.Close() }()
 	now := time.Now().Truncate(time.Millisecond)
 	f.boundary = now.Add(-90 * time.Minute)
@@ -72,7 +74,7 @@ func newDLTFixture(t *testing.T) *dltFixture {
 		at[r.EventID] = r
 	}
 	for i, o := range originals {
-		hs := []kafka.Header{
+		hs := []broker.Header{
 			{Key: events.HeaderEventID, Value: []byte(o.id)},
 			{Key: events.HeaderEventType, Value: []byte(events.TypeAnalysed)},
 			{Key: events.HeaderCorrelationID, Value: []byte("corr-" + o.id)},
@@ -85,7 +87,7 @@ func newDLTFixture(t *testing.T) *dltFixture {
 			origin.Topic = "pagamentos.transferencia.analisada.v1"
 		}
 		hs = dlt.SetFailure(hs, origin, errors.New("boom: cannot handle"))
-		m := kafka.Message{Topic: f.dlt, Key: []byte(o.key), Value: value(i), Time: o.at, Headers: hs}
+		m := kafkatest.Message(broker.Record{Topic: f.dlt, Key: []byte(o.key), Value: value(i), Time: o.at, Headers: hs})
 		if err := w.WriteMessages(ctx, m); err != nil {
 			t.Fatalf("write to the DLT: %v", err)
 		}
@@ -200,7 +202,7 @@ func TestDLTCommand(t *testing.T) {
 	// "replay forged unverified" put K4's there marked; K5 went nowhere.
 	var k4 []dlt.Record
 	for _, r := range listDLT(t, f.cfg, dlt.Filter{Topic: f.main, Key: "K4"}) {
-		if broker.Header(kafka.Message{Headers: r.Headers}, dlt.HeaderUnverified) == "" {
+		if (broker.Record{Headers: r.Headers}).Header(dlt.HeaderUnverified) == "" {
 			t.Errorf("K4 replayed without the %s mark", dlt.HeaderUnverified)
 		}
 		k4 = append(k4, r)

@@ -224,7 +224,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 
 	t.Run("a relay publishes it", func(t *testing.T) {
 		brokers := kafkatest.Brokers(t)
-		w := broker.NewWriter(broker.Config{Brokers: brokers}, 100)
+		w := kafkatest.NewWriter(t, broker.Config{Brokers: brokers})
 		defer w.Close()
 		relay := outbox.NewRelay(ob, w, outbox.RelayConfig{PollInterval: 100 * time.Millisecond}, slog.New(slog.DiscardHandler), nil)
 		defer background.Go(t, "relay", relay.Run).Stop(t)

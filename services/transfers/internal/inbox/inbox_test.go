@@ -115,7 +115,7 @@ func TestDuplicateDeliveryThroughKafka(t *testing.T) {
 	db := newDB(t)
 	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
 	topic := kafkatest.Topic(t, "inbox", 1)
-	w := broker.NewWriter(kcfg, 100)
+	w := kafkatest.NewWriter(t, kcfg)
 	defer w.Close()
 	id := uuid.New()
 	rec := kafka.Message{Topic: topic, Key: []byte("CC-001"), Value: []byte(`{}`),
@@ -132,11 +132,11 @@ func TestDuplicateDeliveryThroughKafka(t *testing.T) {
 		return consumer.Run(ctx, consumer.Config{
 			Broker: kcfg, Group: kafkatest.Group(t, "inbox"), Topics: []string{topic}, Publisher: w,
 			Logger: slog.New(slog.DiscardHandler),
-			Handler: func(ctx context.Context, m kafka.Message) error {
+			Handler: func(ctx context.Context, m broker.Record) error {
 				mu.Lock()
 				deliveries++
 				mu.Unlock()
-				eid, err := uuid.Parse(broker.Header(m, events.HeaderEventID))
+				eid, err := uuid.Parse(kafkatest.Header(m, events.HeaderEventID))
 				if err != nil {
 					return consumer.Permanent(err)
 				}

@@ -1,13 +1,11 @@
-// Package kafka turns the transfer result records (liquidada, rejeitada,
+// Package consume turns the transfer result records (liquidada, rejeitada,
 // and their retry topics) into notifications.
-package kafka
+package consume
 
 import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
@@ -38,7 +36,7 @@ func NewHandler(n Notifier, topics events.Topics) *Handler {
 // key is the transfer's source account. An undecodable record returns an
 // error wrapping events.ErrMalformed, which the consumer loop sends to the
 // DLT at once.
-func (h *Handler) Handle(ctx context.Context, m kafka.Message) error {
+func (h *Handler) Handle(ctx context.Context, m broker.Record) error {
 	n, err := h.decode(m)
 	if err != nil {
 		return err
@@ -56,7 +54,7 @@ type BatchNotifier interface {
 // (notify.Service.NotifyBatch). On any error, a poison record or a failed
 // send included, the consumer loop handles the records again one by one
 // with Handle: those delivered here are duplicates there and send nothing.
-func (h *Handler) HandleBatch(ctx context.Context, ms []kafka.Message) error {
+func (h *Handler) HandleBatch(ctx context.Context, ms []broker.Record) error {
 	bn, ok := h.notifier.(BatchNotifier)
 	if !ok {
 		return errors.New("the notifier cannot notify batches")
@@ -82,7 +80,7 @@ func (h *Handler) HandleBatch(ctx context.Context, ms []kafka.Message) error {
 // topic, that topic's main topic): LIQUIDADA or REJEITADA is a fact of
 // where the record sits, never of its headers, which whoever wrote the
 // record chose.
-func (h *Handler) decode(m kafka.Message) (notify.Notification, error) {
+func (h *Handler) decode(m broker.Record) (notify.Notification, error) {
 	n := notify.Notification{Account: string(m.Key), Topic: m.Topic}
 	topic, ok := broker.MainTopicOf(m.Topic, h.topics.Settled, h.topics.Rejected)
 	if !ok {

@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
-	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
-	"github.com/paysuite/payments/services/transfers/internal/kafka"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/test/pgtest"
@@ -31,15 +31,15 @@ type fixture struct {
 	db    *pg.DB
 	store *postgres.Store
 	svc   *transfer.Service
-	proj  *kafka.Projection
+	proj  *consume.Projection
 }
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
 	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService("transfers")...))
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, kafka.Group, nil), 0)
+	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, consume.Group, nil), 0)
 	svc := transfer.NewService(store, topics.Requested)
-	return fixture{db: db, store: store, svc: svc, proj: kafka.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
+	return fixture{db: db, store: store, svc: svc, proj: consume.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
 }
 
 func (f fixture) pending(t *testing.T) uuid.UUID {
@@ -57,13 +57,13 @@ func (f fixture) pending(t *testing.T) uuid.UUID {
 	return id
 }
 
-func record(t *testing.T, topic string, v any) kafkago.Message {
+func record(t *testing.T, topic string, v any) broker.Record {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kafkago.Message{Topic: topic, Value: b}
+	return broker.Record{Topic: topic, Value: b}
 }
 
 func settled(id, eventID uuid.UUID) events.Settled {
@@ -117,7 +117,7 @@ func TestProjection(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
 			id := f.pending(t)
-			var ms []kafkago.Message
+			var ms []broker.Record
 			for _, ev := range tt.records(id) {
 				topic := topics.Settled
 				if _, ok := ev.(events.Rejected); ok {
@@ -180,14 +180,14 @@ func TestProjectionPoison(t *testing.T) {
 	id := f.pending(t)
 	tests := []struct {
 		name string
-		msg  kafkago.Message
+		msg  broker.Record
 	}{
-		{"not JSON", kafkago.Message{Topic: topics.Settled, Value: []byte("{not json")}},
-		{"missing transfer id", kafkago.Message{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
-		{"missing event id", kafkago.Message{Topic: topics.Rejected, Value: []byte(`{"transferenciaId":"` + id.String() + `","motivo":"SALDO_INSUFICIENTE","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
-		{"missing motivo", kafkago.Message{Topic: topics.Rejected, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` + id.String() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
+		{"not JSON", broker.Record{Topic: topics.Settled, Value: []byte("{not json")}},
+		{"missing transfer id", broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
+		{"missing event id", broker.Record{Topic: topics.Rejected, Value: []byte(`{"transferenciaId":"` + id.String() + `","motivo":"SALDO_INSUFICIENTE","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
+		{"missing motivo", broker.Record{Topic: topics.Rejected, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` + id.String() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
 		{"garbage motivo", record(t, topics.Rejected, rejected(id, uuid.New(), "'; DROP TABLE x; --"))},
-		{"event id not a UUID", kafkago.Message{Topic: topics.Settled, Value: []byte(`{"eventoId":"x","transferenciaId":"` + id.String() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
+		{"event id not a UUID", broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"x","transferenciaId":"` + id.String() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
 		{"unexpected topic", record(t, "other", settled(id, uuid.New()))},
 	}
 	for _, tt := range tests {
@@ -222,7 +222,7 @@ func TestProjectionHoldsUnknownTransfer(t *testing.T) {
 			ctx := context.Background()
 			lostS, lostR, known := uuid.New(), uuid.New(), f.pending(t)
 			evS, evR, evK := uuid.New(), uuid.New(), uuid.New()
-			ms := []kafkago.Message{
+			ms := []broker.Record{
 				record(t, topics.Settled, settled(lostS, evS)),
 				record(t, topics.Rejected, rejected(lostR, evR, events.ReasonInsufficientFunds)),
 				record(t, topics.Settled, settled(known, evK)),
@@ -256,7 +256,7 @@ func TestProjectionHoldsUnknownTransfer(t *testing.T) {
 				Reason              string
 				Payload             map[string]any
 			}
-			payload := func(m kafkago.Message) map[string]any {
+			payload := func(m broker.Record) map[string]any {
 				var v map[string]any
 				if err := json.Unmarshal(m.Value, &v); err != nil {
 					t.Fatal(err)
@@ -314,14 +314,14 @@ func TestProjectionHoldsAnyDecodablePayload(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	for i, extra := range []string{`"\u0000"`, "\"\xff\xfe\"", `{"nested":[1,2]}`} {
-		msg := func() kafkago.Message {
-			return kafkago.Message{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` +
+		msg := func() broker.Record {
+			return broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` +
 				uuid.NewString() + `","ocorridoEm":"2026-12-01T10:00:00Z","extra":` + extra + `}`)}
 		}
 		if err := f.proj.Handle(ctx, msg()); err != nil {
 			t.Fatalf("payload %d: Handle = %v, want it held", i, err)
 		}
-		if err := f.proj.HandleBatch(ctx, []kafkago.Message{msg()}); err != nil {
+		if err := f.proj.HandleBatch(ctx, []broker.Record{msg()}); err != nil {
 			t.Fatalf("payload %d: HandleBatch = %v, want it held", i, err)
 		}
 	}
@@ -348,7 +348,7 @@ CREATE TRIGGER refuse_held BEFORE INSERT ON resultado_retido FOR EACH ROW EXECUT
 	if err := f.proj.Handle(ctx, m); err == nil {
 		t.Fatal("Handle succeeded although the held row was refused")
 	}
-	if err := f.proj.HandleBatch(ctx, []kafkago.Message{m}); err == nil {
+	if err := f.proj.HandleBatch(ctx, []broker.Record{m}); err == nil {
 		t.Fatal("HandleBatch succeeded although the held row was refused")
 	}
 	var marks int
@@ -381,7 +381,7 @@ func TestProjectionBatchIsAllOrNothing(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	var ids []uuid.UUID
-	var ms []kafkago.Message
+	var ms []broker.Record
 	for i := range 30 {
 		id := f.pending(t)
 		ids = append(ids, id)
@@ -464,14 +464,14 @@ func TestProjectionBatchStoppedByPoison(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	var ids []uuid.UUID
-	var ms []kafkago.Message
+	var ms []broker.Record
 	for range 20 {
 		id := f.pending(t)
 		ids = append(ids, id)
 		ms = append(ms, record(t, topics.Settled, settled(id, uuid.New())))
 	}
-	poison := kafkago.Message{Topic: topics.Settled, Value: []byte("{not json")}
-	withPoison := append(append(append([]kafkago.Message{}, ms[:10]...), poison), ms[10:]...)
+	poison := broker.Record{Topic: topics.Settled, Value: []byte("{not json")}
+	withPoison := append(append(append([]broker.Record{}, ms[:10]...), poison), ms[10:]...)
 	err := f.proj.HandleBatch(ctx, withPoison)
 	bf, ok := errors.AsType[*consumer.BatchFailure](err)
 	if !ok || bf.Handled != 10 || !consumer.IsPermanent(bf.Err) {

@@ -1,16 +1,14 @@
-// Package kafka is the ledger's Kafka side: the settlement handlers run by
+// Package consume is the ledger's Kafka side: the settlement handlers run by
 // the suite's consumer loop on the analisada topic (one record, or a batch
 // of one partition's records in one transaction), and the monitor of its
 // dead-letter topic.
-package kafka
+package consume
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"time"
-
-	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
@@ -40,7 +38,7 @@ func NewSettlement(settler Settler, log *slog.Logger, metrics *Metrics) *Settlem
 
 // Decode reads a TransferenciaAnalisada record. Errors wrap
 // events.ErrMalformed: the record is poison and goes to the DLT at once.
-func Decode(m kafkago.Message) (ledger.Transfer, error) {
+func Decode(m broker.Record) (ledger.Transfer, error) {
 	var e events.Analysed
 	if err := events.Decode(m.Value, &e); err != nil {
 		return ledger.Transfer{}, fmt.Errorf("decode %s at %s/%d/%d: %w", events.TypeAnalysed, m.Topic, m.Partition, m.Offset, err)
@@ -59,7 +57,7 @@ func Decode(m kafkago.Message) (ledger.Transfer, error) {
 // Handle settles one record in its own transaction (consumer.Handler).
 // ctx carries the record's trace context (the consumer loop's span), which
 // the outbox gives the result event.
-func (s *Settlement) Handle(ctx context.Context, m kafkago.Message) error {
+func (s *Settlement) Handle(ctx context.Context, m broker.Record) error {
 	t, err := Decode(m)
 	if err != nil {
 		return err
@@ -79,7 +77,7 @@ func (s *Settlement) Handle(ctx context.Context, m kafkago.Message) error {
 // record included, makes the consumer loop handle each record again with
 // Handle, where a poison record goes to the DLT and a failing transfer is
 // retried alone.
-func (s *Settlement) HandleBatch(ctx context.Context, ms []kafkago.Message) error {
+func (s *Settlement) HandleBatch(ctx context.Context, ms []broker.Record) error {
 	ts := make([]ledger.Transfer, len(ms))
 	for i, m := range ms {
 		t, err := Decode(m)
@@ -88,7 +86,7 @@ func (s *Settlement) HandleBatch(ctx context.Context, ms []kafkago.Message) erro
 		}
 		// The batch's ctx carries no record's trace: each record's goes
 		// with it (ledger.Transfer.Traceparent).
-		t.Traceparent = broker.Header(m, events.HeaderTraceparent)
+		t.Traceparent = m.Header(events.HeaderTraceparent)
 		ts[i] = t
 	}
 	start := time.Now()
@@ -104,9 +102,9 @@ func (s *Settlement) HandleBatch(ctx context.Context, ms []kafkago.Message) erro
 	return nil
 }
 
-func (s *Settlement) observe(ctx context.Context, r ledger.Result, m kafkago.Message, took time.Duration) {
+func (s *Settlement) observe(ctx context.Context, r ledger.Result, m broker.Record, took time.Duration) {
 	s.metrics.Settlements.WithLabelValues(string(r.Outcome), r.Reason).Inc()
-	attrs := []any{"transfer_id", r.TransferID, "evento_id", broker.Header(m, events.HeaderEventID),
+	attrs := []any{"transfer_id", r.TransferID, "evento_id", m.Header(events.HeaderEventID),
 		"partition", m.Partition, "offset", m.Offset, "duration_ms", took.Milliseconds()}
 	switch r.Outcome {
 	case ledger.Settled:

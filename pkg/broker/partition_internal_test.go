@@ -1,13 +1,15 @@
-package broker_test
+package broker
 
 import (
 	"testing"
 
 	"github.com/segmentio/kafka-go"
-
-	"github.com/paysuite/payments/pkg/broker"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// NewDLTProducer's partitioner keeps a record on the partition it names
+// when the target has it, and hashes its key as the Java client (and
+// kafka-go's Murmur2Balancer) does otherwise.
 func TestSamePartition(t *testing.T) {
 	t.Parallel()
 	key := []byte("CC-001")
@@ -20,7 +22,7 @@ func TestSamePartition(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		partition  int
+		partition  int32
 		partitions int
 		want       int
 	}{
@@ -32,12 +34,9 @@ func TestSamePartition(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ps := make([]int, tt.partitions)
-			for i := range ps {
-				ps[i] = i
-			}
-			if got := (broker.SamePartition{}).Balance(kafka.Message{Key: key, Partition: tt.partition}, ps...); got != tt.want {
-				t.Errorf("Balance = %d, want %d", got, tt.want)
+			p := samePartition{}.ForTopic("t")
+			if got := p.Partition(&kgo.Record{Key: key, Partition: tt.partition}, tt.partitions); got != tt.want {
+				t.Errorf("Partition = %d, want %d", got, tt.want)
 			}
 		})
 	}

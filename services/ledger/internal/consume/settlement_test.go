@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/services/ledger/internal/kafka"
+	"github.com/paysuite/payments/services/ledger/internal/consume"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/background"
@@ -83,7 +83,7 @@ type env struct {
 	failing *failingStore
 	brokers []string
 	topic   string
-	writer  *kafkago.Writer
+	writer  *kafkatest.Writer
 	reg     *prometheus.Registry
 	logs    *syncBuffer
 	// group is the settlement consumer's group, once run.
@@ -91,7 +91,7 @@ type env struct {
 	// ownership is the ownership rule the settlement consumer applies.
 	ownership ledger.Ownership
 	// metrics are the ledger's metrics, registered on reg.
-	metrics *kafka.Metrics
+	metrics *consume.Metrics
 }
 
 func newEnv(t *testing.T) *env {
@@ -99,7 +99,7 @@ func newEnv(t *testing.T) *env {
 	db := ledgertest.NewDB(t)
 	e := &env{db: db, store: postgres.New(db, outbox.New(db)), brokers: kafkatest.Brokers(t),
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
-	e.metrics = kafka.NewMetrics(e.reg)
+	e.metrics = consume.NewMetrics(e.reg)
 	e.failing = &failingStore{Store: e.store, failID: uuid.New()}
 	e.topic = kafkatest.Topic(t, "ledger-analisada", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -108,7 +108,7 @@ func newEnv(t *testing.T) *env {
 		[]broker.TopicSpec{{Name: events.DLT(e.topic), Partitions: 1, ReplicationFactor: 1}}); err != nil {
 		t.Fatalf("create DLT topic: %v", err)
 	}
-	e.writer = broker.NewWriter(broker.Config{Brokers: e.brokers}, 100)
+	e.writer = kafkatest.NewWriter(t, broker.Config{Brokers: e.brokers})
 	t.Cleanup(func() { _ = e.writer.Close() })
 	return e
 }
@@ -121,7 +121,7 @@ func (e *env) logger() *slog.Logger {
 func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	t.Helper()
 	svc := ledger.NewService(e.failing, ledger.Rules{Ownership: e.ownership, Topics: ledgertest.Topics}, nil)
-	h := kafka.NewSettlement(svc, e.logger(), e.metrics)
+	h := consume.NewSettlement(svc, e.logger(), e.metrics)
 	e.group = kafkatest.Group(t, "ledger")
 	cfg := consumer.Config{
 		Broker: broker.Config{Brokers: e.brokers}, Group: e.group, Topics: []string{e.topic},
@@ -154,7 +154,7 @@ func (e *env) open(t *testing.T, id string, balance int64) {
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 // analysed returns a TransferenciaAnalisada record.
-func analysed(t testing.TB, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
+func analysed(t testing.TB, id uuid.UUID, src, dst string, cents int64) broker.Record {
 	t.Helper()
 	ev := events.Analysed{EventID: uuid.New(), TransferID: id, SourceAccount: src, DestAccount: dst,
 		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: ledgertest.Client}
@@ -162,7 +162,7 @@ func analysed(t testing.TB, id uuid.UUID, src, dst string, cents int64) kafkago.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kafkago.Message{Key: []byte(src), Value: b, Headers: []kafkago.Header{
+	return broker.Record{Key: []byte(src), Value: b, Headers: []broker.Header{
 		{Key: events.HeaderEventID, Value: []byte(ev.EventID.String())},
 		{Key: events.HeaderEventType, Value: []byte(events.TypeAnalysed)},
 		{Key: events.HeaderTraceparent, Value: []byte(traceparent)},
@@ -170,32 +170,32 @@ func analysed(t testing.TB, id uuid.UUID, src, dst string, cents int64) kafkago.
 	}}
 }
 
-func (e *env) produce(t *testing.T, ms ...kafkago.Message) {
+func (e *env) produce(t *testing.T, ms ...broker.Record) {
 	t.Helper()
 	for i := range ms {
 		ms[i].Topic = e.topic
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := e.writer.WriteMessages(ctx, ms...); err != nil {
+	if err := e.writer.Publish(ctx, ms...); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
 }
 
 // readDLT reads n records from the DLT.
-func (e *env) readDLT(t *testing.T, n int) []kafkago.Message {
+func (e *env) readDLT(t *testing.T, n int) []broker.Record {
 	t.Helper()
 	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: e.brokers, Topic: events.DLT(e.topic), Partition: 0, MaxWait: 100 * time.Millisecond})
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var out []kafkago.Message
+	var out []broker.Record
 	for len(out) < n {
 		m, err := r.ReadMessage(ctx)
 		if err != nil {
 			t.Fatalf("read DLT (%d of %d records): %v", len(out), n, err)
 		}
-		out = append(out, m)
+		out = append(out, kafkatest.Record(m))
 	}
 	return out
 }
@@ -215,7 +215,7 @@ func (e *env) waitResult(t *testing.T, id uuid.UUID, want string) {
 	poll.True(t, 60*time.Second, "transfer "+id.String()+" "+want, func() bool { return e.result(t, id) == want })
 }
 
-func header(m kafkago.Message, key string) string { return broker.Header(m, key) }
+func header(m broker.Record, key string) string { return kafkatest.Header(m, key) }
 
 func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 	t.Parallel()
@@ -289,8 +289,8 @@ func TestPoisonRecordsAreDeadLetteredAtOnce(t *testing.T) {
 	missing, _ := json.Marshal(map[string]any{"eventoId": uuid.New(), "transferenciaId": uuid.New(), "contaOrigem": "A"})
 	start := time.Now()
 	e.produce(t,
-		kafkago.Message{Key: []byte("A"), Value: []byte(`{"transferenciaId": "not json`)},
-		kafkago.Message{Key: []byte("A"), Value: missing},
+		broker.Record{Key: []byte("A"), Value: []byte(`{"transferenciaId": "not json`)},
+		broker.Record{Key: []byte("A"), Value: missing},
 		analysed(t, okID, "A", "B", 100))
 	// A retry would wait 10 s: the test would notice.
 	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
@@ -326,7 +326,7 @@ func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 	e.open(t, "B", 0)
 	e.open(t, "C", 0)
 	ab, bc, ca := uuid.New(), uuid.New(), uuid.New()
-	recs := []kafkago.Message{
+	recs := []broker.Record{
 		analysed(t, ab, "A", "B", 300),
 		analysed(t, e.failing.failID, "A", "C", 100),
 		analysed(t, ab, "A", "B", 300),  // duplicate delivery inside the batch
@@ -373,10 +373,10 @@ func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.produce(t, kafkago.Message{Key: []byte("CC-9"), Value: []byte(`garbage`)})
+	e.produce(t, broker.Record{Key: []byte("CC-9"), Value: []byte(`garbage`)})
 	// The settlement consumer dead-letters the record; the monitor reads it.
 	e.run(t, consumer.BlockingRetries, false)
-	monitor := kafka.NewDLTMonitor(e.logger(), e.metrics)
+	monitor := consume.NewDLTMonitor(e.logger(), e.metrics)
 	e.start(t, consumer.Config{Broker: broker.Config{Brokers: e.brokers}, Group: kafkatest.Group(t, "ledger-dlt-monitor"),
 		Topics: []string{events.DLT(e.topic)}, Handler: monitor.Handle, Publisher: e.writer, Logger: e.logger()})
 
@@ -398,14 +398,14 @@ func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
-	m := kafka.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), kafka.NewMetrics(reg))
-	if err := m.Handle(context.Background(), kafkago.Message{Topic: "x-dlt", Key: []byte("K")}); err != nil {
+	m := consume.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), consume.NewMetrics(reg))
+	if err := m.Handle(context.Background(), broker.Record{Topic: "x-dlt", Key: []byte("K")}); err != nil {
 		t.Fatal(err)
 	}
-	if n := counter(t, reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": kafka.UnknownOrigin}); n != 1 {
+	if n := counter(t, reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": consume.UnknownOrigin}); n != 1 {
 		t.Errorf("count of unknown origin = %v, want 1", n)
 	}
-	if line := logs.find(t, "record sent to the DLT"); line["origin"] != kafka.UnknownOrigin || line["cause"] != kafka.UnknownOrigin {
+	if line := logs.find(t, "record sent to the DLT"); line["origin"] != consume.UnknownOrigin || line["cause"] != consume.UnknownOrigin {
 		t.Errorf("log = %v", line)
 	}
 }

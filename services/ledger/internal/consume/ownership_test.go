@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/test/ledgertest"
@@ -16,7 +16,7 @@ import (
 
 // analysedBy is analysed with clienteId client; "" leaves the field out,
 // as a producer that predates it would.
-func analysedBy(t *testing.T, client string, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
+func analysedBy(t *testing.T, client string, id uuid.UUID, src, dst string, cents int64) broker.Record {
 	t.Helper()
 	m := analysed(t, id, src, dst, cents)
 	var ev map[string]any

@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/tracing"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
-	"github.com/paysuite/payments/services/antifraud/internal/kafka"
+	"github.com/paysuite/payments/services/antifraud/internal/consume"
 )
 
 // fakeAnalyser records what it was given (the trace context of its ctx
@@ -76,15 +76,15 @@ func TestHandler(t *testing.T) {
 				gotReq, gotTrace = r, tp
 				return analysis.Result{Decision: analysis.Decision{TransferID: r.TransferID}}, tt.analyseErr
 			}}
-			m := kafkago.Message{Topic: "solicitada", Value: tt.value}
+			m := broker.Record{Topic: "solicitada", Value: tt.value}
 			for k, v := range tt.headers {
-				m.Headers = append(m.Headers, kafkago.Header{Key: k, Value: []byte(v)})
+				m.Headers = append(m.Headers, broker.Header{Key: k, Value: []byte(v)})
 			}
 			ctx := context.Background()
 			if tt.wantTrace != "" {
 				ctx = tracing.WithTraceparent(ctx, tt.wantTrace)
 			}
-			err := kafka.NewHandler(f, slog.New(slog.DiscardHandler))(ctx, m)
+			err := consume.NewHandler(f, slog.New(slog.DiscardHandler))(ctx, m)
 
 			if got := consumer.IsPermanent(err); got != tt.wantPermanent {
 				t.Errorf("IsPermanent(%v) = %v, want %v", err, got, tt.wantPermanent)

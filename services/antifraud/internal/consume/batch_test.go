@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
@@ -10,15 +10,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
-	"github.com/paysuite/payments/services/antifraud/internal/kafka"
+	"github.com/paysuite/payments/services/antifraud/internal/consume"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 	"github.com/paysuite/payments/test/pgtest"
@@ -42,11 +42,11 @@ func TestBatchStoppedByAPoisonRecord(t *testing.T) {
 	}
 	svc := analysis.NewService(postgres.NewStore(db, outbox.New(db)), engine,
 		events.Topics{Analysed: "analisada", Rejected: "rejeitada"}, nil)
-	var ms []kafkago.Message
+	var ms []broker.Record
 	var ids []uuid.UUID
 	for i := range 6 {
 		if i == 3 {
-			ms = append(ms, kafkago.Message{Topic: "solicitada", Key: []byte("CC-001"), Value: []byte("{")})
+			ms = append(ms, broker.Record{Topic: "solicitada", Key: []byte("CC-001"), Value: []byte("{")})
 		}
 		req := events.Requested{EventID: uuid.New(), TransferID: uuid.New(), SourceAccount: "CC-001", DestAccount: "CC-002",
 			AmountCents: 100, Currency: "BRL", OccurredAt: time.Now().UTC().Add(-time.Minute)}
@@ -54,11 +54,11 @@ func TestBatchStoppedByAPoisonRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms = append(ms, kafkago.Message{Topic: "solicitada", Key: []byte("CC-001"), Value: v})
+		ms = append(ms, broker.Record{Topic: "solicitada", Key: []byte("CC-001"), Value: v})
 		ids = append(ids, req.TransferID)
 	}
 
-	err = kafka.NewBatchHandler(svc, slog.New(slog.DiscardHandler))(context.Background(), ms)
+	err = consume.NewBatchHandler(svc, slog.New(slog.DiscardHandler))(context.Background(), ms)
 
 	bf, ok := errors.AsType[*consumer.BatchFailure](err)
 	if !ok {

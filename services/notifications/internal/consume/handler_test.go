@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
@@ -8,12 +8,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	nkafka "github.com/paysuite/payments/services/notifications/internal/kafka"
+	"github.com/paysuite/payments/services/notifications/internal/consume"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 )
 
@@ -30,43 +30,43 @@ func TestHandle(t *testing.T) {
 	at := time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
 	settled := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","ocorridoEm":"2026-11-29T22:00:00Z","extra":1}`
 	rejected := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CONTA_INEXISTENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
-	fromRetry := kafka.Message{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected)}
+	fromRetry := broker.Record{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected)}
 
 	tests := []struct {
 		name    string
-		msg     kafka.Message
+		msg     broker.Record
 		want    []notify.Notification
 		wantErr func(error) bool
 	}{
-		{name: "settled", msg: kafka.Message{Topic: topics.Settled, Key: []byte("CC-1"), Value: []byte(settled)},
+		{name: "settled", msg: broker.Record{Topic: topics.Settled, Key: []byte("CC-1"), Value: []byte(settled)},
 			want: []notify.Notification{{EventID: id, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA", OccurredAt: at, Account: "CC-1", Topic: topics.Settled}}},
 		{name: "rejected from a retry topic", msg: fromRetry,
 			want: []notify.Notification{{EventID: id, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
 				Reason: "CONTA_INEXISTENTE", OccurredAt: at, Account: "CC-9", Topic: topics.Rejected + "-retry-2000"}}},
-		{name: "malformed", msg: kafka.Message{Topic: topics.Settled, Value: []byte(`nope`)},
+		{name: "malformed", msg: broker.Record{Topic: topics.Settled, Value: []byte(`nope`)},
 			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) && consumer.IsPermanent(err) }},
-		{name: "rejected without motivo", msg: kafka.Message{Topic: topics.Rejected, Value: []byte(settled)},
+		{name: "rejected without motivo", msg: broker.Record{Topic: topics.Rejected, Value: []byte(settled)},
 			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) }},
-		{name: "unexpected topic", msg: kafka.Message{Topic: "other", Value: []byte(settled)},
+		{name: "unexpected topic", msg: broker.Record{Topic: "other", Value: []byte(settled)},
 			wantErr: consumer.IsPermanent},
-		{name: "rejected whose header claims liquidada", msg: kafka.Message{Topic: topics.Rejected, Key: []byte("CC-9"), Value: []byte(rejected),
-			Headers: []kafka.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Settled)}}},
+		{name: "rejected whose header claims liquidada", msg: broker.Record{Topic: topics.Rejected, Key: []byte("CC-9"), Value: []byte(rejected),
+			Headers: []broker.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Settled)}}},
 			want: []notify.Notification{{EventID: id, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
 				Reason: "CONTA_INEXISTENTE", OccurredAt: at, Account: "CC-9", Topic: topics.Rejected}}},
-		{name: "settled retry whose header claims rejeitada", msg: kafka.Message{Topic: topics.Settled + "-retry-4000", Key: []byte("CC-1"), Value: []byte(rejected),
-			Headers: []kafka.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Rejected)}}},
+		{name: "settled retry whose header claims rejeitada", msg: broker.Record{Topic: topics.Settled + "-retry-4000", Key: []byte("CC-1"), Value: []byte(rejected),
+			Headers: []broker.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Rejected)}}},
 			want: []notify.Notification{{EventID: id, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA",
 				OccurredAt: at, Account: "CC-1", Topic: topics.Settled + "-retry-4000"}}},
-		{name: "a topic named like a retry topic of no known delay", msg: kafka.Message{Topic: topics.Settled + "-retry-9999", Value: []byte(settled)},
+		{name: "a topic named like a retry topic of no known delay", msg: broker.Record{Topic: topics.Settled + "-retry-9999", Value: []byte(settled)},
 			wantErr: consumer.IsPermanent},
-		{name: "the DLT itself", msg: kafka.Message{Topic: events.DLT(topics.Settled), Value: []byte(settled),
-			Headers: []kafka.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Settled)}}},
+		{name: "the DLT itself", msg: broker.Record{Topic: events.DLT(topics.Settled), Value: []byte(settled),
+			Headers: []broker.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Settled)}}},
 			wantErr: consumer.IsPermanent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &recorder{}
-			err := nkafka.NewHandler(r, topics).Handle(context.Background(), tt.msg)
+			err := consume.NewHandler(r, topics).Handle(context.Background(), tt.msg)
 			if tt.wantErr != nil {
 				if err == nil || !tt.wantErr(err) {
 					t.Fatalf("Handle() = %v, want a matching error", err)

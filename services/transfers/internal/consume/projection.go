@@ -1,8 +1,8 @@
-// Package kafka is the transfers service's Kafka adapter: the projection
+// Package consume is the transfers service's Kafka adapter: the projection
 // that reads settlement results (TransferenciaLiquidada,
 // TransferenciaRejeitada) and moves transfers out of PENDENTE, or holds a
 // result whose transfer it does not know for an operator.
-package kafka
+package consume
 
 import (
 	"context"
@@ -10,8 +10,7 @@ import (
 	"log/slog"
 	"regexp"
 
-	"github.com/segmentio/kafka-go"
-
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -43,7 +42,7 @@ func (p *Projection) Topics() []string { return []string{p.settled, p.rejected} 
 // Handle is a consumer.Handler. A record that cannot be decoded, or whose
 // content the contract forbids, is a poison message (straight to the DLT);
 // a database failure is returned for the consumer loop to retry.
-func (p *Projection) Handle(ctx context.Context, m kafka.Message) error {
+func (p *Projection) Handle(ctx context.Context, m broker.Record) error {
 	r, err := p.decode(m)
 	if err != nil {
 		return err
@@ -63,7 +62,7 @@ func (p *Projection) Handle(ctx context.Context, m kafka.Message) error {
 // them, so that the consumer loop commits them, sends the poison record to
 // the DLT and handles the rest one by one. A database failure applies
 // nothing, and the loop handles each record again with Handle.
-func (p *Projection) HandleBatch(ctx context.Context, ms []kafka.Message) error {
+func (p *Projection) HandleBatch(ctx context.Context, ms []broker.Record) error {
 	rs := make([]transfer.Result, 0, len(ms))
 	var stop error
 	for _, m := range ms {
@@ -87,7 +86,7 @@ func (p *Projection) HandleBatch(ctx context.Context, ms []kafka.Message) error 
 	return nil
 }
 
-func (p *Projection) decode(m kafka.Message) (transfer.Result, error) {
+func (p *Projection) decode(m broker.Record) (transfer.Result, error) {
 	switch m.Topic {
 	case p.settled:
 		var ev events.Settled

@@ -1,4 +1,4 @@
-package kafka_test
+package consume_test
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestTransactionalAntifraud(t *testing.T) {
 			msg := func(id uuid.UUID, cents int64) kafkago.Message {
 				m := analysed(t, id, "A", "B", cents)
 				m.Topic = e.topic
-				return m
+				return kafkatest.Message(m)
 			}
 			aborted, committed, plain, open, after := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
 

@@ -1,13 +1,11 @@
-// Package kafka turns TransferenciaSolicitada records into antifraud
+// Package consume turns TransferenciaSolicitada records into antifraud
 // decisions: the handler the consumer loop runs for the antifraude group.
-package kafka
+package consume
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-
-	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
@@ -31,7 +29,7 @@ type BatchAnalyser interface {
 // is returned as a permanent error (the loop sends it to the DLT at once);
 // any other failure is returned as is, for the loop to retry.
 func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
-	return func(ctx context.Context, m kafkago.Message) error {
+	return func(ctx context.Context, m broker.Record) error {
 		req, err := decode(m)
 		if err != nil {
 			return err
@@ -56,7 +54,7 @@ func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
 // other error leaves nothing decided, and the loop handles each record
 // again with the handler of NewHandler.
 func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
-	return func(ctx context.Context, ms []kafkago.Message) error {
+	return func(ctx context.Context, ms []broker.Record) error {
 		reqs := make([]analysis.Request, 0, len(ms))
 		var stop error
 		for _, m := range ms {
@@ -67,7 +65,7 @@ func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
 			}
 			// The batch's ctx carries no record's trace: each record's
 			// goes with it (analysis.Request.Traceparent).
-			reqs = append(reqs, analysis.Request{Transfer: req, Traceparent: broker.Header(m, events.HeaderTraceparent)})
+			reqs = append(reqs, analysis.Request{Transfer: req, Traceparent: m.Header(events.HeaderTraceparent)})
 		}
 		rs, err := a.AnalyseBatch(ctx, reqs)
 		if err != nil {
@@ -83,8 +81,8 @@ func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
 	}
 }
 
-func decode(m kafkago.Message) (events.Requested, error) {
-	if t := broker.Header(m, events.HeaderEventType); t != "" && t != events.TypeRequested {
+func decode(m broker.Record) (events.Requested, error) {
+	if t := m.Header(events.HeaderEventType); t != "" && t != events.TypeRequested {
 		return events.Requested{}, consumer.Permanent(fmt.Errorf("unexpected event type %q on %s", t, m.Topic))
 	}
 	var req events.Requested

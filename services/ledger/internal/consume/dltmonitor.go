@@ -1,11 +1,10 @@
-package kafka
+package consume
 
 import (
 	"context"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
-	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
@@ -33,7 +32,7 @@ func NewDLTMonitor(log *slog.Logger, metrics *Metrics) *DLTMonitor {
 }
 
 // Handle logs and counts one DLT record (consumer.Handler).
-func (d *DLTMonitor) Handle(ctx context.Context, m kafkago.Message) error {
+func (d *DLTMonitor) Handle(ctx context.Context, m broker.Record) error {
 	// The label is the origin the headers claim only when it is the DLT's
 	// own main topic: a header never widens the label set.
 	origin := UnknownOrigin
@@ -48,7 +47,7 @@ func (d *DLTMonitor) Handle(ctx context.Context, m kafkago.Message) error {
 	d.records.WithLabelValues(origin).Inc()
 	d.log.ErrorContext(ctx, "record sent to the DLT",
 		"key", string(m.Key), "origin", origin, "origin_partition", o.Partition, "origin_offset", o.Offset,
-		"cause", cause, "evento_id", broker.Header(m, events.HeaderEventID),
+		"cause", cause, "evento_id", m.Header(events.HeaderEventID),
 		"dlt_partition", m.Partition, "dlt_offset", m.Offset)
 	return nil
 }
