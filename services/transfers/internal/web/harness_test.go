@@ -20,6 +20,7 @@ import (
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
@@ -265,4 +266,41 @@ func tokenUnlessNoClient(h http.Handler, bearer string) http.Handler {
 		}
 		withToken.ServeHTTP(w, r)
 	})
+}
+
+// transfersDSN is the URL of a fresh database of its own with the
+// transfers migrations applied.
+func transfersDSN(tb testing.TB) string {
+	tb.Helper()
+	return pgtest.NewDSN(tb, migrations.ForService("transfers")...)
+}
+
+// openStore opens a pool on dsn, its configuration first changed by tune
+// when tune is not nil, closed when tb ends, and the transfers store on it
+// with the real outbox.
+func openStore(tb testing.TB, dsn string, tune func(*pgxpool.Config)) (*pgxpool.Pool, *postgres.Store) {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if tune != nil {
+		tune(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	db := pg.Wrap(pool)
+	return pool, postgres.NewStore(db, outbox.New(db), inbox.New(db, "test", nil), 0)
+}
+
+// benchRouter is the service's router, with its HTTP metrics, in front of
+// the API on store, authenticating with authn; it logs nothing.
+func benchRouter(store *postgres.Store, authn func(http.Handler) http.Handler) http.Handler {
+	log := slog.New(slog.DiscardHandler)
+	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil, authn)
+	web.New(transfer.NewService(store, events.DefaultTopics.Requested), log, testSpec).Mount(router)
+	return router
 }
