@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,26 +18,9 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/test/logtest"
 	"github.com/paysuite/payments/test/oidcprovider"
 )
-
-// syncBuffer is a log sink for a test's console.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // oidcEnv is a console with OpenID Connect sign-in, its real pkg/auth
 // verifier trusting the test issuer, and the test provider, whose access
@@ -51,13 +32,13 @@ type oidcEnv struct {
 	idp     *oidcprovider.Provider
 	issuer  *authtest.TestIssuer
 	foreign atomic.Bool
-	logs    *syncBuffer
+	logs    *logtest.Buffer
 	srv     *Server
 }
 
 func newOIDCEnv(t *testing.T) *oidcEnv {
 	t.Helper()
-	e := &oidcEnv{issuer: authtest.New(t), logs: &syncBuffer{}}
+	e := &oidcEnv{issuer: authtest.New(t), logs: &logtest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	verifier, err := auth.NewVerifier(t.Context(), e.issuer.Config(), log)
 	if err != nil {

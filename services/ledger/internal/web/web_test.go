@@ -26,6 +26,7 @@ import (
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/web"
 	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/test/logtest"
 )
 
 type api struct {
@@ -757,7 +758,7 @@ func TestDepositsAreRecordedAndListed(t *testing.T) {
 // resource ids, and never the token or the body.
 func TestWritesAreAudited(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf logtest.Buffer
 	a := newAPIWithLog(t, slog.New(slog.NewJSONHandler(&buf, nil)))
 	// The requests carry the harness's real token; every JWT starts with
 	// the base64url of `{"`, "eyJ", which no log line may hold.
@@ -782,16 +783,7 @@ func TestWritesAreAudited(t *testing.T) {
 	}
 	a.do(t, "GET", "/contas/CC-AUD", "") // reads are not audited
 
-	var got []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == "audit" {
-			got = append(got, rec["audit"].(map[string]any))
-		}
-	}
+	got := logtest.Audits(t, buf.String())
 	want := []map[string]any{
 		{"action": "account.open", "client": "ops", "request_id": ids[0], "status": 201.0, "account_id": "CC-AUD"},
 		{"action": "account.deposit", "client": "ops", "request_id": ids[1], "status": 201.0, "account_id": "CC-AUD", "deposit_id": key},
@@ -805,24 +797,6 @@ func TestWritesAreAudited(t *testing.T) {
 			t.Errorf("the log holds %q", secret)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // tokenUnlessNoClient sends bearer with every request that has no
