@@ -62,7 +62,9 @@ func heldRoutes(store HeldStore, log *slog.Logger) []auth.Route {
 	h := &heldHandler{store: store, log: log}
 	return []auth.Route{
 		{Method: http.MethodGet, Pattern: PathHeld, Scope: auth.ScopeOperations, Handler: h.list},
-		{Method: http.MethodGet, Pattern: PathHeldOne, Scope: auth.ScopeOperations, Handler: h.one},
+		{Method: http.MethodGet, Pattern: PathHeldOne, Scope: auth.ScopeOperations,
+			Handler: opsapi.GetByID(log, "event id", store.GetHeld, transfer.ErrHeldNotFound, "no held result has this event id",
+				func(_ uuid.UUID, x transfer.HeldResult) any { return toHeld(x) })},
 		{Method: http.MethodPost, Pattern: PathHeldApply, Scope: auth.ScopeOperations,
 			Handler: auth.Audited(log, "held_result.apply", h.apply)},
 		{Method: http.MethodPost, Pattern: PathHeldDiscard, Scope: auth.ScopeOperations,
@@ -122,20 +124,6 @@ func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
 		out.Resultados = append(out.Resultados, toHeld(x))
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)
-}
-
-func (h *heldHandler) one(w http.ResponseWriter, r *http.Request) {
-	id, err := httpapi.PathUUID(r, "id", "event id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	x, err := h.store.GetHeld(r.Context(), id)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	httpapi.WriteJSON(w, http.StatusOK, toHeld(x))
 }
 
 // apply applies a held result to the transfer with its id, given the

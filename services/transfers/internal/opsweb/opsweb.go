@@ -8,7 +8,6 @@ package opsweb
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -58,7 +57,9 @@ type Store interface {
 func Routes(store Store, log *slog.Logger) []auth.Route {
 	h := &handler{store: store, log: log}
 	return append([]auth.Route{
-		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}", Scope: auth.ScopeOperations, Handler: h.byID},
+		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}", Scope: auth.ScopeOperations,
+			Handler: opsapi.GetByID(log, "transfer id", store.Get, transfer.ErrNotFound, "no transfer with this id",
+				func(_ uuid.UUID, t transfer.Transfer) any { return fromTransfer(t) })},
 		{Method: http.MethodGet, Pattern: "/ops/contas/{id}/transferencias", Scope: auth.ScopeOperations, Handler: h.byAccount},
 	}, heldRoutes(store, log)...)
 }
@@ -66,24 +67,6 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 type handler struct {
 	store Store
 	log   *slog.Logger
-}
-
-func (h *handler) byID(w http.ResponseWriter, r *http.Request) {
-	id, err := httpapi.PathUUID(r, "id", "transfer id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	t, err := h.store.Get(r.Context(), id)
-	if errors.Is(err, transfer.ErrNotFound) {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindNotFound, "no transfer with this id"))
-		return
-	}
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	httpapi.WriteJSON(w, http.StatusOK, fromTransfer(t))
 }
 
 func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
