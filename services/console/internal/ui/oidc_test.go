@@ -168,14 +168,27 @@ func (b *browser) signedIn(t *testing.T) bool {
 	return a.status == http.StatusOK
 }
 
+// withParam is u with its query parameter name set to value.
 func withParam(t *testing.T, u, name, value string) string {
+	t.Helper()
+	return editQuery(t, u, func(q url.Values) { q.Set(name, value) })
+}
+
+// withoutParam is u without its query parameter name.
+func withoutParam(t *testing.T, u, name string) string {
+	t.Helper()
+	return editQuery(t, u, func(q url.Values) { q.Del(name) })
+}
+
+// editQuery is u with its query changed by edit.
+func editQuery(t *testing.T, u string, edit func(url.Values)) string {
 	t.Helper()
 	p, err := url.Parse(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := p.Query()
-	q.Set(name, value)
+	edit(q)
 	p.RawQuery = q.Encode()
 	return p.String()
 }
@@ -274,11 +287,7 @@ func TestOIDCSignInRefused(t *testing.T) {
 			}},
 		{name: "state missing", status: http.StatusBadRequest, want: "state mismatch", reason: "state_mismatch",
 			callback: func(t *testing.T, _ *oidcEnv, _ *browser, back string) string {
-				p, _ := url.Parse(back)
-				q := p.Query()
-				q.Del("state")
-				p.RawQuery = q.Encode()
-				return p.String()
+				return withoutParam(t, back, "state")
 			}},
 		{name: "no sign-in under way in this browser", status: http.StatusBadRequest, want: "unknown, expired or already finished",
 			reason: "state_unknown", other: true},
@@ -292,11 +301,7 @@ func TestOIDCSignInRefused(t *testing.T) {
 			status: http.StatusUnauthorized, want: "was refused (token signed by an unknown key)", reason: "access_token_refused"},
 		{name: "the provider gives no code", status: http.StatusBadRequest, want: "no authorization code", reason: "no_code",
 			callback: func(t *testing.T, _ *oidcEnv, _ *browser, back string) string {
-				p, _ := url.Parse(back)
-				q := p.Query()
-				q.Del("code")
-				p.RawQuery = q.Encode()
-				return p.String()
+				return withoutParam(t, back, "code")
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
