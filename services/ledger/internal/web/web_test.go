@@ -147,6 +147,23 @@ func (a *api) do(tb testing.TB, method, path, body string, headers ...string) re
 
 // problemType returns the problem type of an error response, checking it
 // is problem+json.
+// isProblem fails tb at once unless r has status. With problem empty it
+// reports false; otherwise it checks that r is that problem and reports
+// true: the case is an error answer and has no body to check further.
+func isProblem(tb testing.TB, r response, status int, problem string) bool {
+	tb.Helper()
+	if r.status != status {
+		tb.Fatalf("status = %d, want %d (body %s)", r.status, status, r.rawBody)
+	}
+	if problem == "" {
+		return false
+	}
+	if got := problemType(tb, r); got != problem {
+		tb.Errorf("problem type = %q, want %q", got, problem)
+	}
+	return true
+}
+
 func problemType(tb testing.TB, r response) string {
 	tb.Helper()
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
@@ -208,13 +225,7 @@ func TestOpenAccount(t *testing.T) {
 				headers = []string{"Content-Type", tc.contentType}
 			}
 			r := a.do(t, "POST", "/contas", tc.body, headers...)
-			if r.status != tc.status {
-				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.status, r.rawBody)
-			}
-			if tc.problem != "" {
-				if got := problemType(t, r); got != tc.problem {
-					t.Errorf("problem type = %q, want %q", got, tc.problem)
-				}
+			if isProblem(t, r, tc.status, tc.problem) {
 				if diff := cmp.Diff(tc.fields, fieldNames(r)); diff != "" {
 					t.Errorf("invalid fields mismatch (-want +got):\n%s", diff)
 				}
@@ -338,13 +349,7 @@ func TestDeposit(t *testing.T) {
 				headers = append(headers, headerClient, tc.client)
 			}
 			r := a.do(t, "POST", tc.path, tc.body, headers...)
-			if r.status != tc.status {
-				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.status, r.rawBody)
-			}
-			if tc.problem != "" {
-				if got := problemType(t, r); got != tc.problem {
-					t.Errorf("problem type = %q, want %q", got, tc.problem)
-				}
+			if isProblem(t, r, tc.status, tc.problem) {
 				return
 			}
 			if got := r.header.Get(web.HeaderReplayed) == "true"; got != tc.replayed {
@@ -561,13 +566,7 @@ func TestPostingsErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
 			r := a.do(t, "GET", tc.path, "")
-			if r.status != tc.status {
-				t.Fatalf("status = %d, want %d (%s)", r.status, tc.status, r.rawBody)
-			}
-			if tc.problem != "" {
-				if got := problemType(t, r); got != tc.problem {
-					t.Errorf("problem type = %q, want %q", got, tc.problem)
-				}
+			if isProblem(t, r, tc.status, tc.problem) {
 				return
 			}
 			if diff := cmp.Diff(map[string]any{"itens": []any{}, "proximoCursor": nil}, r.body); diff != "" {

@@ -237,6 +237,18 @@ func (h *harness) post(tb testing.TB, key string, body string) response {
 	return do(tb, http.MethodPost, h.url+"/transferencias", hdr, []byte(body))
 }
 
+// wantCreated fails tb unless n transfers and n outbox events, one each,
+// are stored.
+func (h *harness) wantCreated(tb testing.TB, n int) {
+	tb.Helper()
+	if got := h.count(tb, "transferencia"); got != n {
+		tb.Errorf("%d transfers, want %d", got, n)
+	}
+	if got := h.count(tb, "outbox_event"); got != n {
+		tb.Errorf("%d outbox events, want %d", got, n)
+	}
+}
+
 func (h *harness) count(tb testing.TB, table string) int {
 	tb.Helper()
 	var n int
