@@ -28,34 +28,17 @@ type HeldStore interface {
 
 // Paths of the held-results routes.
 const (
-	PathHeld        = "/ops/resultados-retidos"
+	PathHeld        = opsapi.PathHeld
 	PathHeldOne     = PathHeld + "/{id}"
 	PathHeldApply   = PathHeldOne + "/aplicar"
 	PathHeldDiscard = PathHeldOne + "/descartar"
 )
 
 // Held is a held result as operators see it.
-type Held struct {
-	EventoID        string          `json:"eventoId"`
-	Tipo            string          `json:"tipo"`
-	TransferenciaID string          `json:"transferenciaId"`
-	Status          string          `json:"status"`
-	Motivo          string          `json:"motivo,omitempty"`
-	Payload         json.RawMessage `json:"payload"`
-	RecebidoEm      string          `json:"recebidoEm"`
-	// Resolucao is APLICADO or DESCARTADO once resolved.
-	Resolucao       string `json:"resolucao,omitempty"`
-	ResolvidoEm     string `json:"resolvidoEm,omitempty"`
-	ResolvidoPor    string `json:"resolvidoPor,omitempty"`
-	MotivoResolucao string `json:"motivoResolucao,omitempty"`
-	// Transferencia is the transfer with that id now, if one exists.
-	Transferencia *Transfer `json:"transferencia,omitempty"`
-}
+type Held = opsapi.Held
 
 // HeldList is the body of GET /ops/resultados-retidos.
-type HeldList struct {
-	Resultados []Held `json:"resultados"`
-}
+type HeldList = opsapi.HeldList
 
 // heldRoutes are the routes of held results: list, one, apply, discard.
 func heldRoutes(store HeldStore, log *slog.Logger) []auth.Route {
