@@ -88,14 +88,11 @@ func fromTransfer(t transfer.Transfer) Transfer {
 }
 
 func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
-	limit := DefaultLimit
-	if v := httpapi.FirstSearchParam(r, "limite"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxLimit {
-			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit))
-			return
-		}
-		limit = n
+	v := httpapi.FirstSearchParam(r, "limite")
+	limit, err := pageLimit(v, v != "")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
 	}
 	rs, err := h.store.ListHeld(r.Context(), limit)
 	if err != nil {
@@ -115,12 +112,10 @@ func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
 // transfer is PENDENTE and is the one the ledger settled. motivo is the
 // operator's reason.
 func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
-	id, err := httpapi.PathUUID(r, "id", "event id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+	id, ok := h.eventID(w, r, a)
+	if !ok {
 		return
 	}
-	a.Resource("event_id", id)
 	q := func(name string) string { return httpapi.FirstSearchParam(r, name) }
 	amount, err := strconv.ParseInt(q("valorEmCentavos"), 10, 64)
 	ledger := transfer.Settlement{Source: q("contaOrigem"), Destination: q("contaDestino"), AmountCents: amount,
@@ -131,8 +126,7 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 			"the ledger's record is required: contaOrigem, contaDestino, valorEmCentavos, moeda and resultado (LIQUIDADA or REJEITADA)"))
 		return
 	}
-	if p.Subject == "" {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+	if !h.named(w, r, p) {
 		return
 	}
 	t, err := h.store.ApplyHeld(r.Context(), id, ledger, transfer.Resolution{Operator: p.Subject, Note: reason(q("motivo"))})
@@ -145,14 +139,11 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 }
 
 func (h *heldHandler) discard(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
-	id, err := httpapi.PathUUID(r, "id", "event id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+	id, ok := h.eventID(w, r, a)
+	if !ok {
 		return
 	}
-	a.Resource("event_id", id)
-	if p.Subject == "" {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+	if !h.named(w, r, p) {
 		return
 	}
 	if err := h.store.DiscardHeld(r.Context(), id, transfer.Resolution{Operator: p.Subject, Note: reason(httpapi.FirstSearchParam(r, "motivo"))}); err != nil {
@@ -165,6 +156,28 @@ func (h *heldHandler) discard(w http.ResponseWriter, r *http.Request, p auth.Pri
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, toHeld(x))
+}
+
+// eventID reads the held result's event id from the path and records it
+// on a; false when it answered the request instead (400).
+func (h *heldHandler) eventID(w http.ResponseWriter, r *http.Request, a *auth.AuditRecord) (uuid.UUID, bool) {
+	id, err := httpapi.PathUUID(r, "id", "event id")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return uuid.Nil, false
+	}
+	a.Resource("event_id", id)
+	return id, true
+}
+
+// named reports whether p names the operator who resolves (a resolution
+// records who); false when it answered the request instead (400).
+func (h *heldHandler) named(w http.ResponseWriter, r *http.Request, p auth.Principal) bool {
+	if p.Subject == "" {
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+		return false
+	}
+	return true
 }
 
 // fail answers the held-result errors with their problem.

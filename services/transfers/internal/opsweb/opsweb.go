@@ -79,19 +79,15 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindInvalidID, "an account id is 1 to 32 of A-Z a-z 0-9 . _ -"))
 		return
 	}
-	limit := DefaultLimit
 	v, given, err := httpapi.SearchParam(r, "limite")
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	if given {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxLimit {
-			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit))
-			return
-		}
-		limit = n
+	limit, err := pageLimit(v, given)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
 	}
 	var after *time.Time
 	var afterID *uuid.UUID
@@ -149,4 +145,18 @@ func decodeCursor(s string) (time.Time, uuid.UUID, bool) {
 	}
 	id, ok := httpapi.ParseUUID(rawID)
 	return at, id, ok
+}
+
+// pageLimit is the page size of the value v of a "limite" parameter:
+// DefaultLimit when it was not given, else an integer from 1 to MaxLimit
+// (a validation error otherwise).
+func pageLimit(v string, given bool) (int, error) {
+	if !given {
+		return DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxLimit {
+		return 0, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit)
+	}
+	return n, nil
 }
