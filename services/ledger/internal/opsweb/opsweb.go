@@ -54,7 +54,10 @@ type Store interface {
 // Routes returns the ledger's operator routes on store.
 func Routes(store Store, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/liquidacoes/{id}", Scope: auth.ScopeOperations,
-		Handler: opsapi.GetByID(log, "transfer id", store.Processed, ledger.ErrNotProcessed, "the ledger has not processed this transfer",
+		Handler: opsapi.GetByID(log, "transfer id",
+			// store is read at request time: Routes(nil, ...) lists the routes.
+			func(ctx context.Context, id uuid.UUID) (ledger.Processed, error) { return store.Processed(ctx, id) },
+			ledger.ErrNotProcessed, "the ledger has not processed this transfer",
 			func(_ uuid.UUID, p ledger.Processed) any { return settlement(p) })}}
 }
 

@@ -46,7 +46,10 @@ func heldRoutes(store HeldStore, log *slog.Logger) []auth.Route {
 	return []auth.Route{
 		{Method: http.MethodGet, Pattern: PathHeld, Scope: auth.ScopeOperations, Handler: h.list},
 		{Method: http.MethodGet, Pattern: PathHeldOne, Scope: auth.ScopeOperations,
-			Handler: opsapi.GetByID(log, "event id", store.GetHeld, transfer.ErrHeldNotFound, "no held result has this event id",
+			Handler: opsapi.GetByID(log, "event id",
+				// store is read at request time: routes of a nil store can be listed.
+				func(ctx context.Context, id uuid.UUID) (transfer.HeldResult, error) { return store.GetHeld(ctx, id) },
+				transfer.ErrHeldNotFound, "no held result has this event id",
 				func(_ uuid.UUID, x transfer.HeldResult) any { return toHeld(x) })},
 		{Method: http.MethodPost, Pattern: PathHeldApply, Scope: auth.ScopeOperations,
 			Handler: auth.Audited(log, "held_result.apply", h.apply)},

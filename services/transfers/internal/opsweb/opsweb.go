@@ -58,7 +58,10 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 	h := &handler{store: store, log: log}
 	return append([]auth.Route{
 		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}", Scope: auth.ScopeOperations,
-			Handler: opsapi.GetByID(log, "transfer id", store.Get, transfer.ErrNotFound, "no transfer with this id",
+			Handler: opsapi.GetByID(log, "transfer id",
+				// store is read at request time: routes of a nil store can be listed.
+				func(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) { return store.Get(ctx, id) },
+				transfer.ErrNotFound, "no transfer with this id",
 				func(_ uuid.UUID, t transfer.Transfer) any { return fromTransfer(t) })},
 		{Method: http.MethodGet, Pattern: "/ops/contas/{id}/transferencias", Scope: auth.ScopeOperations, Handler: h.byAccount},
 	}, heldRoutes(store, log)...)
