@@ -38,7 +38,7 @@ type api struct {
 // headerClient names the client a test request acts as; the test-only
 // middleware asClient turns it into the request's principal, as the
 // authentication middleware does with a verified token.
-const headerClient = "X-Test-Client"
+const headerClient = authtest.HeaderClient
 
 // headerScopes names the scopes of a test request's principal, separated
 // by spaces; absent: clientScopes.
@@ -46,7 +46,7 @@ const headerScopes = "X-Test-Scopes"
 
 // noClient as the X-Test-Client value sends the request without a
 // principal.
-const noClient = "-"
+const noClient = authtest.NoClient
 
 // clientScopes are the scopes of a test request's principal unless
 // X-Test-Scopes says otherwise: the accounts scopes, operacoes not among
@@ -60,24 +60,12 @@ var operator = []string{headerClient, "ops", headerScopes, auth.ScopeAccountsAdm
 // asClient puts a principal into the request context: the client of
 // X-Test-Client, ledgertest.Client by default, none for noClient, with
 // the scopes of X-Test-Scopes or clientScopes.
-func asClient(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := r.Header.Get(headerClient)
-		switch client {
-		case noClient:
-			next.ServeHTTP(w, r)
-			return
-		case "":
-			client = ledgertest.Client
-		}
-		scopes := clientScopes
-		if v := r.Header.Get(headerScopes); v != "" {
-			scopes = strings.Fields(v)
-		}
-		p := auth.Principal{Subject: client, Scopes: scopes}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
-	})
-}
+var asClient = authtest.AsHeaderClient(ledgertest.Client, func(r *http.Request) []string {
+	if v := r.Header.Get(headerScopes); v != "" {
+		return strings.Fields(v)
+	}
+	return clientScopes
+})
 
 func newAPI(tb testing.TB) *api {
 	tb.Helper()
@@ -95,7 +83,7 @@ func newAPIWithLog(tb testing.TB, log *slog.Logger) *api {
 		web.New(ledger.NewService(store, ledger.Rules{Topics: ledgertest.Topics}, nil), log).Routes(r)
 	})
 	// Every request is client-a's with every scope unless it says otherwise.
-	srv := httptest.NewServer(tokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...)))
+	srv := httptest.NewServer(authtest.WithTokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...)))
 	tb.Cleanup(srv.Close)
 	return &api{srv: srv, store: store, db: db}
 }
@@ -796,18 +784,4 @@ func TestWritesAreAudited(t *testing.T) {
 			t.Errorf("the log holds %q", secret)
 		}
 	}
-}
-
-// tokenUnlessNoClient sends bearer with every request that has no
-// Authorization of its own, except those of noClient, which go without a
-// token (and so meet the authentication middleware's 401).
-func tokenUnlessNoClient(h http.Handler, bearer string) http.Handler {
-	withToken := authtest.WithToken(h, bearer)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(headerClient) == noClient {
-			h.ServeHTTP(w, r)
-			return
-		}
-		withToken.ServeHTTP(w, r)
-	})
 }

@@ -83,7 +83,7 @@ func authedRouter(tb testing.TB, log *slog.Logger, mount func(chi.Router)) http.
 	iss := authtest.New(tb)
 	r := httpapi.NewRouter(log, nil, nil, nil, iss.Authenticator(tb).Middleware)
 	mount(r)
-	return tokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...))
+	return authtest.WithTokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...))
 }
 
 // Test-only authentication: the headers below become the request's
@@ -91,32 +91,22 @@ func authedRouter(tb testing.TB, log *slog.Logger, mount func(chi.Router)) http.
 const (
 	// headerClient names the client: defaultClient when absent,
 	// no principal at all when noClient.
-	headerClient = "X-Test-Client"
+	headerClient = authtest.HeaderClient
 	// headerOperator "true" adds the operacoes scope.
 	headerOperator = "X-Test-Operator"
 	defaultClient  = "client-a"
-	noClient       = "-"
+	noClient       = authtest.NoClient
 )
 
 // asClient is the test-only middleware that puts the principal of the
 // X-Test-* headers into the request context.
-func asClient(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := r.Header.Get(headerClient)
-		switch client {
-		case noClient:
-			next.ServeHTTP(w, r)
-			return
-		case "":
-			client = defaultClient
-		}
-		p := auth.Principal{Subject: client, Scopes: []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead}}
-		if r.Header.Get(headerOperator) == "true" {
-			p.Scopes = append(p.Scopes, auth.ScopeOperations)
-		}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
-	})
-}
+var asClient = authtest.AsHeaderClient(defaultClient, func(r *http.Request) []string {
+	scopes := []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead}
+	if r.Header.Get(headerOperator) == "true" {
+		scopes = append(scopes, auth.ScopeOperations)
+	}
+	return scopes
+})
 
 // mount mounts h's routes on r behind asClient.
 func mount(r chi.Router, h *web.Handler) {
@@ -265,20 +255,6 @@ func (h *harness) count(tb testing.TB, table string) int {
 const validBody = `{"contaOrigem":"CC-001","contaDestino":"CC-002","valorEmCentavos":30000,"moeda":"BRL"}`
 
 func acceptedBody(id string) string { return `{"id":"` + id + `","status":"PENDENTE"}` + "\n" }
-
-// tokenUnlessNoClient sends bearer with every request that has no
-// Authorization of its own, except those of noClient, which go without a
-// token (and so meet the authentication middleware's 401).
-func tokenUnlessNoClient(h http.Handler, bearer string) http.Handler {
-	withToken := authtest.WithToken(h, bearer)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(headerClient) == noClient {
-			h.ServeHTTP(w, r)
-			return
-		}
-		withToken.ServeHTTP(w, r)
-	})
-}
 
 // transfersDSN is the URL of a fresh database of its own with the
 // transfers migrations applied.
