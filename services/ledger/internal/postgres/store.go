@@ -294,16 +294,8 @@ func (s *Store) Deposits(ctx context.Context, limit int) ([]ledger.Deposit, erro
 	if err != nil {
 		return nil, fmt.Errorf("list deposits: %w", err)
 	}
-	defer rows.Close()
-	var out []ledger.Deposit
-	for rows.Next() {
-		d, err := scanDeposit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan deposit: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Deposit, error) { return scanDeposit(r) })
+	if err != nil {
 		return nil, fmt.Errorf("list deposits: %w", err)
 	}
 	return out, nil
