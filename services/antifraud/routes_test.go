@@ -4,11 +4,10 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/go-chi/chi/v5"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
-	"github.com/paysuite/payments/pkg/httpapi"
 )
 
 // TestEveryRouteHasAScope: every route of the service's router (the
@@ -17,8 +16,5 @@ import (
 // otherwise.
 func TestEveryRouteHasAScope(t *testing.T) {
 	t.Parallel()
-	log := slog.New(slog.DiscardHandler)
-	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
-	auth.Mount(r, log, opsRoutes(nil, nil, log))
-	authtest.CheckRoutes(t, r)
+	authtest.CheckServiceRoutes(t, func(r chi.Router, log *slog.Logger) { auth.Mount(r, log, opsRoutes(nil, nil, log)) })
 }

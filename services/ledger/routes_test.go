@@ -4,10 +4,9 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/go-chi/chi/v5"
 
 	"github.com/paysuite/payments/pkg/auth/authtest"
-	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/ledger/internal/web"
 )
 
@@ -15,8 +14,5 @@ import (
 // builds it, is public or declares the scope it needs.
 func TestEveryRouteHasAScope(t *testing.T) {
 	t.Parallel()
-	log := slog.New(slog.DiscardHandler)
-	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
-	web.New(nil, log).Routes(r)
-	authtest.CheckRoutes(t, r)
+	authtest.CheckServiceRoutes(t, func(r chi.Router, log *slog.Logger) { web.New(nil, log).Routes(r) })
 }

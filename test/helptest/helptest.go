@@ -1,5 +1,6 @@
-// Package helptest checks a binary's --help: the one test every service
-// binary runs on its usage.
+// Package helptest checks a service binary's command line, the tests every
+// service binary runs on its run function: --help lists every variable,
+// migrate builds the schema, and bad invocations fail with a clear error.
 package helptest
 
 import (

@@ -31,11 +31,7 @@ var topics = events.DefaultTopics
 // instance of the service would have.
 func newService(tb testing.TB, dsn string, cfg risk.Config) *analysis.Service {
 	tb.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		tb.Fatalf("open pool: %v", err)
-	}
-	tb.Cleanup(pool.Close)
+	pool := openPool(tb, dsn)
 	engine, err := risk.New(cfg)
 	if err != nil {
 		tb.Fatalf("risk.New: %v", err)
@@ -74,11 +70,8 @@ type outboxRow struct {
 func outboxRows(tb testing.TB, dsn string) []outboxRow {
 	tb.Helper()
 	ctx := context.Background()
-	conn, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close()
+	conn := openPool(tb, dsn)
+	defer conn.Close() // now, not only when the test ends: a test reads many times
 	rows, err := conn.Query(ctx, `SELECT id, topic, key, event_type, payload, headers FROM outbox_event ORDER BY seq`)
 	if err != nil {
 		tb.Fatal(err)
@@ -101,11 +94,8 @@ func outboxRows(tb testing.TB, dsn string) []outboxRow {
 func countDecisions(tb testing.TB, dsn string) int {
 	tb.Helper()
 	ctx := context.Background()
-	conn, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close()
+	conn := openPool(tb, dsn)
+	defer conn.Close() // now, not only when the test ends: a test reads many times
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM decision`).Scan(&n); err != nil {
 		tb.Fatal(err)
@@ -461,4 +451,15 @@ func counterValue(tb testing.TB, c prometheus.Counter) float64 {
 		tb.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// openPool opens a pool on dsn, closed when the test ends.
+func openPool(tb testing.TB, dsn string) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
 }

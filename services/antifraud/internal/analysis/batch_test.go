@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
@@ -353,14 +352,4 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err 
 	if n := len(outboxRows(t, dsn)); n != 0 {
 		t.Errorf("%d events enqueued, want 0", n)
 	}
-}
-
-func openPool(tb testing.TB, dsn string) *pgxpool.Pool {
-	tb.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(pool.Close)
-	return pool
 }

@@ -5,14 +5,12 @@ package opsweb
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 )
@@ -37,22 +35,12 @@ type Store interface {
 // Routes returns antifraud's operator routes on store.
 func Routes(store Store, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/decisoes/{id}", Scope: auth.ScopeOperations,
-		Handler: func(w http.ResponseWriter, r *http.Request) {
-			id, err := httpapi.PathUUID(r, "id", "transfer id")
-			if err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			d, err := store.Decision(r.Context(), id)
-			if errors.Is(err, analysis.ErrNotFound) {
-				httpapi.WriteError(w, r, log, httpapi.Errorf(httpapi.KindNotFound, "antifraud has not decided this transfer"))
-				return
-			}
-			if err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			httpapi.WriteJSON(w, http.StatusOK, Decision{TransferenciaID: id.String(), Pontuacao: d.Score, Limiar: d.Threshold,
-				Resultado: string(d.Outcome), Regras: d.Rules, EventoID: d.EventID.String(), DecididaEm: opsapi.Time(d.DecidedAt)})
-		}}}
+		Handler: opsapi.GetByID(log, "transfer id",
+			// store is read at request time: Routes(nil, ...) lists the routes.
+			func(ctx context.Context, id uuid.UUID) (analysis.Decision, error) { return store.Decision(ctx, id) },
+			analysis.ErrNotFound, "antifraud has not decided this transfer",
+			func(id uuid.UUID, d analysis.Decision) any {
+				return Decision{TransferenciaID: id.String(), Pontuacao: d.Score, Limiar: d.Threshold, Resultado: string(d.Outcome),
+					Regras: d.Rules, EventoID: d.EventID.String(), DecididaEm: opsapi.Time(d.DecidedAt)}
+			})}}
 }

@@ -5,7 +5,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -56,14 +55,7 @@ WHERE transfer_id = $1`
 // Decision returns the stored decision of a transfer, or
 // analysis.ErrNotFound: the operator's read, outside any transaction.
 func (s *Store) Decision(ctx context.Context, transferID uuid.UUID) (analysis.Decision, error) {
-	d, err := scanDecision(s.db.QueryRow(ctx, decisionSQL, transferID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return analysis.Decision{}, analysis.ErrNotFound
-	}
-	if err != nil {
-		return analysis.Decision{}, fmt.Errorf("read decision %s: %w", transferID, err)
-	}
-	return d, nil
+	return pg.ScanOne(s.db.QueryRow(ctx, decisionSQL, transferID), scanDecision, analysis.ErrNotFound, "read decision "+transferID.String())
 }
 
 // scanDecision reads one row of decisionSQL's or decisionsSQL's columns.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/opsapi"
 )
 
 // Held results: settlement results the transfers projection kept because
@@ -21,21 +22,11 @@ import (
 // console sends it the ledger's record as it reads it at the time of the
 // action, never the form's.
 
-// opsHeld is one held result (the transfers' opsweb.Held).
-type opsHeld struct {
-	EventoID        string       `json:"eventoId"`
-	Tipo            string       `json:"tipo"`
-	TransferenciaID string       `json:"transferenciaId"`
-	Status          string       `json:"status"`
-	Motivo          string       `json:"motivo"`
-	RecebidoEm      string       `json:"recebidoEm"`
-	Resolucao       string       `json:"resolucao"`
-	Transferencia   *opsTransfer `json:"transferencia"`
-}
-
-type opsHeldList struct {
-	Resultados []opsHeld `json:"resultados"`
-}
+// opsHeld is one held result, opsHeldList the transfers service's list.
+type (
+	opsHeld     = opsapi.Held
+	opsHeldList = opsapi.HeldList
+)
 
 // HeldRow is one held result with the ledger's record of its transfer id.
 type HeldRow struct {
@@ -90,12 +81,12 @@ func (s *Server) heldRows(w http.ResponseWriter, r *http.Request, sess *session,
 	var found bool
 	if one == "" {
 		var list opsHeldList
-		f.get(s.cfg.Transfers, "/ops/resultados-retidos?limite=100", &list, &found)
+		f.get(s.cfg.Transfers, opsapi.PathHeld+"?limite=100", &list, &found)
 		f.wait()
 		hs = list.Resultados
 	} else {
 		var h opsHeld
-		f.get(s.cfg.Transfers, "/ops/resultados-retidos/"+one, &h, &found)
+		f.get(s.cfg.Transfers, opsapi.PathHeld+"/"+one, &h, &found)
 		f.wait()
 		if found {
 			hs = []opsHeld{h}
@@ -180,7 +171,7 @@ func (s *Server) resolveHeld(apply bool) func(w http.ResponseWriter, r *http.Req
 		if reason := strings.TrimSpace(r.PostFormValue("reason")); reason != "" {
 			q.Set("motivo", reason)
 		}
-		path := "/ops/resultados-retidos/" + id.String() + "/descartar"
+		path := opsapi.PathHeld + "/" + id.String() + "/descartar"
 		if apply {
 			rows, _, ok := s.heldRows(w, r, sess, id.String())
 			if !ok {
@@ -201,7 +192,7 @@ func (s *Server) resolveHeld(apply bool) func(w http.ResponseWriter, r *http.Req
 			if l.Motivo != "" {
 				q.Set("motivoResultado", l.Motivo)
 			}
-			path = "/ops/resultados-retidos/" + id.String() + "/aplicar"
+			path = opsapi.PathHeld + "/" + id.String() + "/aplicar"
 		}
 		if err := s.client.do(r.Context(), s.cfg.Transfers, sess.token, http.MethodPost, path+"?"+q.Encode(), nil); err != nil {
 			var prob *problemError

@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,26 +18,9 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/test/logtest"
 	"github.com/paysuite/payments/test/oidcprovider"
 )
-
-// syncBuffer is a log sink for a test's console.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // oidcEnv is a console with OpenID Connect sign-in, its real pkg/auth
 // verifier trusting the test issuer, and the test provider, whose access
@@ -51,13 +32,13 @@ type oidcEnv struct {
 	idp     *oidcprovider.Provider
 	issuer  *authtest.TestIssuer
 	foreign atomic.Bool
-	logs    *syncBuffer
+	logs    *logtest.Buffer
 	srv     *Server
 }
 
 func newOIDCEnv(t *testing.T) *oidcEnv {
 	t.Helper()
-	e := &oidcEnv{issuer: authtest.New(t), logs: &syncBuffer{}}
+	e := &oidcEnv{issuer: authtest.New(t), logs: &logtest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	verifier, err := auth.NewVerifier(t.Context(), e.issuer.Config(), log)
 	if err != nil {
@@ -187,14 +168,27 @@ func (b *browser) signedIn(t *testing.T) bool {
 	return a.status == http.StatusOK
 }
 
+// withParam is u with its query parameter name set to value.
 func withParam(t *testing.T, u, name, value string) string {
+	t.Helper()
+	return editQuery(t, u, func(q url.Values) { q.Set(name, value) })
+}
+
+// withoutParam is u without its query parameter name.
+func withoutParam(t *testing.T, u, name string) string {
+	t.Helper()
+	return editQuery(t, u, func(q url.Values) { q.Del(name) })
+}
+
+// editQuery is u with its query changed by edit.
+func editQuery(t *testing.T, u string, edit func(url.Values)) string {
 	t.Helper()
 	p, err := url.Parse(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := p.Query()
-	q.Set(name, value)
+	edit(q)
 	p.RawQuery = q.Encode()
 	return p.String()
 }
@@ -293,11 +287,7 @@ func TestOIDCSignInRefused(t *testing.T) {
 			}},
 		{name: "state missing", status: http.StatusBadRequest, want: "state mismatch", reason: "state_mismatch",
 			callback: func(t *testing.T, _ *oidcEnv, _ *browser, back string) string {
-				p, _ := url.Parse(back)
-				q := p.Query()
-				q.Del("state")
-				p.RawQuery = q.Encode()
-				return p.String()
+				return withoutParam(t, back, "state")
 			}},
 		{name: "no sign-in under way in this browser", status: http.StatusBadRequest, want: "unknown, expired or already finished",
 			reason: "state_unknown", other: true},
@@ -311,11 +301,7 @@ func TestOIDCSignInRefused(t *testing.T) {
 			status: http.StatusUnauthorized, want: "was refused (token signed by an unknown key)", reason: "access_token_refused"},
 		{name: "the provider gives no code", status: http.StatusBadRequest, want: "no authorization code", reason: "no_code",
 			callback: func(t *testing.T, _ *oidcEnv, _ *browser, back string) string {
-				p, _ := url.Parse(back)
-				q := p.Query()
-				q.Del("code")
-				p.RawQuery = q.Encode()
-				return p.String()
+				return withoutParam(t, back, "code")
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,16 +2,12 @@ package ui
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/go-chi/chi/v5"
 )
 
 // TestReplayConfirmationShowsTheTarget: the confirmation page names the
@@ -31,20 +27,7 @@ func TestReplayConfirmationShowsTheTarget(t *testing.T) {
 		_, _ = io.WriteString(w, `{"reenviados":1,"destino":"`+target+`","naoVerificados":0}`)
 	}))
 	t.Cleanup(svc.Close)
-	up := func(name string) Upstream { return Upstream{Name: name, URL: svc.URL} }
-	s, err := New(Config{Transfers: up("transfers"), Ledger: up("ledger"), Antifraud: up("antifraud"),
-		Notifications: up("notifications")}, tokenVerifier{}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := chi.NewRouter()
-	s.Mount(r)
-	srv := httptest.NewTLSServer(r)
-	t.Cleanup(srv.Close)
-	jar, _ := cookiejar.New(nil)
-	c := srv.Client()
-	c.Jar = jar
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	srv, c := consoleOn(t, svc.URL, nil)
 	do := func(method, path string, form url.Values) (int, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, strings.NewReader(form.Encode()))

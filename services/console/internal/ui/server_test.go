@@ -36,6 +36,32 @@ func (tokenVerifier) Verify(_ context.Context, raw string) (auth.Principal, erro
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
+// consoleOn serves a console whose four upstreams are all svc, configured
+// further by cfg (nil: as is), on an httptest TLS server (so the Secure
+// cookie travels), with a client that keeps cookies and does not follow
+// redirects.
+func consoleOn(t *testing.T, svc string, cfg func(*Config)) (*httptest.Server, *http.Client) {
+	t.Helper()
+	up := func(name string) Upstream { return Upstream{Name: name, URL: svc} }
+	c := Config{Transfers: up("transfers"), Ledger: up("ledger"), Antifraud: up("antifraud"), Notifications: up("notifications")}
+	if cfg != nil {
+		cfg(&c)
+	}
+	s, err := New(c, tokenVerifier{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	s.Mount(r)
+	srv := httptest.NewTLSServer(r)
+	t.Cleanup(srv.Close)
+	jar, _ := cookiejar.New(nil)
+	client := srv.Client()
+	client.Jar = jar
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return srv, client
+}
+
 // TestActionsAreRateLimited: a session's actions beyond
 // ActionsPerMinute are refused with 429 and never reach the service.
 func TestActionsAreRateLimited(t *testing.T) {
@@ -51,21 +77,7 @@ func TestActionsAreRateLimited(t *testing.T) {
 		_, _ = io.WriteString(w, `{"reenfileirados":1}`)
 	}))
 	t.Cleanup(svc.Close)
-	up := func(name string) Upstream { return Upstream{Name: name, URL: svc.URL} }
-	s, err := New(Config{Transfers: up("transfers"), Ledger: up("ledger"), Antifraud: up("antifraud"),
-		Notifications: up("notifications"), ActionsPerMinute: 2}, tokenVerifier{}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := chi.NewRouter()
-	s.Mount(r)
-	// httptest's TLS server: the Secure cookie travels.
-	srv := httptest.NewTLSServer(r)
-	t.Cleanup(srv.Close)
-	jar, _ := cookiejar.New(nil)
-	c := srv.Client()
-	c.Jar = jar
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	srv, c := consoleOn(t, svc.URL, func(c *Config) { c.ActionsPerMinute = 2 })
 
 	csrf := func(path string) string {
 		t.Helper()

@@ -128,82 +128,48 @@ func TestServiceValidatesBeforeTheStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	reader := ledger.Reader{Client: "cliente"}
+	// open, deposit and page build the service calls the cases make.
+	open := func(id, currency, holder string) func(*ledger.Service) error {
+		return func(s *ledger.Service) error {
+			_, _, err := s.OpenAccount(ctx, id, currency, holder, false)
+			return err
+		}
+	}
+	deposit := func(account string, cents int64) func(*ledger.Service) error {
+		return func(s *ledger.Service) error {
+			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: account, AmountCents: cents, ClientID: "cliente"})
+			return err
+		}
+	}
+	page := func(limit int) func(*ledger.Service) error {
+		return func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, limit, reader); return err }
+	}
 	tests := []struct {
 		name   string
 		call   func(s *ledger.Service) error
 		fields []string // invalid fields; nil: valid
 		err    error
 	}{
-		{"valid account", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "CC-1.a_b", "BRL", "cliente", false)
-			return err
-		}, nil, nil},
-		{"32-character id", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz012345", "BRL", "cliente", false)
-			return err
-		}, nil, nil},
-		{"33-character id", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "abcdefghijklmnopqrstuvwxyz0123456", "BRL", "cliente", false)
-			return err
-		}, []string{"id"}, nil},
-		{"empty id", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "", "BRL", "cliente", false)
-			return err
-		}, []string{"id"}, nil},
-		{"reserved prefix", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "__FUNDING__X", "BRL", "cliente", false)
-			return err
-		}, []string{"id"}, nil},
-		{"currency", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "A", "BRLL", "cliente", false)
-			return err
-		}, []string{"moeda"}, nil},
-		{"both", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "A B", "br", "cliente", false)
-			return err
-		}, []string{"id", "moeda"}, nil},
-		{"empty titular", func(s *ledger.Service) error { _, _, err := s.OpenAccount(ctx, "A", "BRL", "", false); return err }, []string{"titular"}, nil},
-		{"255-byte titular", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 255), false)
-			return err
-		}, nil, nil},
-		{"255-character titular of 510 bytes", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "B", "BRL", strings.Repeat("é", 255), false)
-			return err
-		}, nil, nil},
-		{"titular with a NUL", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "A", "BRL", "a\x00b", false)
-			return err
-		}, []string{"titular"}, nil},
-		{"256-byte titular", func(s *ledger.Service) error {
-			_, _, err := s.OpenAccount(ctx, "A", "BRL", strings.Repeat("x", 256), false)
-			return err
-		}, []string{"titular"}, nil},
-		{"deposit of 1", func(s *ledger.Service) error {
-			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 1, ClientID: "cliente"})
-			return err
-		}, nil, nil},
-		{"deposit of 10^15", func(s *ledger.Service) error {
-			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 1e15, ClientID: "cliente"})
-			return err
-		}, nil, nil},
-		{"deposit of 0", func(s *ledger.Service) error {
-			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 0, ClientID: "cliente"})
-			return err
-		}, []string{"valorEmCentavos"}, nil},
-		{"deposit above 10^15", func(s *ledger.Service) error {
-			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "A", AmountCents: 1e15 + 1, ClientID: "cliente"})
-			return err
-		},
-			[]string{"valorEmCentavos"}, nil},
-		{"deposit to a malformed id", func(s *ledger.Service) error {
-			_, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: "a b", AmountCents: 1, ClientID: "cliente"})
-			return err
-		},
-			nil, ledger.ErrAccountNotFound},
-		{"page of 200", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 200, reader); return err }, nil, nil},
-		{"page of 201", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 201, reader); return err }, []string{"limite"}, nil},
-		{"page of 0", func(s *ledger.Service) error { _, _, err := s.Postings(ctx, "A", 0, 0, reader); return err }, []string{"limite"}, nil},
+		{"valid account", open("CC-1.a_b", "BRL", "cliente"), nil, nil},
+		{"32-character id", open("abcdefghijklmnopqrstuvwxyz012345", "BRL", "cliente"), nil, nil},
+		{"33-character id", open("abcdefghijklmnopqrstuvwxyz0123456", "BRL", "cliente"), []string{"id"}, nil},
+		{"empty id", open("", "BRL", "cliente"), []string{"id"}, nil},
+		{"reserved prefix", open("__FUNDING__X", "BRL", "cliente"), []string{"id"}, nil},
+		{"currency", open("A", "BRLL", "cliente"), []string{"moeda"}, nil},
+		{"both", open("A B", "br", "cliente"), []string{"id", "moeda"}, nil},
+		{"empty titular", open("A", "BRL", ""), []string{"titular"}, nil},
+		{"255-byte titular", open("A", "BRL", strings.Repeat("x", 255)), nil, nil},
+		{"255-character titular of 510 bytes", open("B", "BRL", strings.Repeat("é", 255)), nil, nil},
+		{"titular with a NUL", open("A", "BRL", "a\x00b"), []string{"titular"}, nil},
+		{"256-byte titular", open("A", "BRL", strings.Repeat("x", 256)), []string{"titular"}, nil},
+		{"deposit of 1", deposit("A", 1), nil, nil},
+		{"deposit of 10^15", deposit("A", 1e15), nil, nil},
+		{"deposit of 0", deposit("A", 0), []string{"valorEmCentavos"}, nil},
+		{"deposit above 10^15", deposit("A", 1e15+1), []string{"valorEmCentavos"}, nil},
+		{"deposit to a malformed id", deposit("a b", 1), nil, ledger.ErrAccountNotFound},
+		{"page of 200", page(200), nil, nil},
+		{"page of 201", page(201), []string{"limite"}, nil},
+		{"page of 0", page(0), []string{"limite"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

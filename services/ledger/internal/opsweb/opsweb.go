@@ -7,14 +7,12 @@ package opsweb
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
@@ -56,23 +54,11 @@ type Store interface {
 // Routes returns the ledger's operator routes on store.
 func Routes(store Store, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/liquidacoes/{id}", Scope: auth.ScopeOperations,
-		Handler: func(w http.ResponseWriter, r *http.Request) {
-			id, err := httpapi.PathUUID(r, "id", "transfer id")
-			if err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			p, err := store.Processed(r.Context(), id)
-			if errors.Is(err, ledger.ErrNotProcessed) {
-				httpapi.WriteError(w, r, log, httpapi.Errorf(httpapi.KindNotFound, "the ledger has not processed this transfer"))
-				return
-			}
-			if err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			httpapi.WriteJSON(w, http.StatusOK, settlement(p))
-		}}}
+		Handler: opsapi.GetByID(log, "transfer id",
+			// store is read at request time: Routes(nil, ...) lists the routes.
+			func(ctx context.Context, id uuid.UUID) (ledger.Processed, error) { return store.Processed(ctx, id) },
+			ledger.ErrNotProcessed, "the ledger has not processed this transfer",
+			func(_ uuid.UUID, p ledger.Processed) any { return settlement(p) })}}
 }
 
 func settlement(p ledger.Processed) Settlement {

@@ -1,23 +1,17 @@
 package opsweb_test
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/migrations"
-	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
 	store "github.com/paysuite/payments/services/ledger/internal/postgres"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/opstest"
 )
 
 // TestSettlementWithBalancesAfter: the settlement of a transfer lists its
@@ -26,11 +20,7 @@ import (
 // to move; bad ids are refused.
 func TestSettlementWithBalancesAfter(t *testing.T) {
 	t.Parallel()
-	db, err := postgres.Open(t.Context(), pgtest.NewDSN(t, migrations.ForService("ledger")...), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := opstest.DB(t, "ledger")
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := db.Exec(t.Context(), sql, args...); err != nil {
@@ -53,23 +43,10 @@ VALUES ($1, 'LIQUIDADA', 'CC-A', 'CC-B', 300, 'BRL', $2)`, tr, uuid.New())
 	exec(`INSERT INTO processed_transfer (transfer_id, result, reason, source_account, dest_account, amount_cents, currency, event_id)
 VALUES ($1, 'REJEITADA', 'SALDO_INSUFICIENTE', 'CC-A', 'CC-B', 9999, 'BRL', $2)`, rejected, uuid.New())
 
-	r := chi.NewRouter()
-	r.Use(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
-		})
-	})
-	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(store.New(db, nil), slog.New(slog.DiscardHandler)))
+	ops := opstest.Serve(t, nil, opsweb.Routes(store.New(db, nil), slog.New(slog.DiscardHandler)))
 	get := func(path string) (int, opsweb.Settlement) {
-		rec := httptest.NewRecorder()
-		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
-		var s opsweb.Settlement
-		if rec.Code == http.StatusOK {
-			if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return rec.Code, s
+		var v opsweb.Settlement
+		return ops.Get(path, &v), v
 	}
 	ignore := cmpopts.IgnoreFields(opsweb.Posting{}, "CriadoEm")
 	for _, tc := range []struct {

@@ -133,12 +133,9 @@ func (s *Store) ClaimAccount(ctx context.Context, id, currency, holder string) (
 	var a ledger.Account
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		a, err = scanAccount(tx.QueryRow(ctx, accountSQL+" FOR UPDATE", id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ledger.ErrAccountNotFound
-		}
+		a, err = postgres.ScanOne(tx.QueryRow(ctx, accountSQL+" FOR UPDATE", id), scanAccount, ledger.ErrAccountNotFound, "read account "+id)
 		if err != nil {
-			return fmt.Errorf("read account %s: %w", id, err)
+			return err
 		}
 		if err := checkExisting(a, currency, holder); !errors.Is(err, ledger.ErrNoTitular) {
 			return err
@@ -156,14 +153,7 @@ func (s *Store) ClaimAccount(ctx context.Context, id, currency, holder string) (
 
 // Account implements ledger.Store.
 func (s *Store) Account(ctx context.Context, id string) (ledger.Account, error) {
-	a, err := scanAccount(s.db.QueryRow(ctx, accountSQL, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ledger.Account{}, ledger.ErrAccountNotFound
-	}
-	if err != nil {
-		return ledger.Account{}, fmt.Errorf("read account %s: %w", id, err)
-	}
-	return a, nil
+	return postgres.ScanOne(s.db.QueryRow(ctx, accountSQL, id), scanAccount, ledger.ErrAccountNotFound, "read account "+id)
 }
 
 // Deposit implements ledger.Store. In one transaction: it reads the
@@ -179,12 +169,9 @@ func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.
 	)
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		replayed = false
-		a, err := scanAccount(tx.QueryRow(ctx, accountSQL, accountID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ledger.ErrAccountNotFound
-		}
+		a, err := postgres.ScanOne(tx.QueryRow(ctx, accountSQL, accountID), scanAccount, ledger.ErrAccountNotFound, "read account "+accountID)
 		if err != nil {
-			return fmt.Errorf("read account %s: %w", accountID, err)
+			return err
 		}
 		if a.Funding {
 			return ledger.ErrFundingAccount
@@ -307,16 +294,8 @@ func (s *Store) Deposits(ctx context.Context, limit int) ([]ledger.Deposit, erro
 	if err != nil {
 		return nil, fmt.Errorf("list deposits: %w", err)
 	}
-	defer rows.Close()
-	var out []ledger.Deposit
-	for rows.Next() {
-		d, err := scanDeposit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan deposit: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Deposit, error) { return scanDeposit(r) })
+	if err != nil {
 		return nil, fmt.Errorf("list deposits: %w", err)
 	}
 	return out, nil

@@ -117,14 +117,8 @@ func (h *Handler) deposit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord) {
-	body, err := httpapi.ReadJSONBody(w, r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	var req openAccountRequest
-	if err := httpapi.DecodeStrict(body, &req); err != nil {
-		h.fail(w, r, err)
+	if !h.decode(w, r, &req) {
 		return
 	}
 	if ledger.ValidAccountID(req.ID) {
@@ -176,14 +170,8 @@ func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Princ
 		return
 	}
 	audit.Resource("deposit_id", key)
-	body, err := httpapi.ReadJSONBody(w, r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	var req depositRequest
-	if err := httpapi.DecodeStrict(body, &req); err != nil {
-		h.fail(w, r, err)
+	if !h.decode(w, r, &req) {
 		return
 	}
 	d, replayed, err := h.svc.Deposit(r.Context(), ledger.DepositRequest{ID: key, AccountID: id, AmountCents: req.AmountCents,
@@ -328,4 +316,19 @@ func limitParam(r *http.Request) (int, error) {
 			Fields: []httpapi.FieldError{{Field: "limite", Message: "must be an integer"}}}
 	}
 	return n, nil
+}
+
+// decode reads the request's JSON body into dst, strictly (see
+// httpapi.DecodeStrict); false when it answered the request with the
+// error instead.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
+	body, err := httpapi.ReadJSONBody(w, r)
+	if err == nil {
+		err = httpapi.DecodeStrict(body, dst)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return false
+	}
+	return true
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/web"
 	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/test/logtest"
 )
 
 type api struct {
@@ -37,7 +38,7 @@ type api struct {
 // headerClient names the client a test request acts as; the test-only
 // middleware asClient turns it into the request's principal, as the
 // authentication middleware does with a verified token.
-const headerClient = "X-Test-Client"
+const headerClient = authtest.HeaderClient
 
 // headerScopes names the scopes of a test request's principal, separated
 // by spaces; absent: clientScopes.
@@ -45,7 +46,7 @@ const headerScopes = "X-Test-Scopes"
 
 // noClient as the X-Test-Client value sends the request without a
 // principal.
-const noClient = "-"
+const noClient = authtest.NoClient
 
 // clientScopes are the scopes of a test request's principal unless
 // X-Test-Scopes says otherwise: the accounts scopes, operacoes not among
@@ -59,24 +60,12 @@ var operator = []string{headerClient, "ops", headerScopes, auth.ScopeAccountsAdm
 // asClient puts a principal into the request context: the client of
 // X-Test-Client, ledgertest.Client by default, none for noClient, with
 // the scopes of X-Test-Scopes or clientScopes.
-func asClient(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := r.Header.Get(headerClient)
-		switch client {
-		case noClient:
-			next.ServeHTTP(w, r)
-			return
-		case "":
-			client = ledgertest.Client
-		}
-		scopes := clientScopes
-		if v := r.Header.Get(headerScopes); v != "" {
-			scopes = strings.Fields(v)
-		}
-		p := auth.Principal{Subject: client, Scopes: scopes}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
-	})
-}
+var asClient = authtest.AsHeaderClient(ledgertest.Client, func(r *http.Request) []string {
+	if v := r.Header.Get(headerScopes); v != "" {
+		return strings.Fields(v)
+	}
+	return clientScopes
+})
 
 func newAPI(tb testing.TB) *api {
 	tb.Helper()
@@ -94,7 +83,7 @@ func newAPIWithLog(tb testing.TB, log *slog.Logger) *api {
 		web.New(ledger.NewService(store, ledger.Rules{Topics: ledgertest.Topics}, nil), log).Routes(r)
 	})
 	// Every request is client-a's with every scope unless it says otherwise.
-	srv := httptest.NewServer(tokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...)))
+	srv := httptest.NewServer(authtest.WithTokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...)))
 	tb.Cleanup(srv.Close)
 	return &api{srv: srv, store: store, db: db}
 }
@@ -146,6 +135,23 @@ func (a *api) do(tb testing.TB, method, path, body string, headers ...string) re
 
 // problemType returns the problem type of an error response, checking it
 // is problem+json.
+// isProblem fails tb at once unless r has status. With problem empty it
+// reports false; otherwise it checks that r is that problem and reports
+// true: the case is an error answer and has no body to check further.
+func isProblem(tb testing.TB, r response, status int, problem string) bool {
+	tb.Helper()
+	if r.status != status {
+		tb.Fatalf("status = %d, want %d (body %s)", r.status, status, r.rawBody)
+	}
+	if problem == "" {
+		return false
+	}
+	if got := problemType(tb, r); got != problem {
+		tb.Errorf("problem type = %q, want %q", got, problem)
+	}
+	return true
+}
+
 func problemType(tb testing.TB, r response) string {
 	tb.Helper()
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
@@ -207,13 +213,7 @@ func TestOpenAccount(t *testing.T) {
 				headers = []string{"Content-Type", tc.contentType}
 			}
 			r := a.do(t, "POST", "/contas", tc.body, headers...)
-			if r.status != tc.status {
-				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.status, r.rawBody)
-			}
-			if tc.problem != "" {
-				if got := problemType(t, r); got != tc.problem {
-					t.Errorf("problem type = %q, want %q", got, tc.problem)
-				}
+			if isProblem(t, r, tc.status, tc.problem) {
 				if diff := cmp.Diff(tc.fields, fieldNames(r)); diff != "" {
 					t.Errorf("invalid fields mismatch (-want +got):\n%s", diff)
 				}
@@ -337,13 +337,7 @@ func TestDeposit(t *testing.T) {
 				headers = append(headers, headerClient, tc.client)
 			}
 			r := a.do(t, "POST", tc.path, tc.body, headers...)
-			if r.status != tc.status {
-				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.status, r.rawBody)
-			}
-			if tc.problem != "" {
-				if got := problemType(t, r); got != tc.problem {
-					t.Errorf("problem type = %q, want %q", got, tc.problem)
-				}
+			if isProblem(t, r, tc.status, tc.problem) {
 				return
 			}
 			if got := r.header.Get(web.HeaderReplayed) == "true"; got != tc.replayed {
@@ -560,13 +554,7 @@ func TestPostingsErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
 			r := a.do(t, "GET", tc.path, "")
-			if r.status != tc.status {
-				t.Fatalf("status = %d, want %d (%s)", r.status, tc.status, r.rawBody)
-			}
-			if tc.problem != "" {
-				if got := problemType(t, r); got != tc.problem {
-					t.Errorf("problem type = %q, want %q", got, tc.problem)
-				}
+			if isProblem(t, r, tc.status, tc.problem) {
 				return
 			}
 			if diff := cmp.Diff(map[string]any{"itens": []any{}, "proximoCursor": nil}, r.body); diff != "" {
@@ -757,7 +745,7 @@ func TestDepositsAreRecordedAndListed(t *testing.T) {
 // resource ids, and never the token or the body.
 func TestWritesAreAudited(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf logtest.Buffer
 	a := newAPIWithLog(t, slog.New(slog.NewJSONHandler(&buf, nil)))
 	// The requests carry the harness's real token; every JWT starts with
 	// the base64url of `{"`, "eyJ", which no log line may hold.
@@ -782,16 +770,7 @@ func TestWritesAreAudited(t *testing.T) {
 	}
 	a.do(t, "GET", "/contas/CC-AUD", "") // reads are not audited
 
-	var got []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == "audit" {
-			got = append(got, rec["audit"].(map[string]any))
-		}
-	}
+	got := logtest.Audits(t, buf.String())
 	want := []map[string]any{
 		{"action": "account.open", "client": "ops", "request_id": ids[0], "status": 201.0, "account_id": "CC-AUD"},
 		{"action": "account.deposit", "client": "ops", "request_id": ids[1], "status": 201.0, "account_id": "CC-AUD", "deposit_id": key},
@@ -805,36 +784,4 @@ func TestWritesAreAudited(t *testing.T) {
 			t.Errorf("the log holds %q", secret)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// tokenUnlessNoClient sends bearer with every request that has no
-// Authorization of its own, except those of noClient, which go without a
-// token (and so meet the authentication middleware's 401).
-func tokenUnlessNoClient(h http.Handler, bearer string) http.Handler {
-	withToken := authtest.WithToken(h, bearer)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(headerClient) == noClient {
-			h.ServeHTTP(w, r)
-			return
-		}
-		withToken.ServeHTTP(w, r)
-	})
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 )
@@ -57,23 +56,16 @@ type Store interface {
 // Routes returns notifications' operator routes on store.
 func Routes(store Store, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/notificacoes/{id}", Scope: auth.ScopeOperations,
-		Handler: func(w http.ResponseWriter, r *http.Request) {
-			id, err := httpapi.PathUUID(r, "id", "transfer id")
-			if err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			rs, err := store.Records(r.Context(), id)
-			if err != nil {
-				httpapi.WriteError(w, r, log, err)
-				return
-			}
-			out := Notifications{Notificacoes: make([]Notification, 0, len(rs))}
-			for _, n := range rs {
-				out.Notificacoes = append(out.Notificacoes, notification(n))
-			}
-			httpapi.WriteJSON(w, http.StatusOK, out)
-		}}}
+		Handler: opsapi.GetByID(log, "transfer id",
+			// store is read at request time: Routes(nil, ...) lists the routes.
+			func(ctx context.Context, id uuid.UUID) ([]notify.Record, error) { return store.Records(ctx, id) }, nil, "",
+			func(_ uuid.UUID, rs []notify.Record) any {
+				out := Notifications{Notificacoes: make([]Notification, 0, len(rs))}
+				for _, n := range rs {
+					out.Notificacoes = append(out.Notificacoes, notification(n))
+				}
+				return out
+			})}}
 }
 
 func notification(r notify.Record) Notification {

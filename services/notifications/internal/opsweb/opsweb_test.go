@@ -1,22 +1,16 @@
 package opsweb_test
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/migrations"
-	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/notifications/internal/opsweb"
 	store "github.com/paysuite/payments/services/notifications/internal/postgres"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/opstest"
 )
 
 // TestNotificationsOfTransfer: each notification of a transfer with its
@@ -24,11 +18,7 @@ import (
 // is refused.
 func TestNotificationsOfTransfer(t *testing.T) {
 	t.Parallel()
-	db, err := postgres.Open(t.Context(), pgtest.NewDSN(t, migrations.ForService("notifications")...), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := opstest.DB(t, "notifications")
 	id, event, other := uuid.New(), uuid.New(), uuid.New()
 	if _, err := db.Exec(t.Context(), `
 INSERT INTO notification (event_id, transfer_id, event_type, source_account, channel, status, attempts, delivered_at, last_error)
@@ -43,23 +33,10 @@ VALUES ($1, 2, $2, 'webhook', 't-retry-1000', 'DELIVERED', NULL, '2026-01-02T10:
        ($3, 1, $4, 'webhook', 't', 'FAILED', 'HTTP 500', now())`, event, id, other, uuid.New()); err != nil {
 		t.Fatal(err)
 	}
-	r := chi.NewRouter()
-	r.Use(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
-		})
-	})
-	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(store.New(db), slog.New(slog.DiscardHandler)))
+	ops := opstest.Serve(t, nil, opsweb.Routes(store.New(db), slog.New(slog.DiscardHandler)))
 	get := func(path string) (int, opsweb.Notifications) {
-		rec := httptest.NewRecorder()
-		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
-		var n opsweb.Notifications
-		if rec.Code == http.StatusOK {
-			if err := json.Unmarshal(rec.Body.Bytes(), &n); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return rec.Code, n
+		var v opsweb.Notifications
+		return ops.Get(path, &v), v
 	}
 	code, got := get("/ops/notificacoes/" + id.String())
 	if code != http.StatusOK || len(got.Notificacoes) != 1 {

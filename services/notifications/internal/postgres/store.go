@@ -3,7 +3,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -330,14 +329,7 @@ func collect(rows pgx.Rows) (map[uuid.UUID]notify.Entry, error) {
 // Get implements notify.Store; it returns notify.ErrNotFound when the event
 // has no entry.
 func (s *Store) Get(ctx context.Context, eventID uuid.UUID) (notify.Entry, error) {
-	e, err := scan(s.db.QueryRow(ctx, getSQL, eventID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return notify.Entry{}, notify.ErrNotFound
-	}
-	if err != nil {
-		return notify.Entry{}, fmt.Errorf("get notification %s: %w", eventID, err)
-	}
-	return e, nil
+	return pg.ScanOne(s.db.QueryRow(ctx, getSQL, eventID), scan, notify.ErrNotFound, "get notification "+eventID.String())
 }
 
 func scan(row pgx.Row) (notify.Entry, error) {

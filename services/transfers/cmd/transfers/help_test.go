@@ -9,17 +9,11 @@ import (
 )
 
 // --help lists every variable the service reads, from its declaration,
-// with its default and description, without reading the environment.
+// with its default and description, without reading the environment; the
+// lines shared by every service, and this service's defaults written out
+// as a reader expects them, are checked besides the declared variables.
 func TestHelpListsEveryVariable(t *testing.T) {
 	t.Parallel()
+	checks := append(helptest.ServiceVars(":8080"), envconfig.Var{Name: "IDEMPOTENCY_CLAIM_TIMEOUT", Default: "30s"})
 	helptest.ListsEveryVariable(t, run, "transfers", append(transfers.Variables(), checks...))
-}
-
-// checks are lines --help must have besides the declared variables: the
-// logger's, and defaults written out here as a reader expects them.
-var checks = []envconfig.Var{
-	{Name: "HTTP_ADDR", Default: ":8080"}, {Name: "DATABASE_URL", Default: "(required)"}, {Name: "LOG_LEVEL", Default: "info"},
-	{Name: "LOG_FORMAT"}, {Name: "OUTBOX_LEASE", Default: "30s"}, {Name: "INBOX_RETENTION", Default: "336h"},
-	{Name: "SHUTDOWN_DRAIN", Default: "5s"}, {Name: "KAFKA_SASL_PASSWORD_FILE"}, {Name: "RATE_LIMIT_RPS", Default: "50"},
-	{Name: "IDEMPOTENCY_CLAIM_TIMEOUT", Default: "30s"},
 }

@@ -28,41 +28,29 @@ type HeldStore interface {
 
 // Paths of the held-results routes.
 const (
-	PathHeld        = "/ops/resultados-retidos"
+	PathHeld        = opsapi.PathHeld
 	PathHeldOne     = PathHeld + "/{id}"
 	PathHeldApply   = PathHeldOne + "/aplicar"
 	PathHeldDiscard = PathHeldOne + "/descartar"
 )
 
 // Held is a held result as operators see it.
-type Held struct {
-	EventoID        string          `json:"eventoId"`
-	Tipo            string          `json:"tipo"`
-	TransferenciaID string          `json:"transferenciaId"`
-	Status          string          `json:"status"`
-	Motivo          string          `json:"motivo,omitempty"`
-	Payload         json.RawMessage `json:"payload"`
-	RecebidoEm      string          `json:"recebidoEm"`
-	// Resolucao is APLICADO or DESCARTADO once resolved.
-	Resolucao       string `json:"resolucao,omitempty"`
-	ResolvidoEm     string `json:"resolvidoEm,omitempty"`
-	ResolvidoPor    string `json:"resolvidoPor,omitempty"`
-	MotivoResolucao string `json:"motivoResolucao,omitempty"`
-	// Transferencia is the transfer with that id now, if one exists.
-	Transferencia *Transfer `json:"transferencia,omitempty"`
-}
+type Held = opsapi.Held
 
 // HeldList is the body of GET /ops/resultados-retidos.
-type HeldList struct {
-	Resultados []Held `json:"resultados"`
-}
+type HeldList = opsapi.HeldList
 
 // heldRoutes are the routes of held results: list, one, apply, discard.
 func heldRoutes(store HeldStore, log *slog.Logger) []auth.Route {
 	h := &heldHandler{store: store, log: log}
 	return []auth.Route{
 		{Method: http.MethodGet, Pattern: PathHeld, Scope: auth.ScopeOperations, Handler: h.list},
-		{Method: http.MethodGet, Pattern: PathHeldOne, Scope: auth.ScopeOperations, Handler: h.one},
+		{Method: http.MethodGet, Pattern: PathHeldOne, Scope: auth.ScopeOperations,
+			Handler: opsapi.GetByID(log, "event id",
+				// store is read at request time: routes of a nil store can be listed.
+				func(ctx context.Context, id uuid.UUID) (transfer.HeldResult, error) { return store.GetHeld(ctx, id) },
+				transfer.ErrHeldNotFound, "no held result has this event id",
+				func(_ uuid.UUID, x transfer.HeldResult) any { return toHeld(x) })},
 		{Method: http.MethodPost, Pattern: PathHeldApply, Scope: auth.ScopeOperations,
 			Handler: auth.Audited(log, "held_result.apply", h.apply)},
 		{Method: http.MethodPost, Pattern: PathHeldDiscard, Scope: auth.ScopeOperations,
@@ -103,14 +91,11 @@ func fromTransfer(t transfer.Transfer) Transfer {
 }
 
 func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
-	limit := DefaultLimit
-	if v := httpapi.FirstSearchParam(r, "limite"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxLimit {
-			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit))
-			return
-		}
-		limit = n
+	v := httpapi.FirstSearchParam(r, "limite")
+	limit, err := pageLimit(v, v != "")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
 	}
 	rs, err := h.store.ListHeld(r.Context(), limit)
 	if err != nil {
@@ -124,32 +109,16 @@ func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
-func (h *heldHandler) one(w http.ResponseWriter, r *http.Request) {
-	id, err := httpapi.PathUUID(r, "id", "event id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	x, err := h.store.GetHeld(r.Context(), id)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	httpapi.WriteJSON(w, http.StatusOK, toHeld(x))
-}
-
 // apply applies a held result to the transfer with its id, given the
 // ledger's record of that id in the query (contaOrigem, contaDestino,
 // valorEmCentavos, moeda, resultado, motivoResultado): only if the
 // transfer is PENDENTE and is the one the ledger settled. motivo is the
 // operator's reason.
 func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
-	id, err := httpapi.PathUUID(r, "id", "event id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+	id, ok := h.eventID(w, r, a)
+	if !ok {
 		return
 	}
-	a.Resource("event_id", id)
 	q := func(name string) string { return httpapi.FirstSearchParam(r, name) }
 	amount, err := strconv.ParseInt(q("valorEmCentavos"), 10, 64)
 	ledger := transfer.Settlement{Source: q("contaOrigem"), Destination: q("contaDestino"), AmountCents: amount,
@@ -160,8 +129,7 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 			"the ledger's record is required: contaOrigem, contaDestino, valorEmCentavos, moeda and resultado (LIQUIDADA or REJEITADA)"))
 		return
 	}
-	if p.Subject == "" {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+	if !h.named(w, r, p) {
 		return
 	}
 	t, err := h.store.ApplyHeld(r.Context(), id, ledger, transfer.Resolution{Operator: p.Subject, Note: reason(q("motivo"))})
@@ -174,14 +142,11 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 }
 
 func (h *heldHandler) discard(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
-	id, err := httpapi.PathUUID(r, "id", "event id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+	id, ok := h.eventID(w, r, a)
+	if !ok {
 		return
 	}
-	a.Resource("event_id", id)
-	if p.Subject == "" {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+	if !h.named(w, r, p) {
 		return
 	}
 	if err := h.store.DiscardHeld(r.Context(), id, transfer.Resolution{Operator: p.Subject, Note: reason(httpapi.FirstSearchParam(r, "motivo"))}); err != nil {
@@ -194,6 +159,28 @@ func (h *heldHandler) discard(w http.ResponseWriter, r *http.Request, p auth.Pri
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, toHeld(x))
+}
+
+// eventID reads the held result's event id from the path and records it
+// on a; false when it answered the request instead (400).
+func (h *heldHandler) eventID(w http.ResponseWriter, r *http.Request, a *auth.AuditRecord) (uuid.UUID, bool) {
+	id, err := httpapi.PathUUID(r, "id", "event id")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return uuid.Nil, false
+	}
+	a.Resource("event_id", id)
+	return id, true
+}
+
+// named reports whether p names the operator who resolves (a resolution
+// records who); false when it answered the request instead (400).
+func (h *heldHandler) named(w http.ResponseWriter, r *http.Request, p auth.Principal) bool {
+	if p.Subject == "" {
+		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+		return false
+	}
+	return true
 }
 
 // fail answers the held-result errors with their problem.

@@ -2,27 +2,21 @@ package opsweb_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/migrations"
-	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
-	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/opstest"
 )
 
 // TestHeldResultsAppliedOnlyToTheSettledTransfer: a result held for an
@@ -36,33 +30,12 @@ import (
 func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, err := postgres.Open(ctx, pgtest.NewDSN(t, migrations.ForService("transfers")...), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := opstest.DB(t, "transfers")
 	store := tpg.NewStore(db, outbox.New(db), inbox.New(db, "transferencias-projecao", nil), 0)
 	svc := transfer.NewService(store, "requested")
 	var audit bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&audit, nil))
-	r := chi.NewRouter()
-	r.Use(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
-		})
-	})
-	auth.Mount(r, log, opsweb.Routes(store, log))
-	call := func(method, path string, out any) int {
-		t.Helper()
-		rec := httptest.NewRecorder()
-		r.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, method, path, nil))
-		if out != nil && rec.Code == http.StatusOK {
-			if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return rec.Code
-	}
+	ops := opstest.Serve(t, log, opsweb.Routes(store, log))
 	hold := func(r transfer.Result) {
 		t.Helper()
 		if out, err := store.ApplyResults(ctx, []transfer.Result{r}); err != nil || len(out) != 1 || out[0] != transfer.Held {
@@ -81,7 +54,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	ledger := url.Values{"contaOrigem": {"CC-001"}, "contaDestino": {"CC-002"}, "valorEmCentavos": {"30000"},
 		"moeda": {"BRL"}, "resultado": {"LIQUIDADA"}, "motivo": {"INC-7"}}
 	apply := func(ev uuid.UUID, q url.Values, out any) int {
-		return call(http.MethodPost, "/ops/resultados-retidos/"+ev.String()+"/aplicar?"+q.Encode(), out)
+		return ops.Call(http.MethodPost, "/ops/resultados-retidos/"+ev.String()+"/aplicar?"+q.Encode(), out)
 	}
 	status := func(id uuid.UUID) transfer.Status {
 		t.Helper()
@@ -99,7 +72,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	hold(transfer.Result{EventID: evOther, TransferID: other, Status: transfer.StatusSettled})
 
 	var list opsweb.HeldList
-	if code := call(http.MethodGet, "/ops/resultados-retidos", &list); code != http.StatusOK || len(list.Resultados) != 2 {
+	if code := ops.Call(http.MethodGet, "/ops/resultados-retidos", &list); code != http.StatusOK || len(list.Resultados) != 2 {
 		t.Fatalf("GET list = %d %+v, want 2 held", code, list)
 	}
 	if h := list.Resultados[0]; h.EventoID != evSame.String() || h.Transferencia != nil || h.Status != "LIQUIDADA" ||
@@ -150,7 +123,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 		t.Errorf("the settled transfer is %s, want LIQUIDADA", s)
 	}
 	var one opsweb.Held
-	if code := call(http.MethodGet, "/ops/resultados-retidos/"+evSame.String(), &one); code != http.StatusOK ||
+	if code := ops.Call(http.MethodGet, "/ops/resultados-retidos/"+evSame.String(), &one); code != http.StatusOK ||
 		one.Resolucao != transfer.ResolutionApplied || one.ResolvidoPor != "ana" || one.MotivoResolucao != "INC-7" || one.ResolvidoEm == "" {
 		t.Errorf("GET the applied one = %d %+v", code, one)
 	}
@@ -160,20 +133,20 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 
 	// The other one stays held, listed with the transfer that has its id.
 	list = opsweb.HeldList{}
-	if code := call(http.MethodGet, "/ops/resultados-retidos", &list); code != http.StatusOK || len(list.Resultados) != 1 ||
+	if code := ops.Call(http.MethodGet, "/ops/resultados-retidos", &list); code != http.StatusOK || len(list.Resultados) != 1 ||
 		list.Resultados[0].EventoID != evOther.String() || list.Resultados[0].Transferencia == nil ||
 		list.Resultados[0].Transferencia.ValorEmCentavos != 100 {
 		t.Fatalf("GET list after the apply = %d %+v, want the other one with its transfer", code, list)
 	}
 	var discarded opsweb.Held
-	if code := call(http.MethodPost, "/ops/resultados-retidos/"+evOther.String()+"/descartar?motivo=not+ours", &discarded); code != http.StatusOK ||
+	if code := ops.Call(http.MethodPost, "/ops/resultados-retidos/"+evOther.String()+"/descartar?motivo=not+ours", &discarded); code != http.StatusOK ||
 		discarded.Resolucao != transfer.ResolutionDiscarded || discarded.ResolvidoPor != "ana" {
 		t.Errorf("discard = %d %+v", code, discarded)
 	}
 	if s := status(other); s != transfer.StatusPending {
 		t.Errorf("discarding changed the transfer to %s", s)
 	}
-	if code := call(http.MethodPost, "/ops/resultados-retidos/"+evOther.String()+"/descartar", nil); code != http.StatusConflict {
+	if code := ops.Call(http.MethodPost, "/ops/resultados-retidos/"+evOther.String()+"/descartar", nil); code != http.StatusConflict {
 		t.Errorf("a second discard = %d, want 409", code)
 	}
 	for _, tc := range []struct {
@@ -185,7 +158,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 		{http.MethodGet, "/ops/resultados-retidos/x", http.StatusBadRequest},
 		{http.MethodGet, "/ops/resultados-retidos?limite=0", http.StatusUnprocessableEntity},
 	} {
-		if code := call(tc.method, tc.path, nil); code != tc.want {
+		if code := ops.Call(tc.method, tc.path, nil); code != tc.want {
 			t.Errorf("%s %s = %d, want %d", tc.method, tc.path, code, tc.want)
 		}
 	}

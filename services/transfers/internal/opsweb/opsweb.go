@@ -8,7 +8,6 @@ package opsweb
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -58,7 +57,12 @@ type Store interface {
 func Routes(store Store, log *slog.Logger) []auth.Route {
 	h := &handler{store: store, log: log}
 	return append([]auth.Route{
-		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}", Scope: auth.ScopeOperations, Handler: h.byID},
+		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}", Scope: auth.ScopeOperations,
+			Handler: opsapi.GetByID(log, "transfer id",
+				// store is read at request time: routes of a nil store can be listed.
+				func(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) { return store.Get(ctx, id) },
+				transfer.ErrNotFound, "no transfer with this id",
+				func(_ uuid.UUID, t transfer.Transfer) any { return fromTransfer(t) })},
 		{Method: http.MethodGet, Pattern: "/ops/contas/{id}/transferencias", Scope: auth.ScopeOperations, Handler: h.byAccount},
 	}, heldRoutes(store, log)...)
 }
@@ -66,24 +70,6 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 type handler struct {
 	store Store
 	log   *slog.Logger
-}
-
-func (h *handler) byID(w http.ResponseWriter, r *http.Request) {
-	id, err := httpapi.PathUUID(r, "id", "transfer id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	t, err := h.store.Get(r.Context(), id)
-	if errors.Is(err, transfer.ErrNotFound) {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindNotFound, "no transfer with this id"))
-		return
-	}
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	httpapi.WriteJSON(w, http.StatusOK, fromTransfer(t))
 }
 
 func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
@@ -96,19 +82,15 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindInvalidID, "an account id is 1 to 32 of A-Z a-z 0-9 . _ -"))
 		return
 	}
-	limit := DefaultLimit
 	v, given, err := httpapi.SearchParam(r, "limite")
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	if given {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxLimit {
-			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit))
-			return
-		}
-		limit = n
+	limit, err := pageLimit(v, given)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
 	}
 	var after *time.Time
 	var afterID *uuid.UUID
@@ -166,4 +148,18 @@ func decodeCursor(s string) (time.Time, uuid.UUID, bool) {
 	}
 	id, ok := httpapi.ParseUUID(rawID)
 	return at, id, ok
+}
+
+// pageLimit is the page size of the value v of a "limite" parameter:
+// DefaultLimit when it was not given, else an integer from 1 to MaxLimit
+// (a validation error otherwise).
+func pageLimit(v string, given bool) (int, error) {
+	if !given {
+		return DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxLimit {
+		return 0, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit)
+	}
+	return n, nil
 }

@@ -1,24 +1,18 @@
 package opsweb_test
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/migrations"
-	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/opstest"
 )
 
 // TestAccountTransfersPaged: an account's transfers, from and to it,
@@ -26,11 +20,7 @@ import (
 // nothing and says why.
 func TestAccountTransfersPaged(t *testing.T) {
 	t.Parallel()
-	db, err := postgres.Open(t.Context(), pgtest.NewDSN(t, migrations.ForService("transfers")...), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := opstest.DB(t, "transfers")
 	base := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	insert := func(from, to string, at time.Time) string {
 		id := uuid.NewString()
@@ -49,23 +39,7 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 	}
 	insert("CC-B", "CC-C", base) // not CC-A's
 
-	r := chi.NewRouter()
-	r.Use(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			next.ServeHTTP(w, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{Subject: "ana", Scopes: []string{auth.ScopeOperations}})))
-		})
-	})
-	auth.Mount(r, slog.New(slog.DiscardHandler), opsweb.Routes(tpg.NewStore(db, nil, nil, 0), slog.New(slog.DiscardHandler)))
-	get := func(path string, out any) int {
-		rec := httptest.NewRecorder()
-		r.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
-		if out != nil && rec.Code == http.StatusOK {
-			if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return rec.Code
-	}
+	ops := opstest.Serve(t, nil, opsweb.Routes(tpg.NewStore(db, nil, nil, 0), slog.New(slog.DiscardHandler)))
 
 	var got []string
 	cursor := ""
@@ -75,7 +49,7 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 			q.Set("apos", cursor)
 		}
 		var p opsweb.Page
-		if code := get("/ops/contas/CC-A/transferencias?"+q.Encode(), &p); code != http.StatusOK {
+		if code := ops.Get("/ops/contas/CC-A/transferencias?"+q.Encode(), &p); code != http.StatusOK {
 			t.Fatalf("page %d = %d", page, code)
 		}
 		for _, tr := range p.Transferencias {
@@ -90,7 +64,7 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 	}
 
 	var one opsweb.Transfer
-	if code := get("/ops/transferencias/"+want[0], &one); code != http.StatusOK || one.ClienteID != "loja" || one.ContaOrigem != "CC-A" {
+	if code := ops.Get("/ops/transferencias/"+want[0], &one); code != http.StatusOK || one.ClienteID != "loja" || one.ContaOrigem != "CC-A" {
 		t.Errorf("GET one = %d %+v", code, one)
 	}
 	for _, tc := range []struct {
@@ -107,7 +81,7 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 		{"/ops/contas/CC-A/transferencias?limite=1&limite=", http.StatusBadRequest},
 		{"/ops/contas/CC-A/transferencias?apos=&apos=x", http.StatusBadRequest},
 	} {
-		if code := get(tc.path, nil); code != tc.want {
+		if code := ops.Get(tc.path, nil); code != tc.want {
 			t.Errorf("GET %s = %d, want %d", tc.path, code, tc.want)
 		}
 	}

@@ -83,16 +83,8 @@ func (s *Store) ListHeld(ctx context.Context, limit int) ([]transfer.HeldResult,
 	if err != nil {
 		return nil, fmt.Errorf("list held results: %w", err)
 	}
-	defer rows.Close()
-	out := []transfer.HeldResult{}
-	for rows.Next() {
-		h, err := scanHeld(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list held results: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (transfer.HeldResult, error) { return scanHeld(r) })
+	if err != nil {
 		return nil, fmt.Errorf("list held results: %w", err)
 	}
 	return out, nil

@@ -36,16 +36,8 @@ func (s *Store) ByAccount(ctx context.Context, account string, after *time.Time,
 	if err != nil {
 		return nil, fmt.Errorf("list transfers of %s: %w", account, err)
 	}
-	defer rows.Close()
-	out := []transfer.Transfer{}
-	for rows.Next() {
-		t, err := scanTransfer(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan transfer of %s: %w", account, err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (transfer.Transfer, error) { return scanTransfer(r) })
+	if err != nil {
 		return nil, fmt.Errorf("list transfers of %s: %w", account, err)
 	}
 	return out, nil

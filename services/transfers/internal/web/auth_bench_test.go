@@ -14,18 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
-	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/outbox"
-	pg "github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
-	"github.com/paysuite/payments/services/transfers/internal/postgres"
-	"github.com/paysuite/payments/services/transfers/internal/transfer"
-	"github.com/paysuite/payments/services/transfers/internal/web"
-	"github.com/paysuite/payments/test/pgtest"
 )
 
 // BenchmarkAuthShareOfPost weighs the authentication middleware against
@@ -41,24 +31,11 @@ import (
 // middleware's cost as a share of the POST's.
 func BenchmarkAuthShareOfPost(b *testing.B) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDSN(b, migrations.ForService("transfers")...))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
+	pool, store := openStore(b, transfersDSN(b), func(c *pgxpool.Config) { c.MaxConns = 2 })
 	logSettings(b, pool)
-	db := pg.Wrap(pool)
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "bench", nil), 0)
-	log := slog.New(slog.DiscardHandler)
 	iss := authtest.New(b)
 	cached := authenticator(b, iss, auth.DefaultTokenCacheSize)
-	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil, cached.Middleware)
-	web.New(transfer.NewService(store, events.DefaultTopics.Requested), log, testSpec).Mount(router)
+	router := benchRouter(store, cached.Middleware)
 	bearer := iss.Bearer(b, "bench", auth.ScopeTransfersCreate)
 
 	post := func(i int) {

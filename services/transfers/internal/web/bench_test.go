@@ -18,18 +18,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
-	pg "github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
-	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
-	"github.com/paysuite/payments/services/transfers/internal/web"
-	"github.com/paysuite/payments/test/pgtest"
 )
 
 // BenchmarkPostTransfer measures POST /transferencias end to end: a
@@ -51,23 +45,11 @@ func BenchmarkPostTransfer(b *testing.B) {
 func benchmarkPost(b *testing.B, concurrency int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDSN(b, migrations.ForService("transfers")...))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = int32(concurrency) //nolint:gosec // small
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
+	pool, store := openStore(b, transfersDSN(b), func(c *pgxpool.Config) { c.MaxConns = int32(concurrency) }) //nolint:gosec // small
 	logSettings(b, pool)
-	db := pg.Wrap(pool)
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "bench", nil), 0)
 	log := slog.New(slog.DiscardHandler)
 	iss := authtest.New(b)
-	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil, iss.Authenticator(b).Middleware)
-	web.New(transfer.NewService(store, events.DefaultTopics.Requested), log, testSpec).Mount(router)
+	router := benchRouter(store, iss.Authenticator(b).Middleware)
 	addrc := make(chan net.Addr, 1)
 	served := make(chan error, 1)
 	go func() { served <- httpapi.Serve(ctx, "127.0.0.1:0", router, log, func(a net.Addr) { addrc <- a }) }()

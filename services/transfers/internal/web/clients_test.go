@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/test/logtest"
 )
 
 // as returns the headers of a request by client (operator: with the
@@ -167,7 +167,7 @@ func TestPostWithoutPrincipalIs401AndStoresNothing(t *testing.T) {
 // body.
 func TestTransferWritesAreAudited(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf logtest.Buffer
 	h := newHarness(t, harnessOptions{log: slog.New(slog.NewJSONHandler(&buf, nil))})
 	// The requests carry the harness's real token; every JWT starts with
 	// the base64url of `{"`, "eyJ", which no log line may hold.
@@ -181,16 +181,7 @@ func TestTransferWritesAreAudited(t *testing.T) {
 	rs := []response{send("ana", body), send("ana", body), send("bruno", body)}
 	do(t, http.MethodGet, h.url+"/transferencias/"+key, as("ana", false), nil) // reads are not audited
 
-	var got []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == "audit" {
-			got = append(got, rec["audit"].(map[string]any))
-		}
-	}
+	got := logtest.Audits(t, buf.String())
 	want := []map[string]any{
 		{"action": "transfer.create", "client": "ana", "request_id": rs[0].header.Get("X-Request-Id"), "status": 202.0, "transfer_id": key},
 		{"action": "transfer.create", "client": "ana", "request_id": rs[1].header.Get("X-Request-Id"), "status": 202.0, "transfer_id": key},
@@ -204,22 +195,4 @@ func TestTransferWritesAreAudited(t *testing.T) {
 			t.Errorf("the log holds %q", secret)
 		}
 	}
-}
-
-// syncBuffer is a strings.Builder safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
@@ -82,7 +83,7 @@ func authedRouter(tb testing.TB, log *slog.Logger, mount func(chi.Router)) http.
 	iss := authtest.New(tb)
 	r := httpapi.NewRouter(log, nil, nil, nil, iss.Authenticator(tb).Middleware)
 	mount(r)
-	return tokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...))
+	return authtest.WithTokenUnlessNoClient(r, iss.Bearer(tb, "client-a", authtest.AllScopes...))
 }
 
 // Test-only authentication: the headers below become the request's
@@ -90,32 +91,22 @@ func authedRouter(tb testing.TB, log *slog.Logger, mount func(chi.Router)) http.
 const (
 	// headerClient names the client: defaultClient when absent,
 	// no principal at all when noClient.
-	headerClient = "X-Test-Client"
+	headerClient = authtest.HeaderClient
 	// headerOperator "true" adds the operacoes scope.
 	headerOperator = "X-Test-Operator"
 	defaultClient  = "client-a"
-	noClient       = "-"
+	noClient       = authtest.NoClient
 )
 
 // asClient is the test-only middleware that puts the principal of the
 // X-Test-* headers into the request context.
-func asClient(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := r.Header.Get(headerClient)
-		switch client {
-		case noClient:
-			next.ServeHTTP(w, r)
-			return
-		case "":
-			client = defaultClient
-		}
-		p := auth.Principal{Subject: client, Scopes: []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead}}
-		if r.Header.Get(headerOperator) == "true" {
-			p.Scopes = append(p.Scopes, auth.ScopeOperations)
-		}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
-	})
-}
+var asClient = authtest.AsHeaderClient(defaultClient, func(r *http.Request) []string {
+	scopes := []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead}
+	if r.Header.Get(headerOperator) == "true" {
+		scopes = append(scopes, auth.ScopeOperations)
+	}
+	return scopes
+})
 
 // mount mounts h's routes on r behind asClient.
 func mount(r chi.Router, h *web.Handler) {
@@ -236,6 +227,18 @@ func (h *harness) post(tb testing.TB, key string, body string) response {
 	return do(tb, http.MethodPost, h.url+"/transferencias", hdr, []byte(body))
 }
 
+// wantCreated fails tb unless n transfers and n outbox events, one each,
+// are stored.
+func (h *harness) wantCreated(tb testing.TB, n int) {
+	tb.Helper()
+	if got := h.count(tb, "transferencia"); got != n {
+		tb.Errorf("%d transfers, want %d", got, n)
+	}
+	if got := h.count(tb, "outbox_event"); got != n {
+		tb.Errorf("%d outbox events, want %d", got, n)
+	}
+}
+
 func (h *harness) count(tb testing.TB, table string) int {
 	tb.Helper()
 	var n int
@@ -253,16 +256,39 @@ const validBody = `{"contaOrigem":"CC-001","contaDestino":"CC-002","valorEmCenta
 
 func acceptedBody(id string) string { return `{"id":"` + id + `","status":"PENDENTE"}` + "\n" }
 
-// tokenUnlessNoClient sends bearer with every request that has no
-// Authorization of its own, except those of noClient, which go without a
-// token (and so meet the authentication middleware's 401).
-func tokenUnlessNoClient(h http.Handler, bearer string) http.Handler {
-	withToken := authtest.WithToken(h, bearer)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(headerClient) == noClient {
-			h.ServeHTTP(w, r)
-			return
-		}
-		withToken.ServeHTTP(w, r)
-	})
+// transfersDSN is the URL of a fresh database of its own with the
+// transfers migrations applied.
+func transfersDSN(tb testing.TB) string {
+	tb.Helper()
+	return pgtest.NewDSN(tb, migrations.ForService("transfers")...)
+}
+
+// openStore opens a pool on dsn, its configuration first changed by tune
+// when tune is not nil, closed when tb ends, and the transfers store on it
+// with the real outbox.
+func openStore(tb testing.TB, dsn string, tune func(*pgxpool.Config)) (*pgxpool.Pool, *postgres.Store) {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if tune != nil {
+		tune(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	db := pg.Wrap(pool)
+	return pool, postgres.NewStore(db, outbox.New(db), inbox.New(db, "test", nil), 0)
+}
+
+// benchRouter is the service's router, with its HTTP metrics, in front of
+// the API on store, authenticating with authn; it logs nothing.
+func benchRouter(store *postgres.Store, authn func(http.Handler) http.Handler) http.Handler {
+	log := slog.New(slog.DiscardHandler)
+	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil, authn)
+	web.New(transfer.NewService(store, events.DefaultTopics.Requested), log, testSpec).Mount(router)
+	return router
 }

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,16 +11,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/outbox"
-	pg "github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
-	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
 	"github.com/paysuite/payments/test/netfault"
-	"github.com/paysuite/payments/test/pgtest"
 )
 
 // With its database unreachable, the API answers 503 with Retry-After (a
@@ -30,19 +23,8 @@ import (
 // request succeeds.
 func TestDatabaseOutageAnswers503WithRetryAfter(t *testing.T) {
 	t.Parallel()
-	dsn, proxy := netfault.PostgresURL(t, pgtest.NewDSN(t, migrations.ForService("transfers")...))
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.ConnectTimeout = time.Second
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := pg.Wrap(pool)
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, "test", nil), 0)
+	dsn, proxy := netfault.PostgresURL(t, transfersDSN(t))
+	pool, store := openStore(t, dsn, func(c *pgxpool.Config) { c.ConnConfig.ConnectTimeout = time.Second })
 	log := slog.New(slog.DiscardHandler)
 	srv := httptest.NewServer(authedRouter(t, log, web.New(transfer.NewService(store, requestedTopic), log, testSpec).Mount))
 	t.Cleanup(srv.Close)

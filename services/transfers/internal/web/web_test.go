@@ -208,12 +208,7 @@ func TestStatusTable(t *testing.T) {
 					t.Errorf("%s = %q, want replayed %v", web.HeaderReplayed, replayed, tt.replayed)
 				}
 			}
-			if got := h.count(t, "transferencia"); got != tt.transfers {
-				t.Errorf("%d transfers, want %d", got, tt.transfers)
-			}
-			if got := h.count(t, "outbox_event"); got != tt.transfers {
-				t.Errorf("%d outbox events, want %d", got, tt.transfers)
-			}
+			h.wantCreated(t, tt.transfers)
 		})
 	}
 }
@@ -351,12 +346,7 @@ func TestConcurrentFirstRequests(t *testing.T) {
 	if firsts != 1 {
 		t.Errorf("%d first 202s, want exactly 1", firsts)
 	}
-	if got := h.count(t, "transferencia"); got != 1 {
-		t.Errorf("%d transfers, want 1", got)
-	}
-	if got := h.count(t, "outbox_event"); got != 1 {
-		t.Errorf("%d outbox events, want 1", got)
-	}
+	h.wantCreated(t, 1)
 }
 
 // TestCrashedRequestFreesKey: the process holding a key dies mid
@@ -391,12 +381,7 @@ func TestCrashedRequestFreesKey(t *testing.T) {
 	if r := <-first; r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
 		t.Errorf("crashed request = %d %v %s, want 503 with Retry-After", r.status, r.header, r.body)
 	}
-	if got := h.count(t, "transferencia"); got != 1 {
-		t.Errorf("%d transfers, want 1", got)
-	}
-	if got := h.count(t, "outbox_event"); got != 1 {
-		t.Errorf("%d outbox events, want 1", got)
-	}
+	h.wantCreated(t, 1)
 }
 
 // TestStalledRequestClaimExpires: a request stalled inside its transaction
