@@ -131,7 +131,7 @@ func creation(i int) transfer.Creation {
 	req := transfer.Request{Source: src, Destination: "CC-999", AmountCents: int64(100 + i%64), Currency: "BRL"}
 	return transfer.Creation{
 		Transfer: transfer.Transfer{ID: id, Source: src, Destination: "CC-999", AmountCents: req.AmountCents,
-			Currency: "BRL", Status: transfer.StatusPending, CreatedAt: now, UpdatedAt: now},
+			Currency: "BRL", Status: transfer.StatusPending, CreatedAt: now, UpdatedAt: now, Client: "bench"},
 		Fingerprint: req.Fingerprint(),
 		Response:    transfer.Response{StatusCode: http.StatusAccepted, Body: append(resp, '\n')},
 		Event: outbox.Message{Topic: events.DefaultTopics.Requested, Key: src, Type: events.TypeRequested, Payload: payload,
