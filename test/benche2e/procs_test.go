@@ -16,7 +16,7 @@ func TestReadUsageCountsReapedChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A child that burns about half a second of CPU and exits.
-	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`)
+	cmd := exec.CommandContext(t.Context(), "sh", "-c", `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`)
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
