@@ -31,6 +31,11 @@ import (
 // NewDLTProducer's keep the partition they name.
 type Producer struct{ cl *kgo.Client }
 
+// DeliveryTimeout is how long the producer keeps trying to send a record
+// (a new leader, a broker back) before it fails: about as long as a leader
+// election takes, well below the 15 s every caller gives a Publish.
+const DeliveryTimeout = 2 * time.Second
+
 // NewProducer returns the producer of the outbox relays. The caller closes
 // it.
 func NewProducer(cfg Config) (*Producer, error) {
@@ -56,12 +61,22 @@ func newProducer(cfg Config, partitioner kgo.Partitioner) (*Producer, error) {
 		kgo.ProducerLinger(2*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(int32(cfg.maxMessageBytes())), //nolint:gosec // bounded by the broker's limits
 		kgo.ProduceRequestTimeout(10*time.Second),
-		// A record not sent within 10 s (below the 15 s every caller
-		// gives a Publish) fails with ErrRecordTimeout wrapping the last
-		// error that held it back, so that a wrong password or a missing
-		// ACL surfaces as itself rather than as the caller's deadline.
-		// A record in flight is still waited for (idempotence).
-		kgo.RecordDeliveryTimeout(10*time.Second),
+		// A record not sent within DeliveryTimeout fails with
+		// ErrRecordTimeout wrapping the last error that held it back, so
+		// that a wrong password or a missing ACL surfaces as itself, and an
+		// unreachable broker is counted as a failed send within seconds
+		// (outbox_send_failures_total, the OutboxBrokerUnreachable alert)
+		// rather than at the caller's deadline.
+		kgo.RecordDeliveryTimeout(DeliveryTimeout),
+		// A record whose request went out and got no answer (the broker
+		// died, the connection broke) fails at that timeout or the
+		// caller's deadline too, instead of holding Publish until the
+		// broker is back: the relay's lease needs every call bounded
+		// (no send after its lease ends). Such a record may have been
+		// written; the relay's next send of it is then a second copy,
+		// which consumers drop by event id. The client's own retries stay
+		// deduplicated by the broker.
+		kgo.AllowIdempotentProduceCancellation(),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer: %w", err)
@@ -70,9 +85,9 @@ func newProducer(cfg Config, partitioner kgo.Partitioner) (*Producer, error) {
 }
 
 // Publish sends recs and waits for each one's acknowledgement; it returns
-// nil, or PublishErrors aligned with recs. A record whose ctx ends before it
-// was sent fails with ctx's error; one already in flight is waited for (the
-// idempotent producer cannot tell a lost request from a written one).
+// nil, or PublishErrors aligned with recs. A record not acknowledged when
+// ctx ends, or DeliveryTimeout after it could not be sent, fails; one that
+// was in flight then may still have been written.
 func (p *Producer) Publish(ctx context.Context, recs ...Record) error {
 	krs := make([]*kgo.Record, len(recs))
 	for i, r := range recs {
