@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
@@ -117,30 +116,11 @@ func (r *recorder) times(v string) []time.Time {
 
 func (f *fixture) run(t *testing.T, pc policyCase, h consumer.Handler) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- consumer.Run(ctx, consumer.Config{
-			Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: h, Policy: pc.policy,
-			Publisher: f.writer, Logger: slog.New(slog.DiscardHandler),
-		})
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("consumer.Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("consumer did not stop within 30s of cancellation")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	m := startMember(t, consumer.Config{
+		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: h, Policy: pc.policy,
+		Publisher: f.writer,
+	})
+	return func() { m.stop(t) }
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
@@ -165,18 +145,10 @@ func readDLT(t *testing.T, f *fixture, want int) []broker.Record {
 	return out
 }
 
+// dltEnd returns the end offset of partition 0 of f's DLT.
 func dltEnd(t *testing.T, f *fixture) int64 {
 	t.Helper()
-	conn, err := kafka.DialLeader(context.Background(), "tcp", f.kcfg.Brokers[0], events.DLT(f.topic), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	last, err := conn.ReadLastOffset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return last
+	return lastOffset(t, f, events.DLT(f.topic))
 }
 
 func TestConsumerContract(t *testing.T) {

@@ -2,7 +2,8 @@ package consumer_test
 
 import (
 	"context"
-	"log/slog"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,74 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/kafkatest"
 )
+
+// A batch that stops part way (consumer.BatchFailure) is not handled again
+// from its start: the records it finished are not handled again, the one
+// it attempted counts that attempt (with retry topics it goes straight to
+// the first retry topic, never to the handler again at level 0), and the
+// records after it are handled one by one. With a plain error the batch is
+// handled again one by one, the failed record included: the test fails if
+// the loop ignores BatchFailure.
+func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
+	t.Parallel()
+	pc := policies[1] // retry topics
+	f := newFixture(t, pc)
+	f.produce(t, "a", "bad", "c")
+
+	var (
+		mu      sync.Mutex
+		batches [][]string
+		calls   []string // one-by-one handler calls: value@topic-level
+	)
+	handler := func(_ context.Context, m broker.Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		level := "main"
+		if m.Topic != f.topic {
+			level = "retry"
+		}
+		calls = append(calls, string(m.Value)+"@"+level)
+		return nil // the receiver is back by the retry
+	}
+	cfg := consumer.Config{
+		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: handler, Policy: pc.policy,
+		Publisher: f.writer, MaxBatch: 10,
+		Batch: func(_ context.Context, ms []broker.Record) error {
+			mu.Lock()
+			defer mu.Unlock()
+			var vs []string
+			for _, m := range ms {
+				vs = append(vs, string(m.Value))
+			}
+			batches = append(batches, vs)
+			for i, m := range ms {
+				if string(m.Value) == "bad" {
+					return &consumer.BatchFailure{Handled: i, Err: errors.New("receiver down")}
+				}
+			}
+			return nil
+		},
+	}
+	m := startMember(t, cfg)
+	waitFor(t, 30*time.Second, "c handled, and the failed record from its retry topic", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(calls, "bad@retry") && slices.Contains(calls, "c@main")
+	})
+	m.stop(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) == 0 || len(batches[0]) < 2 || batches[0][0] != "a" {
+		t.Fatalf("batches %v: a and bad were not fetched as one batch", batches)
+	}
+	// Without BatchFailure the loop would hand a and bad to the handler
+	// again at level 0 ("a@main", "bad@main").
+	want := []string{"bad@retry", "c@main"}
+	got := slices.Sorted(slices.Values(calls))
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("one-by-one handler calls (-want +got):\n%s\nbatches: %v", diff, batches)
+	}
+}
 
 // TestPartitionsOfAFetchAreHandledConcurrently: the first record of each of
 // two partitions waits for the other's to start. Handled one partition after
@@ -104,7 +173,7 @@ func partitionsMeet(t *testing.T, batch bool) (order map[string][]string, timeou
 		Broker: kcfg, Group: kafkatest.Group(t, "partitions"), Topics: []string{topic},
 		Handler:   func(_ context.Context, m broker.Record) error { handle(string(m.Value)); return nil },
 		Policy:    consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 0},
-		Publisher: w, Logger: slog.New(slog.DiscardHandler),
+		Publisher: w,
 	}
 	if batch {
 		cfg.Batch = func(_ context.Context, ms []broker.Record) error {
@@ -114,18 +183,13 @@ func partitionsMeet(t *testing.T, batch bool) (order map[string][]string, timeou
 			return nil
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- consumer.Run(ctx, cfg) }()
+	m := startMember(t, cfg)
 	waitFor(t, 60*time.Second, "every record handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order["a"]) >= 3 && len(order["b"]) >= 3
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	m.stop(t)
 	mu.Lock()
 	defer mu.Unlock()
 	return order, timeouts

@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,78 +23,6 @@ import (
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
 )
-
-// member is one consumer.Run in a group, stopped by stop or at cleanup.
-type member struct {
-	cancel context.CancelFunc
-	done   chan error
-	mu     sync.Mutex
-	seen   []string
-}
-
-func (m *member) handler(_ context.Context, msg broker.Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.seen = append(m.seen, string(msg.Value))
-	return nil
-}
-
-func (m *member) handled() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.seen)
-}
-
-// startMember runs cfg (Handler defaults to the member's own) until stop.
-func startMember(tb testing.TB, cfg consumer.Config) *member {
-	tb.Helper()
-	m := &member{done: make(chan error, 1)}
-	if cfg.Handler == nil {
-		cfg.Handler = m.handler
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	go func() { m.done <- consumer.Run(ctx, cfg) }()
-	tb.Cleanup(func() { m.stop(tb) })
-	return m
-}
-
-// stop cancels the member and waits for Run to return (once).
-func (m *member) stop(tb testing.TB) {
-	tb.Helper()
-	m.cancel()
-	select {
-	case err, ok := <-m.done:
-		if ok && err != nil {
-			tb.Errorf("consumer.Run: %v", err)
-		}
-		if ok {
-			close(m.done)
-		}
-	case <-time.After(time.Minute):
-		tb.Error("consumer.Run did not return within a minute of the cancel")
-	}
-}
-
-// groupState describes group as "<state>/<members>".
-func groupState(tb testing.TB, kcfg broker.Config, group string) string {
-	tb.Helper()
-	adm, err := broker.NewAdminClient(kcfg)
-	if err != nil {
-		return err.Error()
-	}
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := adm.DescribeGroups(ctx, group)
-	if err != nil {
-		return err.Error()
-	}
-	return fmt.Sprintf("%s/%d", gs[group].State, len(gs[group].Members))
-}
 
 // A member that stops gracefully leaves its group: the other member gets
 // its partitions and handles new records on them at once, not after the
@@ -278,5 +208,216 @@ func TestCommitReason(t *testing.T) {
 		if !slices.Contains(consumer.CommitReasons, got) {
 			t.Errorf("CommitReason(%v) = %q, not among CommitReasons %v", tc.err, got, consumer.CommitReasons)
 		}
+	}
+}
+
+// A rebalance that waits for a member's batch (the member holds its
+// partitions until it commits): the member finishes the partition in hand,
+// commits, rewinds the rest of the batch and lets the rebalance happen,
+// rather than handling the whole batch first. Every record is still handled
+// exactly once.
+func TestRebalanceWaitsOnlyForThePartitionInHand(t *testing.T) {
+	t.Parallel()
+	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
+	topic := kafkatest.Topic(t, "consumer-rebalance", 2)
+	group := kafkatest.Group(t, "rebalance")
+	prod := kafkatest.NewProducer(t)
+	const perPartition = 5
+	for p := range 2 {
+		for i := range perPartition {
+			v := fmt.Sprintf("p%d-%d", p, i)
+			prod.Plain(kafka.Message{Topic: topic, Partition: p, Key: []byte(v), Value: []byte(v)})
+		}
+	}
+	adm, err := broker.NewAdminClient(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	state := func() (string, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		gs, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return err.Error(), 0
+		}
+		return gs[group].State, len(gs[group].Members)
+	}
+
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var handled atomic.Int32
+	started := make(chan struct{})
+	var once sync.Once
+	h := func(_ context.Context, m broker.Record) error {
+		once.Do(func() {
+			close(started)
+			// Hold the first record until the group wants to rebalance
+			// (the second member is joining; this member notices at its next
+			// heartbeat, within a second). Not poll.Until: this runs
+			// on the consumer's goroutine, where a test cannot fail; the
+			// assertions below catch a rebalance that never came.
+			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+				if s, _ := state(); s == "PreparingRebalance" {
+					break
+				}
+				<-time.After(poll.Interval)
+			}
+		})
+		// A slow handler (its work, not a wait for a condition): handling
+		// the rest of the batch would hold the rebalance.
+		<-time.After(300 * time.Millisecond)
+		mu.Lock()
+		counts[string(m.Value)]++
+		mu.Unlock()
+		handled.Add(1)
+		return nil
+	}
+	cfg := consumer.Config{Broker: kcfg, Group: group, Topics: []string{topic}, Handler: h}
+	startMember(t, cfg)
+	<-started
+	startMember(t, cfg)
+	var atStable int32
+	poll.Until(t, 60*time.Second, "a stable group of two", func() (bool, string) {
+		n := handled.Load()
+		s, members := state()
+		if s == "Stable" && members == 2 {
+			atStable = n
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s, %d members", s, members)
+	})
+	poll.Until(t, 60*time.Second, "every record handled", func() (bool, string) {
+		n := handled.Load()
+		return n >= 2*perPartition, fmt.Sprint(n)
+	})
+	if atStable >= 2*perPartition {
+		t.Errorf("the rebalance completed only after all %d records of the batch were handled", atStable)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for p := range 2 {
+		for i := range perPartition {
+			if v := fmt.Sprintf("p%d-%d", p, i); counts[v] != 1 {
+				t.Errorf("%s handled %d times, want once", v, counts[v])
+			}
+		}
+	}
+}
+
+// A rolling upgrade from the kafka-go reader the consumers used before:
+// the new consumer continues from the offsets the old one committed in the
+// same group, and old and new members can share the group while the
+// upgrade is under way (same classic protocol, common assignors).
+func TestRollingUpgradeFromKafkaGoReader(t *testing.T) {
+	t.Parallel()
+	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
+	topic := kafkatest.Topic(t, "consumer-upgrade", 2)
+	group := kafkatest.Group(t, "upgrade")
+	prod := kafkatest.NewProducer(t)
+	put := func(partition int, values ...string) {
+		for _, v := range values {
+			prod.Plain(kafka.Message{Topic: topic, Partition: partition, Key: []byte(v), Value: []byte(v)})
+		}
+	}
+	oldReader := func() *kafka.Reader { // as broker.NewReader built it before the move to kgo
+		return kafka.NewReader(kafka.ReaderConfig{
+			Brokers: kcfg.Brokers, GroupID: group, GroupTopics: []string{topic}, StartOffset: kafka.FirstOffset,
+			MaxWait: 250 * time.Millisecond, CommitInterval: 0, HeartbeatInterval: time.Second,
+			SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
+		})
+	}
+
+	// The old version handles and commits a, b (partition 0) and c
+	// (partition 1).
+	put(0, "a", "b")
+	put(1, "c")
+	r := oldReader()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for range 3 {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatalf("old reader: %v", err)
+		}
+		if err := r.CommitMessages(ctx, m); err != nil {
+			t.Fatalf("old reader commit: %v", err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The new version takes over: it handles only what came after.
+	put(0, "d")
+	put(1, "e")
+	m := startMember(t, consumer.Config{Broker: kcfg, Group: group, Topics: []string{topic}})
+	var mu sync.Mutex // guards oldGot
+	got := func() []string { return slices.Sorted(slices.Values(m.handled())) }
+	poll.Until(t, 60*time.Second, "d and e handled", func() (bool, string) {
+		return len(got()) >= 2, fmt.Sprint(got())
+	})
+	if diff := cmp.Diff([]string{"d", "e"}, got()); diff != "" {
+		t.Fatalf("records handled by the new consumer (-want +got):\n%s", diff)
+	}
+
+	// An old member joins the group mid-upgrade: the group rebalances
+	// between the two, each gets a partition, and a record on each
+	// partition is read exactly once by one of them.
+	old := oldReader()
+	defer func() { _ = old.Close() }()
+	var oldGot []string
+	oldDone := make(chan error, 1)
+	octx, ocancel := context.WithCancel(context.Background())
+	defer ocancel()
+	go func() {
+		for {
+			m, err := old.FetchMessage(octx)
+			if err != nil {
+				oldDone <- err
+				return
+			}
+			mu.Lock()
+			oldGot = append(oldGot, string(m.Value))
+			mu.Unlock()
+			if err := old.CommitMessages(octx, m); err != nil {
+				oldDone <- err
+				return
+			}
+		}
+	}()
+	adm, err := broker.NewAdminClient(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	poll.Until(t, 60*time.Second, "a stable group of two members", func() (bool, string) {
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		gs, err := adm.DescribeGroups(dctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		g := gs[group]
+		return g.State == "Stable" && len(g.Members) == 2, fmt.Sprintf("%s, %d members, protocol %q", g.State, len(g.Members), g.Protocol)
+	})
+	put(0, "f")
+	put(1, "g")
+	poll.Until(t, 60*time.Second, "f and g read", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		handled := m.handled()
+		n := len(oldGot) + len(handled)
+		return n >= 4, fmt.Sprintf("old %v, new %v", oldGot, handled)
+	})
+	mu.Lock()
+	all := slices.Sorted(slices.Values(append(m.handled(), oldGot...)))
+	oldN := len(oldGot)
+	mu.Unlock()
+	if diff := cmp.Diff([]string{"d", "e", "f", "g"}, all); diff != "" {
+		t.Errorf("records read by the old and new members (-want +got):\n%s", diff)
+	}
+	if oldN != 1 {
+		t.Errorf("the old member read %d records, want 1 (one partition each)", oldN)
 	}
 }
