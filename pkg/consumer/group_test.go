@@ -20,7 +20,6 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
-	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -31,10 +30,7 @@ import (
 func TestStoppedMemberLeavesTheGroupAtOnce(t *testing.T) {
 	t.Parallel()
 	const session = 30 * time.Second
-	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	topic := kafkatest.Topic(t, "consumer-leave", 2)
-	group := kafkatest.Group(t, "leave")
-	prod := kafkatest.NewProducer(t)
+	kcfg, topic, group, prod := groupTopic(t, "leave", 2)
 	cfg := consumer.Config{Broker: kcfg, Group: group, Topics: []string{topic}, SessionTimeout: session}
 
 	a := startMember(t, cfg)
@@ -67,10 +63,7 @@ func TestStoppedMemberLeavesTheGroupAtOnce(t *testing.T) {
 // on consuming.
 func TestRefusedCommitIsLoggedAndCounted(t *testing.T) {
 	t.Parallel()
-	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	topic := kafkatest.Topic(t, "consumer-refused", 1)
-	group := kafkatest.Group(t, "refused")
-	prod := kafkatest.NewProducer(t)
+	kcfg, topic, group, prod := groupTopic(t, "refused", 1)
 	reg := prometheus.NewRegistry()
 	logs := &lockedBuffer{b: &bytes.Buffer{}}
 	log := slog.New(slog.NewTextHandler(logs, nil))
@@ -218,10 +211,7 @@ func TestCommitReason(t *testing.T) {
 // exactly once.
 func TestRebalanceWaitsOnlyForThePartitionInHand(t *testing.T) {
 	t.Parallel()
-	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	topic := kafkatest.Topic(t, "consumer-rebalance", 2)
-	group := kafkatest.Group(t, "rebalance")
-	prod := kafkatest.NewProducer(t)
+	kcfg, topic, group, prod := groupTopic(t, "rebalance", 2)
 	const perPartition = 5
 	for p := range 2 {
 		for i := range perPartition {
@@ -311,10 +301,7 @@ func TestRebalanceWaitsOnlyForThePartitionInHand(t *testing.T) {
 // upgrade is under way (same classic protocol, common assignors).
 func TestRollingUpgradeFromKafkaGoReader(t *testing.T) {
 	t.Parallel()
-	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	topic := kafkatest.Topic(t, "consumer-upgrade", 2)
-	group := kafkatest.Group(t, "upgrade")
-	prod := kafkatest.NewProducer(t)
+	kcfg, topic, group, prod := groupTopic(t, "upgrade", 2)
 	put := func(partition int, values ...string) {
 		for _, v := range values {
 			prod.Plain(kafka.Message{Topic: topic, Partition: partition, Key: []byte(v), Value: []byte(v)})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/test/kafkatest"
 )
 
 // member is one consumer.Run in a group, stopped by stop or at cleanup.
@@ -83,4 +84,12 @@ func groupState(tb testing.TB, kcfg broker.Config, group string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("%s/%d", gs[group].State, len(gs[group].Members))
+}
+
+// groupTopic creates a topic consumer-<name> of partitions partitions and
+// returns it with the broker, a fresh group to consume it and a producer.
+func groupTopic(t *testing.T, name string, partitions int) (kcfg broker.Config, topic, group string, prod *kafkatest.Producer) {
+	t.Helper()
+	kcfg = broker.Config{Brokers: kafkatest.Brokers(t)}
+	return kcfg, kafkatest.Topic(t, "consumer-"+name, partitions), kafkatest.Group(t, name), kafkatest.NewProducer(t)
 }

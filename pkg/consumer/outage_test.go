@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,24 +64,8 @@ func testWaitsOutReadOnlyDatabase(t *testing.T, pc policyCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var standby atomic.Bool // the pool's new connections land on a standby
-	standby.Store(true)
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if standby.Load() {
-			_, err := c.Exec(ctx, `SET default_transaction_read_only = on`)
-			return err
-		}
-		return nil
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	waitsOut(t, pc, f, pool, "while the database refused writes", func() {
-		standby.Store(false) // the promotion: new connections take writes
-		pool.Reset()
-	})
+	pool, promote := pgtest.StandbyPool(t, cfg)
+	waitsOut(t, pc, f, pool, "while the database refused writes", promote)
 }
 
 // waitsOut writes a and b to f's topic, handles them by inserting into the
