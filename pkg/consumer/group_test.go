@@ -1,7 +1,6 @@
 package consumer_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/test/logtest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -65,7 +65,7 @@ func TestRefusedCommitIsLoggedAndCounted(t *testing.T) {
 	t.Parallel()
 	kcfg, topic, group, prod := groupTopic(t, "refused", 1)
 	reg := prometheus.NewRegistry()
-	logs := &lockedBuffer{b: &bytes.Buffer{}}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	cfg := consumer.Config{Broker: kcfg, Group: group, Topics: []string{topic}, RebalanceTimeout: 3 * time.Second}
 
@@ -160,23 +160,6 @@ func counterValue(tb testing.TB, reg *prometheus.Registry, name string, labels m
 		}
 	}
 	return 0, false
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Each commit error has one reason label value, one of CommitReasons.
