@@ -162,6 +162,13 @@ func SortACLs(acls []ACL) {
 	})
 }
 
+// aclResources and aclOperations are the Kafka values of an ACL's
+// Resource and Operation.
+var (
+	aclResources  = map[string]kafka.ResourceType{ResourceTopic: kafka.ResourceTypeTopic, ResourceGroup: kafka.ResourceTypeGroup}
+	aclOperations = map[string]kafka.ACLOperationType{OpRead: kafka.ACLOperationTypeRead, OpWrite: kafka.ACLOperationTypeWrite}
+)
+
 func (a ACL) entry() (kafka.ACLEntry, error) {
 	e := kafka.ACLEntry{
 		ResourceName:        a.Name,
@@ -170,20 +177,11 @@ func (a ACL) entry() (kafka.ACLEntry, error) {
 		Host:                "*",
 		PermissionType:      kafka.ACLPermissionTypeAllow,
 	}
-	switch a.Resource {
-	case ResourceTopic:
-		e.ResourceType = kafka.ResourceTypeTopic
-	case ResourceGroup:
-		e.ResourceType = kafka.ResourceTypeGroup
-	default:
+	var ok bool
+	if e.ResourceType, ok = aclResources[a.Resource]; !ok {
 		return e, fmt.Errorf("ACL %s: unknown resource kind", a)
 	}
-	switch a.Operation {
-	case OpRead:
-		e.Operation = kafka.ACLOperationTypeRead
-	case OpWrite:
-		e.Operation = kafka.ACLOperationTypeWrite
-	default:
+	if e.Operation, ok = aclOperations[a.Operation]; !ok {
 		return e, fmt.Errorf("ACL %s: unknown operation", a)
 	}
 	if !strings.HasPrefix(a.Principal, "User:") || len(a.Principal) == len("User:") {

@@ -1,8 +1,11 @@
 package broker_test
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -73,5 +76,23 @@ func TestSuiteACLs(t *testing.T) {
 			t.Errorf("%s twice", a)
 		}
 		seen[a] = true
+	}
+}
+
+// CreateACLs refuses an ACL whose resource kind or operation it does not
+// know, before it calls the cluster.
+func TestCreateACLsRefusesUnknownKinds(t *testing.T) {
+	t.Parallel()
+	cfg := broker.Config{Brokers: []string{"127.0.0.1:1"}} // never reached
+	for acl, want := range map[broker.ACL]string{
+		{Principal: "User:ledger", Resource: "CLUSTER", Name: "c", Operation: broker.OpRead}:      "unknown resource kind",
+		{Principal: "User:ledger", Resource: broker.ResourceTopic, Name: "t", Operation: "ALTER"}: "unknown operation",
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := broker.CreateACLs(ctx, cfg, []broker.ACL{acl})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CreateACLs(%s) = %v, want an error with %q", acl, err, want)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/big"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,10 +22,8 @@ import (
 	"github.com/paysuite/payments/test/pgtest"
 )
 
-// While the handler's database is unreachable, its records are neither
-// dead-lettered nor forwarded to a retry topic, however long it lasts (well
-// past the policy's attempts), and their offsets are not committed; once the
-// database is back, they are handled, in order, and committed.
+// While the handler's database is unreachable, its records wait it out
+// (waitsOut); once the database is back, they are handled.
 func testWaitsOutDatabaseOutage(t *testing.T, pc policyCase) {
 	f := newFixture(t, pc)
 	dsn, proxy := netfault.PostgresURL(t, pgtest.NewDSN(t))
@@ -41,48 +41,13 @@ func testWaitsOutDatabaseOutage(t *testing.T, pc policyCase) {
 		t.Fatal(err)
 	}
 	proxy.Cut() // the database "stops"
-	f.produce(t, "a", "b")
-	rec := &recorder{}
-	f.run(t, pc, func(ctx context.Context, m broker.Record) error {
-		rec.record(string(m.Value))
-		_, err := pool.Exec(ctx, `INSERT INTO handled (v) VALUES ($1) ON CONFLICT DO NOTHING`, string(m.Value))
-		return err
-	})
-	// Far more tries than the policy allows a failing record.
-	waitFor(t, 60*time.Second, "the record tried through the outage", func() bool { return rec.count("a") >= 3*pc.attempts })
-	if end := dltEnd(t, f); end != 0 {
-		t.Fatalf("%d records dead-lettered during a database outage", end)
-	}
-	if rt, ok := pc.policy.(consumer.RetryTopics); ok {
-		for _, d := range rt.Delays {
-			if end := lastOffset(t, f, broker.RetryTopic(f.topic, d)); end != 0 {
-				t.Fatalf("%d records forwarded to %s during a database outage", end, broker.RetryTopic(f.topic, d))
-			}
-		}
-	}
-	if n := rec.count("b"); n != 0 {
-		t.Fatalf("b handled %d times while a waited: the partition must hold", n)
-	}
-	if off := committed(t, f); off > 0 {
-		t.Fatalf("offset %d committed before any record was handled", off)
-	}
-	proxy.Restore()
-	waitFor(t, 30*time.Second, "both records handled after the outage", func() bool {
-		var n int
-		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM handled`).Scan(&n)
-		return n == 2
-	})
-	waitFor(t, 30*time.Second, "offsets committed after handling", func() bool { return committed(t, f) == 2 })
-	if end := dltEnd(t, f); end != 0 {
-		t.Errorf("%d records dead-lettered", end)
-	}
+	waitsOut(t, pc, f, pool, "during a database outage", proxy.Restore)
 }
 
 // While the handler's database refuses writes as a standby does (SQLSTATE
 // 25006: the pool reached a standby, or an old primary fenced read-only),
-// its records wait as in an outage: nothing dead-lettered or forwarded,
-// nothing committed; once the pool reaches a server that takes writes (the
-// promoted standby), they are handled, in order, and committed.
+// its records wait as in an outage (waitsOut); once the pool reaches a
+// server that takes writes (the promoted standby), they are handled.
 func testWaitsOutReadOnlyDatabase(t *testing.T, pc policyCase) {
 	f := newFixture(t, pc)
 	dsn := pgtest.NewDSN(t)
@@ -99,20 +64,19 @@ func testWaitsOutReadOnlyDatabase(t *testing.T, pc policyCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var standby atomic.Bool // the pool's new connections land on a standby
-	standby.Store(true)
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if standby.Load() {
-			_, err := c.Exec(ctx, `SET default_transaction_read_only = on`)
-			return err
-		}
-		return nil
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, promote := pgtest.StandbyPool(t, cfg)
+	waitsOut(t, pc, f, pool, "while the database refused writes", promote)
+}
+
+// waitsOut writes a and b to f's topic, handles them by inserting into the
+// table handled through pool, which cannot take writes until back is
+// called, and checks the promise of a database outage: the records are
+// neither dead-lettered nor forwarded to a retry topic, however long it
+// lasts (well past the policy's attempts), b waits behind a, and no offset
+// is committed; after back, both are handled and committed, and nothing
+// is dead-lettered. during says when, in failure messages.
+func waitsOut(t *testing.T, pc policyCase, f *fixture, pool *pgxpool.Pool, during string, back func()) {
+	t.Helper()
 	f.produce(t, "a", "b")
 	rec := &recorder{}
 	f.run(t, pc, func(ctx context.Context, m broker.Record) error {
@@ -120,23 +84,26 @@ func testWaitsOutReadOnlyDatabase(t *testing.T, pc policyCase) {
 		_, err := pool.Exec(ctx, `INSERT INTO handled (v) VALUES ($1) ON CONFLICT DO NOTHING`, string(m.Value))
 		return err
 	})
-	waitFor(t, 60*time.Second, "the record tried while the database is a standby", func() bool { return rec.count("a") >= 3*pc.attempts })
+	// Far more tries than the policy allows a failing record.
+	waitFor(t, 60*time.Second, "the record tried "+during, func() bool { return rec.count("a") >= 3*pc.attempts })
 	if end := dltEnd(t, f); end != 0 {
-		t.Fatalf("%d records dead-lettered while the database refused writes (25006)", end)
+		t.Fatalf("%d records dead-lettered %s", end, during)
 	}
 	if rt, ok := pc.policy.(consumer.RetryTopics); ok {
 		for _, d := range rt.Delays {
 			if end := lastOffset(t, f, broker.RetryTopic(f.topic, d)); end != 0 {
-				t.Fatalf("%d records forwarded to %s while the database refused writes", end, broker.RetryTopic(f.topic, d))
+				t.Fatalf("%d records forwarded to %s %s", end, broker.RetryTopic(f.topic, d), during)
 			}
 		}
+	}
+	if n := rec.count("b"); n != 0 {
+		t.Fatalf("b handled %d times while a waited: the partition must hold", n)
 	}
 	if off := committed(t, f); off > 0 {
 		t.Fatalf("offset %d committed before any record was handled", off)
 	}
-	standby.Store(false) // the promotion: new connections take writes
-	pool.Reset()
-	waitFor(t, 30*time.Second, "both records handled after the promotion", func() bool {
+	back()
+	waitFor(t, 30*time.Second, "both records handled once the database takes writes", func() bool {
 		var n int
 		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM handled`).Scan(&n)
 		return n == 2
@@ -226,6 +193,82 @@ func TestRetryRecordDueTooFarAheadIsPoison(t *testing.T) {
 			waitFor(t, 30*time.Second, "the honest retry handled", func() bool { return handled.count("honest") == 1 })
 			if n := handled.count("forged"); n != 0 {
 				t.Errorf("the forged record was handled %d times", n)
+			}
+		})
+	}
+}
+
+// An attempt whose dependency never answers (a database that hangs) is cut
+// off at AttemptTimeout and the record tried again, as after any outage,
+// without counting as an attempt; with no such bound in reach, the record
+// is not handled while the first attempt waits.
+func TestAnAttemptThatHangsIsCutOffAndTriedAgain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		handled bool
+		within  time.Duration
+	}{
+		{"bounded", 300 * time.Millisecond, true, 15 * time.Second},
+		{"bound out of reach", time.Hour, false, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pc := policyCase{name: "attempt", policy: consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 0}}
+			f := newFixture(t, pc)
+			f.produce(t, "v1")
+			var mu sync.Mutex
+			var attempts []error
+			handled, release := make(chan struct{}), make(chan struct{})
+			h := func(ctx context.Context, _ broker.Record) error {
+				mu.Lock()
+				n := len(attempts)
+				attempts = append(attempts, nil)
+				mu.Unlock()
+				if n == 0 {
+					// The first attempt hangs until cut off (or, once the
+					// test has seen it hang, released).
+					err := errors.New("released")
+					select {
+					case <-ctx.Done():
+						err = fmt.Errorf("query: %w", ctx.Err())
+					case <-release:
+					}
+					mu.Lock()
+					attempts[0] = err
+					mu.Unlock()
+					return err
+				}
+				close(handled)
+				return nil
+			}
+			m := startMember(t, consumer.Config{
+				Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: h, Policy: pc.policy,
+				Publisher: f.writer, AttemptTimeout: tc.timeout,
+			})
+			select {
+			case <-handled:
+				if !tc.handled {
+					t.Fatal("handled while the first attempt should still hang")
+				}
+			case <-time.After(tc.within):
+				if tc.handled {
+					mu.Lock()
+					defer mu.Unlock()
+					t.Fatalf("not handled within %v; attempts: %v", tc.within, attempts)
+				}
+			}
+			close(release)
+			m.stop(t)
+			if tc.handled {
+				// Retries: 0, yet a second attempt came: the cut-off one
+				// counted as an outage, not as the record's failure.
+				mu.Lock()
+				defer mu.Unlock()
+				if len(attempts) != 2 || !errors.Is(attempts[0], context.DeadlineExceeded) {
+					t.Errorf("attempts %v; want a first one cut off by its deadline, then a second", attempts)
+				}
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package consumer_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -76,7 +75,7 @@ func newTxnFixture(t *testing.T, mode txnMode) *txnFixture {
 	}
 	cfg := consumer.Config{
 		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: h, Policy: mode.pc.policy,
-		Publisher: f.writer, Logger: slog.New(slog.DiscardHandler),
+		Publisher: f.writer,
 	}
 	if mode.batch {
 		cfg.Batch = func(ctx context.Context, ms []broker.Record) error {
@@ -88,15 +87,7 @@ func newTxnFixture(t *testing.T, mode txnMode) *txnFixture {
 			return nil
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- consumer.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("consumer.Run: %v", err)
-		}
-	})
+	startMember(t, cfg)
 	return f
 }
 
@@ -230,20 +221,9 @@ func TestDeadLetterKeepsThePartition(t *testing.T) {
 			key := keyAvoiding(t, 2, 3, tt.dltPartitions)
 			prod := kafkatest.NewProducer(t)
 			prod.Plain(kafka.Message{Topic: topic, Partition: 2, Key: []byte(key), Value: []byte("poison")})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() {
-				done <- consumer.Run(ctx, consumer.Config{ // no Publisher: the consumer's own DLT writer
-					Broker: kcfg, Group: kafkatest.Group(t, "dlt-partition"), Topics: []string{topic},
-					Logger:  slog.New(slog.DiscardHandler),
-					Handler: func(context.Context, broker.Record) error { return consumer.Permanent(errTransient) },
-				})
-			}()
-			t.Cleanup(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("consumer.Run: %v", err)
-				}
+			startMember(t, consumer.Config{ // no Publisher: the consumer's own DLT writer
+				Broker: kcfg, Group: kafkatest.Group(t, "dlt-partition"), Topics: []string{topic},
+				Handler: func(context.Context, broker.Record) error { return consumer.Permanent(errTransient) },
 			})
 			var recs []dlt.Record
 			poll.Until(t, 60*time.Second, "the record dead-lettered", func() (bool, string) {
@@ -288,4 +268,45 @@ func seq(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// TestReadCommittedOnKfake: the in-process fake broker `make demo` runs on
+// serves the consumer's read_committed group fetches too (the contract
+// itself is tested on the real broker, TestReadCommitted).
+func TestReadCommittedOnKfake(t *testing.T) {
+	t.Parallel()
+	topic := "kfake.txn"
+	brokers := kafkatest.Fake(t, 1, topic, events.DLT(topic))
+	prod := kafkatest.NewProducer(t, brokers...)
+	msg := func(v string) kafka.Message { return kafka.Message{Topic: topic, Key: []byte("K"), Value: []byte(v)} }
+	m := startMember(t, consumer.Config{Broker: broker.Config{Brokers: brokers}, Group: "g", Topics: []string{topic}})
+	handled := m.handled
+
+	prod.Plain(msg("n0"))
+	prod.Begin()
+	prod.InTxn(msg("t1"), msg("t2"))
+	prod.Commit()
+	prod.Begin()
+	prod.InTxn(msg("a1"))
+	prod.Abort()
+	prod.Plain(msg("n1"))
+	prod.Begin()
+	prod.InTxn(msg("t3"))
+	prod.Plain(msg("n2"))
+	poll.Until(t, 30*time.Second, "n1 handled", func() (bool, string) {
+		h := handled()
+		return len(h) > 0 && h[len(h)-1] == "n1", strings.Join(h, ",")
+	})
+	poll.Never(t, time.Second, "a record behind the open transaction handled", func() (bool, string) {
+		h := handled()
+		return len(h) > 4, fmt.Sprint(h)
+	})
+	prod.Commit()
+	poll.Until(t, 30*time.Second, "n2 handled", func() (bool, string) {
+		h := handled()
+		return len(h) > 0 && h[len(h)-1] == "n2", strings.Join(h, ",")
+	})
+	if diff := cmp.Diff([]string{"n0", "t1", "t2", "n1", "t3", "n2"}, handled()); diff != "" {
+		t.Errorf("records handled (-want +got):\n%s", diff)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/outage"
+	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/pgtest"
 )
 
@@ -90,20 +91,12 @@ func TestUnavailableOnRealPostgres(t *testing.T) {
 	})
 
 	t.Run("session terminated", func(t *testing.T) {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
-		admin, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Close(ctx)
+		conn := connect(t, dsn)
+		admin := connect(t, dsn)
 		if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", conn.PgConn().PID()); err != nil {
 			t.Fatal(err)
 		}
-		_, err = conn.Exec(ctx, "SELECT 1")
+		_, err := conn.Exec(ctx, "SELECT 1")
 		if err == nil || !outage.Unavailable(err) {
 			t.Errorf("query on a terminated session: %v; Unavailable = false", err)
 		}
@@ -117,38 +110,32 @@ func TestUnavailableOnRealPostgres(t *testing.T) {
 	// primary fenced read-only) gets 25006: an outage, the write waits for
 	// the pool to reach the primary.
 	t.Run("read-only server", func(t *testing.T) {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
+		conn := connect(t, dsn)
+		if _, err := conn.Exec(ctx, "SET default_transaction_read_only = on"); err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, "SET default_transaction_read_only = on")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = conn.Exec(ctx, "CREATE TEMP TABLE t (id int)")
-		if code := pgCode(err); code != "25006" || !outage.Unavailable(err) {
+		_, err := conn.Exec(ctx, "CREATE TEMP TABLE t (id int)")
+		if code := postgres.Code(err); code != "25006" || !outage.Unavailable(err) {
 			t.Errorf("write in a read-only session: %v (SQLSTATE %q); want 25006 and Unavailable = true", err, code)
 		}
 	})
 
 	t.Run("constraint violation", func(t *testing.T) {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, "CREATE TEMP TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1), (1)")
+		conn := connect(t, dsn)
+		_, err := conn.Exec(ctx, "CREATE TEMP TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1), (1)")
 		if err == nil || outage.Unavailable(err) {
 			t.Errorf("unique violation: %v; Unavailable = true", err)
 		}
 	})
 }
 
-func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
+// connect opens a connection to dsn, closed when the test ends.
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ""
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }

@@ -243,14 +243,9 @@ func (r *Relay) claimOnce(ctx context.Context, token string) (batch []claimed, r
 	defer rows.Close()
 	var kept int64
 	for rows.Next() {
-		var c claimed
-		var headers []byte
-		if err := rows.Scan(&c.id, &c.seq, &c.topic, &c.key, &c.eventType, &c.payload, &headers, &c.attempts, &c.refusals,
-			&c.isolate, &c.enqueuedAt, &kept); err != nil {
-			return nil, false, fmt.Errorf("scan outbox event: %w", err)
-		}
-		if err := json.Unmarshal(headers, &c.headers); err != nil {
-			c.headers = nil // a broken header map must not block the event
+		c, err := scanClaimed(rows, &kept)
+		if err != nil {
+			return nil, false, err
 		}
 		batch = append(batch, c)
 	}
@@ -260,4 +255,22 @@ func (r *Relay) claimOnce(ctx context.Context, token string) (batch []claimed, r
 	// UPDATE ... RETURNING has no order; the send needs seq order.
 	sort.Slice(batch, func(i, j int) bool { return batch[i].seq < batch[j].seq })
 	return batch, int64(len(batch)) < kept, nil
+}
+
+// scanClaimed scans a row of an outbox event (id, seq, topic, key,
+// event_type, payload, headers, attempts, refusals, isolate, enqueued_at)
+// followed by the extra columns. A broken header map is dropped: it must
+// not block the event.
+func scanClaimed(rows pgx.Rows, extra ...any) (claimed, error) {
+	var c claimed
+	var headers []byte
+	dest := append([]any{&c.id, &c.seq, &c.topic, &c.key, &c.eventType, &c.payload, &headers, &c.attempts, &c.refusals,
+		&c.isolate, &c.enqueuedAt}, extra...)
+	if err := rows.Scan(dest...); err != nil {
+		return claimed{}, fmt.Errorf("scan outbox event: %w", err)
+	}
+	if err := json.Unmarshal(headers, &c.headers); err != nil {
+		c.headers = nil
+	}
+	return c, nil
 }

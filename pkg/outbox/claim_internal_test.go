@@ -30,11 +30,7 @@ import (
 func TestClaimAsksTheLockManagerWhoIsAlive(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDSN(t, migrations.Platform)
-	db, err := postgres.Open(ctx, dsn, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := openPlatformDB(t, dsn, 5)
 	ob := New(db)
 	if err := db.InTx(ctx, func(tx pgx.Tx) error {
 		return ob.Enqueue(ctx, tx, Message{AggregateType: "t", AggregateID: "1", Topic: "t", Key: "k", Type: "T", Payload: []byte(`{}`)})
@@ -111,11 +107,7 @@ func TestClaimAsksTheLockManagerWhoIsAlive(t *testing.T) {
 // whose dead index entries pile up between vacuums slows every claim.
 func TestOutboxVacuumedByCountNotShare(t *testing.T) {
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, pgtest.NewDSN(t, migrations.Platform), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := openPlatformDB(t, pgtest.NewDSN(t, migrations.Platform), 2)
 	var opts []string
 	if err := db.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE relname = 'outbox_event'`).Scan(&opts); err != nil {
 		t.Fatal(err)
@@ -136,11 +128,7 @@ func TestOutboxVacuumedByCountNotShare(t *testing.T) {
 // candidate.
 func TestClaimReadsHeldRowsOncePerClaim(t *testing.T) {
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, pgtest.NewDSN(t, migrations.Platform), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := openPlatformDB(t, pgtest.NewDSN(t, migrations.Platform), 2)
 	insert := func(n int, status string) {
 		t.Helper()
 		if _, err := db.Exec(ctx, `INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type,
@@ -275,4 +263,16 @@ func TestWaitStateKeepsAFailureCountedDuringAProbe(t *testing.T) {
 	if !w.resumeDue(now.Add(time.Second), time.Second) {
 		t.Error("a resume one interval later is not due")
 	}
+}
+
+// openPlatformDB opens a pool of conns connections on dsn, closed when the
+// test ends.
+func openPlatformDB(t *testing.T, dsn string, conns int32) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), dsn, conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
 }

@@ -22,7 +22,9 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/outboxtest"
+	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -604,5 +606,41 @@ func TestRelayResumesWhenTheBrokerIsBackNotAfterTheBackoff(t *testing.T) {
 				t.Errorf("the event refused for a missing ACL: waits for the broker %v, still in its backoff %v; want false, true", waits, later)
 			}
 		})
+	}
+}
+
+// A relay whose database refuses writes as a standby does (SQLSTATE 25006:
+// its pool reached a standby, or an old primary fenced read-only) sends
+// nothing and changes no event: no attempt counted, nothing dead. Once its
+// pool reaches a server that takes writes (the promoted standby), every
+// event is sent.
+func TestRelayWaitsWhileItsDatabaseIsAStandby(t *testing.T) {
+	t.Parallel()
+	e := newDBEnv(t)
+	ids := e.enqueue(t, payload{"a", 1}, payload{"a", 2}, payload{"b", 3})
+
+	pool, promote := pgtest.StandbyPool(t, e.db.Config())
+	log := newSendLog()
+	startRelay(t, outbox.NewRelay(outbox.New(postgres.Wrap(pool)), log, fastRelay("standby"), testLogger(t), nil))
+
+	poll.Never(t, 2*time.Second, "an event sent or touched while the database is a standby", func() (bool, string) {
+		sent := 0
+		for _, id := range ids {
+			sent += log.sends(id)
+		}
+		touched := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status <> 'PENDING' OR attempts > 0`)
+		return sent > 0 || touched > 0, fmt.Sprintf("%d sends, %d events touched", sent, touched)
+	})
+
+	promote()
+	poll.Until(t, 20*time.Second, "every event sent after the promotion", func() (bool, string) {
+		sent := 0
+		for _, id := range ids {
+			sent += min(log.sends(id), 1)
+		}
+		return sent == len(ids), fmt.Sprintf("%d of %d sent", sent, len(ids))
+	})
+	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD'`); n != 0 {
+		t.Errorf("%d events dead after the database was a standby", n)
 	}
 }

@@ -87,18 +87,11 @@ func (c LogicalConfig) withDefaults() LogicalConfig {
 	if c.Publication == "" {
 		c.Publication = "paysuite_outbox"
 	}
-	defD := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defD(&c.StatusInterval, time.Second)
-	defD(&c.Heartbeat, 10*time.Second)
-	defD(&c.SettleInterval, time.Second)
-	defD(&c.TakeoverRetry, 250*time.Millisecond)
-	if c.RefusalAttempts <= 0 {
-		c.RefusalAttempts = 3
-	}
+	setDefault(&c.StatusInterval, time.Second)
+	setDefault(&c.Heartbeat, 10*time.Second)
+	setDefault(&c.SettleInterval, time.Second)
+	setDefault(&c.TakeoverRetry, 250*time.Millisecond)
+	setDefault(&c.RefusalAttempts, 3)
 	return c
 }
 

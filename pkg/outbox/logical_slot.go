@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -186,14 +185,9 @@ func (r *LogicalRelay) readDrain(ctx context.Context, after, maxSeq int64) ([]cl
 	defer rows.Close()
 	var out []claimed
 	for rows.Next() {
-		var c claimed
-		var headers []byte
-		if err := rows.Scan(&c.id, &c.seq, &c.topic, &c.key, &c.eventType, &c.payload, &headers, &c.attempts, &c.refusals,
-			&c.isolate, &c.enqueuedAt); err != nil {
-			return nil, fmt.Errorf("scan outbox event: %w", err)
-		}
-		if err := json.Unmarshal(headers, &c.headers); err != nil {
-			c.headers = nil
+		c, err := scanClaimed(rows)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, c)
 	}

@@ -155,11 +155,7 @@ func TestLogicalRelayConfirmsOnlyAcknowledgedEvents(t *testing.T) {
 	task.Stop(t) // the relay dies with its events unsent
 	second := newLogical(t, e, e.writer)
 	background.Go(t, "second relay", second.Run)
-	got := readTopic(t, e.kcfg, e.topic, len(ids), 60*time.Second)
-	seen := map[string]bool{}
-	for _, m := range got {
-		seen[header(m, events.HeaderEventID)] = true
-	}
+	seen := eventIDs(readTopic(t, e.kcfg, e.topic, len(ids), 60*time.Second))
 	for _, id := range ids {
 		if !seen[id] {
 			t.Fatalf("event %s lost across the relay's death", id)
@@ -410,11 +406,7 @@ func TestLogicalRelayLeavesAHungServer(t *testing.T) {
 		during = append(during, e.enqueue(t, payload{Key: "k", N: 10 + i})...)
 	}
 	proxy.Resume()
-	got := readTopic(t, e.kcfg, e.topic, len(before)+len(during), 60*time.Second)
-	seen := map[string]bool{}
-	for _, m := range got {
-		seen[header(m, events.HeaderEventID)] = true
-	}
+	seen := eventIDs(readTopic(t, e.kcfg, e.topic, len(before)+len(during), 60*time.Second))
 	for _, id := range during {
 		if !seen[id.String()] {
 			t.Errorf("event %s, committed while the server hung, not published after it answered again", id)

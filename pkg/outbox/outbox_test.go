@@ -167,6 +167,15 @@ func count(t *testing.T, db *postgres.DB, sql string, args ...any) int {
 	return n
 }
 
+// eventIDs returns the event ids (the HeaderEventID header) of got.
+func eventIDs(got []broker.Record) map[string]bool {
+	seen := map[string]bool{}
+	for _, m := range got {
+		seen[header(m, events.HeaderEventID)] = true
+	}
+	return seen
+}
+
 func header[M kafka.Message | broker.Record](m M, k string) string { return kafkatest.Header(m, k) }
 
 // 1. The business row and its event are written together; the event
@@ -298,11 +307,7 @@ func TestOutboxBrokerDown(t *testing.T) {
 		t.Errorf("%d failed events without last_error", n)
 	}
 	dialer.Up()
-	got := readTopic(t, e.kcfg, e.topic, len(ids), 60*time.Second)
-	seen := map[string]bool{}
-	for _, m := range got {
-		seen[header(m, events.HeaderEventID)] = true
-	}
+	seen := eventIDs(readTopic(t, e.kcfg, e.topic, len(ids), 60*time.Second))
 	for _, id := range ids {
 		if !seen[id.String()] {
 			t.Errorf("event %s never arrived after the broker came back", id)

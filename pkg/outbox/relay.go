@@ -77,29 +77,27 @@ func (c RelayConfig) withDefaults() RelayConfig {
 		host, _ := os.Hostname()
 		c.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
 	}
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defD := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.BatchSize, DefaultBatchSize)
-	def(&c.Workers, 2)
-	def(&c.MaxAttempts, 12)
-	def(&c.CleanupBatch, 1000)
-	defD(&c.Lease, 30*time.Second)
-	defD(&c.SendTimeout, 15*time.Second)
-	defD(&c.PollInterval, 500*time.Millisecond)
-	defD(&c.BackoffBase, 500*time.Millisecond)
-	defD(&c.BackoffMax, 60*time.Second)
-	defD(&c.Retention, 7*24*time.Hour)
-	defD(&c.CleanupInterval, time.Minute)
-	defD(&c.StatsInterval, 2*time.Second)
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.Workers, 2)
+	setDefault(&c.MaxAttempts, 12)
+	setDefault(&c.CleanupBatch, 1000)
+	setDefault(&c.Lease, 30*time.Second)
+	setDefault(&c.SendTimeout, 15*time.Second)
+	setDefault(&c.PollInterval, 500*time.Millisecond)
+	setDefault(&c.BackoffBase, 500*time.Millisecond)
+	setDefault(&c.BackoffMax, 60*time.Second)
+	setDefault(&c.Retention, 7*24*time.Hour)
+	setDefault(&c.CleanupInterval, time.Minute)
+	setDefault(&c.StatsInterval, 2*time.Second)
 	return c
+}
+
+// setDefault sets *v to d when *v is zero or negative: the rule of every
+// numeric field of RelayConfig and LogicalConfig.
+func setDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // DefaultBatchSize is RelayConfig.BatchSize's default.

@@ -10,28 +10,17 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth/authtest"
-	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/platform"
-	"github.com/paysuite/payments/test/pgtest"
 )
 
 // TestRunRefusesUnscopedRoutes: a service whose router has a route that is
 // neither public nor mounted with a scope does not start.
 func TestRunRefusesUnscopedRoutes(t *testing.T) {
 	t.Parallel()
-	cfg := platform.Config{
-		Service:     "transfers",
-		HTTPAddr:    "127.0.0.1:0",
-		DatabaseURL: pgtest.NewDSN(t, migrations.ForService("transfers")...),
-		DBMaxConns:  2,
-		Kafka:       broker.Config{Brokers: []string{"127.0.0.1:1"}},
-		Auth:        authtest.New(t).Config(),
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := mustOpenService(t, cfg, slog.New(slog.DiscardHandler))
+	b := openBase(t, authtest.New(t), 0)
 	b.router.Post("/contas", func(http.ResponseWriter, *http.Request) {})
 	err := b.run(ctx, nil)
 	if err == nil || !strings.Contains(err.Error(), "routes without a scope [POST /contas]") {

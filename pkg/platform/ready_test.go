@@ -1,10 +1,8 @@
 package platform_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/logtest"
 	"github.com/paysuite/payments/test/netfault"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -33,8 +31,7 @@ func TestReadyzNamesTheCheckNotTheDriverError(t *testing.T) {
 	t.Parallel()
 	dsn, dbProxy := netfault.PostgresURL(t, pgtest.NewDSN(t, migrations.ForService("transfers")...))
 	kafkaProxy := netfault.NewProxy(t, kafkatest.Brokers(t)[0])
-	var logs bytes.Buffer
-	lw := &lockedWriter{w: &logs}
+	lw := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(lw, nil))
 	b := mustOpenService(t, platform.Config{
 		Service: "transfers", DatabaseURL: dsn, DBMaxConns: 4, MigrateOnStart: true,
@@ -105,22 +102,4 @@ func TestReadyzNamesTheCheckNotTheDriverError(t *testing.T) {
 	if logged := lw.String(); !strings.Contains(logged, "not ready") {
 		t.Errorf("the cause was not logged:\n%s", logged)
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// String is what was written so far.
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return fmt.Sprint(l.w)
 }
