@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paysuite/payments/pkg/backoff"
@@ -146,9 +145,6 @@ func NewLogicalRelay(ob *Outbox, pub Publisher, cfg LogicalConfig, pollCfg Relay
 
 // Active reports whether this instance is the one streaming the slot.
 func (r *LogicalRelay) Active() bool { return r.active.Load() }
-
-// Confirmed returns the LSN this instance last settled, for tests.
-func (r *LogicalRelay) Confirmed() pglogrepl.LSN { return pglogrepl.LSN(r.acked.Load()) }
 
 // errSlotBusy is returned by stream when another connection streams the
 // slot: this instance waits to take over.
