@@ -45,7 +45,7 @@ type harness struct {
 	group      string
 	dsn        string
 	pool       *pgxpool.Pool
-	writer     *kafka.Writer
+	writer     *kafkatest.Writer
 	produced   int
 }
 
@@ -68,14 +68,9 @@ func newHarness(tb testing.TB, partitions int) *harness {
 	}
 	tb.Cleanup(pool.Close)
 
-	w := kafkatest.KafkaGoWriter(brokers)
-	w.Balancer = kafka.BalancerFunc(func(m kafka.Message, ps ...int) int {
-		if p := kafkatest.Header(m, headerPartition); p != "" {
-			n, _ := strconv.Atoi(p)
-			return n
-		}
-		return (&kafka.Murmur2Balancer{}).Balance(m, ps...)
-	})
+	// The DLT producer keeps a record on the partition it names:
+	// produceRaw names one for every record.
+	w := kafkatest.NewDLTWriter(tb, brokers)
 	tb.Cleanup(func() { _ = w.Close() })
 	return &harness{tb: tb, brokers: brokers, topics: topics, partitions: partitions,
 		group: kafkatest.Group(tb, "antifraude"), dsn: dsn, pool: pool, writer: w}
@@ -195,6 +190,20 @@ func (h *harness) produceRaw(key string, value []byte, headers map[string]string
 	m := kafka.Message{Topic: h.topics.Requested, Key: []byte(key), Value: value}
 	for k, v := range headers {
 		m.Headers = append(m.Headers, kafka.Header{Key: k, Value: []byte(v)})
+	}
+	// The key's partition, as the relays' producer chooses it (murmur2),
+	// unless the test names one.
+	parts := make([]int, h.partitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	m.Partition = (&kafka.Murmur2Balancer{}).Balance(m, parts...)
+	if p := kafkatest.Header(m, headerPartition); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			h.tb.Fatalf("%s header %q: %v", headerPartition, p, err)
+		}
+		m.Partition = n
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

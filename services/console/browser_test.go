@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 	"github.com/paysuite/payments/services/console"
 	"github.com/paysuite/payments/test/e2e"
 	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/logtest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -43,24 +42,6 @@ type env struct {
 	url      string
 	operator string // the operator's token
 	browser  context.Context
-}
-
-// logBuffer collects the console's log lines for the audit checks.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startConsole runs the console in this process against s; its logs go
@@ -275,7 +256,7 @@ func requeueAudits(t *testing.T, s *e2e.Suite) int {
 // suite on the shared PostgreSQL and Kafka.
 func TestConsoleInBrowser(t *testing.T) {
 	s := e2e.NewSuite(t, e2e.Options{Partitions: 2})
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	e := &env{suite: s, url: startConsole(t, s, logs), operator: s.Issuer.Token(t, "ana", auth.ScopeOperations), browser: newBrowser(t)}
 	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	rich, dest, empty := "RICH-"+suffix, "DEST-"+suffix, "EMPTY-"+suffix

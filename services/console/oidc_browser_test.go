@@ -15,6 +15,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/services/console"
 	"github.com/paysuite/payments/test/e2e"
+	"github.com/paysuite/payments/test/logtest"
 	"github.com/paysuite/payments/test/oidcprovider"
 	"github.com/paysuite/payments/test/poll"
 )
@@ -52,7 +53,7 @@ func TestConsoleOIDCInBrowser(t *testing.T) {
 	addr := freeAddr(t)
 	redirect := "http://" + addr + console.CallbackPath
 	idp.SetRedirectURL(redirect)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	consoleURL := startConsole(t, s, logs, func(c *console.Config) {
 		c.HTTPAddr = addr
 		c.OIDC = console.OIDCConfig{Issuer: idp.URL, ClientID: "console", ClientSecret: "console-secret",

@@ -101,7 +101,8 @@ func (p *Producer) produce(cl *kgo.Client, ms []kafka.Message) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, m := range ms {
-		r := &kgo.Record{Topic: m.Topic, Partition: int32(m.Partition), Key: m.Key, Value: m.Value} //nolint:gosec // test partitions are small
+		// A message's Time, when set, is the record's timestamp.
+		r := &kgo.Record{Topic: m.Topic, Partition: int32(m.Partition), Key: m.Key, Value: m.Value, Timestamp: m.Time} //nolint:gosec // test partitions are small
 		for _, h := range m.Headers {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 		}

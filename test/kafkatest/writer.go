@@ -3,7 +3,6 @@ package kafkatest
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -78,16 +77,4 @@ func Message(r broker.Record) kafka.Message {
 		m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
 	}
 	return m
-}
-
-// KafkaGoWriter returns a kafka-go writer of cfg, for a test that writes a
-// topic directly and chooses partitions itself (its Balancer): murmur2 of
-// the key by default, acknowledged by all in-sync replicas, 2 ms batches.
-// The caller closes it.
-func KafkaGoWriter(cfg broker.Config) *kafka.Writer {
-	return &kafka.Writer{
-		Addr: kafka.TCP(cfg.Brokers...), Balancer: &kafka.Murmur2Balancer{}, RequiredAcks: kafka.RequireAll,
-		BatchTimeout: 2 * time.Millisecond, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-		Transport: cfg.Transport(),
-	}
 }

@@ -1,7 +1,6 @@
 package secure_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
 	"github.com/paysuite/payments/test/background"
+	"github.com/paysuite/payments/test/logtest"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
 )
@@ -34,7 +33,7 @@ type service struct {
 	name string
 	url  string
 	db   *pgxpool.Pool
-	logs *lockedBuffer
+	logs *logtest.Buffer
 }
 
 // suite is the four services of one test.
@@ -108,14 +107,16 @@ func startSuite(tb testing.TB) *suite {
 			tb.Fatalf("pool on the %s database: %v", sp.name, err)
 		}
 		tb.Cleanup(pool.Close)
-		svc := &service{name: sp.name, db: pool, logs: &lockedBuffer{}}
+		svc := &service{name: sp.name, db: pool, logs: &logtest.Buffer{}}
 		log, err := platform.NewLogger(svc.logs, "text", "info")
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { // after the service has stopped: cleanups run last first
 			if tb.Failed() {
-				tb.Logf("--- %s log:\n%s", sp.name, svc.logs.String())
+				log := svc.logs.String()
+				log = log[max(0, len(log)-16<<10):] // the last 16 KiB
+				tb.Logf("--- %s log:\n%s", sp.name, log)
 			}
 		})
 		addr, _ := background.Serve(tb, sp.name, func(ctx context.Context, listening func(net.Addr)) error {
@@ -173,25 +174,4 @@ func mustAs(tb testing.TB, authorization, method, url, key string, body, out any
 			tb.Fatalf("%s %s: decode %s: %v", method, url, b, err)
 		}
 	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > 16<<10 {
-		s = s[len(s)-16<<10:]
-	}
-	return s
 }

@@ -1,7 +1,6 @@
 package consume_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +29,7 @@ import (
 	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
 	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/test/logtest"
 	"github.com/paysuite/payments/test/poll"
 )
 
@@ -85,7 +85,7 @@ type env struct {
 	topic   string
 	writer  *kafkatest.Writer
 	reg     *prometheus.Registry
-	logs    *syncBuffer
+	logs    *logtest.Buffer
 	// group is the settlement consumer's group, once run.
 	group string
 	// ownership is the ownership rule the settlement consumer applies.
@@ -98,7 +98,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := ledgertest.NewDB(t)
 	e := &env{db: db, store: postgres.New(db, outbox.New(db)), brokers: kafkatest.Brokers(t),
-		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+		reg: prometheus.NewRegistry(), logs: &logtest.Buffer{}}
 	e.metrics = consume.NewMetrics(e.reg)
 	e.failing = &failingStore{Store: e.store, failID: uuid.New()}
 	e.topic = kafkatest.Topic(t, "ledger-analisada", 1)
@@ -383,7 +383,7 @@ func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	poll.True(t, 60*time.Second, "the monitor counts the DLT record", func() bool {
 		return counter(t, e.reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": e.topic}) == 1
 	})
-	line := e.logs.find(t, "record sent to the DLT")
+	line := findLog(t, e.logs, "record sent to the DLT")
 	for k, want := range map[string]any{"key": "CC-9", "origin": e.topic, "origin_offset": 0.0} {
 		if line[k] != want {
 			t.Errorf("log %s = %v, want %v", k, line[k], want)
@@ -397,7 +397,7 @@ func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	m := consume.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), consume.NewMetrics(reg))
 	if err := m.Handle(context.Background(), broker.Record{Topic: "x-dlt", Key: []byte("K")}); err != nil {
 		t.Fatal(err)
@@ -405,7 +405,7 @@ func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
 	if n := counter(t, reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": consume.UnknownOrigin}); n != 1 {
 		t.Errorf("count of unknown origin = %v, want 1", n)
 	}
-	if line := logs.find(t, "record sent to the DLT"); line["origin"] != consume.UnknownOrigin || line["cause"] != consume.UnknownOrigin {
+	if line := findLog(t, logs, "record sent to the DLT"); line["origin"] != consume.UnknownOrigin || line["cause"] != consume.UnknownOrigin {
 		t.Errorf("log = %v", line)
 	}
 }
@@ -437,24 +437,10 @@ func counter(t testing.TB, reg *prometheus.Registry, name string, labels map[str
 	return 0
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// find returns the first JSON log line whose msg is msg.
-func (s *syncBuffer) find(t testing.TB, msg string) map[string]any {
+// findLog returns the first JSON line of logs whose msg is msg.
+func findLog(t testing.TB, logs *logtest.Buffer, msg string) map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range strings.Split(s.b.String(), "\n") {
+	for _, l := range strings.Split(logs.String(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
 			return m

@@ -43,10 +43,9 @@ func newDLTFixture(t *testing.T) *dltFixture {
 		c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second}
 		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{f.dlt}})
 	})
-	// Written directly with kafka-go: the DLT records carry the times the
-	// test gives them.
-	w := kafkatest.KafkaGoWriter(cfg)
-	defer func() { _ = w.Close() }()
+	// The test's plain producer keeps the time a record names: the DLT
+	// records carry the times the test gives them.
+	w := kafkatest.NewProducer(t, cfg.Brokers...)
 	now := time.Now().Truncate(time.Millisecond)
 	f.boundary = now.Add(-90 * time.Minute)
 	// The originals first, on the main topic, where the DLT records say
@@ -64,10 +63,8 @@ func newDLTFixture(t *testing.T) *dltFixture {
 		originals = append(originals, original{key: k, id: fmt.Sprintf("ev-%s-%d", k, i), at: at})
 	}
 	for i, o := range originals[:5] {
-		if err := w.WriteMessages(ctx, kafka.Message{Topic: f.main, Key: []byte(o.key), Value: value(i),
-			Headers: []kafka.Header{{Key: events.HeaderEventID, Value: []byte(o.id)}}}); err != nil {
-			t.Fatalf("write to the main topic: %v", err)
-		}
+		w.Plain(kafka.Message{Topic: f.main, Key: []byte(o.key), Value: value(i),
+			Headers: []kafka.Header{{Key: events.HeaderEventID, Value: []byte(o.id)}}})
 	}
 	at := map[string]dlt.Record{}
 	for _, r := range listDLT(t, cfg, dlt.Filter{Topic: f.main}) {
@@ -87,10 +84,7 @@ func newDLTFixture(t *testing.T) *dltFixture {
 			origin.Topic = "pagamentos.transferencia.analisada.v1"
 		}
 		hs = dlt.SetFailure(hs, origin, errors.New("boom: cannot handle"))
-		m := kafkatest.Message(broker.Record{Topic: f.dlt, Key: []byte(o.key), Value: value(i), Time: o.at, Headers: hs})
-		if err := w.WriteMessages(ctx, m); err != nil {
-			t.Fatalf("write to the DLT: %v", err)
-		}
+		w.Plain(kafkatest.Message(broker.Record{Topic: f.dlt, Key: []byte(o.key), Value: value(i), Time: o.at, Headers: hs}))
 		if o.at.Before(f.boundary) {
 			f.phase1 = append(f.phase1, o.id)
 		} else {
