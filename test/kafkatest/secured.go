@@ -337,7 +337,8 @@ func KafkaLibs(ctx context.Context) (string, error) {
 	}
 	tmp := libs + ".tmp"
 	_ = os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, "mvn", //nolint:gosec // the repository's own POM and cache folder "-q", "-B", "-f", filepath.Join(root, "test", "infra", "kafka", "pom.xml"),
+	//nolint:gosec // the repository's own POM and cache folder
+	cmd := exec.CommandContext(ctx, "mvn", "-q", "-B", "-f", filepath.Join(root, "test", "infra", "kafka", "pom.xml"),
 		"dependency:copy-dependencies", "-DoutputDirectory="+tmp, "-DincludeScope=runtime")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("no Kafka %s jars in %s and Maven could not resolve them (set %s to a folder of them): %w\n%s",
