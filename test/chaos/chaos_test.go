@@ -157,6 +157,26 @@ type suite struct {
 
 	// TestChaosCluster's PostgreSQL pairs, in place of pgA and pgB.
 	pairA, pairB *cluster.Pair
+
+	// failed holds every failed check's message, logged again as the
+	// test's last lines (recap): a long run's tail then names them.
+	failed []string
+}
+
+// errorf fails the test with a message that recap repeats at the end.
+func (s *suite) errorf(format string, args ...any) {
+	s.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	s.failed = append(s.failed, msg)
+	s.t.Error(msg)
+}
+
+// recap logs the failed checks once more, after every figure and table.
+func (s *suite) recap() {
+	if len(s.failed) == 0 {
+		return
+	}
+	s.t.Logf("%d failed checks:\n  %s", len(s.failed), strings.Join(s.failed, "\n  "))
 }
 
 func TestChaos(t *testing.T) {
@@ -321,6 +341,7 @@ func TestChaos(t *testing.T) {
 
 	s.check(lastFault, takeover)
 	t.Logf("chaos test took %s", time.Since(began).Round(time.Second))
+	s.recap()
 }
 
 func (s *suite) pool(dsn string) *pgxpool.Pool {
@@ -433,7 +454,7 @@ func (s *suite) awaitRecovery(f *fault, within time.Duration) {
 		err = s.transfer.QueryRow(ctx, `SELECT status FROM transferencia WHERE id = $1`, f.probeKey).Scan(&status)
 		return err == nil && status != "PENDENTE"
 	}) {
-		s.t.Errorf("%s: the probe transfer %s was not terminal within %s (status %q, err %v)", f.name, f.probeKey, within, status, err)
+		s.errorf("%s: the probe transfer %s was not terminal within %s (status %q, err %v)", f.name, f.probeKey, within, status, err)
 		f.recovery = -1
 		return
 	}
@@ -488,7 +509,7 @@ func (s *suite) takeover() (time.Duration, int) {
 			return took, rows
 		}
 	}
-	s.t.Errorf("takeover: five kills of transfers-a left no leased row to take over")
+	s.errorf("takeover: five kills of transfers-a left no leased row to take over")
 	return -1, 0
 }
 
@@ -506,7 +527,7 @@ SELECT e.id FROM outbox_event e
 	deadline := time.Now().Add(30 * time.Second)
 	for len(ids) == 0 {
 		if time.Now().After(deadline) {
-			s.t.Errorf("takeover: transfers-a held no lease within 30s of watching")
+			s.errorf("takeover: transfers-a held no lease within 30s of watching")
 			return -1, 0
 		}
 		rows, err := s.transfer.Query(context.Background(), leased)
@@ -537,7 +558,7 @@ SELECT count(*) FILTER (WHERE status <> 'PUBLISHED'),
 		}
 		return pending == 0
 	}) {
-		s.t.Errorf("takeover: %d of the %d rows transfers-a had leased still unpublished after 1m", pending, len(ids))
+		s.errorf("takeover: %d of the %d rows transfers-a had leased still unpublished after 1m", pending, len(ids))
 		return -1, len(ids)
 	}
 	var took time.Duration
@@ -597,7 +618,7 @@ func (s *suite) runFaults() map[string]any {
 		}
 		return !first.IsZero()
 	}) {
-		s.t.Errorf("broker restart: no transfer settled within 1m of the broker being ready")
+		s.errorf("broker restart: no transfer settled within 1m of the broker being ready")
 	}
 	if !first.IsZero() {
 		out["broker"] = brokerResult{first.Sub(ready)}
@@ -785,7 +806,7 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		}
 		return pending == 0 && rows == len(keys)
 	}) {
-		t.Errorf("%s after the last fault: %d of %d accepted transfers have a row, %d still PENDENTE",
+		s.errorf("%s after the last fault: %d of %d accepted transfers have a row, %d still PENDENTE",
 			time.Since(lastFault).Round(time.Second), rows, len(keys), pending)
 	}
 	terminalAfter := time.Since(lastFault)
@@ -808,10 +829,10 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		t.Fatal(err)
 	}
 	if stray != 0 {
-		t.Errorf("%d transfers whose key the client never sent", stray)
+		s.errorf("%d transfers whose key the client never sent", stray)
 	}
 	if len(refused) > 0 {
-		t.Errorf("%d submissions refused with a 4xx, e.g. %v", len(refused), first(refused))
+		s.errorf("%d submissions refused with a 4xx, e.g. %v", len(refused), first(refused))
 	}
 
 	// None doubled: one posting pair per settled transfer, none per
@@ -862,18 +883,18 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		delete(postings, id)
 	}
 	if doubled+missingPostings+rejectedWithPostings > 0 {
-		t.Errorf("postings: %d settled transfers with more than one pair, %d settled without their pair, %d rejected with postings",
+		s.errorf("postings: %d settled transfers with more than one pair, %d settled without their pair, %d rejected with postings",
 			doubled, missingPostings, rejectedWithPostings)
 	}
 	if len(postings) > 0 {
-		t.Errorf("%d transfer entries in the ledger with no transfer row", len(postings))
+		s.errorf("%d transfer entries in the ledger with no transfer row", len(postings))
 	}
 	var mismatched int
 	if err := s.ledger.QueryRow(ctx, `SELECT count(*) FROM processed_transfer WHERE result = 'EM_PROCESSAMENTO'`).Scan(&mismatched); err != nil {
 		t.Fatal(err)
 	}
 	if mismatched > 0 {
-		t.Errorf("%d ledger transfers still EM_PROCESSAMENTO", mismatched)
+		s.errorf("%d ledger transfers still EM_PROCESSAMENTO", mismatched)
 	}
 
 	// Balances equal postings, per-currency sums zero, entries balanced.
@@ -893,7 +914,7 @@ SELECT count(*) FROM (
 		t.Fatal(err)
 	}
 	if badBalances+badSums+badEntries > 0 {
-		t.Errorf("ledger: %d balances differ from their postings, %d currencies do not sum to zero, %d unbalanced entries",
+		s.errorf("ledger: %d balances differ from their postings, %d currencies do not sum to zero, %d unbalanced entries",
 			badBalances, badSums, badEntries)
 	}
 
@@ -907,7 +928,7 @@ SELECT count(*) FROM (
 		dead += n
 	}
 	if dead > 0 {
-		t.Errorf("%d DEAD outbox rows", dead)
+		s.errorf("%d DEAD outbox rows", dead)
 	}
 
 	// Notifications: one log row per result event (by its key), at most
@@ -924,7 +945,7 @@ SELECT count(*) FROM (
 		return delivered >= settled+rejected
 	}) // a shortfall is reported below
 	if notifTransfers != notifRows {
-		t.Errorf("notifications: %d log rows for %d transfers", notifRows, notifTransfers)
+		s.errorf("notifications: %d log rows for %d transfers", notifRows, notifTransfers)
 	}
 	// Webhooks are delivered at least once: a crash of notifications (or
 	// of its database) between a delivery and its record sends it again,
@@ -945,14 +966,14 @@ SELECT count(*) FROM (
 	}
 	s.recv.mu.Unlock()
 	if len(unexplained) > 0 {
-		t.Errorf("webhooks: %d duplicate deliveries not preceded by a crash of notifications or its database (first deliveries at %v)",
+		s.errorf("webhooks: %d duplicate deliveries not preceded by a crash of notifications or its database (first deliveries at %v)",
 			len(unexplained), unexplained)
 	}
 	if len(badHooks) > 0 {
-		t.Errorf("webhooks failing verification: %v", badHooks)
+		s.errorf("webhooks failing verification: %v", badHooks)
 	}
 	if delivered != settled+rejected {
-		t.Errorf("webhooks: %d events delivered for %d terminal transfers", delivered, settled+rejected)
+		s.errorf("webhooks: %d events delivered for %d terminal transfers", delivered, settled+rejected)
 	}
 
 	// DLTs hold exactly the poison.
@@ -988,11 +1009,11 @@ SELECT count(*) FROM (
 		return equalCounts(gotDLT, wantDLT) && len(foreign) == 0 && lagTotal == 0
 	}) // what is still wrong at the deadline is reported below
 	if !equalCounts(gotDLT, wantDLT) || len(foreign) > 0 {
-		t.Errorf("DLTs: poison records %v, want %v; other records %v", gotDLT, wantDLT, foreign)
+		s.errorf("DLTs: poison records %v, want %v; other records %v", gotDLT, wantDLT, foreign)
 	}
 	if lagTotal != 0 {
 		sort.Strings(lagDetail)
-		t.Errorf("consumer lag %d:\n  %s", lagTotal, strings.Join(lagDetail, "\n  "))
+		s.errorf("consumer lag %d:\n  %s", lagTotal, strings.Join(lagDetail, "\n  "))
 	}
 
 	// Alerts: each fault fired its alert (Prometheus's own record). The
@@ -1025,7 +1046,7 @@ SELECT count(*) FROM (
 		sort.Strings(f.fired)
 		for _, w := range f.want {
 			if !fired[w] {
-				t.Errorf("fault %q: alert %s did not fire (fired: %v)", f.name, w, f.fired)
+				s.errorf("fault %q: alert %s did not fire (fired: %v)", f.name, w, f.fired)
 			}
 		}
 	}
@@ -1090,19 +1111,19 @@ SELECT count(*) FROM (
 	t.Logf("chaos figures:\n%s", b.String())
 
 	if lost > 0 {
-		t.Errorf("%d accepted transfers lost (no row)", lost)
+		s.errorf("%d accepted transfers lost (no row)", lost)
 	}
 	if st.status5xx.Load() > 0 {
-		t.Errorf("%d answers 5xx other than 503", st.status5xx.Load())
+		s.errorf("%d answers 5xx other than 503", st.status5xx.Load())
 	}
 	if st.noRetryAfter.Load() > 0 {
-		t.Errorf("%d answers 503 without Retry-After", st.noRetryAfter.Load())
+		s.errorf("%d answers 503 without Retry-After", st.noRetryAfter.Load())
 	}
 	if takeover.took < 0 || takeover.took > takeoverMax() {
-		t.Errorf("relay takeover took %s, want at most %s", takeover.took, takeoverMax())
+		s.errorf("relay takeover took %s, want at most %s", takeover.took, takeoverMax())
 	}
 	if brokerRec < 0 || brokerRec > *flagBrokerRec {
-		t.Errorf("flow resumed %s after the broker was ready, want at most %s", brokerRec, *flagBrokerRec)
+		s.errorf("flow resumed %s after the broker was ready, want at most %s", brokerRec, *flagBrokerRec)
 	}
 
 	// The history, judged as a whole: the checks above count, the checker

@@ -133,10 +133,10 @@ func (s *suite) printClusterFigures(h history.History, sent, accepted int) {
 			fmt.Fprintf(tw, "  %s\t\t\t\t\t\t\n", f.note)
 		}
 		if ff.settlePause > *flagSettleMax {
-			t.Errorf("fault %q: settlements paused %s, want at most %s", f.name, ff.settlePause, *flagSettleMax)
+			s.errorf("fault %q: settlements paused %s, want at most %s", f.name, ff.settlePause, *flagSettleMax)
 		}
 		if strings.HasPrefix(f.name, "synchronous standby of the transfers") && ff.unknown > 0 {
-			t.Errorf("fault %q: %d POSTs got no answer within the client's timeout (want 503, not a hang)", f.name, ff.unknown)
+			s.errorf("fault %q: %d POSTs got no answer within the client's timeout (want 503, not a hang)", f.name, ff.unknown)
 		}
 	}
 	_ = tw.Flush()

@@ -174,15 +174,16 @@ func TestChaosCluster(t *testing.T) {
 	s.printClusterFigures(h, len(requests), len(accepted))
 	if mode == cluster.Sync {
 		if err != nil {
-			t.Errorf("history: %v", err)
+			s.errorf("history: %v", err)
 		}
 		if !rep.OK() {
-			t.Errorf("history: %d anomalies with synchronous replication (see the table above)", len(rep.Anomalies))
+			s.errorf("history: %d anomalies with synchronous replication (see the table above)", len(rep.Anomalies))
 		}
 	} else {
 		s.expectLoss(rep)
 	}
 	t.Logf("chaos cluster test (%s) took %s", mode, time.Since(began).Round(time.Second))
+	s.recap()
 }
 
 // createClusterTopics creates the suite's topics at RF 3 (min ISR 2,
@@ -395,7 +396,7 @@ func (s *suite) killTwoBrokers() {
 	cancel()
 	_ = w.Close()
 	if err == nil {
-		s.t.Errorf("%s: the cluster acknowledged an acks=all write with one replica left", f.name)
+		s.errorf("%s: the cluster acknowledged an acks=all write with one replica left", f.name)
 		f.note = "acks=all write with one replica left: ACKNOWLEDGED"
 	} else {
 		f.note = fmt.Sprintf("acks=all write with one replica left: refused (%v)", firstLine(err.Error()))
@@ -489,7 +490,7 @@ func (s *suite) hangPrimary(pr *pgPair) {
 	f.note = fmt.Sprintf("promoted in %s; revived unfenced: believes it is the primary %v, a fresh multi-host connection lands on it %v; fenced: lands on it %v",
 		took.Round(time.Millisecond), believes, lands, landsAfter)
 	if landsAfter {
-		s.t.Errorf("%s: after fencing a fresh connection still lands on the old primary", f.name)
+		s.errorf("%s: after fencing a fresh connection still lands on the old primary", f.name)
 	}
 	s.awaitRecovery(f, 2*time.Minute)
 	pr.p.Resync()
@@ -539,7 +540,7 @@ func (s *suite) awaitTerminal(accepted map[string]time.Time, lastFault time.Time
 	})
 	switch {
 	case !ok && must:
-		s.t.Errorf("%d of %d accepted transfers terminal %s after the last fault", done, len(keys), time.Since(lastFault).Round(time.Second))
+		s.errorf("%d of %d accepted transfers terminal %s after the last fault", done, len(keys), time.Since(lastFault).Round(time.Second))
 	case !ok:
 		s.t.Logf("%d of %d accepted transfers terminal %s after the last fault", done, len(keys), time.Since(lastFault).Round(time.Second))
 	}
@@ -563,12 +564,12 @@ func (s *suite) expectLoss(rep history.Report) {
 	s.t.Helper()
 	core := rep.Count(history.NotTerminal) + rep.Count(history.StaleRead) + rep.Count(history.LostPosting)
 	if core == 0 {
-		s.t.Errorf("asynchronous failover with replication cut: the checker found no lost commit (%d anomalies); the loss scenario did not happen or the checker missed it",
+		s.errorf("asynchronous failover with replication cut: the checker found no lost commit (%d anomalies); the loss scenario did not happen or the checker missed it",
 			len(rep.Anomalies))
 	}
 	for _, a := range rep.Anomalies {
 		if !lossKinds[a.Kind] {
-			s.t.Errorf("asynchronous failover: anomaly %s, which lost commits do not explain", a)
+			s.errorf("asynchronous failover: anomaly %s, which lost commits do not explain", a)
 		}
 	}
 	s.t.Logf("asynchronous failover: the checker found %d anomalies (%d not-terminal, %d stale-read, %d lost-posting), as expected",
@@ -598,6 +599,6 @@ func (s *suite) awaitLag(within time.Duration) {
 		}
 		return total == 0
 	}) {
-		s.t.Errorf("consumer lag %d %s after the load stopped:\n  %s", total, within, strings.Join(detail, "\n  "))
+		s.errorf("consumer lag %d %s after the load stopped:\n  %s", total, within, strings.Join(detail, "\n  "))
 	}
 }

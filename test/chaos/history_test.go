@@ -179,10 +179,10 @@ func (s *suite) checkHistory(ctx context.Context, requests map[string]transferRe
 	s.t.Helper()
 	rep, _, err := s.judgeHistory(ctx, requests, snapsTaken, snapsFailed)
 	if err != nil {
-		s.t.Errorf("history: %v", err)
+		s.errorf("history: %v", err)
 	}
 	if !rep.OK() {
-		s.t.Errorf("history: %d anomalies (see the table above)", len(rep.Anomalies))
+		s.errorf("history: %d anomalies (see the table above)", len(rep.Anomalies))
 	}
 }
 
@@ -198,10 +198,10 @@ func (s *suite) judgeHistory(ctx context.Context, requests map[string]transferRe
 	}
 	sort.Strings(keys)
 	if unread := s.load.readAll(ctx, keys); unread > 0 {
-		t.Errorf("history: %d transfers could not be read at the end", unread)
+		s.errorf("history: %d transfers could not be read at the end", unread)
 	}
 	if err := s.snapshot(ctx); err != nil {
-		t.Errorf("history: the last snapshot: %v", err)
+		s.errorf("history: the last snapshot: %v", err)
 	}
 	antifraud := s.pool(s.dsn("antifraud", "chaos-test"))
 	if err := s.recordRecords(ctx, antifraud); err != nil {
