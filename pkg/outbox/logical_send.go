@@ -18,7 +18,10 @@ import (
 // heartbeat, a transaction of requeued rows all held back) still moves the
 // position.
 type walBatch struct {
-	events  []claimed
+	events []claimed
+	// xids are the transactions that gave events: the batch is sent only
+	// once each is visible (untilVisible).
+	xids    []uint32
 	endLSN  uint64
 	oldest  time.Time // commit time of the batch's first transaction
 	hasTime bool
@@ -46,6 +49,9 @@ func (r *LogicalRelay) sendLoop(ctx context.Context, in <-chan walBatch, held ma
 			r.oldestUnconfirmed.Store(&oldest)
 		}
 		if len(b.events) > 0 {
+			if err := r.untilVisible(ctx, b.xids); err != nil {
+				return err
+			}
 			if _, err := r.publish(ctx, b.events, held); err != nil {
 				return err
 			}

@@ -100,6 +100,7 @@ type streamState struct {
 	// sender has not taken yet.
 	cur        []claimed
 	curTime    time.Time
+	curXid     uint32
 	pending    walBatch
 	hasPending bool
 	nextStatus time.Time
@@ -268,7 +269,7 @@ func (s *streamState) decode(wal []byte) error {
 	case *pglogrepl.RelationMessage:
 		s.relations[m.RelationID] = m
 	case *pglogrepl.BeginMessage:
-		s.cur, s.curTime = s.cur[:0], m.CommitTime
+		s.cur, s.curTime, s.curXid = s.cur[:0], m.CommitTime, m.Xid
 	case *pglogrepl.InsertMessage:
 		rel, ok := s.relations[m.RelationID]
 		if !ok {
@@ -292,6 +293,9 @@ func (s *streamState) decode(wal []byte) error {
 		if !s.hasPending {
 			s.pending = walBatch{oldest: m.CommitTime, hasTime: true}
 			s.hasPending = true
+		}
+		if len(s.cur) > 0 {
+			s.pending.xids = append(s.pending.xids, s.curXid)
 		}
 		s.pending.events = append(s.pending.events, s.cur...)
 		s.pending.endLSN = uint64(m.TransactionEndLSN)

@@ -406,10 +406,8 @@ func TestLogicalRelayLeavesAHungServer(t *testing.T) {
 		during = append(during, e.enqueue(t, payload{Key: "k", N: 10 + i})...)
 	}
 	proxy.Resume()
-	seen := eventIDs(readTopic(t, e.kcfg, e.topic, len(before)+len(during), 60*time.Second))
-	for _, id := range during {
-		if !seen[id.String()] {
-			t.Errorf("event %s, committed while the server hung, not published after it answered again", id)
-		}
-	}
+	// The slot's confirmed position may not have reached the first event
+	// before the hang, so it can be sent again: wait for every id, not
+	// for a count of records.
+	readAll(t, e, append(before, during...), 60*time.Second)
 }
