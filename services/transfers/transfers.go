@@ -72,6 +72,10 @@ type Config struct {
 	// AdmissionMaxPending, if positive, also sheds past this many
 	// unpublished outbox events.
 	AdmissionMaxPending int64 `env:"ADMISSION_MAX_OUTBOX_PENDING" help:"also shed past this many unpublished outbox events; 0: no count bound"`
+	// AdmissionMaxLatency, if positive, also sheds while more than half
+	// of the transfers settled lately took longer than this from POST to
+	// result.
+	AdmissionMaxLatency time.Duration `env:"ADMISSION_MAX_LATENCY" help:"also shed while more than half of the transfers settled lately took longer than this from POST to result (their median); 0s: no latency bound"`
 	// AdmissionRefresh is how often admission control reads the backlog.
 	AdmissionRefresh time.Duration `env:"ADMISSION_REFRESH" help:"how often admission control reads the outbox backlog"`
 }
@@ -79,12 +83,13 @@ type Config struct {
 // DefaultConfig is the configuration before the environment is read.
 func DefaultConfig() Config {
 	return Config{
-		Config:           platform.DefaultConfig(Service, DefaultHTTPAddr),
-		Topics:           events.DefaultTopics,
-		ProjectionGroup:  consume.Group,
-		ClaimTimeout:     postgres.DefaultClaimTimeout,
-		AdmissionMaxAge:  admission.DefaultMaxAge,
-		AdmissionRefresh: admission.DefaultRefresh,
+		Config:              platform.DefaultConfig(Service, DefaultHTTPAddr),
+		Topics:              events.DefaultTopics,
+		ProjectionGroup:     consume.Group,
+		ClaimTimeout:        postgres.DefaultClaimTimeout,
+		AdmissionMaxAge:     admission.DefaultMaxAge,
+		AdmissionMaxLatency: admission.DefaultMaxLatency,
+		AdmissionRefresh:    admission.DefaultRefresh,
 	}
 }
 
@@ -100,8 +105,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.ClaimTimeout < time.Second {
 		errs = append(errs, errors.New("IDEMPOTENCY_CLAIM_TIMEOUT must be at least 1s"))
 	}
-	if cfg.AdmissionMaxAge < 0 || cfg.AdmissionMaxPending < 0 || cfg.AdmissionRefresh <= 0 {
-		errs = append(errs, errors.New("ADMISSION_MAX_OUTBOX_AGE and ADMISSION_MAX_OUTBOX_PENDING must not be negative, ADMISSION_REFRESH must be positive"))
+	if cfg.AdmissionMaxAge < 0 || cfg.AdmissionMaxPending < 0 || cfg.AdmissionMaxLatency < 0 || cfg.AdmissionRefresh <= 0 {
+		errs = append(errs, errors.New("ADMISSION_MAX_OUTBOX_AGE, ADMISSION_MAX_OUTBOX_PENDING and ADMISSION_MAX_LATENCY must not be negative, ADMISSION_REFRESH must be positive"))
 	}
 	return cfg, envconfig.Join(errs...)
 }
@@ -151,11 +156,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 
 	inb := inbox.New(db, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(reg))
-	store := postgres.NewStore(db, ob, inb, cfg.ClaimTimeout)
+	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending,
+		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh}, relay, time.Now, admission.NewMetrics(reg))
+	// The projection tells admission control what it settles.
+	store := postgres.NewStore(db, ob, inb, cfg.ClaimTimeout).OnSettled(admit.Settled)
 	held := NewHeldMetrics(reg)
 	svc := transfer.NewService(meterHeld(store, held), cfg.Topics.Requested)
-	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending, Refresh: cfg.AdmissionRefresh},
-		relay, time.Now, admission.NewMetrics(reg))
 
 	projection := consume.NewProjection(svc, cfg.Topics, log)
 	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),

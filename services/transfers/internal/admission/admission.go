@@ -1,8 +1,9 @@
 // Package admission is the transfers service's admission control at the
-// door: it watches how far behind the outbox relay is and, past a bound,
-// sheds new transfer requests (503 overloaded) before they write
-// anything, admitting each client at most its fair share of what the flow
-// behind the door can take.
+// door: it watches how far behind the flow is (the outbox relay's backlog,
+// and how long the transfers the projection settles took from POST to
+// their result) and, past a bound, sheds new transfer requests (503
+// overloaded) before they write anything, admitting at about the rate the
+// flow settles, each client at most its fair share of it.
 //
 // The decision reads state refreshed in the background (Run, or Refresh in
 // tests): a request costs a mutex and a token bucket, never a query.
@@ -23,8 +24,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxAge  = 2 * time.Second
-	DefaultRefresh = 250 * time.Millisecond
+	DefaultMaxAge = 2 * time.Second
+	// DefaultMaxLatency bounds the settled transfers' median end-to-end
+	// latency (see Config.MaxLatency).
+	DefaultMaxLatency = time.Second
+	DefaultRefresh    = 250 * time.Millisecond
 )
 
 // Tuning of the admitted rate while shedding (see Refresh).
@@ -38,6 +42,45 @@ const (
 	// increase multiplies it at each refresh that finds the backlog under
 	// the bound; shedding stops once it reaches the offered rate.
 	increase = 1.5
+	// drainFraction of the rate the flow settles is the most admitted
+	// while over the bound: the backlog drains at the rest.
+	drainFraction = 0.8
+	// minDrainFraction is the least share of the settled rate admitted
+	// while the settled transfers are late: at MaxLatency/minDrainFraction
+	// and later.
+	minDrainFraction = 0.25
+	// keepsUp: a flow settling at least this share of the admitted rate
+	// keeps up with it (the moving averages are noisy).
+	keepsUp = 0.95
+	// recoverFraction of the capacity is what the admitted rate climbs
+	// back to by increase, after an outage or a pause left it low.
+	recoverFraction = 0.5
+	// probeStep of the capacity is added at each refresh under the
+	// bound while shedding: the admitted rate probes back up to what the
+	// flow takes, linearly, rather than overshooting it.
+	probeStep = 0.03
+	// probeCeiling times the capacity is the most the probe admits while
+	// shedding: what settles shows the results of an admitted rate only a
+	// latency later, and a probe free to climb meanwhile builds a queue
+	// the median sees late. The capacity follows what settles, so a flow
+	// that can take more raises the ceiling as the probe finds it.
+	probeCeiling = 1.2
+	// lateShare is the share of settled transfers that may take longer
+	// than MaxLatency before the flow counts as behind: half, so the bound
+	// is on their median. A tail does not shed: one stalled partition's
+	// late results (a quarter of them with four partitions), or a
+	// replicated deployment whose p90 is already near the bound, would
+	// keep the door nearly shut while the flow takes what it admits.
+	lateShare = 0.5
+	// settledSmoothing weighs the last refresh's settled rate in its
+	// moving average (batches make one window's count noisy).
+	settledSmoothing = 0.5
+	// capacityDecay multiplies the capacity estimate at each refresh:
+	// the highest settled rate seen lately, forgotten with a half-life of
+	// about 70 refreshes (17 s at 250 ms), so that a pause of the flow (a
+	// broker's leader election) does not make the door admit next to
+	// nothing once it resumes.
+	capacityDecay = 0.99
 	// minRate is the least admitted rate, per second: shedding never
 	// shuts the door.
 	minRate = 1.0
@@ -53,6 +96,10 @@ type Config struct {
 	// MaxPending, if positive, also sheds past this many unpublished
 	// events.
 	MaxPending int64
+	// MaxLatency, if positive, also sheds while more than half of the
+	// transfers settled since the last refresh took longer than this from
+	// their POST to their result (the end-to-end median; see lateShare).
+	MaxLatency time.Duration
 	// Refresh is how often the backlog is read; default DefaultRefresh.
 	Refresh time.Duration
 }
@@ -76,10 +123,18 @@ type Controller struct {
 	// prevAge tells whether the backlog still grows.
 	prevAge time.Duration
 	// Counted since the last refresh: requests offered, admitted, and the
-	// clients that sent them.
+	// clients that sent them; transfers settled, and those of them later
+	// than MaxLatency.
 	offered, admitted int
+	settled, late     int
+	worst             time.Duration // the oldest settled transfer's age
 	clients           map[string]struct{}
 	since             time.Time
+	// settledRate is the moving average of the settled rate, per second;
+	// capacity the highest of it seen lately (see capacityDecay): what the
+	// flow takes, the admitted rate's anchor while shedding. admittedRate
+	// is the moving average of the admitted rate.
+	settledRate, capacity, admittedRate float64
 }
 
 // New returns a controller reading backlog. now is the clock (time.Now in
@@ -104,14 +159,23 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// Refresh reads the backlog and updates the decision's state. Over the
-// bound, shedding starts at startFraction of the rate admitted since the
-// last refresh, and the admitted rate falls by decrease at each refresh
-// that finds the backlog older than at the one before; under the bound it
-// grows by increase until it reaches the offered rate, and shedding stops.
-// The admitted rate is split evenly among the clients that sent requests
-// since the last refresh: each has a token bucket of rate/clients.
-// A failed read keeps the state as it was.
+// Refresh reads the backlog and updates the decision's state. The flow is
+// behind when the outbox's oldest event is older than MaxAge (or more
+// than MaxPending wait), or when more than half of the transfers settled
+// since the last refresh took longer than MaxLatency. Behind, shedding
+// starts (at startFraction of the rate admitted since the last refresh)
+// and the admitted rate is held at most drainFraction of the rate the
+// flow settles now (less, down to minDrainFraction, the later the oldest
+// result: MaxLatency over its age), so that the backlog drains while the
+// flow works at its best rate; while nothing settles (an outage) it falls
+// by decrease at each refresh that finds the outbox backlog older than
+// before. No longer behind, it grows by increase a refresh up to
+// recoverFraction of the flow's capacity (the highest settled rate seen
+// lately), then by probeStep of the capacity (by increase alone while
+// nothing has settled lately), until it reaches the offered rate, and
+// shedding stops. The admitted rate is split evenly among the clients
+// that sent requests since the last refresh: each has a token bucket of
+// rate/clients. A failed read keeps the state as it was.
 func (c *Controller) Refresh(ctx context.Context) error {
 	// Bounded: a read stuck on a hung server would freeze the decision
 	// until the server woke.
@@ -121,7 +185,6 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	over := b.OldestAge > c.cfg.MaxAge || (c.cfg.MaxPending > 0 && b.Pending > c.cfg.MaxPending)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -130,16 +193,51 @@ func (c *Controller) Refresh(ctx context.Context) error {
 		dt = c.cfg.Refresh.Seconds()
 	}
 	offered, admitted := float64(c.offered)/dt, float64(c.admitted)/dt
+	c.settledRate = settledSmoothing*float64(c.settled)/dt + (1-settledSmoothing)*c.settledRate
+	c.capacity = max(c.settledRate, c.capacity*capacityDecay)
+	c.admittedRate = settledSmoothing*admitted + (1-settledSmoothing)*c.admittedRate
+	lateNow := c.cfg.MaxLatency > 0 && c.settled > 0 && float64(c.late) > lateShare*float64(c.settled)
+	over := b.OldestAge > c.cfg.MaxAge || (c.cfg.MaxPending > 0 && b.Pending > c.cfg.MaxPending) || lateNow
+	// The later the results, the larger the backlog behind them: it drains
+	// faster (down to minDrainFraction of the settled rate admitted).
+	drain := drainFraction
+	if lateNow {
+		drain = min(drain, max(minDrainFraction, c.cfg.MaxLatency.Seconds()/c.worst.Seconds()))
+	}
 	clients := max(1, len(c.clients))
-	c.offered, c.admitted, c.clients, c.since = 0, 0, map[string]struct{}{}, now
+	c.offered, c.admitted, c.settled, c.late, c.worst, c.clients, c.since = 0, 0, 0, 0, 0, map[string]struct{}{}, now
 	c.prevAge, c.age = c.age, b.OldestAge
+	// Over the bound there is a backlog, so what settles now is what the
+	// flow takes now (less, the more the door itself costs); the capacity
+	// is what it took lately, the size of the recovery's steps.
+	// Without a latency bound the settled rate is not followed: the
+	// outbox bound alone, with the rates below.
+	follow := c.cfg.MaxLatency > 0
+	flowing := follow && c.settledRate >= minRate
 	switch {
-	case over && !c.shedding:
-		c.shedding, c.rate = true, admitted*startFraction
-	case over && b.OldestAge > c.prevAge:
-		c.rate *= decrease
-	case !over && c.shedding:
-		c.rate *= increase
+	case over:
+		if !c.shedding {
+			c.shedding, c.rate = true, admitted*startFraction
+		} else if !flowing && b.OldestAge > c.prevAge {
+			c.rate *= decrease
+		}
+		// Clamped only while the flow settles less than the door admits:
+		// when it keeps up with what is admitted, the bound is passed for
+		// another reason (an old backlog draining, one partition stalled
+		// by a leader election), and clamping on a settled rate that
+		// merely echoes the admitted one would ratchet the door shut.
+		if flowing && c.settledRate < c.admittedRate*keepsUp {
+			c.rate = min(c.rate, c.settledRate*drain)
+		}
+	case c.shedding:
+		switch {
+		case !follow || c.capacity < minRate:
+			c.rate *= increase
+		case c.rate < c.capacity*recoverFraction:
+			c.rate = min(c.rate*increase, c.capacity*recoverFraction)
+		default:
+			c.rate = max(c.rate, min(c.rate+c.capacity*probeStep, c.capacity*probeCeiling))
+		}
 		if c.rate >= offered {
 			c.shedding = false
 		}
@@ -149,6 +247,29 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	c.fair.SetRate(share, max(1, int(share*c.cfg.Refresh.Seconds())), now)
 	c.metrics.Shedding.Set(boolGauge(c.shedding))
 	return nil
+}
+
+// Settled tells the controller that transfers created at created have
+// just reached their result (the projection calls it after each commit):
+// their count is the rate the flow settles, their age its end-to-end
+// latency.
+func (c *Controller) Settled(created []time.Time) {
+	if len(created) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	c.settled += len(created)
+	if c.cfg.MaxLatency > 0 {
+		for _, t := range created {
+			age := now.Sub(t)
+			if age > c.cfg.MaxLatency {
+				c.late++
+			}
+			c.worst = max(c.worst, age)
+		}
+	}
 }
 
 // Admit reports whether client may create a transfer now; when not, it

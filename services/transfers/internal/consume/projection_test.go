@@ -500,3 +500,37 @@ func TestProjectionBatchStoppedByPoison(t *testing.T) {
 		t.Errorf("%d inbox rows, want 10 (the results before the poison record)", n)
 	}
 }
+
+// What the projection moves is told to admission control after the
+// commit: one creation time per transfer moved, none for a duplicate, a
+// late result or a held one.
+func TestProjectionTellsWhatItSettled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var told []time.Time
+	f.store.OnSettled(func(created []time.Time) { told = append(told, created...) })
+	before := time.Now()
+	a, b := f.pending(t), f.pending(t)
+	first := settled(a, uuid.New())
+	batch := []broker.Record{
+		record(t, topics.Settled, first),
+		record(t, topics.Rejected, rejected(b, uuid.New(), events.ReasonInsufficientFunds)),
+		record(t, topics.Settled, first),                           // a duplicate
+		record(t, topics.Settled, settled(uuid.New(), uuid.New())), // held: no such transfer
+	}
+	if err := f.proj.HandleBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.proj.Handle(ctx, record(t, topics.Settled, settled(b, uuid.New()))); err != nil { // late: b is final
+		t.Fatal(err)
+	}
+	if len(told) != 2 {
+		t.Fatalf("told %d creation times, want 2 (the two transfers moved)", len(told))
+	}
+	for _, c := range told {
+		if c.Before(before.Add(-time.Second)) || c.After(time.Now()) {
+			t.Errorf("creation time %v is not the transfers' (created after %v)", c, before)
+		}
+	}
+}

@@ -45,6 +45,10 @@ type Store struct {
 	outbox       Enqueuer
 	inbox        *inbox.Inbox
 	claimTimeout string
+	// settled, if set, is told the creation times of the transfers each
+	// ApplyResults moved, after its commit (admission control's view of
+	// the flow).
+	settled func(created []time.Time)
 }
 
 // Enqueuer writes outbox messages inside a transaction, to be published
@@ -66,6 +70,14 @@ func NewStore(db *pg.DB, ob Enqueuer, ib *inbox.Inbox, claimTimeout time.Duratio
 		inbox:        ib,
 		claimTimeout: strconv.FormatInt(max(claimTimeout.Milliseconds(), 1), 10),
 	}
+}
+
+// OnSettled makes ApplyResults tell f, after each commit, the creation
+// times of the transfers it moved to their result. It returns s. Set it
+// before the store is used.
+func (s *Store) OnSettled(f func(created []time.Time)) *Store {
+	s.settled = f
+	return s
 }
 
 // claimSQL bounds the idle time of this transaction (SET LOCAL) and tries to
@@ -175,7 +187,8 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error
 // the clocks. A result whose transfer does not exist is held instead of
 // dropped (a held row already there for the event is kept as it is). It
 // returns how many events were new, the event ids of the results that
-// moved a transfer and those of the results held.
+// moved a transfer with those transfers' creation times, and the event ids
+// of the results held.
 const applyAllSQL = `
 WITH input AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY
@@ -194,7 +207,7 @@ WITH input AS (
     SET status = f.status, motivo_rejeicao = NULLIF(f.reason, ''), atualizada_em = greatest(now(), t.criada_em)
     FROM first AS f
     WHERE t.id = f.transfer_id AND t.status = 'PENDENTE'
-    RETURNING f.event_id
+    RETURNING f.event_id, t.criada_em
 ), held AS (
     INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload)
     SELECT i.event_id, i.type, i.transfer_id, i.status, NULLIF(i.reason, ''), i.payload
@@ -204,7 +217,8 @@ WITH input AS (
     ON CONFLICT (evento_id) DO NOTHING
     RETURNING evento_id
 )
-SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved), ARRAY(SELECT evento_id FROM held)`
+SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved), ARRAY(SELECT criada_em FROM moved),
+    ARRAY(SELECT evento_id FROM held)`
 
 // ApplyResults implements transfer.Store: one transaction, one statement,
 // the inbox marks included. A result whose event id repeats an earlier one
@@ -232,12 +246,16 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]trans
 	}
 	var fresh int64
 	var moved, held []uuid.UUID
+	var created []time.Time
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons, types, payloads).
-			Scan(&fresh, &moved, &held)
+			Scan(&fresh, &moved, &created, &held)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apply %d results: %w", len(rs), err)
+	}
+	if s.settled != nil {
+		s.settled(created)
 	}
 	s.inbox.CountDuplicates(len(rs) - int(fresh))
 	outcome := make(map[uuid.UUID]transfer.Outcome, len(moved)+len(held))
