@@ -72,7 +72,7 @@ func (s *suite) logicalTakeover() (time.Duration, int) {
 		}
 		return false
 	}) {
-		s.t.Errorf("takeover: neither transfers instance streams the slot (outbox_logical_active) within 30s")
+		s.errorf("takeover: neither transfers instance streams the slot (outbox_logical_active) within 30s")
 		return -1, 0
 	}
 	other = map[string]string{"transfers-a": "transfers-b", "transfers-b": "transfers-a"}[active]
@@ -110,7 +110,7 @@ func (s *suite) logicalTakeover() (time.Duration, int) {
 		}
 		return false
 	}) {
-		s.t.Errorf("takeover: %s streaming %v, no new event of transfers published within 1m of the kill of %s", other, streaming, active)
+		s.errorf("takeover: %s streaming %v, no new event of transfers published within 1m of the kill of %s", other, streaming, active)
 		return -1, 0
 	}
 	f.note = fmt.Sprintf("%s streamed and published %d events %s after the kill", other, events, took.Round(time.Millisecond))
