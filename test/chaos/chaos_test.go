@@ -131,15 +131,19 @@ func (r *receiver) counts() (events, dups int, bad []string) {
 
 // suite is everything the test runs.
 type suite struct {
-	t        *testing.T
-	kafka    *cluster.KafkaCluster
-	pgA      *cluster.PG // ledger, antifraud, notifications
-	pgB      *cluster.PG // transfers (the one stopped for a while)
-	procs    map[string]*proc
-	prom     *promServer
-	recv     *receiver
-	bearer   string
-	minter   string // the bearer of deposits (contas:depositar only)
+	t      *testing.T
+	kafka  *cluster.KafkaCluster
+	pgA    *cluster.PG // ledger, antifraud, notifications
+	pgB    *cluster.PG // transfers (the one stopped for a while)
+	procs  map[string]*proc
+	prom   *promServer
+	recv   *receiver
+	bearer string
+	minter string // the bearer of deposits (contas:depositar only)
+	// prober is the bearer of the faults' probe transfers: a client of its
+	// own (chaos-probe), so that admission control's fair share serves it
+	// however many of the load's own requests wait for a retry.
+	prober   string
 	topics   events.Topics
 	transfer *pgxpool.Pool // the test's own pools, application_name chaos-test
 	ledger   *pgxpool.Pool
@@ -232,6 +236,7 @@ func TestChaos(t *testing.T) {
 	iss := authtest.New(t)
 	s.bearer = iss.Bearer(t, "chaos-client", authtest.AllScopes...)
 	s.minter = iss.Bearer(t, "chaos-tesouraria", authtest.DepositScopes...)
+	s.prober = iss.Bearer(t, probeClient, authtest.AllScopes...)
 	s.recv = newReceiver(t, s.rec)
 
 	env := func(p *proc, dsn string, extra map[string]string) {
@@ -378,7 +383,11 @@ func (s *suite) accounts() func() transferReq {
 	ledger := s.procs["ledger"].url()
 	byCur := map[string][]string{}
 	open := func(id, cur string, fund int64) {
-		if err := api(ctx, c, s.bearer, http.MethodPost, ledger+"/contas", "", map[string]string{"id": id, "moeda": cur}, nil, http.StatusCreated); err != nil {
+		body := map[string]string{"id": id, "moeda": cur}
+		if strings.HasPrefix(id, probeAccount) {
+			body["titular"] = probeClient
+		}
+		if err := api(ctx, c, s.bearer, http.MethodPost, ledger+"/contas", "", body, nil, http.StatusCreated); err != nil {
 			s.t.Fatal(err)
 		}
 		if fund > 0 {
@@ -401,6 +410,8 @@ func (s *suite) accounts() func() transferReq {
 		byCur["USD"] = append(byCur["USD"], id)
 	}
 	open("CH-BRL-EMPTY", "BRL", 0)
+	open(probeAccount+"00", "BRL", 1_000_000_000)
+	open(probeAccount+"01", "BRL", 0)
 	return func() transferReq {
 		cur := "BRL"
 		if rand.IntN(3) == 0 {
@@ -434,12 +445,24 @@ func (s *suite) settle(d time.Duration) {
 	}
 }
 
-// probe submits a transfer at a fault's start and returns its key; the
-// fault's recovery is when it is terminal.
+// probeClient is the client of the faults' probe transfers, and
+// probeAccount the prefix of its two accounts (it owns them: only its
+// transfers may debit them).
+const (
+	probeClient  = "chaos-probe"
+	probeAccount = "CH-PROBE-"
+)
+
+// probe submits a transfer at a fault's start, as the probe client, and
+// records its key; the fault's recovery is when it is terminal. The load's
+// client may have thousands of its own requests waiting to be retried
+// while the door sheds; the probe, another client, gets its own fair share
+// of the admitted rate, so its time to terminal is the flow's recovery,
+// not its place in that queue.
 func (s *suite) probe(f *fault) {
 	f.probeKey = uuid.NewString()
-	r := transferReq{From: "CH-BRL-00", To: "CH-BRL-01", AmountCents: 1, Currency: "BRL"}
-	s.load.wg.Go(func() { s.load.submit(context.Background(), f.probeKey, r) })
+	r := transferReq{From: probeAccount + "00", To: probeAccount + "01", AmountCents: 1, Currency: "BRL"}
+	s.load.wg.Go(func() { s.load.submitAs(context.Background(), s.prober, time.Second, f.probeKey, r) })
 }
 
 // awaitRecovery waits until the fault's probe transfer is terminal, read

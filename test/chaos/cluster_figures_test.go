@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -22,6 +23,11 @@ type faultFigures struct {
 	// POSTs invoked between the fault and the next one: answered 202, 503,
 	// anything else, and those without an answer (the client's timeout).
 	posts, ok202, got503, other, unknown int
+	// unknownWhy counts the client's errors of the POSTs without an
+	// answer, addresses left out: a timeout (the server hung) reads apart
+	// from a refused or reset connection (a process down) or the client's
+	// own failure.
+	unknownWhy map[string]int
 	// unavailable: from the first to the last POST answered 503 (0 when
 	// none was).
 	unavailable time.Duration
@@ -52,6 +58,10 @@ func (s *suite) measure(h history.History, f *fault, next time.Time) faultFigure
 		switch {
 		case op.Outcome == history.Info && op.Answer.Status == 0:
 			ff.unknown++
+			if ff.unknownWhy == nil {
+				ff.unknownWhy = map[string]int{}
+			}
+			ff.unknownWhy[clientError(op.Answer.Error)]++
 		case op.Answer.Status == http.StatusAccepted:
 			ff.ok202++
 		case op.Answer.Status == http.StatusServiceUnavailable:
@@ -135,10 +145,41 @@ func (s *suite) printClusterFigures(h history.History, sent, accepted int) {
 		if ff.settlePause > *flagSettleMax {
 			s.errorf("fault %q: settlements paused %s, want at most %s", f.name, ff.settlePause, *flagSettleMax)
 		}
+		if ff.unknown > 0 {
+			fmt.Fprintf(tw, "  POSTs without an answer: %s\t\t\t\t\t\t\n", countsOf(ff.unknownWhy))
+		}
 		if strings.HasPrefix(f.name, "synchronous standby of the transfers") && ff.unknown > 0 {
-			s.errorf("fault %q: %d POSTs got no answer within the client's timeout (want 503, not a hang)", f.name, ff.unknown)
+			s.errorf("fault %q: %d POSTs got no answer within the client's timeout (want 503, not a hang): %s", f.name, ff.unknown, countsOf(ff.unknownWhy))
 		}
 	}
 	_ = tw.Flush()
 	t.Logf("chaos cluster figures:\n%s", b.String())
+}
+
+// addrPattern matches a host:port in a client error.
+var addrPattern = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`)
+
+// clientError is an HTTP client error without its request line and
+// addresses, so that errors of one kind count together: "context deadline
+// exceeded (Client.Timeout exceeded while awaiting headers)", "dial tcp
+// ADDR: connect: connection refused".
+func clientError(msg string) string {
+	if i := strings.LastIndex(msg, "\": "); i >= 0 {
+		msg = msg[i+3:]
+	}
+	return addrPattern.ReplaceAllString(msg, "ADDR")
+}
+
+// countsOf lists counts, most first: "3 x timeout; 1 x refused".
+func countsOf(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return m[b] - m[a] })
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d x %s", m[k], k))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -119,6 +119,7 @@ func TestChaosCluster(t *testing.T) {
 	iss := authtest.New(t)
 	s.bearer = iss.Bearer(t, "chaos-client", authtest.AllScopes...)
 	s.minter = iss.Bearer(t, "chaos-tesouraria", authtest.DepositScopes...)
+	s.prober = iss.Bearer(t, probeClient, authtest.AllScopes...)
 	s.recv = newReceiver(t, s.rec)
 	s.startClusterServices(binDir, logDir, iss.Env(), strings.Join(brokers, ","))
 	s.transfer = s.pool(s.dsn("transfers", "chaos-test"))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/test/history"
 )
 
@@ -35,7 +36,11 @@ type clientStats struct {
 // whatever the answers, and retries each unknown outcome (connection
 // refused or reset, timeout, 503, 409 while the first request is in
 // flight) with the same Idempotency-Key until it gets an answer, as the
-// README tells API users to do.
+// README tells API users to do: after a 503 no sooner than its
+// Retry-After, after anything else with an exponential backoff. A client
+// that came back sooner would turn every request the door shed into
+// another one a second, a retry storm that grows with the backlog and
+// takes the cores the flow needs to catch up.
 type load struct {
 	urls   []string // the transfers instances
 	bearer string
@@ -62,14 +67,14 @@ func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 }
 
 // post sends one request; err is an unknown outcome.
-func (l *load) post(ctx context.Context, base, key string, body []byte) (int, http.Header, []byte, error) {
+func (l *load) post(ctx context.Context, base, bearer, key string, body []byte) (int, http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/transferencias", bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Authorization", l.bearer)
+	req.Header.Set("Authorization", bearer)
 	resp, err := l.client.Do(req)
 	if err != nil {
 		return 0, nil, nil, err
@@ -82,9 +87,21 @@ func (l *load) post(ctx context.Context, base, key string, body []byte) (int, ht
 	return resp.StatusCode, resp.Header, b, nil
 }
 
-// submit sends req under key until it gets an answer (202 or a 4xx other
-// than 409), or ctx ends.
+// retryBackoff paces the load's retries of an outcome without a
+// Retry-After (no answer, 409, another 5xx): 100 ms, doubling, at most
+// 3.2 s, jittered.
+var retryBackoff = backoff.Exponential{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 3200 * time.Millisecond, Jitter: true}
+
+// submit sends req under key, as the load's client, until it gets an
+// answer (202 or a 4xx other than 409), or ctx ends.
 func (l *load) submit(ctx context.Context, key string, r transferReq) {
+	l.submitAs(ctx, l.bearer, 0, key, r)
+}
+
+// submitAs is submit with the Authorization header bearer; maxWait, if
+// positive, caps every wait between two attempts (the probes of a fault,
+// which measure when the flow is back: one client's request a second).
+func (l *load) submitAs(ctx context.Context, bearer string, maxWait time.Duration, key string, r transferReq) {
 	body, _ := json.Marshal(r)
 	l.mu.Lock()
 	l.requests[key] = r
@@ -93,9 +110,9 @@ func (l *load) submit(ctx context.Context, key string, r transferReq) {
 	for attempt := 0; ; attempt++ {
 		l.stats.posts.Add(1)
 		invoked := time.Now()
-		status, hdr, b, err := l.post(ctx, l.urls[(start+attempt)%len(l.urls)], key, body)
+		status, hdr, b, err := l.post(ctx, l.urls[(start+attempt)%len(l.urls)], bearer, key, body)
 		l.recordPost(invoked, key, r, status, b, err)
-		wait := 100 * time.Millisecond
+		wait := retryBackoff.Delay(attempt + 1)
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -116,7 +133,7 @@ func (l *load) submit(ctx context.Context, key string, r transferReq) {
 		case status == http.StatusServiceUnavailable:
 			l.stats.unavailable503.Add(1)
 			if ra, perr := strconv.Atoi(hdr.Get("Retry-After")); perr == nil && ra >= 0 {
-				wait = min(time.Duration(ra)*time.Second, time.Second)
+				wait = time.Duration(ra) * time.Second
 			} else {
 				l.stats.noRetryAfter.Add(1)
 			}
@@ -128,6 +145,9 @@ func (l *load) submit(ctx context.Context, key string, r transferReq) {
 			l.refused[key] = fmt.Sprintf("%d %s", status, b)
 			l.mu.Unlock()
 			return
+		}
+		if maxWait > 0 {
+			wait = min(wait, maxWait)
 		}
 		select {
 		case <-ctx.Done():
