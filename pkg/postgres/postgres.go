@@ -151,6 +151,18 @@ func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx pg
 	return err
 }
 
+// GenericPlanSQL makes the prepared statements that follow it in the same
+// transaction run on their generic plan (set_config(..., true) ends with
+// the transaction). A statement whose rows come from unnest of array
+// parameters is re-planned at every execution otherwise: its generic plan,
+// costed for arrays of unknown length, never looks cheaper than a custom
+// plan for the arrays at hand, so PostgreSQL keeps making custom ones, and
+// the planning of a statement of several CTEs costs more than running it
+// for a batch of one. Queue it first in the batch of such statements (one
+// round trip). Only for statements whose plan is the same whatever the
+// arrays' lengths: index lookups by key per element.
+const GenericPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
+
 // Code returns the SQLSTATE of err, or "" when err is not a PostgreSQL error.
 func Code(err error) string {
 	var pgErr *pgconn.PgError

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
 
@@ -63,7 +64,9 @@ WHERE m.transfer_id = ANY($7::uuid[])`
 // whole processed_transfer table to find a batch's markers, a cost that
 // grows with every settled transfer. With this setting and the key-only
 // shapes of the statements (writeSQL), each row is found through its
-// primary key whatever the statistics say.
+// primary key whatever the statistics say. postgres.GenericPlanSQL follows
+// it: the statements, key lookups for a batch of any size, are planned once
+// per connection rather than at every batch.
 const noSeqScanSQL = `SELECT set_config('enable_seqscan', 'off', true)`
 
 // Settle implements ledger.Store: one transaction for all of ts.
@@ -126,10 +129,14 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 
 	b := &pgx.Batch{}
 	b.Queue(noSeqScanSQL)
+	b.Queue(postgres.GenericPlanSQL)
 	b.Queue(claimSQL, ids, srcs, dsts, amounts, curs, eventIDs, clients)
 	b.Queue(lockAccountsSQL, accountIDs)
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if err != nil {
 		err = fmt.Errorf("settlement plan setting: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/broker"
@@ -36,7 +37,11 @@ type fixture struct {
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService("transfers")...))
+	return fixtureOn(pg.Wrap(pgtest.NewPool(t, migrations.ForService("transfers")...)))
+}
+
+// fixtureOn is the fixture on the transfers database db.
+func fixtureOn(db *pg.DB) fixture {
 	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, consume.Group, nil), 0)
 	svc := transfer.NewService(store, topics.Requested)
 	return fixture{db: db, store: store, svc: svc, proj: consume.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
@@ -532,5 +537,41 @@ func TestProjectionTellsWhatItSettled(t *testing.T) {
 		if c.Before(before.Add(-time.Second)) || c.After(time.Now()) {
 			t.Errorf("creation time %v is not the transfers' (created after %v)", c, before)
 		}
+	}
+}
+
+// TestProjectionRunsOnItsGenericPlan applies ten batches of one result on
+// one connection and reads that session's prepared statements: the
+// projection's statement must have run on its generic plan every time.
+// Left to PostgreSQL it is planned anew at each execution (a custom plan
+// for the arrays at hand), which cost more than running it for a batch of
+// one.
+func TestProjectionRunsOnItsGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDSN(t, migrations.ForService("transfers")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // every statement on one session, whose prepared statements the check reads
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	f := fixtureOn(pg.Wrap(pool))
+	const runs = 10
+	for range runs {
+		if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(f.pending(t), uuid.New()))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var generic, custom int64
+	if err := pool.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+ WHERE statement LIKE '%INSERT INTO inbox_event%'`).Scan(&generic, &custom); err != nil {
+		t.Fatalf("the projection's prepared statement: %v", err)
+	}
+	if generic != runs || custom != 0 {
+		t.Errorf("the projection's statement ran %d times on its generic plan and %d on a custom one, want %d and 0", generic, custom, runs)
 	}
 }

@@ -248,8 +248,14 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]trans
 	var moved, held []uuid.UUID
 	var created []time.Time
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons, types, payloads).
-			Scan(&fresh, &moved, &created, &held)
+		// One round trip: the statement on its generic plan (its plan is
+		// the same for any batch; re-planned per execution, the planning
+		// took longer than a batch of one).
+		b := &pgx.Batch{}
+		b.Queue(pg.GenericPlanSQL)
+		b.Queue(applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons, types, payloads).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&fresh, &moved, &created, &held) })
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apply %d results: %w", len(rs), err)
