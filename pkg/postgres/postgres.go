@@ -158,8 +158,8 @@ func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx pg
 // costed for arrays of unknown length, never looks cheaper than a custom
 // plan for the arrays at hand, so PostgreSQL keeps making custom ones, and
 // the planning of a statement of several CTEs costs more than running it
-// for a batch of one. Queue it first in the batch of such statements (one
-// round trip). Only for statements whose plan is the same whatever the
+// for a batch of one. Queue it ahead of such statements in their batch
+// (one round trip). Only for statements whose plan is the same whatever the
 // arrays' lengths: index lookups by key per element.
 const GenericPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
 
