@@ -71,6 +71,13 @@ func (c *cached) clock() time.Time {
 	return c.now
 }
 
+// pastExp moves a test's clock past the exp (and its leeway) of a token
+// issued for an hour after the clock was read: the clock starts before the
+// token is signed, in another second at times, so an hour and the leeway
+// alone could leave it a fraction of a second short of exp, which is in
+// whole seconds.
+const pastExp = time.Hour + auth.Leeway + time.Minute
+
 func (c *cached) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,7 +169,7 @@ func TestCachedTokenRefusals(t *testing.T) {
 			return "Bearer " + c.iss.SignClaims(t, claimsWith("aud", []string{"another-api"}))
 		}, 401, invalid},
 		{"expired: the cached token, its exp passed", func(_ *testing.T, c *cached, good string) string {
-			c.advance(time.Hour + auth.Leeway)
+			c.advance(pastExp)
 			return good
 		}, 401, invalid},
 		{"not yet valid: the cached token, the clock set back before its nbf", func(_ *testing.T, c *cached, good string) string {
@@ -291,7 +298,7 @@ func TestCacheOff(t *testing.T) {
 			t.Fatalf("good token with the cache off: %d", code)
 		}
 	}
-	c.advance(time.Hour + auth.Leeway)
+	c.advance(pastExp)
 	if code, _ := c.do(t, http.MethodPost, "/transferencias", good); code != 401 {
 		t.Errorf("expired token with the cache off: %d, want 401", code)
 	}
