@@ -813,7 +813,7 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	t.Helper()
 	ctx := context.Background()
 	requests, accepted, refused := s.load.snapshot()
-	// The probes went through the load's client: they are among accepted.
+	// The probes went through the load (as their own client): they are among accepted.
 	keys := make([]uuid.UUID, 0, len(accepted))
 	for k := range accepted {
 		keys = append(keys, uuid.MustParse(k))
