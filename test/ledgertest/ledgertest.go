@@ -207,13 +207,22 @@ HAVING count(*) <> 2 OR count(*) FILTER (WHERE direction = 'D') <> 1
     OR min(amount_cents) <> max(amount_cents)`},
 	{"no committed marker is still in processing", `
 SELECT transfer_id::text FROM processed_transfer WHERE result = 'EM_PROCESSAMENTO'`},
+	// One pass over the postings, grouped per entry, joined with the
+	// markers by hash: a check per marker (correlated subqueries) took
+	// 3.5 s after 30,000 transfers, and 70 s when the plan nested its loops.
+	// The debit and the credit are found by max: that each entry has one of
+	// each is the invariant above.
 	{"a settled transfer has its two postings, as asked; a rejected one none", `
 SELECT m.transfer_id || ' ' || m.result FROM processed_transfer m
-WHERE (m.result = 'LIQUIDADA') <> EXISTS (SELECT 1 FROM posting p WHERE p.entry_type = 'TRANSFER' AND p.entry_id = m.transfer_id)
-   OR (m.result = 'LIQUIDADA' AND NOT EXISTS (
-         SELECT 1 FROM posting d JOIN posting c ON c.entry_id = d.entry_id AND c.entry_type = 'TRANSFER' AND c.direction = 'C'
-         WHERE d.entry_type = 'TRANSFER' AND d.entry_id = m.transfer_id AND d.direction = 'D'
-           AND d.account_id = m.source_account AND c.account_id = m.dest_account AND d.amount_cents = m.amount_cents))`},
+LEFT JOIN (SELECT entry_id,
+                  max(account_id) FILTER (WHERE direction = 'D') AS debited,
+                  max(account_id) FILTER (WHERE direction = 'C') AS credited,
+                  max(amount_cents) FILTER (WHERE direction = 'D') AS debit,
+                  max(amount_cents) FILTER (WHERE direction = 'C') AS credit
+             FROM posting WHERE entry_type = 'TRANSFER' GROUP BY entry_id) p ON p.entry_id = m.transfer_id
+WHERE (m.result = 'LIQUIDADA') <> (p.entry_id IS NOT NULL)
+   OR (m.result = 'LIQUIDADA' AND (p.debited IS DISTINCT FROM m.source_account OR p.credited IS DISTINCT FROM m.dest_account
+                                   OR p.debit IS DISTINCT FROM m.amount_cents OR p.credit IS DISTINCT FROM m.amount_cents))`},
 	{"every transfer posting belongs to a settled transfer", `
 SELECT p.entry_id::text FROM posting p LEFT JOIN processed_transfer m ON m.transfer_id = p.entry_id
 WHERE p.entry_type = 'TRANSFER' AND m.result IS DISTINCT FROM 'LIQUIDADA'`},
