@@ -152,16 +152,25 @@ func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx pg
 }
 
 // GenericPlanSQL makes the prepared statements that follow it in the same
-// transaction run on their generic plan (set_config(..., true) ends with
-// the transaction). A statement whose rows come from unnest of array
-// parameters is re-planned at every execution otherwise: its generic plan,
-// costed for arrays of unknown length, never looks cheaper than a custom
-// plan for the arrays at hand, so PostgreSQL keeps making custom ones, and
-// the planning of a statement of several CTEs costs more than running it
-// for a batch of one. Queue it ahead of such statements in their batch
-// (one round trip). Only for statements whose plan is the same whatever the
-// arrays' lengths: index lookups by key per element.
-const GenericPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
+// transaction run on their generic plan, made with sequential scans off
+// (set_config(..., true) ends with the transaction). A statement whose rows
+// come from unnest of array parameters is re-planned at every execution
+// otherwise: its generic plan, costed for arrays of unknown length, never
+// looks cheaper than a custom plan for the arrays at hand, so PostgreSQL
+// keeps making custom ones, and the planning of a statement of several CTEs
+// costs more than running it for a batch of one. Queue it ahead of such
+// statements in their batch (one round trip). Only for statements whose
+// plan is the same whatever the arrays' lengths: index lookups by key per
+// element.
+//
+// The generic plan is made once per session and kept until the table's
+// statistics change, and on a new deployment they are taken while the
+// tables are nearly empty: a plan made then would read the whole table per
+// batch (a sequential scan is the cheapest way through a page or two) for
+// as long as the session lives, while the table grows by thousands of rows
+// between two autovacuum analyses. With sequential scans off the plan finds
+// each row by its key whatever the statistics say.
+const GenericPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
 
 // Code returns the SQLSTATE of err, or "" when err is not a PostgreSQL error.
 func Code(err error) string {

@@ -34,10 +34,11 @@ RETURNING transfer_id`
 	// writeSQL writes the postings, the balances (one per account, as the
 	// domain left them) and the results in one statement: they do not read each other's
 	// rows, so data-modifying CTEs apply them together, and a batch costs
-	// one statement whatever its size. The markers are found by
-	// "transfer_id = ANY", not by a join with the unnested results: with
-	// statistics taken while the table was small, the planner answers the
-	// join by hashing every marker, sequential scans off or not.
+	// one statement whatever its size. The markers and the accounts are
+	// found by "= ANY", which can only probe the primary key, not by a join
+	// with the unnested arrays alone: with statistics taken while the table
+	// was small, the planner answers the join by hashing every row,
+	// sequential scans off or not.
 	writeSQL = `
 WITH postings AS (
     INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
@@ -48,7 +49,7 @@ WITH postings AS (
 ), balances AS (
     UPDATE account AS a SET balance_cents = b.balance
     FROM unnest($5::text[], $6::bigint[]) AS b(id, balance)
-    WHERE a.id = b.id
+    WHERE a.id = ANY($5::text[]) AND a.id = b.id
 )
 UPDATE processed_transfer AS m
 SET result = ($8::text[])[array_position($7::uuid[], m.transfer_id)],
@@ -56,18 +57,6 @@ SET result = ($8::text[])[array_position($7::uuid[], m.transfer_id)],
     result_event_id = ($10::uuid[])[array_position($7::uuid[], m.transfer_id)]
 WHERE m.transfer_id = ANY($7::uuid[])`
 )
-
-// noSeqScanSQL turns sequential scans off for the rest of the settlement
-// transaction. Every statement of a settlement touches a few rows by key;
-// but the tables grow by thousands of rows between two autovacuum analyses,
-// and with statistics taken while they were small the planner may read the
-// whole processed_transfer table to find a batch's markers, a cost that
-// grows with every settled transfer. With this setting and the key-only
-// shapes of the statements (writeSQL), each row is found through its
-// primary key whatever the statistics say. postgres.GenericPlanSQL follows
-// it: the statements, key lookups for a batch of any size, are planned once
-// per connection rather than at every batch.
-const noSeqScanSQL = `SELECT set_config('enable_seqscan', 'off', true)`
 
 // Settle implements ledger.Store: one transaction for all of ts.
 //
@@ -127,16 +116,18 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 		addAccount(t.Dest)
 	}
 
+	// Every statement of a settlement touches a few rows by key, the
+	// writes included (writeSQL's key-only shapes): on their generic plans,
+	// made with sequential scans off, they are planned once per connection
+	// and find each row by its primary key whatever the statistics say,
+	// where a plan made from statistics taken while processed_transfer was
+	// small would read the whole table to find a batch's markers.
 	b := &pgx.Batch{}
-	b.Queue(noSeqScanSQL)
 	b.Queue(postgres.GenericPlanSQL)
 	b.Queue(claimSQL, ids, srcs, dsts, amounts, curs, eventIDs, clients)
 	b.Queue(lockAccountsSQL, accountIDs)
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()
-	if err == nil {
-		_, err = br.Exec()
-	}
 	if err != nil {
 		err = fmt.Errorf("settlement plan setting: %w", err)
 	}

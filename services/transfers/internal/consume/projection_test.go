@@ -574,4 +574,38 @@ func TestProjectionRunsOnItsGenericPlan(t *testing.T) {
 	if generic != runs || custom != 0 {
 		t.Errorf("the projection's statement ran %d times on its generic plan and %d on a custom one, want %d and 0", generic, custom, runs)
 	}
+
+	// That plan was made on an almost empty table, as on a new deployment,
+	// and serves the session for as long as the statistics stand. It must
+	// still find the batch's transfers by key once the table has grown,
+	// not read the whole table per batch.
+	if _, err := pool.Exec(ctx, `INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status,
+    motivo_rejeicao, hash_requisicao, resposta_status, resposta_corpo)
+SELECT gen_random_uuid(), 'CC-001', 'CC-002', 100, 'BRL', 'LIQUIDADA', NULL, sha256(i::text::bytea), 202, '{}'
+  FROM generate_series(1, 5000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	id := f.pending(t)
+	rowsRead := func() int64 {
+		t.Helper()
+		// This session's counts reach the view once it is idle.
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+  FROM pg_stat_user_tables WHERE relname = 'transferencia'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := rowsRead()
+	if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(id, uuid.New()))}); err != nil {
+		t.Fatal(err)
+	}
+	// The transfer is read by the update and by the check for a result
+	// that came before its transfer.
+	if n := rowsRead() - before; n > 2 {
+		t.Errorf("a batch of one on a table of 5,000 transfers read %d of its rows, want at most 2 (each found by its key)", n)
+	}
 }

@@ -189,6 +189,11 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error
 // returns how many events were new, the event ids of the results that
 // moved a transfer with those transfers' creation times, and the event ids
 // of the results held.
+//
+// The batch's transfers are read only through "id = ANY($3)", which can only
+// probe the primary key: joined with the unnested results, a plan made from
+// statistics of a small table (the generic plan of a new deployment, kept
+// while the table grows) hashes the whole table instead.
 const applyAllSQL = `
 WITH input AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY
@@ -206,13 +211,13 @@ WITH input AS (
     UPDATE transferencia AS t
     SET status = f.status, motivo_rejeicao = NULLIF(f.reason, ''), atualizada_em = greatest(now(), t.criada_em)
     FROM first AS f
-    WHERE t.id = f.transfer_id AND t.status = 'PENDENTE'
+    WHERE t.id = ANY($3::uuid[]) AND t.id = f.transfer_id AND t.status = 'PENDENTE'
     RETURNING f.event_id, t.criada_em
 ), held AS (
     INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload)
     SELECT i.event_id, i.type, i.transfer_id, i.status, NULLIF(i.reason, ''), i.payload
     FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
-    WHERE NOT EXISTS (SELECT 1 FROM transferencia AS t WHERE t.id = i.transfer_id)
+    WHERE NOT EXISTS (SELECT 1 FROM transferencia AS t WHERE t.id = ANY($3::uuid[]) AND t.id = i.transfer_id)
     ORDER BY i.n
     ON CONFLICT (evento_id) DO NOTHING
     RETURNING evento_id
