@@ -19,6 +19,7 @@ type Metrics struct {
 	EnqueueToAck  prometheus.Histogram
 	BatchSize     prometheus.Histogram
 	BatchDuration prometheus.Histogram
+	EmptyClaims   prometheus.Counter
 }
 
 // NewMetrics creates the outbox metrics, registered on reg (nil: not
@@ -49,6 +50,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BatchDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "outbox_relay_batch_duration_seconds", Help: "Time to claim, send and mark one relay batch.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		EmptyClaims: f.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_relay_empty_claims_total", Help: "Relay claims that found no event to send (a claim that found some is a batch)."}),
 	}
 	// Every cause exists at 0 from start: an alert on increase() sees the
 	// first failure.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,9 +40,15 @@ type Message = events.Message
 type Outbox struct {
 	db      *postgres.DB
 	channel string
-	// local wakes relays in this process; notify asks the notifier to send
-	// one NOTIFY for other processes. Both are coalescing (capacity 1).
-	local  chan struct{}
+	// id is the payload of this Outbox's NOTIFYs. Its own relays skip
+	// them: Wake woke each of them already.
+	id string
+	// mu guards subs, the wake-up channels of the relays running on this
+	// Outbox; Wake signals each. Each is coalescing (capacity 1).
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+	// notify asks a relay's notifier to send one NOTIFY for the relays of
+	// other processes; coalescing (capacity 1).
 	notify chan struct{}
 }
 
@@ -50,8 +57,23 @@ func New(db *postgres.DB) *Outbox {
 	return &Outbox{
 		db:      db,
 		channel: DefaultChannel,
-		local:   make(chan struct{}, 1),
+		id:      uuid.NewString(),
+		subs:    map[chan struct{}]struct{}{},
 		notify:  make(chan struct{}, 1),
+	}
+}
+
+// subscribe returns a channel that receives a signal after each Wake (a
+// signal not yet taken absorbs the next ones), until cancel is called.
+func (o *Outbox) subscribe() (wakes <-chan struct{}, cancel func()) {
+	c := make(chan struct{}, 1)
+	o.mu.Lock()
+	o.subs[c] = struct{}{}
+	o.mu.Unlock()
+	return c, func() {
+		o.mu.Lock()
+		delete(o.subs, c)
+		o.mu.Unlock()
 	}
 }
 
@@ -147,12 +169,17 @@ func insertArgs(ctx context.Context, msgs []Message) ([]any, error) {
 	return []any{ids, aggTypes, aggIDs, topics, keys, types, payloads, headers, occurred}, nil
 }
 
-// Wake tells the relays that events were committed. It never blocks.
+// Wake tells the relays that events were committed: those running on this
+// Outbox at once, the others by a NOTIFY. It never blocks.
 func (o *Outbox) Wake() {
-	select {
-	case o.local <- struct{}{}:
-	default:
+	o.mu.Lock()
+	for c := range o.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
+	o.mu.Unlock()
 	select {
 	case o.notify <- struct{}{}:
 	default:

@@ -140,6 +140,9 @@ type Relay struct {
 	// wait tells whether events of this relay wait for the broker to be
 	// reachable again (waiting.go).
 	wait waitState
+	// wake holds the wake-ups of the workers, one per worker at most: each
+	// wake-up sends one idle worker to claim (wakeOne).
+	wake chan struct{}
 }
 
 // NewRelay returns a relay publishing ob's events through pub. metrics may be
@@ -150,7 +153,8 @@ func NewRelay(ob *Outbox, pub Publisher, cfg RelayConfig, log *slog.Logger, metr
 	}
 	cfg = cfg.withDefaults()
 	return &Relay{ob: ob, pub: pub, cfg: cfg, log: log, metrics: metrics,
-		live: newLiveness(ob.db.Config().ConnConfig, log, cfg.Name)}
+		live: newLiveness(ob.db.Config().ConnConfig, log, cfg.Name),
+		wake: make(chan struct{}, cfg.Workers)}
 }
 
 // Name returns the relay's lease owner name.
@@ -165,15 +169,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.running.Store(true)
 	var wg sync.WaitGroup
-	wake := make(chan struct{}, r.cfg.Workers)
-	fanout := func() {
-		for i := 0; i < r.cfg.Workers; i++ {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		}
-	}
+	local, unsubscribe := r.ob.subscribe()
+	defer unsubscribe()
 	// Work loops get a context that outlives ctx by the time a batch needs
 	// to finish: a cancelled relay still marks what it sent.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -198,10 +195,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer liveDone.Wait()
 
 	wg.Add(1)
-	go func() { defer wg.Done(); r.wakeLoop(ctx, fanout) }()
+	go func() { defer wg.Done(); r.wakeLoop(ctx, local) }()
 	if !r.cfg.DisableListen {
 		wg.Add(2)
-		go func() { defer wg.Done(); r.listenLoop(ctx, fanout) }()
+		go func() { defer wg.Done(); r.listenLoop(ctx) }()
 		go func() { defer wg.Done(); r.notifyLoop(ctx) }()
 	}
 	r.wait.failed() // events a previous process left waiting are probed at once
@@ -216,7 +213,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			r.workLoop(ctx, workCtx, wake, fanout, &busy)
+			r.workLoop(ctx, workCtx, &busy)
 		}()
 	}
 	workers.Wait()
@@ -226,13 +223,15 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // workLoop claims and publishes batches while there is work, and otherwise
-// waits for a wake-up or the poll interval. A worker that finished a batch
-// wakes the others: the keys it held are free, and their later events may
-// have been skipped meanwhile. A poll that comes while another worker of this
-// relay has a batch in flight is skipped for that reason too: that worker's
-// wake-up follows, and a claim now would mostly scan events of the keys it
-// holds (and hold up the claims of every relay while it does).
-func (r *Relay) workLoop(ctx, workCtx context.Context, wake <-chan struct{}, fanout func(), busy *atomic.Int32) {
+// waits for a wake-up or the poll interval. Each commit wakes one worker: one
+// claim takes every event that is ready. A worker that finished a batch wakes
+// one worker (itself, or another that is idle): the keys it held are free,
+// and their later events may have been skipped meanwhile by a claim of
+// another worker. A poll that comes while another worker of this relay has a
+// batch in flight is skipped for that reason too: that worker's wake-up
+// follows, and a claim now would mostly scan events of the keys it holds
+// (and hold up the claims of every relay while it does).
+func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
 	poll := time.NewTimer(r.cfg.PollInterval)
 	defer poll.Stop()
 	select { // claims wait for the liveness session
@@ -248,7 +247,7 @@ func (r *Relay) workLoop(ctx, workCtx context.Context, wake <-chan struct{}, fan
 			r.log.WarnContext(ctx, "outbox relay batch failed", "relay", r.cfg.Name, "err", err)
 		}
 		if n > 0 && r.cfg.Workers > 1 {
-			fanout()
+			r.wakeOne()
 		}
 		if err == nil && n == r.cfg.BatchSize {
 			continue // a full batch: more is probably waiting
@@ -264,7 +263,7 @@ func (r *Relay) workLoop(ctx, workCtx context.Context, wake <-chan struct{}, fan
 			poll.Reset(r.jitter(r.cfg.PollInterval))
 			select {
 			case <-ctx.Done():
-			case <-wake:
+			case <-r.wake:
 			case <-poll.C:
 				if busy.Load() > 0 {
 					continue wait
@@ -279,20 +278,32 @@ func (r *Relay) jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func (r *Relay) wakeLoop(ctx context.Context, fanout func()) {
+// wakeOne sends one idle worker to claim, or the next worker to finish its
+// batch when none is idle. It never blocks: a wake-up left for each worker
+// already covers this one.
+func (r *Relay) wakeOne() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeLoop wakes a worker after each burst of commits of this process.
+func (r *Relay) wakeLoop(ctx context.Context, local <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.ob.local:
-			fanout()
+		case <-local:
+			r.wakeOne()
 		}
 	}
 }
 
 // notifyLoop sends one NOTIFY for each burst of local commits, after the
 // commit and outside the business transaction: a NOTIFY inside it would take
-// a database-wide lock at commit and serialise every commit.
+// a database-wide lock at commit and serialise every commit. Its payload
+// names the Outbox, whose relays skip it.
 func (r *Relay) notifyLoop(ctx context.Context) {
 	for {
 		select {
@@ -300,7 +311,7 @@ func (r *Relay) notifyLoop(ctx context.Context) {
 			return
 		case <-r.ob.notify:
 			nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := r.ob.db.Exec(nctx, "SELECT pg_notify($1, '')", r.ob.channel)
+			_, err := r.ob.db.Exec(nctx, "SELECT pg_notify($1, $2)", r.ob.channel, r.ob.id)
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				r.log.DebugContext(ctx, "outbox notify failed", "err", err)
@@ -309,11 +320,13 @@ func (r *Relay) notifyLoop(ctx context.Context) {
 	}
 }
 
-// listenLoop wakes the workers on NOTIFY from other processes. A lost
-// connection is re-established; meanwhile polling covers.
-func (r *Relay) listenLoop(ctx context.Context, fanout func()) {
+// listenLoop wakes a worker on each NOTIFY of another Outbox (another
+// process, as a rule); those of this relay's Outbox are skipped, since its
+// commits woke the relay directly. A lost connection is re-established;
+// meanwhile polling covers.
+func (r *Relay) listenLoop(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := r.listenOnce(ctx, fanout)
+		err := r.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -326,7 +339,7 @@ func (r *Relay) listenLoop(ctx context.Context, fanout func()) {
 	}
 }
 
-func (r *Relay) listenOnce(ctx context.Context, fanout func()) error {
+func (r *Relay) listenOnce(ctx context.Context) error {
 	// A connection of its own, outside the pool: a listener holds its
 	// connection for as long as it runs.
 	conn, err := pgx.ConnectConfig(ctx, r.ob.db.Config().ConnConfig.Copy())
@@ -342,10 +355,13 @@ func (r *Relay) listenOnce(ctx context.Context, fanout func()) error {
 		return err
 	}
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		fanout()
+		if n.Payload != r.ob.id {
+			r.wakeOne()
+		}
 	}
 }
 
@@ -365,6 +381,9 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	batch, l, err := r.claim(cctx)
 	cancel()
 	if err != nil || len(batch) == 0 {
+		if err == nil {
+			r.metrics.EmptyClaims.Inc()
+		}
 		return 0, err
 	}
 	results := r.send(ctx, batch, l.sendBy)

@@ -121,10 +121,7 @@ func (r *Relay) probeLoop(ctx context.Context) {
 		case tag.RowsAffected() == 0:
 			r.wait.settle(seen) // nothing waits for the broker
 		default:
-			select { // the workers of this relay claim the probed event
-			case r.ob.local <- struct{}{}:
-			default:
-			}
+			r.wakeOne() // a worker of this relay claims the probed event
 		}
 	})
 }

@@ -36,6 +36,7 @@ var (
 		{"outbox_enqueue_to_ack_seconds", histogram, nil},
 		{"outbox_relay_batch_size", histogram, nil},
 		{"outbox_relay_batch_duration_seconds", histogram, nil},
+		{"outbox_relay_empty_claims_total", counter, nil},
 		{"outbox_logical_active", gauge, nil},
 		{"outbox_logical_slot_lag_bytes", gauge, nil},
 		{"outbox_logical_lag_seconds", gauge, nil},
