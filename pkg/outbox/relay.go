@@ -143,6 +143,10 @@ type Relay struct {
 	// wake holds the wake-ups of the workers, one per worker at most: each
 	// wake-up sends one idle worker to claim (wakeOne).
 	wake chan struct{}
+	// news counts the signals that rows may have become claimable: a
+	// commit of this relay's Outbox, another process's NOTIFY, the broker
+	// probe, a poll skipped while a batch was in flight (signal).
+	news atomic.Uint64
 }
 
 // NewRelay returns a relay publishing ob's events through pub. metrics may be
@@ -224,11 +228,14 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // workLoop claims and publishes batches while there is work, and otherwise
 // waits for a wake-up or the poll interval. Each commit wakes one worker: one
-// claim takes every event that is ready. A worker that finished a batch wakes
-// one worker (itself, or another that is idle): the keys it held are free,
-// and their later events may have been skipped meanwhile by a claim of
-// another worker. A poll that comes while another worker of this relay has a
-// batch in flight is skipped for that reason too: that worker's wake-up
+// claim takes every event that is ready. A worker that finished a batch
+// wakes one worker (itself, or another that is idle) if a signal came while
+// the batch was in flight: the keys it held are free, and their later
+// events, committed meanwhile, may have been skipped by a claim of another
+// worker. Without a signal no such event exists (the claim saw every row
+// committed before it began), and a claim would find nothing. A poll that
+// comes while another worker of this relay has a batch in flight is skipped
+// for the same reason and counted as a signal: that worker's wake-up
 // follows, and a claim now would mostly scan events of the keys it holds
 // (and hold up the claims of every relay while it does).
 func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
@@ -240,13 +247,14 @@ func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
 	case <-r.live.up:
 	}
 	for ctx.Err() == nil {
+		seen := r.news.Load()
 		busy.Add(1)
 		n, err := r.PublishBatch(workCtx)
 		busy.Add(-1)
 		if err != nil && workCtx.Err() == nil {
 			r.log.WarnContext(ctx, "outbox relay batch failed", "relay", r.cfg.Name, "err", err)
 		}
-		if n > 0 && r.cfg.Workers > 1 {
+		if n > 0 && r.cfg.Workers > 1 && r.news.Load() != seen {
 			r.wakeOne()
 		}
 		if err == nil && n == r.cfg.BatchSize {
@@ -266,6 +274,7 @@ func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
 			case <-r.wake:
 			case <-poll.C:
 				if busy.Load() > 0 {
+					r.news.Add(1) // the busy worker's batch end claims instead
 					continue wait
 				}
 			}
@@ -276,6 +285,13 @@ func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
 
 func (r *Relay) jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
+}
+
+// signal tells the relay that rows may have become claimable, and wakes a
+// worker for them.
+func (r *Relay) signal() {
+	r.news.Add(1)
+	r.wakeOne()
 }
 
 // wakeOne sends one idle worker to claim, or the next worker to finish its
@@ -295,7 +311,7 @@ func (r *Relay) wakeLoop(ctx context.Context, local <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-local:
-			r.wakeOne()
+			r.signal()
 		}
 	}
 }
@@ -360,7 +376,7 @@ func (r *Relay) listenOnce(ctx context.Context) error {
 			return err
 		}
 		if n.Payload != r.ob.id {
-			r.wakeOne()
+			r.signal()
 		}
 	}
 }

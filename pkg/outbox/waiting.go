@@ -121,7 +121,7 @@ func (r *Relay) probeLoop(ctx context.Context) {
 		case tag.RowsAffected() == 0:
 			r.wait.settle(seen) // nothing waits for the broker
 		default:
-			r.wakeOne() // a worker of this relay claims the probed event
+			r.signal() // a worker of this relay claims the probed event
 		}
 	})
 }
