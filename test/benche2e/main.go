@@ -247,8 +247,11 @@ type bench struct {
 	api       *api
 	baseEnv   map[string]string
 
-	postRate  float64
-	postP99   time.Duration
+	postRate float64
+	postP99  time.Duration
+	// postCPU is the CPU of one accepted POST of the POST-alone baseline,
+	// counted as a step's CPU per settled transfer is.
+	postCPU   time.Duration
 	floorP50  time.Duration
 	sustained map[string]float64
 	plateau   map[string]float64
@@ -413,7 +416,17 @@ func (b *bench) baselines(ctx context.Context) error {
 		return err
 	}
 	b.api.closedLoop(ctx, b.url(0), accounts, b.o.postClients, 2*time.Second) // warm-up
+	// The CPU of the POST alone is counted as a step's is (the transfers
+	// process, which also relays its events, PostgreSQL and the broker; not
+	// the load generator), so that the two compare.
+	before, _ := readUsage(procs[0].cmd.Process.Pid)
+	serversBefore := serverUsage(b.pgPort, b.kafkaPort)
 	rs := b.api.closedLoop(ctx, b.url(0), accounts, b.o.postClients, b.o.postFor)
+	after, _ := readUsage(procs[0].cmd.Process.Pid)
+	cpu := after.cpu - before.cpu
+	for name, c := range serverUsage(b.pgPort, b.kafkaPort) {
+		cpu += c - serversBefore[name]
+	}
 	stopAll(procs)
 	var lat []time.Duration
 	for _, r := range rs {
@@ -423,8 +436,11 @@ func (b *bench) baselines(ctx context.Context) error {
 	}
 	dl := summarise(lat)
 	b.postRate, b.postP99 = float64(len(lat))/b.o.postFor.Seconds(), dl.p99
-	fmt.Fprintf(b.out, "POST /transferencias alone (transfers process only, %d clients closed loop, %s): %.0f accepted/s, p50 %s ms, p99 %s ms (%d of %d answered 202)\n",
-		b.o.postClients, b.o.postFor, b.postRate, ms(dl.p50), ms(dl.p99), len(lat), len(rs))
+	if len(lat) > 0 {
+		b.postCPU = cpu / time.Duration(len(lat))
+	}
+	fmt.Fprintf(b.out, "POST /transferencias alone (transfers process only, %d clients closed loop, %s): %.0f accepted/s, p50 %s ms, p99 %s ms (%d of %d answered 202); CPU %s ms per accepted POST (the process, PostgreSQL and the broker)\n",
+		b.o.postClients, b.o.postFor, b.postRate, ms(dl.p50), ms(dl.p99), len(lat), len(rs), msf(b.postCPU))
 
 	samples, err := floor(ctx, b.kcfg, "bench-e2e.floor."+uuid.NewString()[:8], b.o.floorSamples)
 	if err != nil {

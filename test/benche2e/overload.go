@@ -42,13 +42,21 @@ func (b *bench) overloadSteps(ctx context.Context, mode string, d dbs, procs []*
 
 // plateau is the highest settled/s of the rates (overload steps left out).
 func plateau(rows []stepRow) float64 {
-	top := 0.0
+	r, _ := plateauRow(rows)
+	return r.settled
+}
+
+// plateauRow returns the rate step (not an overload step) of rows that
+// settled the most.
+func plateauRow(rows []stepRow) (stepRow, bool) {
+	var best stepRow
+	found := false
 	for _, r := range rows {
-		if r.multiple == 0 {
-			top = max(top, r.settled)
+		if r.multiple == 0 && (!found || r.settled > best.settled) {
+			best, found = r, true
 		}
 	}
-	return top
+	return best, found
 }
 
 // stepName is "rate" for a rate, "Nx plateau" for an overload step.
@@ -85,6 +93,12 @@ func (b *bench) overloadSummary(mode string) {
 		ratio = top / b.postRate
 	}
 	fmt.Fprintf(b.out, "%s: plateau %.1f settled/s = %.2f x POST alone (aim >= 0.85)\n", mode, top, ratio)
+	// On cores the flow shares, the plateau over POST alone can be about
+	// the CPU of a POST alone over the CPU of a settled transfer at most.
+	if step, ok := plateauRow(b.rows[mode]); ok && step.cpuPerSettled > 0 && b.postCPU > 0 {
+		fmt.Fprintf(b.out, "%s: CPU per settled transfer at the plateau's step %s ms = %.1f x a POST alone's %s ms: the cores bound the plateau near %.2f x POST alone\n",
+			mode, msf(step.cpuPerSettled), float64(step.cpuPerSettled)/float64(b.postCPU), msf(b.postCPU), float64(b.postCPU)/float64(step.cpuPerSettled))
+	}
 	for _, r := range b.rows[mode] {
 		if r.multiple == 0 || top <= 0 {
 			continue
