@@ -183,9 +183,6 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
-	// closed: the answer said Connection: close (net/http moves the
-	// header into Response.Close).
-	closed bool
 }
 
 func (r response) problem(tb testing.TB) httpapi.Problem {
@@ -218,7 +215,7 @@ func do(tb testing.TB, method, url string, header map[string]string, body []byte
 	if err != nil {
 		tb.Fatalf("%s %s: read body: %v", method, url, err)
 	}
-	return response{status: res.StatusCode, header: res.Header, body: b, closed: res.Close}
+	return response{status: res.StatusCode, header: res.Header, body: b}
 }
 
 func (h *harness) post(tb testing.TB, key string, body string) response {

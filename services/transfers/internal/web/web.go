@@ -125,11 +125,6 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 	if h.admit != nil {
 		if ok, retry := h.admit.Admit(p.Subject); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(retry/time.Second)))
-			// A client told to come back later does not keep a connection
-			// meanwhile: an idle keep-alive connection holds the server's
-			// read and write buffers, and in an overload the shed clients'
-			// connections are most of them. The body is left unread.
-			w.Header().Set("Connection", "close")
 			h.fail(w, r, httpapi.Errorf(httpapi.KindOverloaded,
 				"the service is behind with the transfers it has taken; retry after the Retry-After seconds"))
 			return
