@@ -120,7 +120,10 @@ ON CONFLICT DO NOTHING`
 )
 
 // Load implements analysis.Tx: the locks, the stored decisions and the
-// histories in one round trip.
+// histories in one round trip. The transaction's statements run on their
+// generic plans with sequential scans off (pg.GenericPlanSQL): made on a new
+// deployment's almost empty table, a plan would otherwise read every
+// decision for each batch as the table grows.
 func (t *tx) Load(ctx context.Context, accounts []string, transfers []uuid.UUID, history []analysis.HistoryQuery) (map[uuid.UUID]analysis.Decision, []risk.History, error) {
 	ids := make([][16]byte, len(transfers))
 	for i, id := range transfers {
@@ -132,6 +135,7 @@ func (t *tx) Load(ctx context.Context, accounts []string, transfers []uuid.UUID,
 		qAccounts[i], qClients[i], qSince[i] = q.Account, q.Client, q.Since
 	}
 	b := &pgx.Batch{}
+	b.Queue(pg.GenericPlanSQL)
 	b.Queue(lockAccountsSQL, accounts)
 	b.Queue(decisionsSQL, ids)
 	if len(history) > 0 {
@@ -139,6 +143,9 @@ func (t *tx) Load(ctx context.Context, accounts []string, transfers []uuid.UUID,
 	}
 	br := t.tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }() // the first error is returned below
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, fmt.Errorf("plan settings: %w", err)
+	}
 	if _, err := br.Exec(); err != nil {
 		return nil, nil, fmt.Errorf("lock accounts: %w", err)
 	}

@@ -225,11 +225,20 @@ func (s *Store) ClaimAll(ctx context.Context, ns []notify.Notification, channel 
 			_ = conn.Conn().Close(uctx)
 		}
 	}()
+	// The batch is one implicit transaction, whose statements run on their
+	// generic plans with sequential scans off (pg.GenericPlanSQL): made on
+	// a new deployment's almost empty table, a plan would otherwise read
+	// the whole log for every batch as it grows.
 	b := &pgx.Batch{}
+	b.Queue(pg.GenericPlanSQL)
 	b.Queue(lockAllSQL, ids)
 	b.Queue(insertAllSQL, ids, transfers, types, accounts, channels)
 	b.Queue(readAllSQL, ids)
 	br := conn.SendBatch(ctx, b)
+	if _, err = br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, fmt.Errorf("plan settings: %w", err)
+	}
 	_, err = br.Exec()
 	// Whatever came back, the locks may be held: unlock them at the end
 	// (unlocking a lock not held only warns).
@@ -290,11 +299,18 @@ func (s *Store) ClaimAll(ctx context.Context, ns []notify.Notification, channel 
 	// The outcomes are recorded even if ctx ended during the sends.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	rows, err := conn.Query(rctx, recordAllSQL, rIDs, rStatuses, rDelivered, rErrors, rHasError, channel, rTopics)
-	if err != nil {
-		return nil, fmt.Errorf("record notifications: %w", err)
+	rb := &pgx.Batch{}
+	rb.Queue(pg.GenericPlanSQL)
+	rb.Queue(recordAllSQL, rIDs, rStatuses, rDelivered, rErrors, rHasError, channel, rTopics)
+	rr := conn.SendBatch(rctx, rb)
+	if _, err := rr.Exec(); err != nil {
+		_ = rr.Close()
+		return nil, fmt.Errorf("record notifications: plan settings: %w", err)
 	}
-	recorded, err := collect(rows)
+	recorded, err := scanAll(rr.Query())
+	if cerr := rr.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("record notifications: %w", err)
 	}
