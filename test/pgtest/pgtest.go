@@ -114,6 +114,43 @@ func NewPool(tb testing.TB, sets ...migrations.Set) *pgxpool.Pool {
 	return pool
 }
 
+// NewSession is NewPool with one connection: every statement runs on one
+// session, so that a test can read what the session keeps (its prepared
+// statements and their plans).
+func NewSession(tb testing.TB, sets ...migrations.Set) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(NewDSN(tb, sets...))
+	if err != nil {
+		tb.Fatalf("pgtest: parse DSN: %v", err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("pgtest: open session: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// RowsRead returns how many rows of table the statements so far have read,
+// by sequential scans and index fetches (pg_stat_user_tables). It flushes
+// the session's counts first: a test compares two readings around a
+// statement to see whether it found its rows by key.
+func RowsRead(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	// A session's counts reach the view once it is idle.
+	if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		tb.Fatalf("pgtest: flush statistics: %v", err)
+	}
+	var n int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+  FROM pg_stat_user_tables WHERE relname = $1`, table).Scan(&n); err != nil {
+		tb.Fatalf("pgtest: rows read of %s: %v", table, err)
+	}
+	return n
+}
+
 // ServerURL returns the URL of the server the test databases live on,
 // starting it first if needed. Tests rarely need it; it is for tests of
 // database-level behaviour (creating roles, listing databases).

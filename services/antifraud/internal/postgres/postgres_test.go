@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/outbox"
@@ -24,16 +23,7 @@ import (
 func TestLoadFindsItsRowsByKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDSN(t, migrations.ForService("antifraud")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // one session, whose plans the batches reuse
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewSession(t, migrations.ForService("antifraud")...) // one session, whose plans the batches reuse
 	db := pg.Wrap(pool)
 	st := postgres.NewStore(db, outbox.New(db))
 	load := func(n int) {
@@ -71,22 +61,9 @@ SELECT gen_random_uuid(), gen_random_uuid(), 'CC-' || i, 'CC-002', 100, 'BRL', n
 		load(500) // the batches of a busy minute
 	}
 	decide(1300, 6299)
-	rowsRead := func() int64 {
-		t.Helper()
-		// This session's counts reach the view once it is idle.
-		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-  FROM pg_stat_user_tables WHERE relname = 'decision'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := rowsRead()
+	before := pgtest.RowsRead(t, pool, "decision")
 	load(1)
-	if n := rowsRead() - before; n > 2 {
+	if n := pgtest.RowsRead(t, pool, "decision") - before; n > 2 {
 		t.Errorf("a batch of one on 5,300 decisions read %d of them, want at most 2 (each found by its key)", n)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
 	pg "github.com/paysuite/payments/pkg/postgres"
@@ -23,16 +22,7 @@ import (
 func TestBatchesFindTheirRowsByKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDSN(t, migrations.ForService("notifications")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // one session, whose plans the batches reuse
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewSession(t, migrations.ForService("notifications")...) // one session, whose plans the batches reuse
 	st := postgres.New(pg.Wrap(pool))
 	delivered := func(int, notify.Entry) (notify.Outcome, bool, bool) {
 		return notify.Outcome{Status: notify.StatusDelivered, At: time.Now()}, true, false
@@ -56,24 +46,11 @@ func TestBatchesFindTheirRowsByKey(t *testing.T) {
 SELECT gen_random_uuid(), gen_random_uuid(), 'TransferenciaLiquidada', 'CC-001', 'webhook' FROM generate_series(1, 5000)`); err != nil {
 		t.Fatal(err)
 	}
-	rowsRead := func() int64 {
-		t.Helper()
-		// This session's counts reach the view once it is idle.
-		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-  FROM pg_stat_user_tables WHERE relname = 'notification'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := rowsRead()
+	before := pgtest.RowsRead(t, pool, "notification")
 	batch()
 	// The entry is read back after its insert, and again by the update
 	// that records the outcome.
-	if n := rowsRead() - before; n > 3 {
+	if n := pgtest.RowsRead(t, pool, "notification") - before; n > 3 {
 		t.Errorf("a batch of one on a log of 5,000 entries read %d of its rows, want at most 3 (each found by its key)", n)
 	}
 }

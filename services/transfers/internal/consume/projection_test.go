@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/broker"
@@ -549,16 +548,7 @@ func TestProjectionTellsWhatItSettled(t *testing.T) {
 func TestProjectionRunsOnItsGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDSN(t, migrations.ForService("transfers")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // every statement on one session, whose prepared statements the check reads
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewSession(t, migrations.ForService("transfers")...) // one session, whose prepared statements the check reads
 	f := fixtureOn(pg.Wrap(pool))
 	const runs = 10
 	for range runs {
@@ -586,26 +576,13 @@ SELECT gen_random_uuid(), 'CC-001', 'CC-002', 100, 'BRL', 'LIQUIDADA', NULL, sha
 		t.Fatal(err)
 	}
 	id := f.pending(t)
-	rowsRead := func() int64 {
-		t.Helper()
-		// This session's counts reach the view once it is idle.
-		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-  FROM pg_stat_user_tables WHERE relname = 'transferencia'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := rowsRead()
+	before := pgtest.RowsRead(t, pool, "transferencia")
 	if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(id, uuid.New()))}); err != nil {
 		t.Fatal(err)
 	}
 	// The transfer is read by the update and by the check for a result
 	// that came before its transfer.
-	if n := rowsRead() - before; n > 2 {
+	if n := pgtest.RowsRead(t, pool, "transferencia") - before; n > 2 {
 		t.Errorf("a batch of one on a table of 5,000 transfers read %d of its rows, want at most 2 (each found by its key)", n)
 	}
 }
