@@ -416,16 +416,17 @@ func (b *bench) baselines(ctx context.Context) error {
 		return err
 	}
 	b.api.closedLoop(ctx, b.url(0), accounts, b.o.postClients, 2*time.Second) // warm-up
-	// The CPU of the POST alone is counted as a step's is (the transfers
-	// process, which also relays its events, PostgreSQL and the broker; not
-	// the load generator), so that the two compare.
+	// The CPU of the POST alone is counted as a step's is (cpuPerSettled:
+	// the transfers process, which also relays its events, PostgreSQL and
+	// the broker; not the load generator), so that the two compare.
+	cpu := stepRow{usage: map[string][2]usage{}, servers: map[string]time.Duration{}}
 	before, _ := readUsage(procs[0].cmd.Process.Pid)
 	serversBefore := serverUsage(b.pgPort, b.kafkaPort)
 	rs := b.api.closedLoop(ctx, b.url(0), accounts, b.o.postClients, b.o.postFor)
 	after, _ := readUsage(procs[0].cmd.Process.Pid)
-	cpu := after.cpu - before.cpu
+	cpu.usage[procs[0].name] = [2]usage{before, after}
 	for name, c := range serverUsage(b.pgPort, b.kafkaPort) {
-		cpu += c - serversBefore[name]
+		cpu.servers[name] = c - serversBefore[name]
 	}
 	stopAll(procs)
 	var lat []time.Duration
@@ -436,9 +437,7 @@ func (b *bench) baselines(ctx context.Context) error {
 	}
 	dl := summarise(lat)
 	b.postRate, b.postP99 = float64(len(lat))/b.o.postFor.Seconds(), dl.p99
-	if len(lat) > 0 {
-		b.postCPU = cpu / time.Duration(len(lat))
-	}
+	b.postCPU = cpuPerSettled(cpu, len(lat))
 	fmt.Fprintf(b.out, "POST /transferencias alone (transfers process only, %d clients closed loop, %s): %.0f accepted/s, p50 %s ms, p99 %s ms (%d of %d answered 202); CPU %s ms per accepted POST (the process, PostgreSQL and the broker)\n",
 		b.o.postClients, b.o.postFor, b.postRate, ms(dl.p50), ms(dl.p99), len(lat), len(rs), msf(b.postCPU))
 
@@ -479,6 +478,15 @@ type stepRow struct {
 	shed          int
 	heapMiB       float64
 	cpuPerSettled time.Duration
+}
+
+// busyCores is how many of the machine's cores were busy over the step,
+// every process counted.
+func (r stepRow) busyCores() float64 {
+	if r.total <= 0 {
+		return 0
+	}
+	return float64(runtime.NumCPU()) * float64(r.busy) / float64(r.total)
 }
 
 // deployment measures one deployment at every rate.
@@ -741,11 +749,7 @@ func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
 	}
 	fmt.Fprint(tw, "machine, all processes\t")
 	for _, r := range rows {
-		cores := 0.0
-		if r.total > 0 {
-			cores = float64(runtime.NumCPU()) * float64(r.busy) / float64(r.total)
-		}
-		fmt.Fprintf(tw, "%.2f of %d cores\t", cores, runtime.NumCPU())
+		fmt.Fprintf(tw, "%.2f of %d cores\t", r.busyCores(), runtime.NumCPU())
 	}
 	fmt.Fprintln(tw)
 	_ = tw.Flush()

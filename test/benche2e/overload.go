@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/paysuite/payments/pkg/httpapi"
@@ -94,10 +95,13 @@ func (b *bench) overloadSummary(mode string) {
 	}
 	fmt.Fprintf(b.out, "%s: plateau %.1f settled/s = %.2f x POST alone (aim >= 0.85)\n", mode, top, ratio)
 	// On cores the flow shares, the plateau over POST alone can be about
-	// the CPU of a POST alone over the CPU of a settled transfer at most.
+	// the CPU of a POST alone over the CPU of a settled transfer at most,
+	// once the cores are full at the plateau's step (below that, the
+	// plateau is only the rate offered).
 	if step, ok := plateauRow(b.rows[mode]); ok && step.cpuPerSettled > 0 && b.postCPU > 0 {
-		fmt.Fprintf(b.out, "%s: CPU per settled transfer at the plateau's step %s ms = %.1f x a POST alone's %s ms: the cores bound the plateau near %.2f x POST alone\n",
-			mode, msf(step.cpuPerSettled), float64(step.cpuPerSettled)/float64(b.postCPU), msf(b.postCPU), float64(b.postCPU)/float64(step.cpuPerSettled))
+		fmt.Fprintf(b.out, "%s: CPU per settled transfer at the plateau's step %s ms = %.1f x a POST alone's %s ms: with the cores full (%.2f of %d busy at that step) the plateau is bounded near %.2f x POST alone\n",
+			mode, msf(step.cpuPerSettled), float64(step.cpuPerSettled)/float64(b.postCPU), msf(b.postCPU),
+			step.busyCores(), runtime.NumCPU(), float64(b.postCPU)/float64(step.cpuPerSettled))
 	}
 	for _, r := range b.rows[mode] {
 		if r.multiple == 0 || top <= 0 {

@@ -326,10 +326,6 @@ func scanAll(rows pgx.Rows, err error) (map[uuid.UUID]notify.Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows)
-}
-
-func collect(rows pgx.Rows) (map[uuid.UUID]notify.Entry, error) {
 	defer rows.Close()
 	out := map[uuid.UUID]notify.Entry{}
 	for rows.Next() {
