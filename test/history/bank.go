@@ -85,14 +85,15 @@ func checkBank(h History) []Anomaly {
 					fmt.Sprintf("%s customers hold %d, deposits made %d..%d", cur, c, lo[cur], hi[cur])})
 			}
 		}
-		has := make(map[string]bool, len(s.Snapshot.Transfers))
-		for _, id := range s.Snapshot.Transfers {
+		transfers := s.Snapshot.TransferIDs()
+		has := make(map[string]bool, len(transfers))
+		for _, id := range transfers {
 			has[id] = true
 			if !mayExist[id] {
 				once(Anomaly{StrayPosting, id, "postings of a transfer no client had accepted (snapshot " + at + ")"})
 			}
 		}
-		for _, id := range s.Snapshot.Deposits {
+		for _, id := range s.Snapshot.DepositIDs() {
 			if !depKeys[id] {
 				once(Anomaly{StrayPosting, id, "postings of a deposit no client made (snapshot " + at + ")"})
 			}

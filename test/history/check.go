@@ -30,6 +30,24 @@ const (
 	BankDeposits = "bank-deposits"
 	// BankNegative: a snapshot with a negative customer balance.
 	BankNegative = "bank-negative"
+	// BalancePostings, PostingAccount and PostingAmount are the per-account
+	// model's findings (checkAccounts): an account's balance must be what
+	// its deposits and the accepted requests with postings give.
+	//
+	// BalancePostings: an account whose balance in a snapshot differs from
+	// the sum of its postings in that snapshot (a balance moved twice, or
+	// by another amount than its postings).
+	BalancePostings = "balance-postings"
+	// PostingAccount: an entry whose postings debit or credit another
+	// account than the accepted request (or deposit) names: the wrong
+	// counterparty, the wrong source, an account of another currency.
+	PostingAccount = "posting-account"
+	// PostingAmount: an entry whose debit or credit is not the accepted
+	// request's (or deposit's) amount, or lacks one side.
+	PostingAmount = "posting-amount"
+	// ReadBody: a GET answered 200 whose body (id, accounts, amount,
+	// currency) is not the accepted request's.
+	ReadBody = "read-body"
 	// StrayPosting: postings of a transfer the API never accepted (no 202
 	// and no unknown outcome for its key), or of an unknown deposit.
 	StrayPosting = "stray-posting"
@@ -45,11 +63,16 @@ const (
 	// DuplicateWebhook: an event id delivered twice with no crash to
 	// explain it.
 	DuplicateWebhook = "duplicate-webhook"
+	// Vacuous: the history lacks what a check needs to mean anything (no
+	// accepted transfer, no read, no snapshot with postings, no record),
+	// or a fault's window lacks what its Expect names.
+	Vacuous = "vacuous"
 )
 
 // AnomalyKinds lists every kind, in the order the report prints them.
-var AnomalyKinds = []string{NotTerminal, TwoTerminal, StaleRead, Idempotency, BankSum, BankDeposits,
-	BankNegative, StrayPosting, LostPosting, LostRecord, OutOfOrder, DuplicateWebhook}
+var AnomalyKinds = []string{NotTerminal, TwoTerminal, StaleRead, ReadBody, Idempotency, BankSum, BankDeposits,
+	BankNegative, BalancePostings, PostingAccount, PostingAmount, StrayPosting, LostPosting,
+	LostRecord, OutOfOrder, DuplicateWebhook, Vacuous}
 
 // Anomaly is one broken guarantee: its kind, what it is about (a key, an
 // event id, a snapshot's time) and what was seen.
@@ -83,6 +106,7 @@ type Report struct {
 	Anomalies  []Anomaly
 	Explained  []ExplainedDuplicate
 	Figures    Figures
+	Windows    []Window // each fault's window and what it held
 	Undecided  []string // keys porcupine could not decide in time (not anomalies, not proofs)
 	checkedFor time.Duration
 }
@@ -135,6 +159,22 @@ func (r Report) Table() string {
 	if len(r.Undecided) > 0 {
 		fmt.Fprintf(&b, "keys porcupine could not decide: %d\n", len(r.Undecided))
 	}
+	if len(r.Windows) > 0 {
+		fmt.Fprintf(&b, "fault windows (snapshots, reads answered, POSTs of unknown outcome, POSTs in flight at the start; * expected):\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		mark := func(n int, want bool) string {
+			if want {
+				return fmt.Sprintf("%d*", n)
+			}
+			return fmt.Sprint(n)
+		}
+		for _, w := range r.Windows {
+			e := w.Expect
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", w.Crash, w.To.Sub(w.From).Round(time.Millisecond),
+				mark(w.Snapshots, e.Snapshots), mark(w.Reads, e.Reads), mark(w.UnknownPosts, e.UnknownPosts), mark(w.WritesInFlight, e.WritesInFlight))
+		}
+		_ = tw.Flush()
+	}
 	f := r.Figures
 	fmt.Fprintf(&b, "ops %d (ok %d, fail %d, info %d): %d POSTs, %d GETs, %d transfers accepted, %d snapshots, "+
 		"%d records published, %d consumed, %d webhooks, %d crashes; checked in %s\n",
@@ -159,11 +199,15 @@ func Check(h History) (Report, error) {
 	reg, undecided := checkRegisters(h)
 	add(reg)
 	rep.Undecided = undecided
+	add(checkReadBodies(h))
 	add(checkBank(h))
+	add(checkAccounts(h))
 	add(checkRecords(h))
 	dup, explained := checkWebhooks(h)
 	add(dup)
 	rep.Explained = explained
+	add(checkMinimums(h))
+	rep.Windows = windows(h)
 	rep.checkedFor = time.Since(began)
 	if len(undecided) > 0 {
 		return rep, fmt.Errorf("porcupine could not decide %d keys in time, e.g. %s", len(undecided), undecided[0])
@@ -185,6 +229,8 @@ func validate(h History) error {
 			ok = op.Snapshot != nil
 		case KindPublished, KindConsumed:
 			ok = op.Record != nil
+		case KindSubscribed:
+			ok = op.Record != nil && op.Record.Topic != "" && op.Record.Group != ""
 		case KindWebhook:
 			ok = op.Webhook != nil
 		case KindCrash:

@@ -1,10 +1,16 @@
 // Package history records what the clients of a fault test did and saw,
 // one operation per JSON line, and checks that history Jepsen-style: every
 // transfer answered 202 reaches one terminal status and no read contradicts
-// an earlier one, each Idempotency-Key behaves as a register the first
-// accepted body wins (checked with porcupine), balance snapshots keep the
-// bank invariant, every record a relay published was consumed in outbox
-// order, and a webhook is delivered twice only where a crash explains it.
+// an earlier one and each read answers the accepted request's body, each
+// Idempotency-Key behaves as a register the first accepted body wins
+// (checked with porcupine), balance snapshots keep the bank invariant and
+// the per-account model (every balance exactly what its deposits and the
+// accepted requests with postings give, every entry's postings what was
+// asked), every record a relay published was consumed in outbox order by
+// every group named for its topic, and a webhook is delivered twice only
+// where a crash explains it. A history that tested nothing (no accepted
+// transfer, read, snapshot with postings or record; a fault whose window
+// holds none of what it expected) is an anomaly too.
 //
 // A test records through a Recorder as operations happen, then reads the
 // file back with ReadFile and judges it with Check:
@@ -44,11 +50,15 @@ const (
 	KindPost      Kind = "post"      // POST /transferencias
 	KindGet       Kind = "get"       // GET /transferencias/{id}
 	KindDeposit   Kind = "deposit"   // POST /contas/{id}/depositos
-	KindSnapshot  Kind = "snapshot"  // every balance, read in one REPEATABLE READ transaction
+	KindSnapshot  Kind = "snapshot"  // every balance and posting, read in one REPEATABLE READ transaction
 	KindPublished Kind = "published" // a record a relay marked published
 	KindConsumed  Kind = "consumed"  // a record a consumer group consumed
-	KindWebhook   Kind = "webhook"   // a webhook the receiver accepted
-	KindCrash     Kind = "crash"     // a fault injected by the test
+	// KindSubscribed names a consumer group that must consume a topic
+	// (Record's Topic and Group): every record published on the topic
+	// must be among that group's consumed ones.
+	KindSubscribed Kind = "subscribed"
+	KindWebhook    Kind = "webhook" // a webhook the receiver accepted
+	KindCrash      Kind = "crash"   // a fault injected by the test
 )
 
 // Outcome is what the client learnt of an operation.
@@ -76,6 +86,9 @@ type Answer struct {
 	TransferStatus string `json:"transferStatus,omitempty"` // the body's status (GET)
 	Problem        string `json:"problem,omitempty"`        // the problem+json type URI of an error
 	Error          string `json:"error,omitempty"`          // the client's error when the outcome is unknown
+	// Transfer is what a GET answered 200 said the transfer is (its
+	// accounts, amount and currency), compared with the accepted request.
+	Transfer *Transfer `json:"transfer,omitempty"`
 }
 
 // Deposit is a deposit into a customer account.
@@ -93,12 +106,45 @@ type Balance struct {
 	Cents    int64  `json:"cents"`
 }
 
-// Snapshot is every account's balance and the entries that have
-// postings, all read in one REPEATABLE READ transaction.
+// The entry types of the ledger's postings.
+const (
+	EntryTransfer = "TRANSFER"
+	EntryDeposit  = "DEPOSIT"
+)
+
+// Entry is one ledger entry's postings: a transfer's or a deposit's debit
+// and credit. The ledger keeps at most one posting per side of an entry;
+// a side without its posting has an empty account and 0 cents.
+type Entry struct {
+	Type        string `json:"type"` // EntryTransfer or EntryDeposit
+	ID          string `json:"id"`   // the transfer id or the deposit id
+	Debit       string `json:"debit,omitempty"`
+	DebitCents  int64  `json:"debitCents,omitempty"`
+	Credit      string `json:"credit,omitempty"`
+	CreditCents int64  `json:"creditCents,omitempty"`
+}
+
+// Snapshot is every account's balance and every entry's postings, all
+// read in one REPEATABLE READ transaction.
 type Snapshot struct {
-	Balances  []Balance `json:"balances"`
-	Transfers []string  `json:"transfers"` // ids of the transfers with postings
-	Deposits  []string  `json:"deposits"`  // ids of the deposits with postings
+	Balances []Balance `json:"balances"`
+	Entries  []Entry   `json:"entries"`
+}
+
+// TransferIDs returns the ids of the transfers with postings.
+func (s Snapshot) TransferIDs() []string { return s.ids(EntryTransfer) }
+
+// DepositIDs returns the ids of the deposits with postings.
+func (s Snapshot) DepositIDs() []string { return s.ids(EntryDeposit) }
+
+func (s Snapshot) ids(typ string) []string {
+	var out []string
+	for _, e := range s.Entries {
+		if e.Type == typ {
+			out = append(out, e.ID)
+		}
+	}
+	return out
 }
 
 // Record is one Kafka record, as a relay published it (with its outbox
@@ -135,6 +181,21 @@ type Crash struct {
 	// delivery and its record (a kill of the sender, a crash of its
 	// database), so that it delivers that event again.
 	InterruptsWebhooks bool `json:"interruptsWebhooks,omitempty"`
+	// Expect is what the history must show inside the fault's window: a
+	// fault the clients never saw tested nothing.
+	Expect Expect `json:"expect,omitzero"`
+}
+
+// Expect lists what a fault's window (from its Invoke to its Complete)
+// must hold, each where the fault makes it possible; a missing one is a
+// Vacuous anomaly.
+type Expect struct {
+	Snapshots    bool `json:"snapshots,omitempty"`    // a snapshot begun inside the window
+	Reads        bool `json:"reads,omitempty"`        // a GET invoked inside it and answered 200 or 404
+	UnknownPosts bool `json:"unknownPosts,omitempty"` // a POST invoked inside it whose outcome is unknown
+	// WritesInFlight: a POST invoked before the fault began that
+	// completed after it (a write the fault cut into).
+	WritesInFlight bool `json:"writesInFlight,omitempty"`
 }
 
 // Op is one line of a history: an operation, its times and its outcome.

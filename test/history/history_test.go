@@ -21,6 +21,7 @@ const (
 	topicReq = "pagamentos.transferencia.solicitada.v1"
 	topicSet = "pagamentos.transferencia.liquidada.v1"
 	topicRej = "pagamentos.transferencia.rejeitada.v1"
+	topicAna = "pagamentos.transferencia.analisada.v1"
 	funding  = "__FUNDING__BRL"
 )
 
@@ -38,19 +39,47 @@ func post(from, to float64, outcome Outcome, key string, body Transfer, a Answer
 
 func accepted(key string) Answer { return Answer{Status: 202, ID: key, TransferStatus: StatusPending} }
 
-func get(from, to float64, id string, status int, st string) Op {
-	return Op{Kind: KindGet, Invoke: at(from), Complete: at(to), Outcome: OK, Key: id,
-		Answer: &Answer{Status: status, ID: id, TransferStatus: st}}
+// bodies are the request bodies of the test's transfer ids: what a read
+// answers and what their postings move.
+var bodies = map[string]Transfer{
+	"k1": body1, "k2": body2, "k3": body3, "k4": body4, "k5": body5, "k6": body5, "k7": body5, "k8": body5, "k-never": body5,
 }
 
+// get is a read of id; a 200 answers the transfer's body.
+func get(from, to float64, id string, status int, st string) Op {
+	a := &Answer{Status: status, ID: id, TransferStatus: st}
+	if b, ok := bodies[id]; ok && status == 200 {
+		a.Transfer = &b
+	}
+	return Op{Kind: KindGet, Invoke: at(from), Complete: at(to), Outcome: OK, Key: id, Answer: a}
+}
+
+// entry is the postings of transfer id as its body asks.
+func entry(id string) Entry {
+	b := bodies[id]
+	return Entry{Type: EntryTransfer, ID: id, Debit: b.From, DebitCents: b.AmountCents, Credit: b.To, CreditCents: b.AmountCents}
+}
+
+// snapshot is a snapshot of the funding account, A1 and A2 with the given
+// balances, the two deposits' postings and the transfers' (as their
+// bodies ask).
 func snapshot(from, to float64, fund, a1, a2 int64, transfers ...string) Op {
-	return Op{Kind: KindSnapshot, Invoke: at(from), Complete: at(to), Outcome: OK, Snapshot: &Snapshot{
-		Balances: []Balance{
-			{Account: funding, Currency: "BRL", Funding: true, Cents: fund},
-			{Account: "A1", Currency: "BRL", Cents: a1}, {Account: "A2", Currency: "BRL", Cents: a2},
-		},
-		Transfers: transfers, Deposits: []string{"dep-1", "dep-2"},
-	}}
+	entries := make([]Entry, 0, len(transfers))
+	for _, id := range transfers {
+		entries = append(entries, entry(id))
+	}
+	return snapshotOf(from, to, balances(fund, a1, a2), entries...)
+}
+
+// snapshotOf is a snapshot of balances with the two deposits' postings
+// and the entries given.
+func snapshotOf(from, to float64, balances []Balance, entries ...Entry) Op {
+	deps := []Entry{
+		{Type: EntryDeposit, ID: "dep-1", Debit: funding, DebitCents: 1000, Credit: "A1", CreditCents: 1000},
+		{Type: EntryDeposit, ID: "dep-2", Debit: funding, DebitCents: 1000, Credit: "A2", CreditCents: 1000},
+	}
+	return Op{Kind: KindSnapshot, Invoke: at(from), Complete: at(to), Outcome: OK,
+		Snapshot: &Snapshot{Balances: balances, Entries: append(deps, entries...)}}
 }
 
 func published(source string, seq int64, topic string, partition int, key, eventID, typ, transfer string) Op {
@@ -64,6 +93,22 @@ func seconds(seq int64) float64 { return 30 + float64(seq) }
 func consumed(group, topic string, partition int, offset int64, key, eventID string) Op {
 	return Op{Kind: KindConsumed, Invoke: at(40), Complete: at(40), Outcome: OK, Record: &Record{
 		Topic: topic, Partition: partition, Offset: offset, Key: key, EventID: eventID, Group: group}}
+}
+
+func subscribed(group, topic string) Op {
+	return Op{Kind: KindSubscribed, Invoke: at(40), Complete: at(40), Outcome: OK, Record: &Record{Topic: topic, Group: group}}
+}
+
+func crash(from, to float64, e Expect) Op {
+	return Op{Kind: KindCrash, Invoke: at(from), Complete: at(to), Outcome: Info, Crash: &Crash{Name: "fault", Expect: e}}
+}
+
+// balances are the funding account's, A1's and A2's.
+func balances(fund, a1, a2 int64) []Balance {
+	return []Balance{
+		{Account: funding, Currency: "BRL", Funding: true, Cents: fund},
+		{Account: "A1", Currency: "BRL", Cents: a1}, {Account: "A2", Currency: "BRL", Cents: a2},
+	}
 }
 
 func webhook(s float64, eventID string) Op {
@@ -192,7 +237,7 @@ func TestCheckCatchesEachAnomaly(t *testing.T) {
 		}, map[string]int{TwoTerminal: 1}},
 		{"postings of a transfer read REJEITADA", func(h History) History {
 			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 839, 1161, "k1", "k2", "k3", "k4", "k5"))
-		}, map[string]int{TwoTerminal: 1}},
+		}, map[string]int{TwoTerminal: 1, BalancePostings: 2}}, // the balances did not move with k3's postings
 		{"LIQUIDADA then 404", func(h History) History {
 			return append(h, get(6, 6.1, "k1", 404, ""))
 		}, map[string]int{StaleRead: 1}},
@@ -224,25 +269,25 @@ func TestCheckCatchesEachAnomaly(t *testing.T) {
 		}, map[string]int{Idempotency: 1}},
 		{"a currency that does not sum to zero", func(h History) History {
 			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -1999, 839, 1161, "k1", "k2", "k4", "k5"))
-		}, map[string]int{BankSum: 1}},
+		}, map[string]int{BankSum: 1, BalancePostings: 1}},
 		{"customers hold more than was deposited", func(h History) History {
 			return replace(h, find(h, snapAt(10)), snapshot(10, 10.1, -2100, 950, 1150, "k1", "k2"))
-		}, map[string]int{BankDeposits: 1}},
+		}, map[string]int{BankDeposits: 1, BalancePostings: 2}},
 		{"a negative customer balance", func(h History) History {
 			return replace(h, find(h, snapAt(10)), snapshot(10, 10.1, -2000, -5, 2005, "k1", "k2"))
-		}, map[string]int{BankNegative: 1}},
+		}, map[string]int{BankNegative: 1, BalancePostings: 2}},
 		{"postings of a transfer never accepted", func(h History) History {
-			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 839, 1161, "k1", "k2", "k4", "k5", "k-never"))
+			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 838, 1162, "k1", "k2", "k4", "k5", "k-never"))
 		}, map[string]int{StrayPosting: 1}},
 		{"postings of a transfer only refused", func(h History) History {
 			h = append(h, post(7, 7.1, Fail, "k8", body5, Answer{Status: 503}))
-			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 839, 1161, "k1", "k2", "k4", "k5", "k8"))
+			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 838, 1162, "k1", "k2", "k4", "k5", "k8"))
 		}, map[string]int{StrayPosting: 1}},
 		{"postings gone from a later snapshot", func(h History) History {
-			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 839, 1161, "k1", "k4", "k5"))
+			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 889, 1111, "k1", "k4", "k5"))
 		}, map[string]int{LostPosting: 1}},
 		{"read LIQUIDADA, no postings", func(h History) History {
-			return replace(h, find(h, snapAt(10)), snapshot(10, 10.1, -2000, 850, 1150, "k2"))
+			return replace(h, find(h, snapAt(10)), snapshot(10, 10.1, -2000, 950, 1050, "k2"))
 		}, map[string]int{LostPosting: 1}},
 		{"a published record never consumed", func(h History) History {
 			return append(h, published("transfers", 4, topicReq, 0, "A1", "e5", events.TypeRequested, "k5"))
@@ -266,6 +311,76 @@ func TestCheckCatchesEachAnomaly(t *testing.T) {
 			h[i].Record.Offset, h[i+1].Record.Offset = 1, 0
 			return h
 		}, map[string]int{}},
+		{"a 100-cent transfer that moved the balances by -200/+200", func(h History) History {
+			// Its postings say 100: the sums and the deposits still hold.
+			return replace(h, find(h, snapAt(10)), snapshot(10, 10.1, -2000, 750, 1250, "k1", "k2"))
+		}, map[string]int{BalancePostings: 2}},
+		{"a balance moved twice by one posting pair", func(h History) History {
+			return replace(h, find(h, snapAt(22)), snapshot(22, 22.1, -2000, 838, 1162, "k1", "k2", "k4", "k5"))
+		}, map[string]int{BalancePostings: 2}},
+		{"a wrong amount on both sides", func(h History) History {
+			k1 := entry("k1")
+			k1.DebitCents, k1.CreditCents = 200, 200
+			return replace(h, find(h, snapAt(10)), snapshotOf(10, 10.1, balances(-2000, 750, 1250), k1, entry("k2")))
+		}, map[string]int{PostingAmount: 1}},
+		{"a transfer with its credit posting missing", func(h History) History {
+			k1 := entry("k1")
+			k1.Credit, k1.CreditCents = "", 0
+			return replace(h, find(h, snapAt(10)), snapshotOf(10, 10.1, balances(-2000, 850, 1150), k1, entry("k2")))
+		}, map[string]int{PostingAmount: 1, BalancePostings: 1}}, // A2 holds 1150, its postings 1050
+		{"the wrong counterparty", func(h History) History {
+			k1 := entry("k1")
+			k1.Credit = "A3"
+			return replace(h, find(h, snapAt(10)), snapshotOf(10, 10.1,
+				append(balances(-2000, 850, 1050), Balance{Account: "A3", Currency: "BRL", Cents: 100}), k1, entry("k2")))
+		}, map[string]int{PostingAccount: 1}},
+		{"a deposit posted to another account", func(h History) History {
+			i := find(h, snapAt(0.5))
+			h = replace(h, i, snapshot(0.5, 0.6, -2000, 0, 2000))
+			h[i].Snapshot.Entries[0].Credit = "A2"
+			return h
+		}, map[string]int{PostingAccount: 1}},
+		{"a read answering another amount", func(h History) History {
+			g := get(20, 20.1, "k1", 200, StatusSettled)
+			g.Answer.Transfer = &body4
+			return append(h, g)
+		}, map[string]int{ReadBody: 1}},
+		{"a read answering another transfer", func(h History) History {
+			g := get(20, 20.1, "k1", 200, StatusSettled)
+			g.Answer.ID = "k2"
+			return append(h, g)
+		}, map[string]int{ReadBody: 1}},
+		{"a read answered 200 with no body", func(h History) History {
+			g := get(20, 20.1, "k1", 200, StatusSettled)
+			g.Answer.Transfer = nil
+			return append(h, g)
+		}, map[string]int{ReadBody: 1}},
+		{"a record on a topic no group consumed", func(h History) History {
+			return append(h, published("antifraud", 1, topicAna, 0, "A1", "a1", events.TypeAnalysed, "k1"))
+		}, map[string]int{LostRecord: 1}},
+		{"a record its named group never consumed, another group did", func(h History) History {
+			return append(h, subscribed("ledger", topicAna), published("antifraud", 1, topicAna, 0, "A1", "a1", events.TypeAnalysed, "k1"),
+				consumed("ledger-renamed", topicAna, 0, 0, "A1", "a1"))
+		}, map[string]int{LostRecord: 1}},
+		{"a named group that consumed its topic: allowed", func(h History) History {
+			return append(h, subscribed("ledger", topicAna), published("antifraud", 1, topicAna, 0, "A1", "a1", events.TypeAnalysed, "k1"),
+				consumed("ledger", topicAna, 0, 0, "A1", "a1"))
+		}, map[string]int{}},
+		{"a fault window with what it expects: allowed", func(h History) History {
+			return append(h,
+				crash(8.5, 14, Expect{Snapshots: true}),                  // the snapshot at 10
+				crash(1.1, 1.6, Expect{Reads: true, UnknownPosts: true}), // the read at 1.5, k2's POST at 1.2
+				crash(4, 4.05, Expect{WritesInFlight: true}))             // k2's POST, 1.2 to 6.2
+		}, map[string]int{}},
+		{"a fault window with no snapshot", func(h History) History {
+			return append(h, crash(11, 19, Expect{Snapshots: true}))
+		}, map[string]int{Vacuous: 1}},
+		{"a fault window with no read and no unknown POST", func(h History) History {
+			return append(h, crash(11, 19, Expect{Reads: true, UnknownPosts: true}))
+		}, map[string]int{Vacuous: 1}},
+		{"a fault with no write in flight", func(h History) History {
+			return append(h, crash(7, 8, Expect{WritesInFlight: true}))
+		}, map[string]int{Vacuous: 1}},
 		{"a webhook twice with no crash", func(h History) History {
 			return append(h, webhook(16, "r5"), webhook(17, "r5"))
 		}, map[string]int{DuplicateWebhook: 1}},
@@ -307,6 +422,45 @@ func TestCheckCatchesEachAnomaly(t *testing.T) {
 	}
 }
 
+// TestCheckFailsVacuousHistories: a history that checked nothing is a
+// failed run, however clean.
+func TestCheckFailsVacuousHistories(t *testing.T) {
+	t.Parallel()
+	only := func(kinds ...Kind) History {
+		var h History
+		for _, op := range clean() {
+			for _, k := range kinds {
+				if op.Kind == k {
+					h = append(h, op)
+				}
+			}
+		}
+		return h
+	}
+	tests := []struct {
+		name string
+		h    History
+	}{
+		{"empty", History{}},
+		{"deposits and snapshots only", only(KindDeposit, KindSnapshot)},
+		{"clients only, no record", only(KindDeposit, KindPost, KindGet, KindSnapshot)},
+		{"no snapshot", only(KindDeposit, KindPost, KindGet, KindPublished, KindConsumed)},
+		{"no read", only(KindDeposit, KindPost, KindSnapshot, KindPublished, KindConsumed)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep, err := Check(tc.h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() || rep.Count(Vacuous) != 1 {
+				t.Errorf("want exactly one vacuous anomaly, got:\n%s", rep.Table())
+			}
+		})
+	}
+}
+
 func TestRecorderRoundTrip(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
@@ -315,7 +469,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 	r.now = func() time.Time { return clock }
 	r.Post(at(0.5), OK, "k1", body1, accepted("k1"))
 	r.Get(at(0.7), Info, "k1", Answer{Error: "timeout"})
-	r.Snapshot(at(0.9), Snapshot{Balances: []Balance{{Account: "A1", Currency: "BRL", Cents: 3}}, Transfers: []string{"k1"}})
+	r.Snapshot(at(0.9), Snapshot{Balances: []Balance{{Account: "A1", Currency: "BRL", Cents: 3}}, Entries: []Entry{entry("k1")}})
 	r.Crash(at(0.2), at(0.8), Crash{Name: "kill", InterruptsWebhooks: true})
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -333,7 +487,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 		{Kind: KindPost, Invoke: at(0.5), Complete: clock, Outcome: OK, Key: "k1", Transfer: &body1, Answer: &a},
 		{Kind: KindGet, Invoke: at(0.7), Complete: clock, Outcome: Info, Key: "k1", Answer: &Answer{Error: "timeout"}},
 		{Kind: KindSnapshot, Invoke: at(0.9), Complete: clock, Outcome: OK,
-			Snapshot: &Snapshot{Balances: []Balance{{Account: "A1", Currency: "BRL", Cents: 3}}, Transfers: []string{"k1"}}},
+			Snapshot: &Snapshot{Balances: []Balance{{Account: "A1", Currency: "BRL", Cents: 3}}, Entries: []Entry{entry("k1")}}},
 		{Kind: KindCrash, Invoke: at(0.2), Complete: at(0.8), Outcome: Info, Crash: &Crash{Name: "kill", InterruptsWebhooks: true}},
 	}
 	if diff := cmp.Diff(want, h); diff != "" {

@@ -25,14 +25,16 @@ func simulated(n, snapEvery int) History {
 			Deposit: &Deposit{fmt.Sprintf("C%d", i), "BRL", 1000}})
 		bal[i], fund = 1000, fund-1000
 	}
-	var settled []string
+	var settled []Entry
 	snap := func() {
-		s := &Snapshot{Transfers: append([]string(nil), settled...)}
+		s := &Snapshot{}
 		s.Balances = append(s.Balances, Balance{Account: funding, Currency: "BRL", Funding: true, Cents: fund})
 		for i, b := range bal {
 			s.Balances = append(s.Balances, Balance{Account: fmt.Sprintf("C%d", i), Currency: "BRL", Cents: b})
-			s.Deposits = append(s.Deposits, fmt.Sprintf("dep-%d", i))
+			s.Entries = append(s.Entries, Entry{Type: EntryDeposit, ID: fmt.Sprintf("dep-%d", i),
+				Debit: funding, DebitCents: 1000, Credit: fmt.Sprintf("C%d", i), CreditCents: 1000})
 		}
+		s.Entries = append(s.Entries, settled...)
 		h = append(h, Op{Kind: KindSnapshot, Invoke: tick(), Complete: tick(), Outcome: OK, Snapshot: s})
 	}
 	for i := range n {
@@ -46,9 +48,10 @@ func simulated(n, snapEvery int) History {
 		}
 		bal[from]--
 		bal[to]++
-		settled = append(settled, key)
+		settled = append(settled, Entry{Type: EntryTransfer, ID: key, Debit: body.From, DebitCents: 1, Credit: body.To, CreditCents: 1})
 		h = append(h, get(0, 0, key, 200, StatusSettled))
 		h[len(h)-1].Invoke, h[len(h)-1].Complete = tick(), tick()
+		h[len(h)-1].Answer.Transfer = &body
 		pub := published("transfers", int64(i+1), topicReq, from%4, body.From, "e"+key, events.TypeRequested, key)
 		res := published("ledger", int64(i+1), topicSet, from%4, body.From, "r"+key, events.TypeSettled, key)
 		h = append(h, pub, res,

@@ -60,7 +60,7 @@ func checkReads(h History) []Anomaly {
 			obs[op.Key] = append(obs[op.Key], o)
 		case op.Kind == KindSnapshot:
 			// Postings are the ledger's settlement: the transfer is LIQUIDADA.
-			for _, id := range op.Snapshot.Transfers {
+			for _, id := range op.Snapshot.TransferIDs() {
 				if results[id] == nil {
 					results[id] = map[string]bool{}
 				}

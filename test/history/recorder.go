@@ -150,6 +150,14 @@ func (r *Recorder) Consumed(rec Record) {
 	r.Record(op)
 }
 
+// Subscribed records that group must consume every record published on
+// topic.
+func (r *Recorder) Subscribed(group, topic string) {
+	op := r.op(KindSubscribed, r.now(), OK)
+	op.Record = &Record{Topic: topic, Group: group}
+	r.Record(op)
+}
+
 // Webhook records a delivery the receiver accepted at.
 func (r *Recorder) Webhook(at time.Time, w Webhook) {
 	r.Record(Op{Kind: KindWebhook, Invoke: at, Complete: at, Outcome: OK, Webhook: &w})

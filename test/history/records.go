@@ -8,10 +8,13 @@ import (
 // checkRecords finds published records a consumer group of their topic
 // never consumed, and accounts whose Ordered events of one topic (from one
 // outbox) a group consumed out of outbox order. The groups of a topic are
-// those the history shows consuming it. A record consumed again (a
-// producer's retry, a redelivery) is fine: order is judged on each
-// event's first consumption. Consumed records no relay published (written
-// by the test itself, say) are not judged.
+// those the history names as its subscribers (KindSubscribed) and those
+// it shows consuming it; a record on a topic that has neither was
+// consumed by nobody, and is lost too (a renamed group turns no check
+// off). A record consumed again (a producer's retry, a redelivery) is
+// fine: order is judged on each event's first consumption. Consumed
+// records no relay published (written by the test itself, say) are not
+// judged.
 func checkRecords(h History) []Anomaly {
 	published := map[string]Record{} // event id -> its record
 	var pubOrder []string
@@ -32,6 +35,11 @@ func checkRecords(h History) []Anomaly {
 				groups[r.Topic] = map[string]bool{}
 			}
 			groups[r.Topic][r.Group] = true
+		case KindSubscribed:
+			if groups[op.Record.Topic] == nil {
+				groups[op.Record.Topic] = map[string]bool{}
+			}
+			groups[op.Record.Topic][op.Record.Group] = true
 		}
 	}
 	var out []Anomaly
@@ -44,6 +52,11 @@ func checkRecords(h History) []Anomaly {
 	}
 	for _, id := range pubOrder {
 		p := published[id]
+		if len(groups[p.Topic]) == 0 {
+			out = append(out, Anomaly{LostRecord, id, fmt.Sprintf("%s published by %s (seq %d, key %s), a topic no consumer group consumed",
+				p.Topic, p.Source, p.Seq, p.Key)})
+			continue
+		}
 		for _, g := range sortedKeys(groups[p.Topic]) {
 			if !got[stream{g, p.Topic}][id] {
 				out = append(out, Anomaly{LostRecord, id, fmt.Sprintf("%s published by %s (seq %d, key %s), never consumed by %s",

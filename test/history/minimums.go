@@ -1,0 +1,111 @@
+package history
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Window is what a fault's window held: the figures its Expect is
+// checked against.
+type Window struct {
+	Crash          string
+	From, To       time.Time
+	Expect         Expect
+	Snapshots      int // snapshots begun inside it
+	Reads          int // GETs invoked inside it, answered 200 or 404
+	UnknownPosts   int // POSTs invoked inside it, outcome unknown
+	WritesInFlight int // POSTs invoked before it began that completed after
+}
+
+// windows measures each fault's window.
+func windows(h History) []Window {
+	var out []Window
+	for _, op := range h {
+		if op.Kind == KindCrash {
+			out = append(out, Window{Crash: op.Crash.Name, From: op.Invoke, To: op.Complete, Expect: op.Crash.Expect})
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	for _, op := range h {
+		for i := range out {
+			w := &out[i]
+			inside := !op.Invoke.Before(w.From) && !op.Invoke.After(w.To)
+			switch {
+			case op.Kind == KindSnapshot && inside:
+				w.Snapshots++
+			case op.Kind == KindGet && inside && op.Outcome == OK &&
+				(op.Answer.Status == http.StatusOK || op.Answer.Status == http.StatusNotFound):
+				w.Reads++
+			case op.Kind == KindPost && inside && op.Outcome == Info:
+				w.UnknownPosts++
+			}
+			if op.Kind == KindPost && op.Invoke.Before(w.From) && op.Complete.After(w.From) {
+				w.WritesInFlight++
+			}
+		}
+	}
+	return out
+}
+
+// checkMinimums reports a history that cannot have tested what the checks
+// claim: one with no transfer answered 202, no read answered 200, no
+// snapshot with a transfer's postings, or no record published and
+// consumed (a run that checked nothing passes every other check), and
+// each fault whose window lacks what its Expect names.
+func checkMinimums(h History) []Anomaly {
+	var accepted, read, posted, published, consumed bool
+	for _, op := range h {
+		switch {
+		case accepted202(op):
+			accepted = true
+		case op.Kind == KindGet && op.Outcome == OK && op.Answer.Status == http.StatusOK:
+			read = true
+		case op.Kind == KindSnapshot && len(op.Snapshot.TransferIDs()) > 0:
+			posted = true
+		case op.Kind == KindPublished:
+			published = true
+		case op.Kind == KindConsumed:
+			consumed = true
+		}
+	}
+	var missing []string
+	for _, m := range []struct {
+		ok   bool
+		what string
+	}{
+		{accepted, "no transfer answered 202"}, {read, "no read answered 200"},
+		{posted, "no snapshot with a transfer's postings"}, {published, "no record published"}, {consumed, "no record consumed"},
+	} {
+		if !m.ok {
+			missing = append(missing, m.what)
+		}
+	}
+	var out []Anomaly
+	if len(missing) > 0 {
+		out = append(out, Anomaly{Vacuous, "history", fmt.Sprintf("%d operations: %s", len(h), strings.Join(missing, ", "))})
+	}
+	for _, w := range windows(h) {
+		var lacks []string
+		if w.Expect.Snapshots && w.Snapshots == 0 {
+			lacks = append(lacks, "no snapshot")
+		}
+		if w.Expect.Reads && w.Reads == 0 {
+			lacks = append(lacks, "no read answered")
+		}
+		if w.Expect.UnknownPosts && w.UnknownPosts == 0 {
+			lacks = append(lacks, "no POST of unknown outcome")
+		}
+		if w.Expect.WritesInFlight && w.WritesInFlight == 0 {
+			lacks = append(lacks, "no POST in flight when it began")
+		}
+		if len(lacks) > 0 {
+			out = append(out, Anomaly{Vacuous, w.Crash, fmt.Sprintf("%s inside its window %s..%s",
+				strings.Join(lacks, ", "), w.From.UTC().Format(time.RFC3339Nano), w.To.UTC().Format(time.RFC3339Nano))})
+		}
+	}
+	return out
+}
