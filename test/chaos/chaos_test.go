@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,12 @@ type fault struct {
 	// hitsNotifications: the fault can interrupt notifications between a
 	// webhook and its record (a kill, its database crashing).
 	hitsNotifications bool
+	// What the fault does to the clients, for the minimums its window
+	// must show (expectations): a transfers instance or its database down
+	// (POSTs of unknown outcome), the transfers database unable to answer
+	// reads, the ledger's database unable to give a snapshot, writes cut
+	// into at its start.
+	transfersDown, noReads, noSnapshots, cutsWrites bool
 }
 
 // receiver is the customers' webhook endpoint: it checks signatures,
@@ -158,6 +165,10 @@ type suite struct {
 	historyPath string
 	snapsTaken  int // balance snapshots during the load
 	snapsFailed int // and those that failed (the ledger's database down)
+
+	// injected: the anomalies -chaos.inject put into the run, which the
+	// checker must report as exactly these.
+	injected []history.Anomaly
 
 	// TestChaosCluster's PostgreSQL pairs, in place of pgA and pgB.
 	pairA, pairB *cluster.Pair
@@ -330,6 +341,7 @@ func TestChaos(t *testing.T) {
 	loadStart := time.Now()
 
 	s.settle(10 * time.Second) // traffic before the first fault
+	s.inject()
 	takeover := s.runFaults()
 	// The load stops with the last fault: every transfer must then be
 	// terminal within flagTerminal of it.
@@ -485,7 +497,7 @@ func (s *suite) awaitRecovery(f *fault, within time.Duration) {
 }
 
 func (s *suite) begin(name string, want ...string) *fault {
-	f := &fault{name: name, at: time.Now(), want: want}
+	f := &fault{name: name, at: time.Now(), want: want, transfersDown: slices.Contains(want, "ServiceDown{transfers}")}
 	s.faults = append(s.faults, f)
 	s.probe(f)
 	s.t.Logf("fault: %s", name)
@@ -653,7 +665,7 @@ func (s *suite) runFaults() map[string]any {
 	// PostgreSQL crash-restart of the cluster of ledger, antifraud and
 	// notifications.
 	f = s.begin("pg_ctl restart -m immediate (ledger, antifraud, notifications)", "ConsumerWaitingForDependency{antifraud}")
-	f.hitsNotifications = true
+	f.hitsNotifications, f.noSnapshots = true, true
 	s.pgA.RestartImmediate()
 	f.restored = time.Now()
 	s.awaitRecovery(f, time.Minute)
@@ -661,6 +673,7 @@ func (s *suite) runFaults() map[string]any {
 
 	// The transfers database stopped for flagDBStop.
 	f = s.begin(fmt.Sprintf("transfers database stopped %s", *flagDBStop), "ConsumerWaitingForDependency{transfers}")
+	f.transfersDown, f.noReads = true, true
 	s.pgB.StopImmediate()
 	// Results that reach the projection while its database is down wait for
 	// it (their partitions hold, nothing is dead-lettered), whatever was in
@@ -858,101 +871,8 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		s.errorf("%d submissions refused with a 4xx, e.g. %v", len(refused), first(refused))
 	}
 
-	// None doubled: one posting pair per settled transfer, none per
-	// rejected one, and the ledger's own record agrees.
-	var doubled, missingPostings, rejectedWithPostings int
-	var statusByID = map[uuid.UUID]string{}
-	r, err := s.transfer.Query(ctx, `SELECT id, status FROM transferencia`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		var id uuid.UUID
-		var st string
-		if err := r.Scan(&id, &st); err != nil {
-			t.Fatal(err)
-		}
-		statusByID[id] = st
-	}
-	if err := r.Err(); err != nil {
-		t.Fatal(err)
-	}
-	postings := map[uuid.UUID]int{}
-	r, err = s.ledger.Query(ctx, `SELECT entry_id, count(*) FROM posting WHERE entry_type = 'TRANSFER' GROUP BY entry_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		var id uuid.UUID
-		var n int
-		if err := r.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		postings[id] = n
-	}
-	if err := r.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for id, st := range statusByID {
-		n := postings[id]
-		switch {
-		case st == "LIQUIDADA" && n > 2:
-			doubled++
-		case st == "LIQUIDADA" && n < 2:
-			missingPostings++
-		case st == "REJEITADA" && n > 0:
-			rejectedWithPostings++
-		}
-		delete(postings, id)
-	}
-	if doubled+missingPostings+rejectedWithPostings > 0 {
-		s.errorf("postings: %d settled transfers with more than one pair, %d settled without their pair, %d rejected with postings",
-			doubled, missingPostings, rejectedWithPostings)
-	}
-	if len(postings) > 0 {
-		s.errorf("%d transfer entries in the ledger with no transfer row", len(postings))
-	}
-	var mismatched int
-	if err := s.ledger.QueryRow(ctx, `SELECT count(*) FROM processed_transfer WHERE result = 'EM_PROCESSAMENTO'`).Scan(&mismatched); err != nil {
-		t.Fatal(err)
-	}
-	if mismatched > 0 {
-		s.errorf("%d ledger transfers still EM_PROCESSAMENTO", mismatched)
-	}
-
-	// Balances equal postings, per-currency sums zero, entries balanced.
-	var badBalances, badSums, badEntries int
-	if err := s.ledger.QueryRow(ctx, `
-SELECT count(*) FROM (
-  SELECT a.id FROM account a LEFT JOIN posting p ON p.account_id = a.id
-   GROUP BY a.id, a.balance_cents
-  HAVING a.balance_cents <> coalesce(sum(CASE p.direction WHEN 'C' THEN p.amount_cents ELSE -p.amount_cents END), 0)) x`).Scan(&badBalances); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ledger.QueryRow(ctx, `SELECT count(*) FROM (SELECT currency FROM account GROUP BY currency HAVING sum(balance_cents) <> 0) x`).Scan(&badSums); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ledger.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM posting GROUP BY entry_type, entry_id
-  HAVING count(*) <> 2 OR count(*) FILTER (WHERE direction = 'D') <> 1 OR count(DISTINCT amount_cents) <> 1) x`).Scan(&badEntries); err != nil {
-		t.Fatal(err)
-	}
-	if badBalances+badSums+badEntries > 0 {
-		s.errorf("ledger: %d balances differ from their postings, %d currencies do not sum to zero, %d unbalanced entries",
-			badBalances, badSums, badEntries)
-	}
-
-	// No DEAD outbox row in any service.
-	dead := 0
-	for _, db := range []*pgxpool.Pool{s.transfer, s.ledger, s.notify, s.pool(s.pgA.DSN("antifraud", "chaos-test"))} {
-		var n int
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		dead += n
-	}
-	if dead > 0 {
-		s.errorf("%d DEAD outbox rows", dead)
-	}
+	// The stores' invariants, shared with TestChaosCluster.
+	stores := s.checkStores(ctx, s.errorf)
 
 	// Notifications: one log row per result event (by its key), at most
 	// one delivery per event id at the receiver, one per terminal transfer.
@@ -1101,12 +1021,13 @@ SELECT count(*) FROM (
 	row("rejected", rejected)
 	row("lost (202 without a row)", lost)
 	row(fmt.Sprintf("not terminal %s after the last fault", *flagTerminal), pending)
-	row("doubled (more than one posting pair)", doubled)
+	row("doubled (more than one posting pair)", stores.doubled)
 	row("POSTs / 503 (without Retry-After) / 409 / conn errors / other 5xx", fmt.Sprintf("%d / %d (%d) / %d / %d / %d",
 		st.posts.Load(), st.unavailable503.Load(), st.noRetryAfter.Load(), st.conflict409.Load(), st.connErrors.Load(), st.status5xx.Load()))
 	row("DLT records / injected poison", fmt.Sprintf("%d / %d %v", dltGot, dltWant, gotDLT))
 	row("exact duplicates injected", dups)
-	row("DEAD outbox rows", dead)
+	row("DEAD outbox rows", stores.dead)
+	row("unresolved held results", stores.held)
 	row("webhook duplicates (same event id) / unexplained by a crash", fmt.Sprintf("%d / %d", dupDeliveries, len(unexplained)))
 	row("consumer lag (all groups)", lagTotal)
 	row("all terminal after last fault", terminalAfter.Round(time.Millisecond))

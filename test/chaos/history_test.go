@@ -66,7 +66,7 @@ func (s *suite) snapshots(ctx context.Context, stop <-chan struct{}) (taken, fai
 	}
 }
 
-// snapshot reads every balance and the entries with postings in one
+// snapshot reads every balance and every entry's postings in one
 // REPEATABLE READ transaction on the ledger's database, and records it.
 func (s *suite) snapshot(ctx context.Context) error {
 	invoked := time.Now()
@@ -83,17 +83,20 @@ func (s *suite) snapshot(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ids := func(entryType string) ([]string, error) {
-			rows, err := tx.Query(ctx, `SELECT DISTINCT entry_id::text FROM posting WHERE entry_type = $1`, entryType)
-			if err != nil {
-				return nil, err
-			}
-			return pgx.CollectRows(rows, pgx.RowTo[string])
-		}
-		if snap.Transfers, err = ids("TRANSFER"); err != nil {
+		// One row per entry: its debit and its credit (the ledger keeps at
+		// most one of each), for the checker's per-account model.
+		rows, err = tx.Query(ctx, `
+SELECT entry_type, entry_id::text,
+       coalesce(max(account_id) FILTER (WHERE direction = 'D'), ''), coalesce(max(amount_cents) FILTER (WHERE direction = 'D'), 0),
+       coalesce(max(account_id) FILTER (WHERE direction = 'C'), ''), coalesce(max(amount_cents) FILTER (WHERE direction = 'C'), 0)
+  FROM posting GROUP BY entry_type, entry_id`)
+		if err != nil {
 			return err
 		}
-		snap.Deposits, err = ids("DEPOSIT")
+		snap.Entries, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (history.Entry, error) {
+			var e history.Entry
+			return e, r.Scan(&e.Type, &e.ID, &e.Debit, &e.DebitCents, &e.Credit, &e.CreditCents)
+		})
 		return err
 	})
 	if err != nil {
@@ -140,6 +143,18 @@ SELECT id::text, seq, topic, key, event_type, coalesce(payload->>'transferenciaI
 			readers[t] = append(readers[t], group)
 		}
 	}
+	// The groups named for each main topic: every record published on it
+	// must be among each one's consumed records, whatever the history
+	// shows consuming.
+	for _, topic := range main {
+		sort.Strings(readers[topic])
+		if len(readers[topic]) == 0 {
+			return fmt.Errorf("no consumer group named for %s", topic)
+		}
+		for _, g := range readers[topic] {
+			s.rec.Subscribed(g, topic)
+		}
+	}
 	for _, topic := range main {
 		msgs, err := readTopic(ctx, s.kc, s.kafka.Addr(1), topic)
 		if err != nil {
@@ -181,8 +196,9 @@ func (s *suite) checkHistory(ctx context.Context, requests map[string]transferRe
 	if err != nil {
 		s.errorf("history: %v", err)
 	}
-	if !rep.OK() {
-		s.errorf("history: %d anomalies (see the table above)", len(rep.Anomalies))
+	rest := s.expectInjected(rep.Anomalies)
+	if len(rest) > 0 {
+		s.errorf("history: %d anomalies (see the table above)", len(rest))
 	}
 }
 
@@ -212,7 +228,7 @@ func (s *suite) judgeHistory(ctx context.Context, requests map[string]transferRe
 		if end.IsZero() {
 			end = f.at
 		}
-		s.rec.Crash(f.at, end, history.Crash{Name: f.name, InterruptsWebhooks: f.hitsNotifications})
+		s.rec.Crash(f.at, end, history.Crash{Name: f.name, InterruptsWebhooks: f.hitsNotifications, Expect: s.expectations(f, end)})
 	}
 	if err := s.rec.Close(); err != nil {
 		t.Fatalf("history: write %s: %v", s.historyPath, err)

@@ -47,6 +47,9 @@ type load struct {
 	client *http.Client
 	stats  clientStats
 	rec    *history.Recorder // every POST and GET, as it happens
+	// inFlight counts the POSTs sent and not yet recorded: a fault that
+	// must cut into writes waits for one (awaitInFlight).
+	inFlight atomic.Int64
 
 	mu       sync.Mutex
 	requests map[string]transferReq // every key sent
@@ -110,8 +113,10 @@ func (l *load) submitAs(ctx context.Context, bearer string, maxWait time.Duratio
 	for attempt := 0; ; attempt++ {
 		l.stats.posts.Add(1)
 		invoked := time.Now()
+		l.inFlight.Add(1)
 		status, hdr, b, err := l.post(ctx, l.urls[(start+attempt)%len(l.urls)], bearer, key, body)
 		l.recordPost(invoked, key, r, status, b, err)
+		l.inFlight.Add(-1)
 		wait := retryBackoff.Delay(attempt + 1)
 		switch {
 		case err != nil:
@@ -158,11 +163,13 @@ func (l *load) submitAs(ctx context.Context, bearer string, maxWait time.Duratio
 }
 
 // answerBody is what the history keeps of an answer's body: a transfer's
-// id and status, or a problem's type.
+// id and status (and, read by a GET, its accounts, amount and currency),
+// or a problem's type.
 type answerBody struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
 	Type   string `json:"type"`
+	transferReq
 }
 
 // recordPost records one POST: a 202 or a final 4xx is a known outcome;
@@ -225,6 +232,12 @@ func (l *load) get(ctx context.Context, base, id string) (history.Outcome, histo
 	outcome, ans := answer(status, b, err)
 	if err == nil && status != http.StatusOK && status != http.StatusNotFound {
 		outcome = history.Fail // a read that was refused says nothing of the transfer
+	}
+	if status == http.StatusOK {
+		var body answerBody
+		if json.Unmarshal(b, &body) == nil && body.transferReq != (transferReq{}) {
+			ans.Transfer = &body.transferReq // the checker compares it with the accepted request
+		}
 	}
 	l.rec.Get(invoked, outcome, id, ans)
 	return outcome, ans

@@ -1,0 +1,127 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/paysuite/payments/test/history"
+	"github.com/paysuite/payments/test/poll"
+)
+
+var flagInject = flag.String("chaos.inject", injectStaleRead,
+	"TestChaos: an anomaly injected into the live run that the history checker must report as exactly its kind, or the test fails: "+
+		injectStaleRead+" (a settled transfer set back to PENDENTE for two seconds while reads target it) or none")
+
+const injectStaleRead = "stale-read"
+
+// expectations are what a fault's window must show in the history, each
+// where the fault makes it possible: a snapshot if the window spans a
+// snapshot period and the ledger's database answers, a read answered if
+// the transfers database does, a POST of unknown outcome if a transfers
+// instance or its database is down, a POST in flight at its start if it
+// cuts into writes.
+func (s *suite) expectations(f *fault, end time.Time) history.Expect {
+	window := end.Sub(f.at)
+	return history.Expect{
+		Snapshots:      !f.noSnapshots && *flagSnapshotEvery > 0 && window >= *flagSnapshotEvery+time.Second,
+		Reads:          !f.noReads && *flagReads > 0 && window >= time.Second,
+		UnknownPosts:   f.transfersDown,
+		WritesInFlight: f.cutsWrites,
+	}
+}
+
+// inject injects the anomaly -chaos.inject names into the live run and
+// remembers it: expectInjected then wants it reported as exactly that.
+func (s *suite) inject() {
+	s.t.Helper()
+	switch *flagInject {
+	case "none", "":
+	case injectStaleRead:
+		s.injectStaleRead()
+	default:
+		s.t.Fatalf("-chaos.inject=%q: want %s or none", *flagInject, injectStaleRead)
+	}
+}
+
+// injectStaleRead sets a transfer the load settled back to PENDENTE in
+// the transfers database for two seconds, reads it (recorded in the
+// history) before, during and after, and restores it. The checker must
+// report exactly one stale-read on that transfer: a read of LIQUIDADA
+// followed by a read of PENDENTE.
+func (s *suite) injectStaleRead() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var id string
+	var updated time.Time
+	if !poll.Wait(30*time.Second, 200*time.Millisecond, func() bool {
+		_, accepted, _ := s.load.snapshot()
+		keys := make([]string, 0, len(accepted))
+		for k := range accepted {
+			keys = append(keys, k)
+		}
+		err := s.transfer.QueryRow(ctx, `SELECT id::text, atualizada_em FROM transferencia
+ WHERE status = 'LIQUIDADA' AND id::text = ANY($1) ORDER BY atualizada_em LIMIT 1`, keys).Scan(&id, &updated)
+		return err == nil
+	}) {
+		s.t.Fatal("inject: no settled transfer within 30s")
+	}
+	read := func(i int, want string) {
+		o, a := s.load.get(ctx, s.load.urls[i%len(s.load.urls)], id)
+		if o != history.OK || a.TransferStatus != want {
+			s.t.Fatalf("inject: read of %s: %s %+v, want %s", id, o, a, want)
+		}
+	}
+	read(0, history.StatusSettled)
+	set := func(status string, at time.Time) {
+		tag, err := s.transfer.Exec(ctx, `UPDATE transferencia SET status = $2, atualizada_em = $3 WHERE id::text = $1`, id, status, at)
+		if err != nil || tag.RowsAffected() != 1 {
+			s.t.Fatalf("inject: set %s %s: %v (%d rows)", id, status, err, tag.RowsAffected())
+		}
+	}
+	set(history.StatusPending, updated)
+	for i := range 4 {
+		read(i, history.StatusPending)
+		time.Sleep(500 * time.Millisecond) // reads spread over the two seconds, not a wait for a condition
+	}
+	set(history.StatusSettled, updated)
+	read(1, history.StatusSettled)
+	s.injected = append(s.injected, history.Anomaly{Kind: history.StaleRead, About: id})
+	s.t.Logf("inject: transfer %s set back to PENDENTE for 2s and read; the checker must report one %s on it", id, history.StaleRead)
+}
+
+// expectInjected takes the injected anomalies out of the checker's
+// anomalies: each must be there, exactly its kind on exactly its
+// transfer, or the test fails. It returns the anomalies left, which fail
+// the test.
+func (s *suite) expectInjected(anomalies []history.Anomaly) []history.Anomaly {
+	s.t.Helper()
+	rest := append([]history.Anomaly(nil), anomalies...)
+	for _, want := range s.injected {
+		found := -1
+		for i, a := range rest {
+			if a.Kind == want.Kind && a.About == want.About {
+				found = i
+				break
+			}
+		}
+		if found < 0 {
+			s.errorf("history: the injected %s on %s was not reported: the checker missed it", want.Kind, want.About)
+			continue
+		}
+		s.t.Logf("history: the injected anomaly was reported as expected: %s", rest[found])
+		rest = append(rest[:found], rest[found+1:]...)
+	}
+	for _, a := range rest {
+		for _, want := range s.injected {
+			if a.About == want.About {
+				s.errorf("history: the injected anomaly on %s was also reported as %s", want.About, fmt.Sprint(a))
+			}
+		}
+	}
+	return rest
+}
