@@ -123,9 +123,9 @@ bench-debezium:
 	bash test/infra/debezium/resolve.sh >/dev/null
 	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) test -tags debezium -count=1 -timeout 60m -run '^$$' -bench 'Debezium' -benchtime $(DEBEZIUM_BENCHTIME) ./test/debezium/ $(DEBEZIUM_FLAGS)
 
-# The same needs as chaos, without Prometheus (the Kafka jars resolve as
-# make test's do).
+# The same needs as chaos (the Kafka jars resolve as make test's do).
 chaos-cluster:
+	bash test/infra/ensure-promtool.sh
 	bash test/infra/ensure-postgres.sh
 	$(GO) test -tags chaos -count=1 -timeout 45m -v -run '^TestChaosCluster$$' ./test/chaos/ $(CHAOS_FLAGS)
 
