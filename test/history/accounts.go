@@ -132,7 +132,7 @@ func checkAccounts(h History) []Anomaly {
 		for _, e := range s.Snapshot.Entries {
 			posted[e.Debit] -= e.DebitCents
 			posted[e.Credit] += e.CreditCents
-			// want is what was asked: the accounts and the amount.
+			// What was asked: the accounts, the currency and the amount.
 			var from, to, cur string
 			var cents int64
 			switch e.Type {
@@ -162,15 +162,17 @@ func checkAccounts(h History) []Anomaly {
 				report(Anomaly{PostingAccount, e.ID, fmt.Sprintf("entry of unknown type %q (%s)", e.Type, at)})
 				continue
 			}
-			what := fmt.Sprintf("%s %s asked %d %s from %s to %s; its postings debit %d from %q, credit %d to %q (%s)",
-				lower(e.Type), e.ID, cents, cur, from, to, e.DebitCents, e.Debit, e.CreditCents, e.Credit, at)
+			what := func() string {
+				return fmt.Sprintf("%s %s asked %d %s from %s to %s; its postings debit %d from %q, credit %d to %q (%s)",
+					lower(e.Type), e.ID, cents, cur, from, to, e.DebitCents, e.Debit, e.CreditCents, e.Credit, at)
+			}
 			switch {
 			case e.Debit == "" || e.Credit == "":
-				report(Anomaly{PostingAmount, e.ID, what}) // a side without its posting
+				report(Anomaly{PostingAmount, e.ID, what()}) // a side without its posting
 			case e.Debit != from || e.Credit != to || currency[e.Debit] != cur || currency[e.Credit] != cur:
-				report(Anomaly{PostingAccount, e.ID, what})
+				report(Anomaly{PostingAccount, e.ID, what()})
 			case e.DebitCents != cents || e.CreditCents != cents:
-				report(Anomaly{PostingAmount, e.ID, what})
+				report(Anomaly{PostingAmount, e.ID, what()})
 			}
 		}
 		balance := map[string]int64{}
