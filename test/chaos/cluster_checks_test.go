@@ -146,4 +146,3 @@ func inRecovery(pg *cluster.PG) (bool, error) {
 	err = db.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&rec)
 	return rec, err
 }
-

@@ -142,6 +142,9 @@ func (s *suite) printClusterFigures(h history.History, sent, accepted int) {
 		if f.note != "" {
 			fmt.Fprintf(tw, "  %s\t\t\t\t\t\t\n", f.note)
 		}
+		if len(f.fired) > 0 {
+			fmt.Fprintf(tw, "  alerts fired (wanted %v): %s\t\t\t\t\t\t\n", f.want, strings.Join(f.fired, " "))
+		}
 		if ff.settlePause > *flagSettleMax {
 			s.errorf("fault %q: settlements paused %s, want at most %s", f.name, ff.settlePause, *flagSettleMax)
 		}
