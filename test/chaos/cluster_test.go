@@ -422,7 +422,10 @@ func (s *suite) killTwoBrokers() {
 func (s *suite) hangBroker(topic string) {
 	s.t.Helper()
 	node, p := s.leaderOf(topic)
-	f := s.begin(fmt.Sprintf("SIGSTOP Kafka node %d, leader of %s/%d, for %s", node, topic, p, *flagHang))
+	// The hung node leads partitions of every topic: the relays' sends to
+	// it time out. (A killed node's leaderships move within seconds,
+	// which the services absorb: leaderMoved is that fault's check.)
+	f := s.begin(fmt.Sprintf("SIGSTOP Kafka node %d, leader of %s/%d, for %s", node, topic, p, *flagHang), "OutboxBrokerUnreachable{transfers}")
 	s.kafka.Stop(node)
 	s.settle(*flagHang)
 	s.kafka.Cont(node)
