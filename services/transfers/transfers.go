@@ -156,8 +156,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 
 	inb := inbox.New(db, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(reg))
+	// Admission control reads the backlog the relay can send from the
+	// database (every instance the same figure), not from this process's
+	// relay.
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending,
-		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh}, relay, time.Now, admission.NewMetrics(reg))
+		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh, PublishDelay: publishDelay(cfg.Config)},
+		admission.NewBacklog(db), time.Now, admission.NewMetrics(reg))
 	// The projection tells admission control what it settles.
 	store := postgres.NewStore(db, ob, inb, cfg.ClaimTimeout).OnSettled(admit.Settled)
 	held := NewHeldMetrics(reg)
@@ -191,6 +195,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 			},
 		},
 	})
+}
+
+// publishDelay is how late the outbox table learns that the relay cfg
+// chooses published an event: the logical relay marks its rows PUBLISHED
+// at each settle, the polling relay as soon as the broker acknowledged
+// them.
+func publishDelay(cfg platform.Config) time.Duration {
+	if cfg.RelayMode != platform.RelayLogical {
+		return 0
+	}
+	if cfg.Logical.SettleInterval <= 0 {
+		return time.Second // the logical relay's default settle interval
+	}
+	return cfg.Logical.SettleInterval
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:

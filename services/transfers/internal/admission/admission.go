@@ -1,6 +1,7 @@
 // Package admission is the transfers service's admission control at the
-// door: it watches how far behind the flow is (the outbox relay's backlog,
-// and how long the transfers the projection settles took from POST to
+// door: it watches how far behind the flow is (the outbox backlog the relay
+// can send, read from the database so that every instance judges the same
+// figure, and how long the transfers the projection settles took from POST to
 // their result) and, past a bound, sheds new transfer requests (503
 // overloaded) before they write anything, admitting at about the rate the
 // flow settles, each client at most its fair share of it.
@@ -37,7 +38,7 @@ const (
 	// what shedding starts with.
 	startFraction = 0.9
 	// decrease multiplies the admitted rate at each refresh that finds the
-	// backlog over the bound and still growing.
+	// backlog over the bound and stalled (see stallGrace).
 	decrease = 0.8
 	// increase multiplies it at each refresh that finds the backlog under
 	// the bound; shedding stops once it reaches the offered rate.
@@ -86,6 +87,15 @@ const (
 	minRate = 1.0
 	// maxRetryAfter caps Retry-After.
 	maxRetryAfter = time.Minute
+	// headMoves: a backlog whose age grew by less than this share of the
+	// time between two refreshes had its oldest events published
+	// meanwhile (its head moved); one whose age grew by about that time
+	// still waits on the same events.
+	headMoves = 0.9
+	// stallGrace is how long the head may stay put before the backlog
+	// counts as stalled (beyond Config.PublishDelay): a batch in flight
+	// to a slow broker is not a stall.
+	stallGrace = time.Second
 )
 
 // Config bounds the backlog.
@@ -102,6 +112,12 @@ type Config struct {
 	MaxLatency time.Duration
 	// Refresh is how often the backlog is read; default DefaultRefresh.
 	Refresh time.Duration
+	// PublishDelay is how late the outbox table learns that an event was
+	// published: 0 for the polling relay (it marks each batch once the
+	// broker acknowledged it), the settle interval for the logical relay
+	// (its rows stay PENDING until the next settle). It is taken off the
+	// backlog's age, and a head that stays put that long is not a stall.
+	PublishDelay time.Duration
 }
 
 // Controller decides whether a new transfer request is admitted.
@@ -118,10 +134,14 @@ type Controller struct {
 	shedding bool
 	// rate is the total admitted rate, per second, while shedding.
 	rate float64
-	// age is the backlog's age at the last refresh: the Retry-After's base.
+	// age is the backlog's age at the last refresh, less PublishDelay:
+	// the Retry-After's base.
 	age time.Duration
-	// prevAge tells whether the backlog still grows.
-	prevAge time.Duration
+	// tableAge is the age the last refresh read, and movedAt the last
+	// refresh that found the backlog empty or its head moved (see
+	// headMoves): a backlog whose head stays put is stalled.
+	tableAge time.Duration
+	movedAt  time.Time
 	// Counted since the last refresh: requests offered, admitted, and the
 	// clients that sent them; transfers settled, and those of them later
 	// than MaxLatency.
@@ -147,7 +167,7 @@ func New(cfg Config, backlog outbox.BacklogReader, now func() time.Time, metrics
 		metrics = NewMetrics(nil)
 	}
 	return &Controller{cfg: cfg, backlog: backlog, now: now, metrics: metrics,
-		fair: auth.NewLimiter(minRate, 1), clients: map[string]struct{}{}, since: now()}
+		fair: auth.NewLimiter(minRate, 1), clients: map[string]struct{}{}, since: now(), movedAt: now()}
 }
 
 // Run refreshes the state every Config.Refresh until ctx ends.
@@ -160,16 +180,18 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Refresh reads the backlog and updates the decision's state. The flow is
-// behind when the outbox's oldest event is older than MaxAge (or more
-// than MaxPending wait), or when more than half of the transfers settled
+// behind when the oldest event the relay can send is older than MaxAge
+// (less PublishDelay; or more than MaxPending wait), or when more than half of the transfers settled
 // since the last refresh took longer than MaxLatency. Behind, shedding
 // starts (at startFraction of the rate admitted since the last refresh)
 // and the admitted rate is held at most drainFraction of the rate the
 // flow settles now (less, down to minDrainFraction, the later the oldest
 // result: MaxLatency over its age), so that the backlog drains while the
-// flow works at its best rate; while nothing settles (an outage) it falls
-// by decrease at each refresh that finds the outbox backlog older than
-// before. No longer behind, it grows by increase a refresh up to
+// flow works at its best rate; while the backlog is stalled (its oldest
+// events have not been published for PublishDelay plus stallGrace: an
+// outage) it falls by decrease at each refresh. Both figures are the
+// database's, so every instance, whether or not its projection holds
+// partitions, judges alike. No longer behind, it grows by increase a refresh up to
 // recoverFraction of the flow's capacity (the highest settled rate seen
 // lately), then by probeStep of the capacity (by increase alone while
 // nothing has settled lately), until it reaches the offered rate, and
@@ -188,7 +210,8 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	dt := now.Sub(c.since).Seconds()
+	elapsed := now.Sub(c.since)
+	dt := elapsed.Seconds()
 	if dt <= 0 {
 		dt = c.cfg.Refresh.Seconds()
 	}
@@ -197,7 +220,12 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	c.capacity = max(c.settledRate, c.capacity*capacityDecay)
 	c.admittedRate = settledSmoothing*admitted + (1-settledSmoothing)*c.admittedRate
 	lateNow := c.cfg.MaxLatency > 0 && c.settled > 0 && float64(c.late) > lateShare*float64(c.settled)
-	over := b.OldestAge > c.cfg.MaxAge || (c.cfg.MaxPending > 0 && b.Pending > c.cfg.MaxPending) || lateNow
+	age := max(0, b.OldestAge-c.cfg.PublishDelay)
+	if b.OldestAge-c.tableAge < time.Duration(headMoves*float64(elapsed)) {
+		c.movedAt = now
+	}
+	stalled := now.Sub(c.movedAt) > c.cfg.PublishDelay+stallGrace
+	over := age > c.cfg.MaxAge || (c.cfg.MaxPending > 0 && b.Pending > c.cfg.MaxPending) || lateNow
 	// The later the results, the larger the backlog behind them: it drains
 	// faster (down to minDrainFraction of the settled rate admitted).
 	drain := drainFraction
@@ -206,7 +234,7 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	}
 	clients := max(1, len(c.clients))
 	c.offered, c.admitted, c.settled, c.late, c.worst, c.clients, c.since = 0, 0, 0, 0, 0, map[string]struct{}{}, now
-	c.prevAge, c.age = c.age, b.OldestAge
+	c.tableAge, c.age = b.OldestAge, age
 	// Over the bound there is a backlog, so what settles now is what the
 	// flow takes now (less, the more the door itself costs); the capacity
 	// is what it took lately, the size of the recovery's steps.
@@ -218,7 +246,7 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	case over:
 		if !c.shedding {
 			c.shedding, c.rate = true, admitted*startFraction
-		} else if !flowing && b.OldestAge > c.prevAge {
+		} else if stalled {
 			c.rate *= decrease
 		}
 		// Clamped only while the flow settles less than the door admits:
