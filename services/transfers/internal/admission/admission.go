@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/periodic"
 	"github.com/paysuite/payments/pkg/postgres"
 )
@@ -76,6 +75,11 @@ const (
 	// settledSmoothing weighs the last refresh's settled rate in its
 	// moving average (batches make one window's count noisy).
 	settledSmoothing = 0.5
+	// outboxSmoothing is the least time constant of the moving averages of
+	// what all instances enqueue and what the relay takes (at least twice
+	// Config.PublishDelay: the logical relay's rows leave the backlog in
+	// one burst a settle).
+	outboxSmoothing = time.Second
 	// capacityDecay multiplies the capacity estimate at each refresh:
 	// the highest settled rate seen lately, forgotten with a half-life of
 	// about 70 refreshes (17 s at 250 ms), so that a pause of the flow (a
@@ -123,7 +127,7 @@ type Config struct {
 // Controller decides whether a new transfer request is admitted.
 type Controller struct {
 	cfg     Config
-	backlog outbox.BacklogReader
+	backlog BacklogReader
 	now     func() time.Time
 	metrics *Metrics
 	fair    *auth.Limiter
@@ -155,11 +159,22 @@ type Controller struct {
 	// flow takes, the admitted rate's anchor while shedding. admittedRate
 	// is the moving average of the admitted rate.
 	settledRate, capacity, admittedRate float64
+	// enqueued and left are the last reading's counts (see Reading), read
+	// once some reading was; enqueuedRate and leftRate their moving
+	// averages, per second: what all instances admit, and what the relay
+	// takes.
+	enqueued, left         int64
+	read                   bool
+	enqueuedRate, leftRate float64
+	// relayCapacity is this instance's share (what it admits of what all
+	// enqueue) of the highest rate the relay took lately, forgotten as
+	// capacity is.
+	relayCapacity float64
 }
 
 // New returns a controller reading backlog. now is the clock (time.Now in
 // production); metrics may be nil.
-func New(cfg Config, backlog outbox.BacklogReader, now func() time.Time, metrics *Metrics) *Controller {
+func New(cfg Config, backlog BacklogReader, now func() time.Time, metrics *Metrics) *Controller {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultRefresh
 	}
@@ -219,6 +234,19 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	c.settledRate = settledSmoothing*float64(c.settled)/dt + (1-settledSmoothing)*c.settledRate
 	c.capacity = max(c.settledRate, c.capacity*capacityDecay)
 	c.admittedRate = settledSmoothing*admitted + (1-settledSmoothing)*c.admittedRate
+	if c.read {
+		tau := max(outboxSmoothing, 2*c.cfg.PublishDelay).Seconds()
+		w := 1 - math.Exp(-dt/tau)
+		c.enqueuedRate = w*float64(max(0, b.Enqueued-c.enqueued))/dt + (1-w)*c.enqueuedRate
+		c.leftRate = w*float64(max(0, b.Left-c.left))/dt + (1-w)*c.leftRate
+	}
+	c.enqueued, c.left, c.read = b.Enqueued, b.Left, true
+	if c.enqueuedRate >= minRate {
+		share := min(1, c.admittedRate/c.enqueuedRate)
+		c.relayCapacity = max(c.leftRate*share, c.relayCapacity*capacityDecay)
+	} else {
+		c.relayCapacity *= capacityDecay
+	}
 	lateNow := c.cfg.MaxLatency > 0 && c.settled > 0 && float64(c.late) > lateShare*float64(c.settled)
 	age := max(0, b.OldestAge-c.cfg.PublishDelay)
 	if b.OldestAge-c.tableAge < time.Duration(headMoves*float64(elapsed)) {
@@ -257,14 +285,23 @@ func (c *Controller) Refresh(ctx context.Context) error {
 		if flowing && c.settledRate < c.admittedRate*keepsUp {
 			c.rate = min(c.rate, c.settledRate*drain)
 		}
+		// The same for the relay, from the database's counts, which every
+		// instance reads alike: while it takes less than all instances
+		// enqueue (and is not stalled: that is the decrease's), this
+		// instance admits its share of drainFraction of what the relay
+		// takes, its share being what it admits of what all enqueue.
+		if !stalled && c.enqueuedRate >= minRate && c.leftRate < c.enqueuedRate*keepsUp {
+			c.rate = min(c.rate, c.admittedRate*c.leftRate*drainFraction/c.enqueuedRate)
+		}
 	case c.shedding:
+		capacity := c.anchor()
 		switch {
-		case !follow || c.capacity < minRate:
+		case !follow || capacity < minRate:
 			c.rate *= increase
-		case c.rate < c.capacity*recoverFraction:
-			c.rate = min(c.rate*increase, c.capacity*recoverFraction)
+		case c.rate < capacity*recoverFraction:
+			c.rate = min(c.rate*increase, capacity*recoverFraction)
 		default:
-			c.rate = max(c.rate, min(c.rate+c.capacity*probeStep, c.capacity*probeCeiling))
+			c.rate = max(c.rate, min(c.rate+capacity*probeStep, capacity*probeCeiling))
 		}
 		if c.rate >= offered {
 			c.shedding = false
@@ -275,6 +312,24 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	c.fair.SetRate(share, max(1, int(share*c.cfg.Refresh.Seconds())), now)
 	c.metrics.Shedding.Set(boolGauge(c.shedding))
 	return nil
+}
+
+// anchor is the capacity the admitted rate recovers towards: the lesser of
+// the flow's (what this instance's projection settles) and this
+// instance's share of the relay's, or the relay's share alone when the
+// projection settles nothing (it holds no partitions, or the flow is
+// paused). A projection that holds every partition settles what all
+// instances admitted, so its capacity alone would have this instance
+// probe towards the whole flow's; the relay's share is read from the
+// database, the same for every instance.
+func (c *Controller) anchor() float64 {
+	switch {
+	case c.relayCapacity < minRate:
+		return c.capacity
+	case c.capacity < minRate:
+		return c.relayCapacity
+	}
+	return min(c.capacity, c.relayCapacity)
 }
 
 // Settled tells the controller that transfers created at created have

@@ -6,23 +6,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 )
 
 // fakeBacklog is the backlog a test sets.
 type fakeBacklog struct {
 	mu sync.Mutex
-	b  outbox.Backlog
+	b  admission.Reading
 }
 
 func (f *fakeBacklog) set(age time.Duration, pending int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.b = outbox.Backlog{Pending: pending, OldestAge: age}
+	f.b = admission.Reading{Pending: pending, OldestAge: age}
 }
 
-func (f *fakeBacklog) Backlog(context.Context) (outbox.Backlog, error) {
+func (f *fakeBacklog) Backlog(context.Context) (admission.Reading, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.b, nil
