@@ -65,13 +65,13 @@ type Config struct {
 	// ClaimTimeout bounds how long a request stalled inside its transaction
 	// keeps its Idempotency-Key in flight.
 	ClaimTimeout time.Duration `env:"IDEMPOTENCY_CLAIM_TIMEOUT" help:"longest a stalled request keeps its Idempotency-Key in flight (409); at least 1s"`
-	// AdmissionMaxAge is the oldest an unpublished outbox event may be
-	// before new transfers are shed (503 overloaded); 0 turns admission
-	// control off.
-	AdmissionMaxAge time.Duration `env:"ADMISSION_MAX_OUTBOX_AGE" help:"oldest an unpublished outbox event may be before new POST /transferencias are shed (503 overloaded); 0s: never shed"`
-	// AdmissionMaxPending, if positive, also sheds past this many
-	// unpublished outbox events.
-	AdmissionMaxPending int64 `env:"ADMISSION_MAX_OUTBOX_PENDING" help:"also shed past this many unpublished outbox events; 0: no count bound"`
+	// AdmissionMaxAge is the oldest an outbox event the relay can send
+	// (not held behind a DEAD one) may be before new transfers are shed
+	// (503 overloaded); 0 turns admission control off.
+	AdmissionMaxAge time.Duration `env:"ADMISSION_MAX_OUTBOX_AGE" help:"oldest an outbox event the relay can send may be before new POST /transferencias are shed (503 overloaded); 0s: never shed"`
+	// AdmissionMaxPending, if positive, also sheds past this many outbox
+	// events the relay can send.
+	AdmissionMaxPending int64 `env:"ADMISSION_MAX_OUTBOX_PENDING" help:"also shed past this many outbox events the relay can send; 0: no count bound"`
 	// AdmissionMaxLatency, if positive, also sheds while more than half
 	// of the transfers settled lately took longer than this from POST to
 	// result.
