@@ -104,11 +104,11 @@ const (
 
 // Config bounds the backlog.
 type Config struct {
-	// MaxAge is the oldest an unpublished outbox event may be before new
-	// transfers are shed; 0 turns admission control off.
+	// MaxAge is the oldest an outbox event the relay can send may be
+	// before new transfers are shed; 0 turns admission control off.
 	MaxAge time.Duration
-	// MaxPending, if positive, also sheds past this many unpublished
-	// events.
+	// MaxPending, if positive, also sheds past this many events the
+	// relay can send.
 	MaxPending int64
 	// MaxLatency, if positive, also sheds while more than half of the
 	// transfers settled since the last refresh took longer than this from
@@ -196,22 +196,24 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // Refresh reads the backlog and updates the decision's state. The flow is
 // behind when the oldest event the relay can send is older than MaxAge
-// (less PublishDelay; or more than MaxPending wait), or when more than half of the transfers settled
-// since the last refresh took longer than MaxLatency. Behind, shedding
-// starts (at startFraction of the rate admitted since the last refresh)
-// and the admitted rate is held at most drainFraction of the rate the
-// flow settles now (less, down to minDrainFraction, the later the oldest
-// result: MaxLatency over its age), so that the backlog drains while the
-// flow works at its best rate; while the backlog is stalled (its oldest
-// events have not been published for PublishDelay plus stallGrace: an
-// outage) it falls by decrease at each refresh. Both figures are the
-// database's, so every instance, whether or not its projection holds
-// partitions, judges alike. No longer behind, it grows by increase a refresh up to
-// recoverFraction of the flow's capacity (the highest settled rate seen
-// lately), then by probeStep of the capacity (by increase alone while
-// nothing has settled lately), until it reaches the offered rate, and
-// shedding stops. The admitted rate is split evenly among the clients
-// that sent requests since the last refresh: each has a token bucket of
+// (less PublishDelay; or more than MaxPending wait), or when more than
+// half of the transfers settled since the last refresh took longer than
+// MaxLatency. Behind, shedding starts (at startFraction of the rate
+// admitted since the last refresh) and the admitted rate is held at most
+// drainFraction of the rate the flow settles now (less, down to
+// minDrainFraction, the later the oldest result: MaxLatency over its
+// age), and at most this instance's share of drainFraction of the rate
+// the relay takes, so that the backlog drains while the flow works at its
+// best rate; while the backlog is stalled (its oldest events have not
+// been published for PublishDelay plus stallGrace: an outage) it falls by
+// decrease at each refresh. The backlog, the stall and the relay's rates
+// are the database's, so every instance, whether or not its projection
+// holds partitions, judges them alike. No longer behind, it grows by
+// increase a refresh up to recoverFraction of the capacity (see anchor),
+// then by probeStep of it (by increase alone while nothing has settled or
+// been taken lately), until it reaches the offered rate, and shedding
+// stops. The admitted rate is split evenly among the clients that sent
+// requests since the last refresh: each has a token bucket of
 // rate/clients. A failed read keeps the state as it was.
 func (c *Controller) Refresh(ctx context.Context) error {
 	// Bounded: a read stuck on a hung server would freeze the decision

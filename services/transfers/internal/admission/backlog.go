@@ -26,7 +26,10 @@ type Reading struct {
 	// identity), Left those of them no longer waiting (published, or set
 	// DEAD or discarded): between two readings, their differences are
 	// what all instances admitted and what the relay took, whichever
-	// instance did either.
+	// instance did either. The sequence moves at insert, before commit:
+	// an insert in flight counts as left until it commits, so the
+	// differences are off by the change in what is in flight (a few
+	// transactions), and a rolled-back insert counts as admitted and left.
 	Enqueued, Left int64
 }
 
@@ -54,8 +57,7 @@ func NewBacklog(db *postgres.DB) *Backlog { return &Backlog{db: db} }
 // key's later events, and their growing age, until someone acts. An event
 // waiting for a retry is counted: the relay sends it when its wait ends.
 // Enqueued is the seq identity's position (pg_sequence_last_value: one
-// read of the sequence, not of the table; an insert rolled back also
-// moved it, which counts as one admitted request that was not).
+// read of the sequence, not of the table).
 //
 // The unpublished rows are read through their partial index
 // (outbox_event_unpublished) and the DEAD rows through theirs; the join
