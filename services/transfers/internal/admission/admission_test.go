@@ -158,6 +158,66 @@ func TestStopsSheddingUnderTheBound(t *testing.T) {
 	}
 }
 
+// With the logical relay the table learns of a publish only at the next
+// settle: PublishDelay is taken off the age, and a head that stays put
+// for that long between settles is not a stall, while one that stays put
+// longer is.
+func TestPublishDelay(t *testing.T) {
+	t.Parallel()
+	clk, bl := newClock(), &fakeBacklog{}
+	c := admission.New(admission.Config{MaxAge: 2 * time.Second, Refresh: 250 * time.Millisecond, PublishDelay: 2 * time.Second}, bl, clk.now, nil)
+	// 3.9 s in the table, 1.9 s once the settle is allowed for: not
+	// shedding, so a burst at one instant is admitted whole.
+	bl.set(3900*time.Millisecond, 100)
+	offer(t, c, clk, time.Second, 250*time.Millisecond, map[string]int{"a": 5})
+	burst := 0
+	for range 1000 {
+		if ok, _ := c.Admit("a"); ok {
+			burst++
+		}
+	}
+	if burst != 1000 {
+		t.Fatalf("a table age within the bound plus the publish delay: a burst got %d of 1000 admitted", burst)
+	}
+	// Over the bound, the head moving every 2 s (a settle): the rate
+	// holds at what shedding started with, though the head stays put
+	// longer than stallGrace between settles.
+	admitted := func(ages ...time.Duration) int {
+		n := 0
+		for _, age := range ages {
+			bl.set(age, 100)
+			n += offer(t, c, clk, 250*time.Millisecond, 250*time.Millisecond, map[string]int{"a": 5})["a"]
+		}
+		return n
+	}
+	var settling []time.Duration
+	for i := range 8 {
+		settling = append(settling, 5*time.Second+time.Duration(i)*250*time.Millisecond)
+	}
+	admitted(settling...)
+	held := 0
+	for range 4 {
+		held = admitted(settling...) / 2
+	}
+	// The head stays put: after the publish delay and the grace, the rate
+	// falls at each refresh.
+	age := 7 * time.Second
+	var stalled []time.Duration
+	for range 24 {
+		stalled = append(stalled, age)
+		age += 250 * time.Millisecond
+	}
+	admitted(stalled[:20]...)
+	fell := admitted(stalled[20:]...)
+	t.Logf("admitted a second: %d with the head moving at each settle, %d once stalled for 5 s", held, fell)
+	if held < 400 {
+		t.Errorf("a head moving at each settle: admitted %d of 500 a second, want the rate shedding started with (450)", held)
+	}
+	if fell > held/4 {
+		t.Errorf("a head stalled for 5 s: admitted %d a second, want the rate fallen well below %d", fell, held)
+	}
+}
+
 // With the bound at 0 nothing is ever shed.
 func TestOffNeverSheds(t *testing.T) {
 	t.Parallel()
