@@ -31,6 +31,8 @@ type outboxDB struct {
 	pool *pgxpool.Pool
 	db   *pg.DB
 	ob   *outbox.Outbox
+	// passed is when passTime last moved the rows.
+	passed time.Time
 }
 
 func newOutboxDB(tb testing.TB) *outboxDB {
@@ -38,7 +40,7 @@ func newOutboxDB(tb testing.TB) *outboxDB {
 	dsn := pgtest.NewDSN(tb, migrations.ForService("transfers")...)
 	pool := openPool(tb, dsn)
 	db := pg.Wrap(pool)
-	return &outboxDB{dsn: dsn, pool: pool, db: db, ob: outbox.New(db)}
+	return &outboxDB{dsn: dsn, pool: pool, db: db, ob: outbox.New(db), passed: time.Now()}
 }
 
 // openPool opens another pool on dsn: another instance of the service.
@@ -80,11 +82,15 @@ func (o *outboxDB) exec(tb testing.TB, sql string, args ...any) int64 {
 	return tag.RowsAffected()
 }
 
-// passTime makes d pass for the outbox's rows: every row was enqueued d
-// earlier than it was.
+// passTime makes d pass for the outbox's rows since the last call,
+// whatever time really passed: every row's enqueued_at moves back by d
+// less the real time since then, so that the database's ages follow the
+// test's clock however fast the machine runs.
 func (o *outboxDB) passTime(tb testing.TB, d time.Duration) {
 	tb.Helper()
-	o.exec(tb, `UPDATE outbox_event SET enqueued_at = enqueued_at - $1::interval`, d.String())
+	now := time.Now()
+	o.exec(tb, `UPDATE outbox_event SET enqueued_at = enqueued_at - $1::interval`, (d - now.Sub(o.passed)).String())
+	o.passed = now
 }
 
 // age sets the rows' enqueued_at to d before now.
