@@ -91,14 +91,10 @@ const (
 	minRate = 1.0
 	// maxRetryAfter caps Retry-After.
 	maxRetryAfter = time.Minute
-	// headMoves: a backlog whose age grew by less than this share of the
-	// time between two refreshes had its oldest events published
-	// meanwhile (its head moved); one whose age grew by about that time
-	// still waits on the same events.
-	headMoves = 0.9
-	// stallGrace is how long the head may stay put before the backlog
-	// counts as stalled (beyond Config.PublishDelay): a batch in flight
-	// to a slow broker is not a stall.
+	// stallGrace is how long nothing may leave the outbox while it holds
+	// a backlog before the backlog counts as stalled (beyond
+	// Config.PublishDelay): a batch in flight to a slow broker is not a
+	// stall.
 	stallGrace = time.Second
 )
 
@@ -141,11 +137,13 @@ type Controller struct {
 	// age is the backlog's age at the last refresh, less PublishDelay:
 	// the Retry-After's base.
 	age time.Duration
-	// tableAge is the age the last refresh read, and movedAt the last
-	// refresh that found the backlog empty or its head moved (see
-	// headMoves): a backlog whose head stays put is stalled.
-	tableAge time.Duration
-	movedAt  time.Time
+	// leftAt is the last refresh that found the backlog empty or more
+	// events gone from the outbox than ever before (Reading.Left above
+	// leftHigh, a high-water mark: an insert in flight at one reading
+	// moves Left up and back). A backlog from which nothing leaves is
+	// stalled.
+	leftAt   time.Time
+	leftHigh int64
 	// Counted since the last refresh: requests offered, admitted, and the
 	// clients that sent them; transfers settled, and those of them later
 	// than MaxLatency.
@@ -182,7 +180,7 @@ func New(cfg Config, backlog BacklogReader, now func() time.Time, metrics *Metri
 		metrics = NewMetrics(nil)
 	}
 	return &Controller{cfg: cfg, backlog: backlog, now: now, metrics: metrics,
-		fair: auth.NewLimiter(minRate, 1), clients: map[string]struct{}{}, since: now(), movedAt: now()}
+		fair: auth.NewLimiter(minRate, 1), clients: map[string]struct{}{}, since: now(), leftAt: now()}
 }
 
 // Run refreshes the state every Config.Refresh until ctx ends.
@@ -202,11 +200,11 @@ func (c *Controller) Run(ctx context.Context) error {
 // admitted since the last refresh) and the admitted rate is held at most
 // drainFraction of the rate the flow settles now (less, down to
 // minDrainFraction, the later the oldest result: MaxLatency over its
-// age), and at most this instance's share of drainFraction of the rate
-// the relay takes, so that the backlog drains while the flow works at its
-// best rate; while the backlog is stalled (its oldest events have not
-// been published for PublishDelay plus stallGrace: an outage) it falls by
-// decrease at each refresh. The backlog, the stall and the relay's rates
+// age), and at most drainFraction of this instance's share of the most
+// the relay took lately, so that the backlog drains while the flow works at its
+// best rate; while the backlog is stalled (no event has left the outbox
+// for PublishDelay plus stallGrace: an outage) it falls by decrease at
+// each refresh. The backlog, the stall and the relay's rates
 // are the database's, so every instance, whether or not its projection
 // holds partitions, judges them alike. No longer behind, it grows by
 // increase a refresh up to recoverFraction of the capacity (see anchor),
@@ -227,8 +225,7 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	elapsed := now.Sub(c.since)
-	dt := elapsed.Seconds()
+	dt := now.Sub(c.since).Seconds()
 	if dt <= 0 {
 		dt = c.cfg.Refresh.Seconds()
 	}
@@ -251,10 +248,15 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	}
 	lateNow := c.cfg.MaxLatency > 0 && c.settled > 0 && float64(c.late) > lateShare*float64(c.settled)
 	age := max(0, b.OldestAge-c.cfg.PublishDelay)
-	if b.OldestAge-c.tableAge < time.Duration(headMoves*float64(elapsed)) {
-		c.movedAt = now
+	// Stalled is judged on the whole outbox, not on its oldest event: one
+	// key's events waiting for a retry (a partition's leader election)
+	// hold the oldest while the relay publishes the rest, and that is not
+	// an outage.
+	if b.Left > c.leftHigh || b.OldestAge == 0 {
+		c.leftHigh, c.leftAt = max(c.leftHigh, b.Left), now
 	}
-	stalled := now.Sub(c.movedAt) > c.cfg.PublishDelay+stallGrace
+	stalled := now.Sub(c.leftAt) > c.cfg.PublishDelay+stallGrace
+	relayBehind := b.ReadyAge-c.cfg.PublishDelay > c.cfg.MaxAge
 	over := age > c.cfg.MaxAge || (c.cfg.MaxPending > 0 && b.Pending > c.cfg.MaxPending) || lateNow
 	// The later the results, the larger the backlog behind them: it drains
 	// faster (down to minDrainFraction of the settled rate admitted).
@@ -264,7 +266,7 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	}
 	clients := max(1, len(c.clients))
 	c.offered, c.admitted, c.settled, c.late, c.worst, c.clients, c.since = 0, 0, 0, 0, 0, map[string]struct{}{}, now
-	c.tableAge, c.age = b.OldestAge, age
+	c.age = age
 	// Over the bound there is a backlog, so what settles now is what the
 	// flow takes now (less, the more the door itself costs); the capacity
 	// is what it took lately, the size of the recovery's steps.
@@ -288,12 +290,17 @@ func (c *Controller) Refresh(ctx context.Context) error {
 			c.rate = min(c.rate, c.settledRate*drain)
 		}
 		// The same for the relay, from the database's counts, which every
-		// instance reads alike: while it takes less than all instances
-		// enqueue (and is not stalled: that is the decrease's), this
-		// instance admits its share of drainFraction of what the relay
-		// takes, its share being what it admits of what all enqueue.
-		if !stalled && c.enqueuedRate >= minRate && c.leftRate < c.enqueuedRate*keepsUp {
-			c.rate = min(c.rate, c.admittedRate*c.leftRate*drainFraction/c.enqueuedRate)
+		// instance reads alike: while it is behind on what it could send
+		// (events ready to go older than the bound: it is the bottleneck,
+		// not one key's retry) and takes less than all instances enqueue
+		// (and is not stalled: that is the decrease's), this
+		// instance admits at most drainFraction of its share of the most
+		// the relay took lately (relayCapacity). The most, not what it
+		// takes now: while one key waits for a retry the relay takes what
+		// the door admits less that key's share, and a clamp on that echo
+		// would cut the door by that share at every refresh.
+		if !stalled && relayBehind && c.relayCapacity >= minRate && c.leftRate < c.enqueuedRate*keepsUp {
+			c.rate = min(c.rate, c.relayCapacity*drainFraction)
 		}
 	case c.shedding:
 		capacity := c.anchor()

@@ -9,21 +9,34 @@ import (
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 )
 
-// fakeBacklog is the backlog a test sets.
+// fakeBacklog is the backlog a test sets. Nothing leaves it (an outage)
+// unless the test says so (leave, or draining).
 type fakeBacklog struct {
 	mu sync.Mutex
 	b  admission.Reading
+	// draining events leave it at each read.
+	draining int64
 }
 
 func (f *fakeBacklog) set(age time.Duration, pending int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.b = admission.Reading{Pending: pending, OldestAge: age}
+	f.b.Pending, f.b.OldestAge = pending, age
+}
+
+// leave has n events leave the outbox (the relay published them).
+func (f *fakeBacklog) leave(n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.b.Enqueued += n
+	f.b.Left += n
 }
 
 func (f *fakeBacklog) Backlog(context.Context) (admission.Reading, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.b.Enqueued += f.draining
+	f.b.Left += f.draining
 	return f.b, nil
 }
 
@@ -126,8 +139,10 @@ func TestShedsFairly(t *testing.T) {
 		bl.set(3*time.Second+time.Duration(i)*time.Second, 0)
 		offer(t, c, clk, 250*time.Millisecond, 250*time.Millisecond, load)
 	}
-	// Over the bound, steady: measure each client's admitted requests.
+	// Over the bound, steady (the relay publishes as much as is admitted):
+	// measure each client's admitted requests.
 	bl.set(10*time.Second, 0)
+	bl.draining = 100
 	got := offer(t, c, clk, 4*time.Second, 250*time.Millisecond, load)
 	light, heavy := got["light"], got["heavy"]
 	t.Logf("admitted in 4s: light %d of 400, heavy %d of 4000", light, heavy)
@@ -179,13 +194,17 @@ func TestPublishDelay(t *testing.T) {
 	if burst != 1000 {
 		t.Fatalf("a table age within the bound plus the publish delay: a burst got %d of 1000 admitted", burst)
 	}
+	offer(t, c, clk, time.Second, 250*time.Millisecond, map[string]int{"a": 5})
 	// Over the bound, the head moving every 2 s (a settle): the rate
 	// holds at what shedding started with, though the head stays put
 	// longer than stallGrace between settles.
-	admitted := func(ages ...time.Duration) int {
+	admitted := func(settles bool, ages ...time.Duration) int {
 		n := 0
-		for _, age := range ages {
+		for i, age := range ages {
 			bl.set(age, 100)
+			if settles && i == 0 {
+				bl.leave(100)
+			}
 			n += offer(t, c, clk, 250*time.Millisecond, 250*time.Millisecond, map[string]int{"a": 5})["a"]
 		}
 		return n
@@ -194,10 +213,10 @@ func TestPublishDelay(t *testing.T) {
 	for i := range 8 {
 		settling = append(settling, 5*time.Second+time.Duration(i)*250*time.Millisecond)
 	}
-	admitted(settling...)
+	admitted(true, settling...)
 	held := 0
 	for range 4 {
-		held = admitted(settling...) / 2
+		held = admitted(true, settling...) / 2
 	}
 	// The head stays put: after the publish delay and the grace, the rate
 	// falls at each refresh.
@@ -207,8 +226,8 @@ func TestPublishDelay(t *testing.T) {
 		stalled = append(stalled, age)
 		age += 250 * time.Millisecond
 	}
-	admitted(stalled[:20]...)
-	fell := admitted(stalled[20:]...)
+	admitted(false, stalled[:20]...)
+	fell := admitted(false, stalled[20:]...)
 	t.Logf("admitted a second: %d with the head moving at each settle, %d once stalled for 5 s", held, fell)
 	if held < 400 {
 		t.Errorf("a head moving at each settle: admitted %d of 500 a second, want the rate shedding started with (450)", held)

@@ -22,6 +22,12 @@ type Reading struct {
 	// (Config.PublishDelay).
 	Pending   int64
 	OldestAge time.Duration
+	// ReadyAge is how long the oldest event the relay can send right now
+	// has waited: of those, not one waiting for a retry nor behind one of
+	// its key. Old while OldestAge is, the relay is behind on what it
+	// could send (it is the bottleneck); young, the backlog is one key's
+	// retry (a partition's leader election) while the rest flows.
+	ReadyAge time.Duration
 	// Enqueued counts the events ever enqueued (the position of the seq
 	// identity), Left those of them no longer waiting (published, or set
 	// DEAD or discarded): between two readings, their differences are
@@ -60,8 +66,8 @@ func NewBacklog(db *postgres.DB) *Backlog { return &Backlog{db: db} }
 // read of the sequence, not of the table).
 //
 // The unpublished rows are read through their partial index
-// (outbox_event_unpublished) and the DEAD rows through theirs; the join
-// groups the DEAD rows by key and hashes them once, then probes that hash
+// (outbox_event_unpublished), the DEAD rows and those waiting for a retry
+// through theirs; each join groups its rows by key and hashes them once, then probes that hash
 // with each unpublished row (Hash Left Join): linear in the backlog plus
 // the DEAD rows, with no sort. Nested loops, merge joins and sorts are
 // turned off for the statement's own transaction (planSQL), as the claim
@@ -73,11 +79,15 @@ func NewBacklog(db *postgres.DB) *Backlog { return &Backlog{db: db} }
 const sendableSQL = `
 SELECT count(*) FILTER (WHERE d.seq IS NULL),
        COALESCE(EXTRACT(EPOCH FROM now() - min(e.enqueued_at) FILTER (WHERE d.seq IS NULL)), 0)::float8,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(e.enqueued_at) FILTER (WHERE d.seq IS NULL AND w.seq IS NULL)), 0)::float8,
        count(*),
        COALESCE(pg_sequence_last_value(pg_get_serial_sequence('outbox_event', 'seq')::regclass), 0)
   FROM outbox_event e
   LEFT JOIN (SELECT topic, key, min(seq) AS seq FROM outbox_event WHERE status = 'DEAD' GROUP BY topic, key) d
          ON d.topic = e.topic AND d.key = e.key AND d.seq < e.seq
+  LEFT JOIN (SELECT topic, key, min(seq) AS seq FROM outbox_event
+              WHERE status = 'PENDING' AND attempts > 0 AND next_attempt_at > now() GROUP BY topic, key) w
+         ON w.topic = e.topic AND w.key = e.key AND w.seq <= e.seq
  WHERE e.status IN ('PENDING', 'PROCESSING')`
 
 // planSQL sets the plan's bounds for the transaction of the batch that
@@ -88,19 +98,20 @@ const planSQL = `SELECT set_config('enable_nestloop', 'off', true), set_config('
 // Backlog reads the outbox's figures (see Reading).
 func (b *Backlog) Backlog(ctx context.Context) (Reading, error) {
 	var r Reading
-	var age float64
+	var age, ready float64
 	var unpublished int64
 	// One round trip, one implicit transaction: the settings hold for the
 	// statement and end with it.
 	batch := &pgx.Batch{}
 	batch.Queue(planSQL)
 	batch.Queue(sendableSQL).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&r.Pending, &age, &unpublished, &r.Enqueued)
+		return row.Scan(&r.Pending, &age, &ready, &unpublished, &r.Enqueued)
 	})
 	if err := b.db.SendBatch(ctx, batch).Close(); err != nil {
 		return Reading{}, fmt.Errorf("read the outbox backlog: %w", err)
 	}
 	r.OldestAge = time.Duration(age * float64(time.Second))
+	r.ReadyAge = time.Duration(ready * float64(time.Second))
 	r.Left = r.Enqueued - unpublished
 	return r, nil
 }

@@ -89,14 +89,14 @@ func (o *outboxDB) exec(tb testing.TB, sql string, args ...any) int64 {
 func (o *outboxDB) passTime(tb testing.TB, d time.Duration) {
 	tb.Helper()
 	now := time.Now()
-	o.exec(tb, `UPDATE outbox_event SET enqueued_at = enqueued_at - $1::interval`, (d - now.Sub(o.passed)).String())
+	o.exec(tb, `UPDATE outbox_event SET enqueued_at = enqueued_at - $1::bigint * interval '1 microsecond'`, (d - now.Sub(o.passed)).Microseconds())
 	o.passed = now
 }
 
 // age sets the rows' enqueued_at to d before now.
 func (o *outboxDB) age(tb testing.TB, ids []uuid.UUID, d time.Duration) {
 	tb.Helper()
-	o.exec(tb, `UPDATE outbox_event SET enqueued_at = now() - $2::interval WHERE id = ANY($1)`, ids, d.String())
+	o.exec(tb, `UPDATE outbox_event SET enqueued_at = now() - $2::bigint * interval '1 microsecond' WHERE id = ANY($1)`, ids, d.Microseconds())
 }
 
 // dead sets the rows DEAD, as the relay does to an event the broker
@@ -107,8 +107,9 @@ func (o *outboxDB) dead(tb testing.TB, ids ...uuid.UUID) {
 }
 
 // publish does what a relay does: it marks up to n pending events
-// PUBLISHED in seq order (n < 0: all of them), never one behind a DEAD
-// event of its key, and returns how many.
+// PUBLISHED in seq order (n < 0: all of them), never one waiting for a
+// retry nor one behind a DEAD or retry-waiting event of its key, and
+// returns how many.
 func (o *outboxDB) publish(tb testing.TB, n int) int {
 	tb.Helper()
 	var limit *int
@@ -118,9 +119,10 @@ func (o *outboxDB) publish(tb testing.TB, n int) int {
 	return int(o.exec(tb, `
 UPDATE outbox_event SET status = 'PUBLISHED', published_at = now()
  WHERE id IN (SELECT e.id FROM outbox_event e
-               WHERE e.status = 'PENDING'
+               WHERE e.status = 'PENDING' AND e.next_attempt_at <= now()
                  AND NOT EXISTS (SELECT 1 FROM outbox_event d
-                                  WHERE d.status = 'DEAD' AND d.topic = e.topic AND d.key = e.key AND d.seq < e.seq)
+                                  WHERE (d.status = 'DEAD' OR (d.status = 'PENDING' AND d.next_attempt_at > now()))
+                                    AND d.topic = e.topic AND d.key = e.key AND d.seq < e.seq)
                ORDER BY e.seq LIMIT $1)`, limit))
 }
 
@@ -204,7 +206,21 @@ type steadyLoad struct {
 	keys          []string
 	relayPerRound int
 	next          int
+	// shared, if set, is what every controller reads: one reading of
+	// the database a round (see TestInstancesWithSkewedPartitionsJudgeAlike).
+	shared *sharedReading
 }
+
+// sharedReading hands every instance one reading of the database, taken
+// once a round, so that a test compares the instances' judgement of the
+// same figure, not the few milliseconds between two reads of a clock
+// that keeps running.
+type sharedReading struct {
+	from admission.BacklogReader
+	r    admission.Reading
+}
+
+func (s *sharedReading) Backlog(context.Context) (admission.Reading, error) { return s.r, nil }
 
 // round runs one refresh interval on the given instances (the same
 // clients offering the same load to each), advancing the database's
@@ -229,6 +245,9 @@ func (l *steadyLoad) round(tb testing.TB, ctrls ...*admission.Controller) (admit
 	published = l.o.publish(tb, l.relayPerRound)
 	l.clk.advance(l.refresh)
 	l.o.passTime(tb, l.refresh)
+	if l.shared != nil {
+		l.shared.r = readBacklog(tb, l.shared.from)
+	}
 	for _, c := range ctrls {
 		refresh(tb, c)
 	}
@@ -290,6 +309,73 @@ func TestADeadEventDoesNotKeepTheDoorShut(t *testing.T) {
 	}
 }
 
+// One key waiting for a retry (its partition's leader is being elected)
+// holds the oldest event while the relay publishes every other key's: the
+// backlog passes the bound and the door sheds, but the outbox is not
+// stalled and the relay keeps up with the rest, so the admitted rate
+// holds; it does not fall at each refresh. Once the key's retry goes out,
+// the door opens again.
+func TestOneKeyWaitingForARetryDoesNotShutTheDoor(t *testing.T) {
+	t.Parallel()
+	o := newOutboxDB(t)
+	clk := newClock()
+	const refreshEvery = 250 * time.Millisecond
+	c := admission.New(admission.Config{MaxAge: 2 * time.Second, Refresh: refreshEvery},
+		admission.NewBacklog(o.db), clk.now, nil)
+	l := &steadyLoad{o: o, clk: clk, refresh: refreshEvery, clients: []string{"a", "b"}, perRound: 10,
+		keys: []string{"acct-stuck", "acct-1", "acct-2", "acct-3"}, relayPerRound: -1}
+	round := func() int {
+		got, published := l.round(t, c)
+		created := make([]time.Time, published)
+		for i := range created {
+			created[i] = clk.now().Add(-100 * time.Millisecond)
+		}
+		c.Settled(created)
+		return got[0]
+	}
+	for range 8 {
+		if n := round(); n != 20 {
+			t.Fatalf("under the bound admitted %d of 20", n)
+		}
+	}
+	// acct-stuck's next event fails and waits for its retry: it and the
+	// key's later events stay; the others flow.
+	stuck := o.enqueue(t, "acct-stuck")
+	o.exec(t, `UPDATE outbox_event SET attempts = 1, next_attempt_at = now() + interval '1 hour' WHERE id = ANY($1)`, stuck)
+	var during []int
+	for range 60 { // 15 s
+		during = append(during, round())
+	}
+	t.Logf("admitted per round while one key waits: %v", during)
+	shed, late := 0, 0
+	for i, n := range during {
+		if n < 20 {
+			shed++
+		}
+		if i >= len(during)-8 {
+			late += n
+		}
+	}
+	if shed == 0 {
+		t.Fatal("the waiting key's events passed the bound and nothing was shed: the test tests nothing")
+	}
+	if late < 8*20/2 {
+		t.Errorf("the last 2 s of one key waiting admitted %d of 160: the door closed while the relay kept up with every other key", late)
+	}
+	// The retry goes out: the door opens again.
+	o.exec(t, `UPDATE outbox_event SET next_attempt_at = now() WHERE id = ANY($1)`, stuck)
+	var after []int
+	for range 40 {
+		after = append(after, round())
+	}
+	t.Logf("admitted per round after the retry: %v", after)
+	for i, n := range after[len(after)-8:] {
+		if n != 20 {
+			t.Fatalf("round %d of the last 2 s after the retry admitted %d of 20", i, n)
+		}
+	}
+}
+
 func readHeld(tb testing.TB, o *outboxDB) int {
 	tb.Helper()
 	var n int
@@ -315,13 +401,24 @@ func TestInstancesWithSkewedPartitionsJudgeAlike(t *testing.T) {
 	clk := newClock()
 	const refreshEvery = 250 * time.Millisecond
 	cfg := admission.Config{MaxAge: 2 * time.Second, MaxLatency: time.Second, Refresh: refreshEvery}
-	// Each instance reads the database through its own pool.
-	a := admission.New(cfg, admission.NewBacklog(o.db), clk.now, nil)
-	b := admission.New(cfg, admission.NewBacklog(pg.Wrap(openPool(t, o.dsn))), clk.now, nil)
+	// Each instance reads the database through its own pool: the same
+	// figures.
+	readA, readB := admission.NewBacklog(o.db), admission.NewBacklog(pg.Wrap(openPool(t, o.dsn)))
+	o.enqueue(t, "acct-1", "acct-2")
+	gotA, gotB := readBacklog(t, readA), readBacklog(t, readB)
+	gotA.OldestAge, gotA.ReadyAge, gotB.OldestAge, gotB.ReadyAge = 0, 0, 0, 0 // read a few ms apart
+	if diff := cmp.Diff(gotA, gotB); diff != "" {
+		t.Fatalf("two instances read different backlogs (-A +B):\n%s", diff)
+	}
+	// In the rounds they read it once for both (sharedReading): a round
+	// compares their judgement of one figure.
+	shared := &sharedReading{from: readA}
+	a := admission.New(cfg, shared, clk.now, nil)
+	b := admission.New(cfg, shared, clk.now, nil)
 	// 2 clients x 10 a round on each instance: 160/s offered in all; the
 	// relay and the flow behind it take 28 a round (112/s).
 	l := &steadyLoad{o: o, clk: clk, refresh: refreshEvery, clients: []string{"a", "b"}, perRound: 10,
-		keys: []string{"acct-1", "acct-2", "acct-3", "acct-4"}, relayPerRound: 28}
+		keys: []string{"acct-1", "acct-2", "acct-3", "acct-4"}, relayPerRound: 28, shared: shared}
 	settle := func(n int) {
 		created := make([]time.Time, n)
 		for i := range created {
@@ -367,12 +464,16 @@ func TestInstancesWithSkewedPartitionsJudgeAlike(t *testing.T) {
 	// instances fall, alike.
 	l.relayPerRound = 0
 	sumA, sumB = 0, 0
+	perA, perB = nil, nil
 	for i := range 40 {
 		got, _ := l.round(t, a, b)
+		perA, perB = append(perA, got[0]), append(perB, got[1])
 		if i >= 32 { // the last 2 s
 			sumA, sumB = sumA+got[0], sumB+got[1]
 		}
 	}
+	t.Logf("relay stopped, admitted per round: A %v", perA)
+	t.Logf("relay stopped, admitted per round: B %v", perB)
 	t.Logf("relay stopped: the last 2 s admitted A %d B %d of 160 each", sumA, sumB)
 	if sumA > 40 || sumB > 40 {
 		t.Errorf("the relay stopped for 10 s: the last 2 s admitted A %d, B %d of 160: want both at a trickle", sumA, sumB)
