@@ -281,12 +281,14 @@ func (c *Controller) Refresh(ctx context.Context) error {
 		} else if stalled {
 			c.rate *= decrease
 		}
-		// Clamped only while the flow settles less than the door admits:
-		// when it keeps up with what is admitted, the bound is passed for
-		// another reason (an old backlog draining, one partition stalled
-		// by a leader election), and clamping on a settled rate that
-		// merely echoes the admitted one would ratchet the door shut.
-		if flowing && c.settledRate < c.admittedRate*keepsUp {
+		// Clamped only while the results are late and the flow settles
+		// less than the door admits: when it keeps up with what is
+		// admitted, or what settles settles in time, the bound is passed
+		// for another reason (an old backlog draining, one partition's
+		// events waiting for a retry while its leader is elected), and
+		// clamping on a settled rate that merely echoes the admitted one,
+		// less the waiting partition's share, would ratchet the door shut.
+		if flowing && lateNow && c.settledRate < c.admittedRate*keepsUp {
 			c.rate = min(c.rate, c.settledRate*drain)
 		}
 		// The same for the relay, from the database's counts, which every

@@ -320,7 +320,7 @@ func TestOneKeyWaitingForARetryDoesNotShutTheDoor(t *testing.T) {
 	o := newOutboxDB(t)
 	clk := newClock()
 	const refreshEvery = 250 * time.Millisecond
-	c := admission.New(admission.Config{MaxAge: 2 * time.Second, Refresh: refreshEvery},
+	c := admission.New(admission.Config{MaxAge: 2 * time.Second, MaxLatency: time.Second, Refresh: refreshEvery},
 		admission.NewBacklog(o.db), clk.now, nil)
 	l := &steadyLoad{o: o, clk: clk, refresh: refreshEvery, clients: []string{"a", "b"}, perRound: 10,
 		keys: []string{"acct-stuck", "acct-1", "acct-2", "acct-3"}, relayPerRound: -1}
