@@ -116,7 +116,8 @@ type Config struct {
 	// published: 0 for the polling relay (it marks each batch once the
 	// broker acknowledged it), the settle interval for the logical relay
 	// (its rows stay PENDING until the next settle). It is taken off the
-	// backlog's age, and a head that stays put that long is not a stall.
+	// backlog's age, and an outbox from which nothing leaves that long is
+	// not stalled.
 	PublishDelay time.Duration
 }
 

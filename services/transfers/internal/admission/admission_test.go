@@ -174,9 +174,9 @@ func TestStopsSheddingUnderTheBound(t *testing.T) {
 }
 
 // With the logical relay the table learns of a publish only at the next
-// settle: PublishDelay is taken off the age, and a head that stays put
-// for that long between settles is not a stall, while one that stays put
-// longer is.
+// settle: PublishDelay is taken off the age, and an outbox from which
+// nothing leaves for that long between settles is not stalled, while one
+// from which nothing leaves for longer is.
 func TestPublishDelay(t *testing.T) {
 	t.Parallel()
 	clk, bl := newClock(), &fakeBacklog{}
@@ -195,8 +195,8 @@ func TestPublishDelay(t *testing.T) {
 		t.Fatalf("a table age within the bound plus the publish delay: a burst got %d of 1000 admitted", burst)
 	}
 	offer(t, c, clk, time.Second, 250*time.Millisecond, map[string]int{"a": 5})
-	// Over the bound, the head moving every 2 s (a settle): the rate
-	// holds at what shedding started with, though the head stays put
+	// Over the bound, events leaving every 2 s (a settle): the rate
+	// holds at what shedding started with, though nothing leaves
 	// longer than stallGrace between settles.
 	admitted := func(settles bool, ages ...time.Duration) int {
 		n := 0
@@ -218,7 +218,7 @@ func TestPublishDelay(t *testing.T) {
 	for range 4 {
 		held = admitted(true, settling...) / 2
 	}
-	// The head stays put: after the publish delay and the grace, the rate
+	// Nothing leaves: after the publish delay and the grace, the rate
 	// falls at each refresh.
 	age := 7 * time.Second
 	var stalled []time.Duration
@@ -228,12 +228,12 @@ func TestPublishDelay(t *testing.T) {
 	}
 	admitted(false, stalled[:20]...)
 	fell := admitted(false, stalled[20:]...)
-	t.Logf("admitted a second: %d with the head moving at each settle, %d once stalled for 5 s", held, fell)
+	t.Logf("admitted a second: %d with events leaving at each settle, %d once stalled for 5 s", held, fell)
 	if held < 400 {
-		t.Errorf("a head moving at each settle: admitted %d of 500 a second, want the rate shedding started with (450)", held)
+		t.Errorf("events leaving at each settle: admitted %d of 500 a second, want the rate shedding started with (450)", held)
 	}
 	if fell > held/4 {
-		t.Errorf("a head stalled for 5 s: admitted %d a second, want the rate fallen well below %d", fell, held)
+		t.Errorf("stalled for 5 s: admitted %d a second, want the rate fallen well below %d", fell, held)
 	}
 }
 
