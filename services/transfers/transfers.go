@@ -65,13 +65,13 @@ type Config struct {
 	// ClaimTimeout bounds how long a request stalled inside its transaction
 	// keeps its Idempotency-Key in flight.
 	ClaimTimeout time.Duration `env:"IDEMPOTENCY_CLAIM_TIMEOUT" help:"longest a stalled request keeps its Idempotency-Key in flight (409); at least 1s"`
-	// AdmissionMaxAge is the oldest an unpublished outbox event may be
-	// before new transfers are shed (503 overloaded); 0 turns admission
-	// control off.
-	AdmissionMaxAge time.Duration `env:"ADMISSION_MAX_OUTBOX_AGE" help:"oldest an unpublished outbox event may be before new POST /transferencias are shed (503 overloaded); 0s: never shed"`
-	// AdmissionMaxPending, if positive, also sheds past this many
-	// unpublished outbox events.
-	AdmissionMaxPending int64 `env:"ADMISSION_MAX_OUTBOX_PENDING" help:"also shed past this many unpublished outbox events; 0: no count bound"`
+	// AdmissionMaxAge is the oldest an outbox event the relay can send
+	// (not held behind a DEAD one) may be before new transfers are shed
+	// (503 overloaded); 0 turns admission control off.
+	AdmissionMaxAge time.Duration `env:"ADMISSION_MAX_OUTBOX_AGE" help:"oldest an outbox event the relay can send may be before new POST /transferencias are shed (503 overloaded); 0s: never shed"`
+	// AdmissionMaxPending, if positive, also sheds past this many outbox
+	// events the relay can send.
+	AdmissionMaxPending int64 `env:"ADMISSION_MAX_OUTBOX_PENDING" help:"also shed past this many outbox events the relay can send; 0: no count bound"`
 	// AdmissionMaxLatency, if positive, also sheds while more than half
 	// of the transfers settled lately took longer than this from POST to
 	// result.
@@ -156,8 +156,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 
 	inb := inbox.New(db, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(reg))
+	// Admission control reads the backlog the relay can send from the
+	// database (every instance the same figure), not from this process's
+	// relay.
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending,
-		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh}, relay, time.Now, admission.NewMetrics(reg))
+		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh, PublishDelay: publishDelay(cfg.Config)},
+		admission.NewBacklog(db), time.Now, admission.NewMetrics(reg))
 	// The projection tells admission control what it settles.
 	store := postgres.NewStore(db, ob, inb, cfg.ClaimTimeout).OnSettled(admit.Settled)
 	held := NewHeldMetrics(reg)
@@ -191,6 +195,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 			},
 		},
 	})
+}
+
+// publishDelay is how late the outbox table learns that the relay cfg
+// chooses published an event: the logical relay marks its rows PUBLISHED
+// at each settle, the polling relay as soon as the broker acknowledged
+// them.
+func publishDelay(cfg platform.Config) time.Duration {
+	if cfg.RelayMode != platform.RelayLogical {
+		return 0
+	}
+	if cfg.Logical.SettleInterval <= 0 {
+		return time.Second // the logical relay's default settle interval
+	}
+	return cfg.Logical.SettleInterval
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:

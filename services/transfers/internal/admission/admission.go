@@ -1,6 +1,7 @@
 // Package admission is the transfers service's admission control at the
-// door: it watches how far behind the flow is (the outbox relay's backlog,
-// and how long the transfers the projection settles took from POST to
+// door: it watches how far behind the flow is (the outbox backlog the relay
+// can send, read from the database so that every instance judges the same
+// figure, and how long the transfers the projection settles took from POST to
 // their result) and, past a bound, sheds new transfer requests (503
 // overloaded) before they write anything, admitting at about the rate the
 // flow settles, each client at most its fair share of it.
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/periodic"
 	"github.com/paysuite/payments/pkg/postgres"
 )
@@ -37,7 +37,7 @@ const (
 	// what shedding starts with.
 	startFraction = 0.9
 	// decrease multiplies the admitted rate at each refresh that finds the
-	// backlog over the bound and still growing.
+	// backlog over the bound and stalled (see stallGrace).
 	decrease = 0.8
 	// increase multiplies it at each refresh that finds the backlog under
 	// the bound; shedding stops once it reaches the offered rate.
@@ -75,6 +75,11 @@ const (
 	// settledSmoothing weighs the last refresh's settled rate in its
 	// moving average (batches make one window's count noisy).
 	settledSmoothing = 0.5
+	// outboxSmoothing is the least time constant of the moving averages of
+	// what all instances enqueue and what the relay takes (at least twice
+	// Config.PublishDelay: the logical relay's rows leave the backlog in
+	// one burst a settle).
+	outboxSmoothing = time.Second
 	// capacityDecay multiplies the capacity estimate at each refresh:
 	// the highest settled rate seen lately, forgotten with a half-life of
 	// about 70 refreshes (17 s at 250 ms), so that a pause of the flow (a
@@ -86,15 +91,20 @@ const (
 	minRate = 1.0
 	// maxRetryAfter caps Retry-After.
 	maxRetryAfter = time.Minute
+	// stallGrace is how long nothing may leave the outbox while it holds
+	// a backlog before the backlog counts as stalled (beyond
+	// Config.PublishDelay): a batch in flight to a slow broker is not a
+	// stall.
+	stallGrace = time.Second
 )
 
 // Config bounds the backlog.
 type Config struct {
-	// MaxAge is the oldest an unpublished outbox event may be before new
-	// transfers are shed; 0 turns admission control off.
+	// MaxAge is the oldest an outbox event the relay can send may be
+	// before new transfers are shed; 0 turns admission control off.
 	MaxAge time.Duration
-	// MaxPending, if positive, also sheds past this many unpublished
-	// events.
+	// MaxPending, if positive, also sheds past this many events the
+	// relay can send.
 	MaxPending int64
 	// MaxLatency, if positive, also sheds while more than half of the
 	// transfers settled since the last refresh took longer than this from
@@ -102,12 +112,19 @@ type Config struct {
 	MaxLatency time.Duration
 	// Refresh is how often the backlog is read; default DefaultRefresh.
 	Refresh time.Duration
+	// PublishDelay is how late the outbox table learns that an event was
+	// published: 0 for the polling relay (it marks each batch once the
+	// broker acknowledged it), the settle interval for the logical relay
+	// (its rows stay PENDING until the next settle). It is taken off the
+	// backlog's age, and an outbox from which nothing leaves that long is
+	// not stalled.
+	PublishDelay time.Duration
 }
 
 // Controller decides whether a new transfer request is admitted.
 type Controller struct {
 	cfg     Config
-	backlog outbox.BacklogReader
+	backlog BacklogReader
 	now     func() time.Time
 	metrics *Metrics
 	fair    *auth.Limiter
@@ -118,10 +135,16 @@ type Controller struct {
 	shedding bool
 	// rate is the total admitted rate, per second, while shedding.
 	rate float64
-	// age is the backlog's age at the last refresh: the Retry-After's base.
+	// age is the backlog's age at the last refresh, less PublishDelay:
+	// the Retry-After's base.
 	age time.Duration
-	// prevAge tells whether the backlog still grows.
-	prevAge time.Duration
+	// leftAt is the last refresh that found the backlog empty or more
+	// events gone from the outbox than ever before (Reading.Left above
+	// leftHigh, a high-water mark: an insert in flight at one reading
+	// moves Left up and back). A backlog from which nothing leaves is
+	// stalled.
+	leftAt   time.Time
+	leftHigh int64
 	// Counted since the last refresh: requests offered, admitted, and the
 	// clients that sent them; transfers settled, and those of them later
 	// than MaxLatency.
@@ -135,11 +158,22 @@ type Controller struct {
 	// flow takes, the admitted rate's anchor while shedding. admittedRate
 	// is the moving average of the admitted rate.
 	settledRate, capacity, admittedRate float64
+	// enqueued and left are the last reading's counts (see Reading), read
+	// once some reading was; enqueuedRate and leftRate their moving
+	// averages, per second: what all instances admit, and what the relay
+	// takes.
+	enqueued, left         int64
+	read                   bool
+	enqueuedRate, leftRate float64
+	// relayCapacity is this instance's share (what it admits of what all
+	// enqueue) of the highest rate the relay took lately, forgotten as
+	// capacity is.
+	relayCapacity float64
 }
 
 // New returns a controller reading backlog. now is the clock (time.Now in
 // production); metrics may be nil.
-func New(cfg Config, backlog outbox.BacklogReader, now func() time.Time, metrics *Metrics) *Controller {
+func New(cfg Config, backlog BacklogReader, now func() time.Time, metrics *Metrics) *Controller {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultRefresh
 	}
@@ -147,7 +181,7 @@ func New(cfg Config, backlog outbox.BacklogReader, now func() time.Time, metrics
 		metrics = NewMetrics(nil)
 	}
 	return &Controller{cfg: cfg, backlog: backlog, now: now, metrics: metrics,
-		fair: auth.NewLimiter(minRate, 1), clients: map[string]struct{}{}, since: now()}
+		fair: auth.NewLimiter(minRate, 1), clients: map[string]struct{}{}, since: now(), leftAt: now()}
 }
 
 // Run refreshes the state every Config.Refresh until ctx ends.
@@ -160,21 +194,25 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Refresh reads the backlog and updates the decision's state. The flow is
-// behind when the outbox's oldest event is older than MaxAge (or more
-// than MaxPending wait), or when more than half of the transfers settled
-// since the last refresh took longer than MaxLatency. Behind, shedding
-// starts (at startFraction of the rate admitted since the last refresh)
-// and the admitted rate is held at most drainFraction of the rate the
-// flow settles now (less, down to minDrainFraction, the later the oldest
-// result: MaxLatency over its age), so that the backlog drains while the
-// flow works at its best rate; while nothing settles (an outage) it falls
-// by decrease at each refresh that finds the outbox backlog older than
-// before. No longer behind, it grows by increase a refresh up to
-// recoverFraction of the flow's capacity (the highest settled rate seen
-// lately), then by probeStep of the capacity (by increase alone while
-// nothing has settled lately), until it reaches the offered rate, and
-// shedding stops. The admitted rate is split evenly among the clients
-// that sent requests since the last refresh: each has a token bucket of
+// behind when the oldest event the relay can send is older than MaxAge
+// (less PublishDelay; or more than MaxPending wait), or when more than
+// half of the transfers settled since the last refresh took longer than
+// MaxLatency. Behind, shedding starts (at startFraction of the rate
+// admitted since the last refresh) and the admitted rate is held at most
+// drainFraction of the rate the flow settles now (less, down to
+// minDrainFraction, the later the oldest result: MaxLatency over its
+// age), and at most drainFraction of this instance's share of the most
+// the relay took lately, so that the backlog drains while the flow works at its
+// best rate; while the backlog is stalled (no event has left the outbox
+// for PublishDelay plus stallGrace: an outage) it falls by decrease at
+// each refresh. The backlog, the stall and the relay's rates
+// are the database's, so every instance, whether or not its projection
+// holds partitions, judges them alike. No longer behind, it grows by
+// increase a refresh up to recoverFraction of the capacity (see anchor),
+// then by probeStep of it (by increase alone while nothing has settled or
+// been taken lately), until it reaches the offered rate, and shedding
+// stops. The admitted rate is split evenly among the clients that sent
+// requests since the last refresh: each has a token bucket of
 // rate/clients. A failed read keeps the state as it was.
 func (c *Controller) Refresh(ctx context.Context) error {
 	// Bounded: a read stuck on a hung server would freeze the decision
@@ -196,8 +234,31 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	c.settledRate = settledSmoothing*float64(c.settled)/dt + (1-settledSmoothing)*c.settledRate
 	c.capacity = max(c.settledRate, c.capacity*capacityDecay)
 	c.admittedRate = settledSmoothing*admitted + (1-settledSmoothing)*c.admittedRate
+	if c.read {
+		tau := max(outboxSmoothing, 2*c.cfg.PublishDelay).Seconds()
+		w := 1 - math.Exp(-dt/tau)
+		c.enqueuedRate = w*float64(max(0, b.Enqueued-c.enqueued))/dt + (1-w)*c.enqueuedRate
+		c.leftRate = w*float64(max(0, b.Left-c.left))/dt + (1-w)*c.leftRate
+	}
+	c.enqueued, c.left, c.read = b.Enqueued, b.Left, true
+	if c.enqueuedRate >= minRate {
+		share := min(1, c.admittedRate/c.enqueuedRate)
+		c.relayCapacity = max(c.leftRate*share, c.relayCapacity*capacityDecay)
+	} else {
+		c.relayCapacity *= capacityDecay
+	}
 	lateNow := c.cfg.MaxLatency > 0 && c.settled > 0 && float64(c.late) > lateShare*float64(c.settled)
-	over := b.OldestAge > c.cfg.MaxAge || (c.cfg.MaxPending > 0 && b.Pending > c.cfg.MaxPending) || lateNow
+	age := max(0, b.OldestAge-c.cfg.PublishDelay)
+	// Stalled is judged on the whole outbox, not on its oldest event: one
+	// key's events waiting for a retry (a partition's leader election)
+	// hold the oldest while the relay publishes the rest, and that is not
+	// an outage.
+	if b.Left > c.leftHigh || b.OldestAge == 0 {
+		c.leftHigh, c.leftAt = max(c.leftHigh, b.Left), now
+	}
+	stalled := now.Sub(c.leftAt) > c.cfg.PublishDelay+stallGrace
+	relayBehind := b.ReadyAge-c.cfg.PublishDelay > c.cfg.MaxAge
+	over := age > c.cfg.MaxAge || (c.cfg.MaxPending > 0 && b.Pending > c.cfg.MaxPending) || lateNow
 	// The later the results, the larger the backlog behind them: it drains
 	// faster (down to minDrainFraction of the settled rate admitted).
 	drain := drainFraction
@@ -206,7 +267,7 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	}
 	clients := max(1, len(c.clients))
 	c.offered, c.admitted, c.settled, c.late, c.worst, c.clients, c.since = 0, 0, 0, 0, 0, map[string]struct{}{}, now
-	c.prevAge, c.age = c.age, b.OldestAge
+	c.age = age
 	// Over the bound there is a backlog, so what settles now is what the
 	// flow takes now (less, the more the door itself costs); the capacity
 	// is what it took lately, the size of the recovery's steps.
@@ -218,25 +279,41 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	case over:
 		if !c.shedding {
 			c.shedding, c.rate = true, admitted*startFraction
-		} else if !flowing && b.OldestAge > c.prevAge {
+		} else if stalled {
 			c.rate *= decrease
 		}
-		// Clamped only while the flow settles less than the door admits:
-		// when it keeps up with what is admitted, the bound is passed for
-		// another reason (an old backlog draining, one partition stalled
-		// by a leader election), and clamping on a settled rate that
-		// merely echoes the admitted one would ratchet the door shut.
-		if flowing && c.settledRate < c.admittedRate*keepsUp {
+		// Clamped only while the results are late and the flow settles
+		// less than the door admits: when it keeps up with what is
+		// admitted, or what settles settles in time, the bound is passed
+		// for another reason (an old backlog draining, one partition's
+		// events waiting for a retry while its leader is elected), and
+		// clamping on a settled rate that merely echoes the admitted one,
+		// less the waiting partition's share, would ratchet the door shut.
+		if flowing && lateNow && c.settledRate < c.admittedRate*keepsUp {
 			c.rate = min(c.rate, c.settledRate*drain)
 		}
+		// The same for the relay, from the database's counts, which every
+		// instance reads alike: while it is behind on what it could send
+		// (events ready to go older than the bound: it is the bottleneck,
+		// not one key's retry) and takes less than all instances enqueue
+		// (and is not stalled: that is the decrease's), this
+		// instance admits at most drainFraction of its share of the most
+		// the relay took lately (relayCapacity). The most, not what it
+		// takes now: while one key waits for a retry the relay takes what
+		// the door admits less that key's share, and a clamp on that echo
+		// would cut the door by that share at every refresh.
+		if !stalled && relayBehind && c.relayCapacity >= minRate && c.leftRate < c.enqueuedRate*keepsUp {
+			c.rate = min(c.rate, c.relayCapacity*drainFraction)
+		}
 	case c.shedding:
+		capacity := c.anchor()
 		switch {
-		case !follow || c.capacity < minRate:
+		case !follow || capacity < minRate:
 			c.rate *= increase
-		case c.rate < c.capacity*recoverFraction:
-			c.rate = min(c.rate*increase, c.capacity*recoverFraction)
+		case c.rate < capacity*recoverFraction:
+			c.rate = min(c.rate*increase, capacity*recoverFraction)
 		default:
-			c.rate = max(c.rate, min(c.rate+c.capacity*probeStep, c.capacity*probeCeiling))
+			c.rate = max(c.rate, min(c.rate+capacity*probeStep, capacity*probeCeiling))
 		}
 		if c.rate >= offered {
 			c.shedding = false
@@ -247,6 +324,24 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	c.fair.SetRate(share, max(1, int(share*c.cfg.Refresh.Seconds())), now)
 	c.metrics.Shedding.Set(boolGauge(c.shedding))
 	return nil
+}
+
+// anchor is the capacity the admitted rate recovers towards: the lesser of
+// the flow's (what this instance's projection settles) and this
+// instance's share of the relay's, or the relay's share alone when the
+// projection settles nothing (it holds no partitions, or the flow is
+// paused). A projection that holds every partition settles what all
+// instances admitted, so its capacity alone would have this instance
+// probe towards the whole flow's; the relay's share is read from the
+// database, the same for every instance.
+func (c *Controller) anchor() float64 {
+	switch {
+	case c.relayCapacity < minRate:
+		return c.capacity
+	case c.capacity < minRate:
+		return c.relayCapacity
+	}
+	return min(c.capacity, c.relayCapacity)
 }
 
 // Settled tells the controller that transfers created at created have

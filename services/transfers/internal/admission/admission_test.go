@@ -6,25 +6,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 )
 
-// fakeBacklog is the backlog a test sets.
+// fakeBacklog is the backlog a test sets. Nothing leaves it (an outage)
+// unless the test says so (leave, or draining).
 type fakeBacklog struct {
 	mu sync.Mutex
-	b  outbox.Backlog
+	b  admission.Reading
+	// draining events leave it at each read.
+	draining int64
 }
 
 func (f *fakeBacklog) set(age time.Duration, pending int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.b = outbox.Backlog{Pending: pending, OldestAge: age}
+	f.b.Pending, f.b.OldestAge = pending, age
 }
 
-func (f *fakeBacklog) Backlog(context.Context) (outbox.Backlog, error) {
+// leave has n events leave the outbox (the relay published them).
+func (f *fakeBacklog) leave(n int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.b.Enqueued += n
+	f.b.Left += n
+}
+
+func (f *fakeBacklog) Backlog(context.Context) (admission.Reading, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.b.Enqueued += f.draining
+	f.b.Left += f.draining
 	return f.b, nil
 }
 
@@ -127,8 +139,10 @@ func TestShedsFairly(t *testing.T) {
 		bl.set(3*time.Second+time.Duration(i)*time.Second, 0)
 		offer(t, c, clk, 250*time.Millisecond, 250*time.Millisecond, load)
 	}
-	// Over the bound, steady: measure each client's admitted requests.
+	// Over the bound, steady (the relay publishes as much as is admitted):
+	// measure each client's admitted requests.
 	bl.set(10*time.Second, 0)
+	bl.draining = 100
 	got := offer(t, c, clk, 4*time.Second, 250*time.Millisecond, load)
 	light, heavy := got["light"], got["heavy"]
 	t.Logf("admitted in 4s: light %d of 400, heavy %d of 4000", light, heavy)
@@ -156,6 +170,70 @@ func TestStopsSheddingUnderTheBound(t *testing.T) {
 	got := offer(t, c, clk, time.Second, 250*time.Millisecond, map[string]int{"a": 2})
 	if got["a"] != 200 {
 		t.Fatalf("under the bound again, admitted %d of 200", got["a"])
+	}
+}
+
+// With the logical relay the table learns of a publish only at the next
+// settle: PublishDelay is taken off the age, and an outbox from which
+// nothing leaves for that long between settles is not stalled, while one
+// from which nothing leaves for longer is.
+func TestPublishDelay(t *testing.T) {
+	t.Parallel()
+	clk, bl := newClock(), &fakeBacklog{}
+	c := admission.New(admission.Config{MaxAge: 2 * time.Second, Refresh: 250 * time.Millisecond, PublishDelay: 2 * time.Second}, bl, clk.now, nil)
+	// 3.9 s in the table, 1.9 s once the settle is allowed for: not
+	// shedding, so a burst at one instant is admitted whole.
+	bl.set(3900*time.Millisecond, 100)
+	offer(t, c, clk, time.Second, 250*time.Millisecond, map[string]int{"a": 5})
+	burst := 0
+	for range 1000 {
+		if ok, _ := c.Admit("a"); ok {
+			burst++
+		}
+	}
+	if burst != 1000 {
+		t.Fatalf("a table age within the bound plus the publish delay: a burst got %d of 1000 admitted", burst)
+	}
+	offer(t, c, clk, time.Second, 250*time.Millisecond, map[string]int{"a": 5})
+	// Over the bound, events leaving every 2 s (a settle): the rate
+	// holds at what shedding started with, though nothing leaves
+	// longer than stallGrace between settles.
+	admitted := func(settles bool, ages ...time.Duration) int {
+		n := 0
+		for i, age := range ages {
+			bl.set(age, 100)
+			if settles && i == 0 {
+				bl.leave(100)
+			}
+			n += offer(t, c, clk, 250*time.Millisecond, 250*time.Millisecond, map[string]int{"a": 5})["a"]
+		}
+		return n
+	}
+	var settling []time.Duration
+	for i := range 8 {
+		settling = append(settling, 5*time.Second+time.Duration(i)*250*time.Millisecond)
+	}
+	admitted(true, settling...)
+	held := 0
+	for range 4 {
+		held = admitted(true, settling...) / 2
+	}
+	// Nothing leaves: after the publish delay and the grace, the rate
+	// falls at each refresh.
+	age := 7 * time.Second
+	var stalled []time.Duration
+	for range 24 {
+		stalled = append(stalled, age)
+		age += 250 * time.Millisecond
+	}
+	admitted(false, stalled[:20]...)
+	fell := admitted(false, stalled[20:]...)
+	t.Logf("admitted a second: %d with events leaving at each settle, %d once stalled for 5 s", held, fell)
+	if held < 400 {
+		t.Errorf("events leaving at each settle: admitted %d of 500 a second, want the rate shedding started with (450)", held)
+	}
+	if fell > held/4 {
+		t.Errorf("stalled for 5 s: admitted %d a second, want the rate fallen well below %d", fell, held)
 	}
 }
 

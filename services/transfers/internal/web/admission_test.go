@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/web"
 )
@@ -23,7 +22,7 @@ func admitted(t *testing.T) (*harness, *admission.Controller) {
 	t.Helper()
 	frozen := time.Now()
 	var ctrl *admission.Controller
-	h := newHarness(t, harnessOptions{admit: func(b outbox.BacklogReader) web.Admission {
+	h := newHarness(t, harnessOptions{admit: func(b admission.BacklogReader) web.Admission {
 		ctrl = admission.New(admission.Config{MaxAge: 2 * time.Second}, b, func() time.Time { return frozen }, nil)
 		return ctrl
 	}})

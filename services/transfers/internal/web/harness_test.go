@@ -24,6 +24,7 @@ import (
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -49,7 +50,7 @@ type harnessOptions struct {
 	log *slog.Logger
 	// admit, if set, builds the admission control of POST from the
 	// outbox's backlog.
-	admit func(outbox.BacklogReader) web.Admission
+	admit func(admission.BacklogReader) web.Admission
 	// idem, if set, counts the idempotency outcomes of POST.
 	idem *web.IdempotencyMetrics
 }
@@ -67,7 +68,7 @@ func newHarness(tb testing.TB, opts harnessOptions) *harness {
 	srv := httptest.NewServer(authedRouter(tb, log, func(r chi.Router) {
 		h := web.New(transfer.NewService(store, requestedTopic), log, testSpec).WithIdempotencyMetrics(opts.idem)
 		if opts.admit != nil {
-			h.WithAdmission(opts.admit(outbox.NewRelay(outbox.New(db), nil, outbox.RelayConfig{}, log, nil)))
+			h.WithAdmission(opts.admit(admission.NewBacklog(db)))
 		}
 		mount(r, h)
 	}))
