@@ -217,7 +217,7 @@ func TestKeyFiles(t *testing.T) {
 
 func write(tb testing.TB, path, content string) {
 	tb.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil { //nolint:gosec // a path under the test's TempDir
 		tb.Fatal(err)
 	}
 }
