@@ -98,7 +98,10 @@ bench-e2e:
 # Unless AUTH_JWKS_URL or AUTH_JWKS_FILE is set, both make a development token
 # signing key under .cache/auth/ when there is none and configure the four
 # services with it: `go run ./services/suite/cmd/payments auth token --client
-# NAME --scopes S1,S2` then prints a token for them.
+# NAME --scopes S1,S2` then prints a token for them. Likewise, unless
+# TRANSFERS_AUTHORIZATION_KEY_FILE or LEDGER_AUTHORIZATION_JWKS_FILE is set,
+# they make the transfers service's transfer authorization key there and give
+# the ledger its public JWKS.
 demo run:
 	@url=$$(bash deploy/local/postgres.sh) && DATABASE_URL="$$url" $(GO) run ./services/suite/cmd/payments-dev $@
 

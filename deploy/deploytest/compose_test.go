@@ -87,7 +87,8 @@ func TestComposeLoaderRejectsInvalidFiles(t *testing.T) {
 
 func TestComposeServices(t *testing.T) {
 	p := composeProject(t)
-	want := []string{"antifraud", "auth-keygen", "console", "demo", "kafka", "kafka-init", "ledger", "notifications", "postgres", "transfers"}
+	want := []string{"antifraud", "auth-keygen", "console", "demo", "kafka", "kafka-init", "ledger", "notifications", "postgres",
+		"transfer-keygen", "transfers"}
 	if diff := cmp.Diff(want, sortedKeys(p.Services)); diff != "" {
 		t.Errorf("services mismatch (-want +got):\n%s", diff)
 	}
@@ -285,18 +286,19 @@ func TestComposeDependencies(t *testing.T) {
 		healthy   = types.ServiceConditionHealthy
 		completed = types.ServiceConditionCompletedSuccessfully
 	)
-	serviceDeps := map[string]string{"postgres": healthy, "kafka-init": completed, "auth-keygen": completed}
+	serviceDeps := map[string]string{"postgres": healthy, "kafka-init": completed, "auth-keygen": completed, "transfer-keygen": completed}
 	want := map[string]map[string]string{
-		"postgres":      {},
-		"kafka":         {},
-		"kafka-init":    {"kafka": healthy},
-		"auth-keygen":   {},
-		"transfers":     serviceDeps,
-		"ledger":        serviceDeps,
-		"antifraud":     serviceDeps,
-		"notifications": serviceDeps,
-		"console":       {"transfers": healthy, "ledger": healthy, "antifraud": healthy, "notifications": healthy},
-		"demo":          {"transfers": healthy, "ledger": healthy, "antifraud": healthy, "notifications": healthy, "console": healthy},
+		"postgres":        {},
+		"kafka":           {},
+		"kafka-init":      {"kafka": healthy},
+		"auth-keygen":     {},
+		"transfer-keygen": {},
+		"transfers":       serviceDeps,
+		"ledger":          serviceDeps,
+		"antifraud":       serviceDeps,
+		"notifications":   serviceDeps,
+		"console":         {"transfers": healthy, "ledger": healthy, "antifraud": healthy, "notifications": healthy},
+		"demo":            {"transfers": healthy, "ledger": healthy, "antifraud": healthy, "notifications": healthy, "console": healthy},
 	}
 	got := map[string]map[string]string{}
 	for name, s := range p.Services {
@@ -457,6 +459,11 @@ func TestComposeOneShots(t *testing.T) {
 			service: "auth-keygen",
 			command: types.ShellCommand{suiteBinary, "auth", "keygen", "--out", "/home/nonroot/auth", "--keep"},
 		},
+		{
+			service: "transfer-keygen",
+			command: types.ShellCommand{suiteBinary, "auth", "transfer-keygen", "--out", "/home/nonroot/private",
+				"--public-out", "/home/nonroot/public", "--keep"},
+		},
 	} {
 		t.Run(tc.service, func(t *testing.T) {
 			s := composeService(t, p, tc.service)
@@ -561,5 +568,41 @@ func TestComposeConsole(t *testing.T) {
 	}
 	if diff := cmp.Diff(types.HealthCheckTest{"CMD", suiteBinary, "probe", "http://localhost:8084/readyz"}, h.Test); diff != "" {
 		t.Errorf("healthcheck mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// The transfer authorization key: transfer-keygen writes it into the
+// transfer-keys volume; the transfers service alone mounts its private
+// half and reads the key from there, the ledger mounts the public half
+// alone and reads the JWKS from there, and no other container mounts the
+// volume at all. A container that mounted the private half could sign
+// debits of any account.
+func TestComposeTransferAuthorizationKey(t *testing.T) {
+	p := composeProject(t)
+	want := map[string]string{"transfer-keygen": "", "transfers": "private", "ledger": "public"}
+	got := map[string]string{}
+	for name, s := range p.Services {
+		for _, v := range s.Volumes {
+			if v.Source != "transfer-keys" {
+				continue
+			}
+			sub := ""
+			if v.Volume != nil {
+				sub = v.Volume.Subpath
+			}
+			got[name] = sub
+			if name != "transfer-keygen" && !v.ReadOnly {
+				t.Errorf("%s mounts transfer-keys writable", name)
+			}
+			if name == "transfers" && !strings.HasPrefix(env(s, "TRANSFERS_AUTHORIZATION_KEY_FILE"), v.Target+"/") {
+				t.Errorf("TRANSFERS_AUTHORIZATION_KEY_FILE = %q, not under %s", env(s, "TRANSFERS_AUTHORIZATION_KEY_FILE"), v.Target)
+			}
+			if name == "ledger" && !strings.HasPrefix(env(s, "LEDGER_AUTHORIZATION_JWKS_FILE"), v.Target+"/") {
+				t.Errorf("LEDGER_AUTHORIZATION_JWKS_FILE = %q, not under %s", env(s, "LEDGER_AUTHORIZATION_JWKS_FILE"), v.Target)
+			}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("transfer-keys mounts (service -> subpath) mismatch (-want +got):\n%s", diff)
 	}
 }

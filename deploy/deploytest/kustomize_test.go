@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/paysuite/payments/pkg/transfersig"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -761,9 +763,14 @@ func TestSecretExample(t *testing.T) {
 				if v.Secret == nil {
 					continue
 				}
-				key := "password"
-				if v.Secret.SecretName == "kafka-ca" {
-					key = "ca.crt"
+				key, ok := map[string]string{"kafka-ca": "ca.crt",
+					"transfers-authorization-key": transfersig.KeyFile, "ledger-authorization-jwks": transfersig.JWKSFile}[v.Secret.SecretName]
+				if !ok {
+					key = "password"
+				}
+				// The key that signs debits is the transfers pods' alone.
+				if v.Secret.SecretName == "transfers-authorization-key" && name != "Deployment transfers" {
+					t.Errorf("%s: %s mounts the transfers service's authorization key", ov.dir, name)
 				}
 				if !example[v.Secret.SecretName+"/"+key] {
 					t.Errorf("%s: %s mounts Secret %s, missing from secret.example.yaml with key %s", ov.dir, name, v.Secret.SecretName, key)

@@ -101,6 +101,10 @@ type Requested struct {
 	// Additive (CONTRACTS.md section 8): records of older producers have
 	// none, and the ledger rejects them unless LEDGER_OWNERSHIP=off.
 	ClientID string `json:"clienteId,omitempty"`
+	// Authorization is the transfers service's signature over what
+	// ClientID asked for (pkg/transfersig). Additive: without it, or
+	// with one that does not verify, the ledger debits nothing.
+	Authorization *Authorization `json:"autorizacao,omitempty"`
 }
 
 // Analysed is the payload of TransferenciaAnalisada.
@@ -116,6 +120,21 @@ type Analysed struct {
 	// ClientID is copied from the TransferenciaSolicitada: the client the
 	// ledger checks against the source account's titular. Additive.
 	ClientID string `json:"clienteId,omitempty"`
+	// Authorization is copied unchanged from the TransferenciaSolicitada:
+	// the ledger verifies it before anything else. Additive.
+	Authorization *Authorization `json:"autorizacao,omitempty"`
+}
+
+// Authorization is the proof that a client asked for a transfer: the
+// transfers service's Ed25519 signature over the transfer id, accounts,
+// amount, currency and client (pkg/transfersig defines the signed
+// bytes), made with a key that no Kafka principal or database role holds.
+type Authorization struct {
+	// KeyID names the signing key (its JWK kid), so that the ledger can
+	// hold two keys during a rotation.
+	KeyID string `json:"chaveId"`
+	// Signature is the Ed25519 signature, base64url without padding.
+	Signature string `json:"assinatura"`
 }
 
 // Settled is the payload of TransferenciaLiquidada.

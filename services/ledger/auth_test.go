@@ -152,7 +152,8 @@ func TestAccountsArePrivateToTheirTitular(t *testing.T) {
 // ledger refuses to start.
 func TestMaxDepositSetting(t *testing.T) {
 	t.Parallel()
-	base := map[string]string{"DATABASE_URL": "postgres://x", "AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test"}
+	base := map[string]string{"DATABASE_URL": "postgres://x", "AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test",
+		"LEDGER_AUTHORIZATION_JWKS_FILE": "transfer-jwks.json"}
 	for value, wantErr := range map[string]bool{"": false, "1": false, "1000000000000000": false, "0": true, "1000000000000001": true, "-5": true} {
 		env := maps.Clone(base)
 		env["LEDGER_MAX_DEPOSIT_CENTS"] = value

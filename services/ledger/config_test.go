@@ -27,7 +27,7 @@ func TestLedgerOwnershipSetting(t *testing.T) {
 		t.Run(tc.value, func(t *testing.T) {
 			cfg, err := ledger.ConfigFromEnv(func(k string) string {
 				return map[string]string{"DATABASE_URL": "postgres://x", "LEDGER_OWNERSHIP": tc.value,
-					"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test"}[k]
+					"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test", "LEDGER_AUTHORIZATION_JWKS_FILE": "transfer-jwks.json"}[k]
 			})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
@@ -45,7 +45,7 @@ func TestLedgerBadValues(t *testing.T) {
 	t.Parallel()
 	_, err := ledger.ConfigFromEnv(func(k string) string {
 		return map[string]string{"LEDGER_BATCH_MAX": "many", "LEDGER_OWNERSHIP": "maybe", "OUTBOX_LEASE": "long",
-			"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test"}[k]
+			"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test", "LEDGER_AUTHORIZATION_JWKS_FILE": "transfer-jwks.json"}[k]
 	})
 	want := []string{
 		"invalid configuration: DATABASE_URL is required",

@@ -26,6 +26,7 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/consume"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
@@ -71,7 +72,11 @@ type Config struct {
 	BatchMax int `env:"LEDGER_BATCH_MAX" help:"records of one partition settled per transaction, 1..1000; 1 settles one per transaction"`
 	// Ownership is whether only the source account's titular may debit it
 	// (default enforced).
-	Ownership domain.Ownership `env:"LEDGER_OWNERSHIP" envDefault:"on" help:"on: a transfer debits an account only when its clienteId is the account's titular; off: no check, for producers that predate clienteId"`
+	Ownership domain.Ownership `env:"LEDGER_OWNERSHIP" envDefault:"on" help:"on: a transfer debits an account only when its autorizacao verifies and its clienteId is the account's titular; off: neither check, for producers that predate both"`
+	// AuthorizationJWKSFile holds the public keys of the transfers
+	// service's authorizations (one, or two during a rotation); required
+	// with ownership on.
+	AuthorizationJWKSFile string `env:"LEDGER_AUTHORIZATION_JWKS_FILE" help:"the public JWKS of the transfers service's authorization keys (payments auth transfer-keygen); one key, or two during a rotation; required unless LEDGER_OWNERSHIP=off"`
 	// MaxDepositCents is the ceiling of one deposit: a deposit above it is
 	// refused (422 deposit-over-ceiling) and writes nothing.
 	MaxDepositCents int64 `env:"LEDGER_MAX_DEPOSIT_CENTS" help:"largest amount of one deposit (POST /contas/{id}/depositos), 1..10^15 cents; above it: 422 deposit-over-ceiling"`
@@ -123,6 +128,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.MaxDepositCents < 1 || cfg.MaxDepositCents > domain.MaxAmountCents {
 		errs = append(errs, fmt.Errorf("LEDGER_MAX_DEPOSIT_CENTS: %d is not within 1..%d", cfg.MaxDepositCents, int64(domain.MaxAmountCents)))
 	}
+	if cfg.Ownership == domain.OwnershipEnforced && cfg.AuthorizationJWKSFile == "" {
+		errs = append(errs, errors.New("LEDGER_AUTHORIZATION_JWKS_FILE is required: the ledger debits only on an authorization it can verify"))
+	}
 	if err := envconfig.Join(errs...); err != nil {
 		return Config{}, err
 	}
@@ -131,8 +139,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 
 // Run runs the ledger with cfg and log (platform.Main reads them and
 // starts tracing) until ctx is cancelled. It builds, in order, the metrics
-// registry and the authenticator, the pool and its migrations, the Kafka
-// producer, the outbox and its relay, the ledger's service, the settlement
+// registry, the authenticator and the authorization keys, the pool and its
+// migrations, the Kafka producer, the outbox and its relay, the ledger's service, the settlement
 // consumer and the DLT monitor, and the router with the accounts API;
 // platform.Serve runs them and stops them in its stated order, and the
 // defers close the producer, the pool and the authenticator. listening, if
@@ -166,6 +174,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		return err
 	}
 	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
+	var keys *transfersig.Verifier
+	if cfg.Ownership == domain.OwnershipEnforced {
+		if keys, err = transfersig.ReadVerifier(cfg.AuthorizationJWKSFile); err != nil {
+			return fmt.Errorf("LEDGER_AUTHORIZATION_JWKS_FILE: %w", err)
+		}
+	}
 
 	db, err := platform.OpenPool(ctx, cfg.Config)
 	if err != nil {
@@ -191,7 +205,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 
 	store := postgres.New(db, ob)
-	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Topics: cfg.Topics, MaxDepositCents: cfg.MaxDepositCents}, cfg.Now)
+	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Keys: keys, Topics: cfg.Topics, MaxDepositCents: cfg.MaxDepositCents}, cfg.Now)
 
 	metrics := consume.NewMetrics(reg)
 	consumerMetrics := consumer.NewMetrics(reg)
@@ -212,6 +226,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 
 	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,
 		"group", cfg.Group, "batch_max", cfg.BatchMax, "ownership", cfg.Ownership == domain.OwnershipEnforced,
+		"authorization_kids", keys.KeyIDs(),
 		"max_deposit_cents", cfg.MaxDepositCents)
 	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
 		Router:    router,

@@ -24,6 +24,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
@@ -227,10 +228,20 @@ func (s *service) read(t *testing.T, topic string, n int) []kafkago.Message {
 	return out
 }
 
-func analysed(t *testing.T, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
+// analysed is a TransferenciaAnalisada of ledgertest.Client, signed with
+// the transfer authorization key of s's issuer, which s trusts.
+func (s *service) analysed(t *testing.T, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
+	t.Helper()
+	return analysedFor(t, s.iss.TransferKey(), ledgertest.Client, id, src, dst, cents)
+}
+
+// analysedFor is a TransferenciaAnalisada of client, signed with key.
+func analysedFor(t *testing.T, key transfersig.Signer, client string, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
 	t.Helper()
 	ev := events.Analysed{EventID: events.DerivedID("analisada", id), TransferID: id, SourceAccount: src, DestAccount: dst,
-		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: ledgertest.Client}
+		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: client,
+		Authorization: key.Sign(transfersig.Claim{TransferID: id, Source: src, Destination: dst, AmountCents: cents,
+			Currency: "BRL", Client: client})}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +264,7 @@ func TestSameTransferDeliveredTwiceDebitsOnce(t *testing.T) {
 	s.openAccount(t, "CC-002", 0)
 
 	id := uuid.New()
-	record := analysed(t, id, "CC-001", "CC-002", 30_000)
+	record := s.analysed(t, id, "CC-001", "CC-002", 30_000)
 	s.produce(t, record)
 	s.produce(t, record) // the at-least-once duplicate
 
@@ -299,7 +310,7 @@ func TestRejectionIsPublishedAndRemembered(t *testing.T) {
 	s.openAccount(t, "CC-001", 100)
 	s.openAccount(t, "CC-002", 0)
 	id := uuid.New()
-	record := analysed(t, id, "CC-001", "CC-002", 500)
+	record := s.analysed(t, id, "CC-001", "CC-002", 500)
 	s.produce(t, record)
 
 	m := s.read(t, s.topics.Rejected, 1)[0]
@@ -368,6 +379,14 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "batch too large", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "1001"}, wantErr: "LEDGER_BATCH_MAX"},
 		{name: "batch not a number", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "many"}, wantErr: "LEDGER_BATCH_MAX"},
 		{name: "no database", env: map[string]string{}, wantErr: "DATABASE_URL"},
+		{name: "no authorization keys", env: map[string]string{"DATABASE_URL": "x", "LEDGER_AUTHORIZATION_JWKS_FILE": ""},
+			wantErr: "LEDGER_AUTHORIZATION_JWKS_FILE is required"},
+		{name: "no authorization keys with ownership off", env: map[string]string{"DATABASE_URL": "x", "LEDGER_AUTHORIZATION_JWKS_FILE": "",
+			"LEDGER_OWNERSHIP": "off"}, check: func(t *testing.T, c ledger.Config) {
+			if c.Ownership != domain.OwnershipOff || c.AuthorizationJWKSFile != "" {
+				t.Errorf("Ownership %v, AuthorizationJWKSFile %q", c.Ownership, c.AuthorizationJWKSFile)
+			}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,7 +394,8 @@ func TestConfigFromEnv(t *testing.T) {
 				if v, ok := tc.env[k]; ok {
 					return v
 				}
-				return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
+				return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example",
+					"LEDGER_AUTHORIZATION_JWKS_FILE": "/etc/paysuite/transfer-authorization-jwks.json"}[k]
 			})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -401,23 +421,10 @@ func TestAnotherClientsTransferIsRejected(t *testing.T) {
 	s.openAccount(t, "CC-001", 1_000)
 	s.openAccount(t, "CC-002", 0)
 	other, anonymous := uuid.New(), uuid.New()
-	rOther := analysed(t, other, "CC-001", "CC-002", 500)
-	rAnonymous := analysed(t, anonymous, "CC-001", "CC-002", 500)
-	for _, c := range []struct {
-		m      *kafkago.Message
-		client string
-	}{{&rOther, "client-b"}, {&rAnonymous, ""}} {
-		var ev events.Analysed
-		if err := json.Unmarshal(c.m.Value, &ev); err != nil {
-			t.Fatal(err)
-		}
-		ev.ClientID = c.client
-		b, err := json.Marshal(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.m.Value = b
-	}
+	// Both as the transfers service signs them: what client-b asked, and
+	// a request that named no client.
+	rOther := analysedFor(t, s.iss.TransferKey(), "client-b", other, "CC-001", "CC-002", 500)
+	rAnonymous := analysedFor(t, s.iss.TransferKey(), "", anonymous, "CC-001", "CC-002", 500)
 	s.produce(t, rOther, rAnonymous)
 
 	got := map[uuid.UUID]string{}

@@ -23,6 +23,7 @@ func TestACLGroupsAreTheServicesGroups(t *testing.T) {
 			"DATABASE_URL": "postgres://u@localhost/db", "NOTIFY_CHANNEL": "webhook",
 			"WEBHOOK_DEFAULT_URL": "http://localhost:9999/hook", "WEBHOOK_ALLOW_HTTP": "true", "WEBHOOK_SECRET": "0123456789abcdef0123",
 			"AUTH_JWKS_FILE": "jwks.json", "AUTH_ISSUER": "paysuite-test",
+			"TRANSFERS_AUTHORIZATION_KEY_FILE": "transfer-key.jwk", "LEDGER_AUTHORIZATION_JWKS_FILE": "transfer-jwks.json",
 		}
 		for k, v := range extra {
 			m[k] = v

@@ -40,6 +40,10 @@ func (r *recorder) getenv(name string) string {
 		return "0123456789abcdef0123"
 	case "AUTH_JWKS_FILE":
 		return "/etc/paysuite/jwks.json"
+	case "TRANSFERS_AUTHORIZATION_KEY_FILE":
+		return "/etc/paysuite/transfer-authorization-key.jwk"
+	case "LEDGER_AUTHORIZATION_JWKS_FILE":
+		return "/etc/paysuite/transfer-authorization-jwks.json"
 	case "AUTH_ISSUER":
 		return "https://issuer.example"
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/consume"
@@ -47,7 +48,7 @@ func TestHeldResultsCounted(t *testing.T) {
 	if a, b := value("transfers_results_held_total"), value("transfers_results_held"); a != 0 || b != 0 {
 		t.Fatalf("series at start = %v, %v; want 0, 0", a, b)
 	}
-	svc := transfer.NewService(meterHeld(store, m), "requested")
+	svc := transfer.NewService(meterHeld(store, m), "requested", authtest.NewTransferKey(t))
 	known := uuid.New()
 	if _, _, err := svc.Submit(ctx, transfer.Submission{ID: known, Client: "loja",
 		Request:  transfer.Request{Source: "CC-001", Destination: "CC-002", AmountCents: 100, Currency: "BRL"},

@@ -11,6 +11,7 @@ import (
 	"context"
 	_ "embed" // the OpenAPI document
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
@@ -78,6 +80,10 @@ type Config struct {
 	AdmissionMaxLatency time.Duration `env:"ADMISSION_MAX_LATENCY" help:"also shed while more than half of the transfers settled lately took longer than this from POST to result (their median); 0s: no latency bound"`
 	// AdmissionRefresh is how often admission control reads the backlog.
 	AdmissionRefresh time.Duration `env:"ADMISSION_REFRESH" help:"how often admission control reads the outbox backlog"`
+	// AuthorizationKeyFile is the private Ed25519 JWK that signs each
+	// transfer's authorization (pkg/transfersig); the ledger holds its
+	// public key. Only this service is given it.
+	AuthorizationKeyFile string `env:"TRANSFERS_AUTHORIZATION_KEY_FILE,required" help:"the private key (JWK, payments auth transfer-keygen) that signs each transfer for the ledger; only this service holds it"`
 }
 
 // DefaultConfig is the configuration before the environment is read.
@@ -124,13 +130,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	log = log.With("service", cfg.Service)
 	reg := platform.NewRegistry()
-	// The authenticator first: a JWKS that cannot be read stops the
-	// start before any connection is opened.
+	// The keys first: a JWKS or a signing key that cannot be read stops
+	// the start before any connection is opened.
 	authn, err := platform.NewAuthenticator(ctx, cfg.Config, log, reg)
 	if err != nil {
 		return err
 	}
 	defer platform.Close(log, "authenticator", func() error { return authn.Close(context.WithoutCancel(ctx)) })
+	signer, err := transfersig.ReadSigner(cfg.AuthorizationKeyFile)
+	if err != nil {
+		return fmt.Errorf("TRANSFERS_AUTHORIZATION_KEY_FILE: %w", err)
+	}
 
 	db, err := platform.OpenPool(ctx, cfg.Config)
 	if err != nil {
@@ -165,7 +175,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	// The projection tells admission control what it settles.
 	store := postgres.NewStore(db, ob, inb, cfg.ClaimTimeout).OnSettled(admit.Settled)
 	held := NewHeldMetrics(reg)
-	svc := transfer.NewService(meterHeld(store, held), cfg.Topics.Requested)
+	svc := transfer.NewService(meterHeld(store, held), cfg.Topics.Requested, signer)
+	log.InfoContext(ctx, "transfer authorization key", "kid", signer.KeyID())
 
 	projection := consume.NewProjection(svc, cfg.Topics, log)
 	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),

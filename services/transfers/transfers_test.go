@@ -3,6 +3,7 @@ package transfers_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -27,6 +28,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers"
 	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
@@ -71,9 +73,10 @@ func start(t *testing.T) *service {
 			MigrateOnStart: true,
 			Auth:           iss.Config(),
 		},
-		Topics:          topics,
-		ProjectionGroup: kafkatest.Group(t, "transferencias-projecao"),
-		ClaimTimeout:    10 * time.Second,
+		Topics:               topics,
+		ProjectionGroup:      kafkatest.Group(t, "transferencias-projecao"),
+		ClaimTimeout:         10 * time.Second,
+		AuthorizationKeyFile: iss.Env()["TRANSFERS_AUTHORIZATION_KEY_FILE"],
 	}
 	a, _ := background.Serve(t, "transfers", func(ctx context.Context, listening func(net.Addr)) error {
 		return transfers.Run(ctx, cfg, slog.New(slog.DiscardHandler), listening)
@@ -233,6 +236,20 @@ func TestPostPublishesOneRequestedEvent(t *testing.T) {
 		}
 		delete(payload, "eventoId")
 		delete(payload, "ocorridoEm")
+		// The authorization verifies with the service's key, over what
+		// the record says.
+		var ev events.Requested
+		if err := json.Unmarshal(m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		claim := transfersig.Claim{TransferID: ev.TransferID, Source: ev.SourceAccount, Destination: ev.DestAccount,
+			AmountCents: ev.AmountCents, Currency: ev.Currency, Client: ev.ClientID}
+		if ev.Authorization == nil || ev.Authorization.KeyID != s.iss.TransferKey().KeyID() {
+			t.Errorf("autorizacao %+v, want one by key %s", ev.Authorization, s.iss.TransferKey().KeyID())
+		} else if err := verifierOf(t, s.iss.TransferKey()).Verify(claim, ev.Authorization); err != nil {
+			t.Errorf("autorizacao does not verify: %v", err)
+		}
+		delete(payload, "autorizacao")
 		wantPayload := map[string]any{"transferenciaId": w.id, "contaOrigem": w.source, "contaDestino": w.dest,
 			"valorEmCentavos": w.amount, "moeda": "BRL", "clienteId": "client-a"}
 		if diff := cmp.Diff(wantPayload, payload); diff != "" {
@@ -396,12 +413,14 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	cfg, err := transfers.ConfigFromEnv(env(map[string]string{"DATABASE_URL": "postgres://x/y",
-		"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}))
+		"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example",
+		"TRANSFERS_AUTHORIZATION_KEY_FILE": "/etc/paysuite/transfer-authorization-key.jwk"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.HTTPAddr != ":8080" || cfg.Topics != events.DefaultTopics || cfg.ProjectionGroup != "transferencias-projecao" ||
 		cfg.ClaimTimeout != 30*time.Second || !cfg.MigrateOnStart || cfg.Service != "transfers" ||
+		cfg.AuthorizationKeyFile != "/etc/paysuite/transfer-authorization-key.jwk" ||
 		cfg.Auth != (auth.Config{JWKSFile: "/etc/paysuite/jwks.json", Issuer: "https://issuer.example", Audience: "paysuite", RateRPS: 50, RateBurst: 100,
 			MaxTokenLifetime: auth.DefaultMaxTokenLifetime, TokenCacheSize: auth.DefaultTokenCacheSize}) {
 		t.Errorf("defaults = %+v", cfg)
@@ -410,7 +429,8 @@ func TestConfigFromEnv(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"DATABASE_URL", "IDEMPOTENCY_CLAIM_TIMEOUT", "DATABASE_MAX_CONNS", "AUTH_JWKS_URL or AUTH_JWKS_FILE", "AUTH_ISSUER"} {
+	for _, want := range []string{"DATABASE_URL", "IDEMPOTENCY_CLAIM_TIMEOUT", "DATABASE_MAX_CONNS", "AUTH_JWKS_URL or AUTH_JWKS_FILE", "AUTH_ISSUER",
+		"TRANSFERS_AUTHORIZATION_KEY_FILE"} {
 		if !bytes.Contains([]byte(err.Error()), []byte(want)) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
@@ -418,4 +438,15 @@ func TestConfigFromEnv(t *testing.T) {
 	if errors.Unwrap(err) == nil {
 		t.Errorf("error %v wraps nothing", err)
 	}
+}
+
+// verifierOf is the ledger's side of key: a verifier holding its public
+// key.
+func verifierOf(tb testing.TB, key transfersig.Signer) *transfersig.Verifier {
+	tb.Helper()
+	v, err := transfersig.NewVerifier(map[string]ed25519.PublicKey{key.KeyID(): key.Public()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/transfersig"
 )
 
 type options struct {
@@ -193,6 +194,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := auth.GenerateKey(keyDir); err != nil {
 		return err
 	}
+	if _, err := transfersig.GenerateKey(keyDir, keyDir); err != nil {
+		return err
+	}
 	key, err := auth.ReadSigningKey(filepath.Join(keyDir, auth.KeyFile))
 	if err != nil {
 		return err
@@ -211,7 +215,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	b.api = newAPI(token, minter)
 	b.baseEnv = map[string]string{
 		"AUTH_JWKS_FILE": filepath.Join(keyDir, auth.JWKSFile), "AUTH_ISSUER": "bench-e2e",
-		"KAFKA_BROKERS": brokers, "LOG_LEVEL": "warn", "LOG_FORMAT": "text",
+		"TRANSFERS_AUTHORIZATION_KEY_FILE": filepath.Join(keyDir, transfersig.KeyFile),
+		"LEDGER_AUTHORIZATION_JWKS_FILE":   filepath.Join(keyDir, transfersig.JWKSFile),
+		"KAFKA_BROKERS":                    brokers, "LOG_LEVEL": "warn", "LOG_FORMAT": "text",
 		// One client sends everything: no rate limit in the way.
 		"RATE_LIMIT_RPS": "1000000", "RATE_LIMIT_BURST": "1000000",
 		// Velocity rules off: random transfers

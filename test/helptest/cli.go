@@ -26,14 +26,18 @@ func ServiceVars(addr string) []envconfig.Var {
 }
 
 // WithAuth is env plus the authentication configuration every service
-// requires (the JWKS file is only read when the service runs), so that a
-// case fails only for what it sets. A key env holds, even empty, wins.
+// requires, and the transfer authorization key files of the transfers
+// service and the ledger (files are only read when a service runs), so
+// that a case fails only for what it sets. A key env holds, even empty,
+// wins.
 func WithAuth(env map[string]string) func(string) string {
 	return func(k string) string {
 		if v, ok := env[k]; ok {
 			return v
 		}
-		return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example"}[k]
+		return map[string]string{"AUTH_JWKS_FILE": "/etc/paysuite/jwks.json", "AUTH_ISSUER": "https://issuer.example",
+			"TRANSFERS_AUTHORIZATION_KEY_FILE": "/etc/paysuite/transfer-authorization-key.jwk",
+			"LEDGER_AUTHORIZATION_JWKS_FILE":   "/etc/paysuite/transfer-authorization-jwks.json"}[k]
 	}
 }
 

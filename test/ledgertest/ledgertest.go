@@ -7,6 +7,7 @@ package ledgertest
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/test/pgtest"
 )
 
@@ -53,6 +55,24 @@ func OpenDB(tb testing.TB, dsn string) *postgres.DB {
 // Client is the client that holds the accounts the tests open and that
 // requests their transfers, unless a test is about ownership.
 const Client = "client-a"
+
+// TransferKey signs the transfers of the ledger's tests as the transfers
+// service signs its own; TransferKeys is the ledger's side, a verifier
+// holding its public key (ledger.Rules.Keys).
+var TransferKey, TransferKeys = func() (transfersig.Signer, *transfersig.Verifier) {
+	k, err := transfersig.NewKey()
+	if err != nil {
+		panic(err)
+	}
+	v, err := transfersig.NewVerifier(map[string]ed25519.PublicKey{k.KeyID(): k.Public()})
+	if err != nil {
+		panic(err)
+	}
+	return k, v
+}()
+
+// Authorize is TransferKey's authorization of c.
+func Authorize(c transfersig.Claim) *events.Authorization { return TransferKey.Sign(c) }
 
 // Topics are unique-looking topic names for tests that never reach Kafka.
 var Topics = events.DefaultTopics.WithSuffix(".test")

@@ -26,6 +26,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
@@ -56,6 +57,9 @@ type harness struct {
 	url    string
 	bearer string // every request carries this client's token
 	minter string // but deposits, which carry this one (contas:depositar only)
+	// transferKey signs TransferenciaAnalisada records as the transfers
+	// service would; the ledger under test trusts it.
+	transferKey transfersig.Signer
 }
 
 // start runs service (one of serviceNames) until the test ends, and waits
@@ -101,6 +105,7 @@ func start(t *testing.T, service string) *harness {
 	maps.Copy(env, iss.Env())
 	h.bearer = iss.Bearer(t, "observability", authtest.AllScopes...)
 	h.minter = iss.Bearer(t, "observability-tesouraria", authtest.DepositScopes...)
+	h.transferKey = iss.TransferKey()
 	run := h.runner(func(k string) string { return env[k] })
 
 	lw := &logWriter{t: t}
@@ -186,7 +191,7 @@ func (h *harness) validInput() kafka.Message {
 	case "transfers", "notifications":
 		return settled(h.topics.Settled, uuid.New(), id)
 	case "ledger":
-		return analysed(h.topics.Analysed, id, "CC-OBS-1", "CC-OBS-2", 100)
+		return h.analysed(id, "CC-OBS-1", "CC-OBS-2", 100)
 	default:
 		return requested(h.topics.Requested, id, "CC-OBS-1", "CC-OBS-2", 100)
 	}
@@ -198,12 +203,17 @@ func requested(topic string, id uuid.UUID, from, to string, cents int64) kafka.M
 		SourceAccount: from, DestAccount: to, AmountCents: cents, Currency: "BRL", OccurredAt: time.Now().UTC()})
 }
 
-func analysed(topic string, id uuid.UUID, from, to string, cents int64) kafka.Message {
+// analysed is a TransferenciaAnalisada on the harness's analisada topic,
+// signed with its transfer key.
+func (h *harness) analysed(id uuid.UUID, from, to string, cents int64) kafka.Message {
 	ev := uuid.New()
 	// The client is the one the harness's token names, so the accounts it
 	// opened (their titular) are its own to debit.
-	return record(topic, from, events.TypeAnalysed, ev, events.Analysed{EventID: ev, TransferID: id, ClientID: "observability",
-		SourceAccount: from, DestAccount: to, AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC()})
+	const client = "observability"
+	return record(h.topics.Analysed, from, events.TypeAnalysed, ev, events.Analysed{EventID: ev, TransferID: id, ClientID: client,
+		SourceAccount: from, DestAccount: to, AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(),
+		Authorization: h.transferKey.Sign(transfersig.Claim{TransferID: id, Source: from, Destination: to, AmountCents: cents,
+			Currency: "BRL", Client: client})})
 }
 
 func settled(topic string, eventID, id uuid.UUID) kafka.Message {

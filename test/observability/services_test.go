@@ -345,8 +345,8 @@ var traffic = map[string]func(t *testing.T, h *harness){
 		h.expectStatus(http.StatusCreated, http.MethodPost, "/contas/CC-OBS-1/depositos",
 			map[string]string{"Content-Type": "application/json", "Idempotency-Key": uuid.NewString(), "Authorization": h.minter}, `{"valorEmCentavos":100000}`)
 		h.expectStatus(http.StatusOK, http.MethodGet, "/contas/CC-OBS-1", nil, "")
-		h.produce(analysed(h.topics.Analysed, uuid.New(), "CC-OBS-1", "CC-OBS-2", 100),
-			analysed(h.topics.Analysed, uuid.New(), "CC-OBS-1", "CC-NOBODY", 100))
+		h.produce(h.analysed(uuid.New(), "CC-OBS-1", "CC-OBS-2", 100),
+			h.analysed(uuid.New(), "CC-OBS-1", "CC-NOBODY", 100))
 		waitMetrics(t, h.url, wait, "a settlement and a rejection counted and published", func(m metrics) (bool, string) {
 			ok := m.value("ledger_settlements_total", map[string]string{"result": "LIQUIDADA"}) >= 1 &&
 				m.value("ledger_settlements_total", map[string]string{"result": "REJEITADA", "reason": events.ReasonAccountNotFound}) >= 1 &&

@@ -17,6 +17,7 @@ import (
 	"github.com/paysuite/payments/pkg/apiclient"
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/platform"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
@@ -86,6 +87,7 @@ func startSuite(tb testing.TB) *suite {
 	// debit them.
 	iss := authtest.New(tb)
 	bearer = iss.Bearer(tb, "secure-client", authtest.AllScopes...)
+	transferKey = iss.TransferKey()
 	minter = iss.Bearer(tb, "secure-tesouraria", authtest.DepositScopes...)
 	out := make([]*service, len(specs))
 	for i, sp := range specs {
@@ -140,6 +142,10 @@ func startSuite(tb testing.TB) *suite {
 // bearer is the Authorization of every call but deposits, minter the one
 // of deposits (contas:depositar only); startSuite sets both.
 var bearer, minter string
+
+// transferKey is the transfers service's transfer authorization key, the
+// one the ledger trusts; startSuite sets it.
+var transferKey transfersig.Signer
 
 func call(ctx context.Context, method, url, key string, body any) (int, []byte, error) {
 	return callAs(ctx, bearer, method, url, key, body)

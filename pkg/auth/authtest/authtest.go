@@ -1,7 +1,9 @@
 // Package authtest is a token issuer for tests: an Ed25519 key whose JWKS
 // an httptest server serves (so services fetch and cache it as they would
 // an identity provider's), tokens for any client and scopes, and key
-// rotation.
+// rotation. Each issuer also holds a transfer authorization key
+// (pkg/transfersig) in files, so that the services of a test sign and
+// verify transfers as a deployment does.
 package authtest
 
 import (
@@ -12,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,6 +26,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/transfersig"
 )
 
 // Issuer is the iss of the test tokens.
@@ -47,13 +51,23 @@ type TestIssuer struct {
 	priv   jwk.Key
 	served []jwk.Key // public keys the JWKS holds
 	fetch  atomic.Int64
+
+	transferKey transfersig.Signer
+	transferDir string // its key file and public JWKS
 }
 
 // New starts an issuer with one key; the server stops at the end of the
 // test.
 func New(tb testing.TB) *TestIssuer {
 	tb.Helper()
-	i := &TestIssuer{}
+	i := &TestIssuer{transferDir: tb.TempDir()}
+	if _, err := transfersig.GenerateKey(i.transferDir, i.transferDir); err != nil {
+		tb.Fatal(err)
+	}
+	var err error
+	if i.transferKey, err = transfersig.ReadSigner(filepath.Join(i.transferDir, transfersig.KeyFile)); err != nil {
+		tb.Fatal(err)
+	}
 	i.Rotate(tb, false)
 	srv := httptest.NewServer(http.HandlerFunc(i.serveJWKS))
 	tb.Cleanup(srv.Close)
@@ -134,18 +148,27 @@ func (i *TestIssuer) Config() auth.Config {
 		MaxTokenLifetime: auth.DefaultMaxTokenLifetime, TokenCacheSize: auth.DefaultTokenCacheSize}
 }
 
-// Env returns the AUTH_* and RATE_LIMIT_* variables of Config, for tests
-// that configure services through their environment.
+// Env returns the AUTH_* and RATE_LIMIT_* variables of Config, and the
+// transfer authorization key files (the private key for the transfers
+// service, the public JWKS for the ledger), for tests that configure
+// services through their environment.
 func (i *TestIssuer) Env() map[string]string {
 	c := i.Config()
 	return map[string]string{
-		"AUTH_JWKS_URL":    c.JWKSURL,
-		"AUTH_ISSUER":      c.Issuer,
-		"AUTH_AUDIENCE":    c.Audience,
-		"RATE_LIMIT_RPS":   strconv.FormatFloat(c.RateRPS, 'f', -1, 64),
-		"RATE_LIMIT_BURST": strconv.Itoa(c.RateBurst),
+		"AUTH_JWKS_URL":                    c.JWKSURL,
+		"AUTH_ISSUER":                      c.Issuer,
+		"AUTH_AUDIENCE":                    c.Audience,
+		"RATE_LIMIT_RPS":                   strconv.FormatFloat(c.RateRPS, 'f', -1, 64),
+		"RATE_LIMIT_BURST":                 strconv.Itoa(c.RateBurst),
+		"TRANSFERS_AUTHORIZATION_KEY_FILE": filepath.Join(i.transferDir, transfersig.KeyFile),
+		"LEDGER_AUTHORIZATION_JWKS_FILE":   filepath.Join(i.transferDir, transfersig.JWKSFile),
 	}
 }
+
+// TransferKey is the transfer authorization key of Env: what the transfers
+// service of the test signs with, for tests that write records as it
+// would.
+func (i *TestIssuer) TransferKey() transfersig.Signer { return i.transferKey }
 
 // Token returns a token for client with scopes, valid for an hour.
 func (i *TestIssuer) Token(tb testing.TB, client string, scopes ...string) string {
@@ -223,4 +246,15 @@ func CheckRoutes(tb testing.TB, r chi.Routes) {
 	for _, rt := range bad {
 		tb.Errorf("route %s is neither public nor given a scope: mount it through auth.Mount with a scope", rt)
 	}
+}
+
+// NewTransferKey returns a new transfer authorization key, for tests that
+// build a transfers service by hand.
+func NewTransferKey(tb testing.TB) transfersig.Signer {
+	tb.Helper()
+	k, err := transfersig.NewKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
 }

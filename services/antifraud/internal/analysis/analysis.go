@@ -156,8 +156,8 @@ func NewService(store Store, engine *risk.Engine, topics events.Topics, metrics 
 // TransferenciaAnalisada (score below the threshold) or
 // TransferenciaRejeitada with BLOQUEADA_ANTIFRAUDE. The velocity history is
 // that of the requesting client on the source account (see the package
-// comment), and TransferenciaAnalisada carries the request's clienteId on
-// to the ledger. The outgoing event carries correlation-id = transfer id,
+// comment), and TransferenciaAnalisada carries the request's clienteId and
+// autorizacao on to the ledger, unchanged. The outgoing event carries correlation-id = transfer id,
 // and the outbox gives it the trace context of ctx. req must have passed
 // events.Decode.
 func (s *Service) Analyse(ctx context.Context, req events.Requested) (Result, error) {
@@ -275,7 +275,7 @@ func (s *Service) AnalyseBatch(ctx context.Context, reqs []Request) ([]Result, e
 			}
 			a := s.engine.Assess(in)
 			d := s.decision(req, a)
-			msg, err := s.event(d, r.Traceparent)
+			msg, err := s.event(d, req.Authorization, r.Traceparent)
 			if err != nil {
 				return err
 			}
@@ -339,10 +339,13 @@ func (s *Service) decision(req events.Requested, a risk.Assessment) Decision {
 	return d
 }
 
-// event builds the event announcing d. traceparent is a batch
-// record's own trace context (Request.Traceparent), "" for a single
-// record, whose context the outbox takes from ctx.
-func (s *Service) event(d Decision, traceparent string) (events.Message, error) {
+// event builds the event announcing d. authz is the request's
+// authorization, which TransferenciaAnalisada carries unchanged for the
+// ledger to verify (antifraud neither checks nor keeps it: the ledger is
+// where the money moves). traceparent is a batch record's own trace
+// context (Request.Traceparent), "" for a single record, whose context
+// the outbox takes from ctx.
+func (s *Service) event(d Decision, authz *events.Authorization, traceparent string) (events.Message, error) {
 	m := events.Message{
 		ID:            d.EventID,
 		AggregateType: "transfer",
@@ -368,6 +371,7 @@ func (s *Service) event(d Decision, traceparent string) (events.Message, error) 
 			RiskScore:     d.Score,
 			OccurredAt:    d.DecidedAt,
 			ClientID:      d.ClientID,
+			Authorization: authz,
 		}
 	case Blocked:
 		m.Topic, m.Type = s.topics.Rejected, events.TypeRejected

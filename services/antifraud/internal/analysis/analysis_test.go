@@ -127,6 +127,9 @@ func TestAnalyseEmitsOneEventPerOutcome(t *testing.T) {
 						"eventoId": id.String(), "transferenciaId": req.TransferID.String(),
 						"contaOrigem": "CC-001", "contaDestino": "CC-002", "valorEmCentavos": float64(9_999_999),
 						"moeda": "BRL", "scoreRisco": float64(10), "ocorridoEm": decidedAt.Format(time.RFC3339Nano),
+						// Passed through unchanged: the ledger verifies it.
+						"clienteId":   "ana",
+						"autorizacao": map[string]any{"chaveId": "kid-1", "assinatura": "c2lnbmF0dXJl"},
 					},
 					Headers: map[string]string{
 						events.HeaderCorrelationID: req.TransferID.String(),
@@ -157,6 +160,8 @@ func TestAnalyseEmitsOneEventPerOutcome(t *testing.T) {
 			dsn := newDSN(t)
 			svc := newService(t, dsn, risk.DefaultConfig())
 			req := request("CC-001", tt.amount, at)
+			req.ClientID = "ana"
+			req.Authorization = &events.Authorization{KeyID: "kid-1", Signature: "c2lnbmF0dXJl"}
 			res, err := svc.Analyse(tracing.WithTraceparent(context.Background(), tt.traceparent), req)
 			if err != nil {
 				t.Fatal(err)
@@ -167,7 +172,7 @@ func TestAnalyseEmitsOneEventPerOutcome(t *testing.T) {
 			d := res.Decision
 			want := analysis.Decision{
 				TransferID: req.TransferID, RequestEventID: req.EventID, SourceAccount: "CC-001", DestAccount: "CC-002",
-				AmountCents: tt.amount, Currency: "BRL", OccurredAt: at, Score: tt.wantScore, Threshold: 80,
+				AmountCents: tt.amount, Currency: "BRL", ClientID: "ana", OccurredAt: at, Score: tt.wantScore, Threshold: 80,
 				Outcome: tt.wantOutcome, Rules: tt.wantRules, EventID: tt.wantRow(req, d.DecidedAt).ID, DecidedAt: d.DecidedAt,
 			}
 			if diff := cmp.Diff(want, d, cmpopts.EquateEmpty()); diff != "" {

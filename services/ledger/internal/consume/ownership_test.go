@@ -10,12 +10,14 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/test/ledgertest"
 )
 
-// analysedBy is analysed with clienteId client; "" leaves the field out,
-// as a producer that predates it would.
+// analysedBy is analysed with clienteId client, signed for client as the
+// transfers service signs what a client asks; "" leaves the field out, as
+// a producer that predates it would.
 func analysedBy(t *testing.T, client string, id uuid.UUID, src, dst string, cents int64) broker.Record {
 	t.Helper()
 	m := analysed(t, id, src, dst, cents)
@@ -27,6 +29,8 @@ func analysedBy(t *testing.T, client string, id uuid.UUID, src, dst string, cent
 	if client != "" {
 		ev["clienteId"] = client
 	}
+	ev["autorizacao"] = ledgertest.Authorize(transfersig.Claim{TransferID: id, Source: src, Destination: dst,
+		AmountCents: cents, Currency: "BRL", Client: client})
 	var err error
 	if m.Value, err = json.Marshal(ev); err != nil {
 		t.Fatal(err)
@@ -136,4 +140,74 @@ func TestOnlyTheTitularDebitsAnAccount(t *testing.T) {
 			ledgertest.CheckInvariants(t, e.db)
 		})
 	}
+}
+
+// TestUnprovenRecordsMoveNothing: through the real consumer and
+// PostgreSQL, a record without autorizacao, one signed by a key the ledger
+// does not hold and one whose amount was changed after signing are all
+// rejected with ORIGEM_NAO_AUTORIZADA, whether or not they name the
+// titular and whether or not the source account exists, and move
+// nothing; the titular's signed transfer settles.
+func TestUnprovenRecordsMoveNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.openFor(t, "ana", "ANA-1", 1_000)
+	e.openFor(t, "bruno", "BRUNO-1", 0)
+	stranger, err := transfersig.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// edit rewrites the record's payload.
+	edit := func(m broker.Record, f func(ev map[string]any)) broker.Record {
+		var ev map[string]any
+		if err := json.Unmarshal(m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		f(ev)
+		if m.Value, err = json.Marshal(ev); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ids := map[string]uuid.UUID{}
+	for _, name := range []string{"unsigned", "unsigned, unknown account", "another key", "amount changed", "genuine"} {
+		ids[name] = uuid.New()
+	}
+	e.produce(t,
+		edit(analysedBy(t, "ana", ids["unsigned"], "ANA-1", "BRUNO-1", 100), func(ev map[string]any) { delete(ev, "autorizacao") }),
+		edit(analysedBy(t, "ana", ids["unsigned, unknown account"], "NOBODY-1", "BRUNO-1", 100), func(ev map[string]any) { delete(ev, "autorizacao") }),
+		edit(analysedBy(t, "ana", ids["another key"], "ANA-1", "BRUNO-1", 100), func(ev map[string]any) {
+			ev["autorizacao"] = stranger.Sign(transfersig.Claim{TransferID: ids["another key"], Source: "ANA-1", Destination: "BRUNO-1",
+				AmountCents: 100, Currency: "BRL", Client: "ana"})
+		}),
+		edit(analysedBy(t, "ana", ids["amount changed"], "ANA-1", "BRUNO-1", 100), func(ev map[string]any) { ev["valorEmCentavos"] = 900 }),
+		analysedBy(t, "ana", ids["genuine"], "ANA-1", "BRUNO-1", 100))
+	e.run(t, consumer.BlockingRetries, true)
+	for _, id := range ids {
+		e.waitResult(t, id, map[bool]string{true: "LIQUIDADA", false: "REJEITADA"}[id == ids["genuine"]])
+	}
+	st := ledgertest.ReadState(t, e.db)
+	got := map[string]string{}
+	for name, id := range ids {
+		for _, m := range st.Markers {
+			if m.TransferID == id {
+				got[name] = m.Reason
+			}
+		}
+	}
+	want := map[string]string{"unsigned": ledger.ReasonUnauthorized, "unsigned, unknown account": ledger.ReasonUnauthorized,
+		"another key": ledger.ReasonUnauthorized, "amount changed": ledger.ReasonUnauthorized, "genuine": ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reasons mismatch (-want +got):\n%s", diff)
+	}
+	balances := map[string]int64{}
+	for _, a := range st.Accounts {
+		if !a.Funding {
+			balances[a.ID] = a.Balance
+		}
+	}
+	if diff := cmp.Diff(map[string]int64{"ANA-1": 900, "BRUNO-1": 100}, balances); diff != "" {
+		t.Errorf("balances mismatch (-want +got):\n%s", diff)
+	}
+	ledgertest.CheckInvariants(t, e.db)
 }

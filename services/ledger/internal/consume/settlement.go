@@ -51,6 +51,8 @@ func Decode(m broker.Record) (ledger.Transfer, error) {
 		AmountCents: e.AmountCents,
 		Currency:    e.Currency,
 		ClientID:    e.ClientID,
+		// Verified by the ledger's rules before anything else.
+		Authorization: e.Authorization,
 	}, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/consume"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
@@ -120,7 +121,7 @@ func (e *env) logger() *slog.Logger {
 // run starts the settlement consumer until the test ends.
 func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	t.Helper()
-	svc := ledger.NewService(e.failing, ledger.Rules{Ownership: e.ownership, Topics: ledgertest.Topics}, nil)
+	svc := ledger.NewService(e.failing, ledger.Rules{Ownership: e.ownership, Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}, nil)
 	h := consume.NewSettlement(svc, e.logger(), e.metrics)
 	e.group = kafkatest.Group(t, "ledger")
 	cfg := consumer.Config{
@@ -153,11 +154,14 @@ func (e *env) open(t *testing.T, id string, balance int64) {
 
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
-// analysed returns a TransferenciaAnalisada record.
+// analysed returns a TransferenciaAnalisada record of ledgertest.Client,
+// signed as the transfers service signs.
 func analysed(t testing.TB, id uuid.UUID, src, dst string, cents int64) broker.Record {
 	t.Helper()
 	ev := events.Analysed{EventID: uuid.New(), TransferID: id, SourceAccount: src, DestAccount: dst,
 		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: ledgertest.Client}
+	ev.Authorization = ledgertest.Authorize(transfersig.Claim{TransferID: id, Source: src, Destination: dst,
+		AmountCents: cents, Currency: "BRL", Client: ledgertest.Client})
 	b, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/transfersig"
 )
 
 // FundingPrefix starts the id of the funding account of each currency
@@ -38,6 +39,10 @@ type Transfer struct {
 	// ClientID is the client that requested the transfer (clienteId); empty
 	// when the record named none.
 	ClientID string
+	// Authorization is the transfers service's signature over the
+	// transfer's id, accounts, amount, currency and client (autorizacao);
+	// nil when the record carries none.
+	Authorization *events.Authorization
 	// Traceparent is the W3C trace context of the input record of a batch,
 	// passed on to the result event; may be empty. Trace context travels
 	// in ctx everywhere else; a batch is the one exception: its records
@@ -78,6 +83,24 @@ const (
 	// OwnershipOff skips the check, for a mixed deployment whose producers
 	// predate clienteId.
 	OwnershipOff
+)
+
+// Proof is what the ledger established, before any rule runs, of who
+// asked for a transfer.
+type Proof int
+
+// Proofs. The zero value debits nothing.
+const (
+	// Unproven: the record carries no authorization, or one that does not
+	// verify against the ledger's keys (another key, or any field changed
+	// since the transfers service signed it).
+	Unproven Proof = iota
+	// Signed: the transfers service's signature verifies: the client the
+	// record names is the one that asked, for exactly this transfer.
+	Signed
+	// Unchecked: LEDGER_OWNERSHIP=off; neither the signature nor the
+	// titular is checked.
+	Unchecked
 )
 
 // String is the policy as LEDGER_OWNERSHIP writes it: "on" or "off".
@@ -253,16 +276,22 @@ type Store interface {
 }
 
 // Decide applies the settlement rules, in the seed's order, to t against
-// the locked accounts (nil when absent) and returns the outcome (Settled or
-// Rejected), the reason of a rejection and, when Settled, the double entry
-// (a debit of the source and a credit of the destination for the amount):
+// the locked accounts (nil when absent), given the proof of who asked for
+// t (Rules.Prove), and returns the outcome (Settled or Rejected), the
+// reason of a rejection and, when Settled, the double entry (a debit of
+// the source and a credit of the destination for the amount):
 //
-//  1. either account missing, or a funding account: CONTA_INEXISTENTE;
-//  2. with own == OwnershipEnforced, t names no client or a client that is
-//     not the source account's titular: ORIGEM_NAO_AUTORIZADA;
-//  3. either account in another currency than t: MOEDA_INCOMPATIVEL;
-//  4. source balance below the amount: SALDO_INSUFICIENTE.
+//  1. proof is Unproven: ORIGEM_NAO_AUTORIZADA;
+//  2. either account missing, or a funding account: CONTA_INEXISTENTE;
+//  3. with proof Signed, t names no client or a client that is not the
+//     source account's titular: ORIGEM_NAO_AUTORIZADA;
+//  4. either account in another currency than t: MOEDA_INCOMPATIVEL;
+//  5. source balance below the amount: SALDO_INSUFICIENTE.
 //
+// The proof comes first so that a record the transfers service did not
+// sign (forged with a principal's broker credentials or written into an
+// outbox table) gets the same answer whatever it names: it learns neither
+// whether an account exists nor whether its titular guess was right.
 // Ownership comes before the currency and balance rules so that a client
 // who does not hold the source account learns nothing of its currency or
 // balance from the motivo.
@@ -271,11 +300,14 @@ type Store interface {
 // the next transfer of a batch sees them as a later transaction would, and
 // so that the store writes the balances it is given: this is the one place
 // a settlement's amounts are computed.
-func Decide(source, dest *Account, t Transfer, own Ownership) (Outcome, string, []Entry) {
+func Decide(source, dest *Account, t Transfer, proof Proof) (Outcome, string, []Entry) {
+	if proof == Unproven {
+		return Rejected, ReasonUnauthorized, nil
+	}
 	if source == nil || dest == nil || source.Funding || dest.Funding {
 		return Rejected, ReasonAccountNotFound, nil
 	}
-	if own != OwnershipOff && (t.ClientID == "" || source.Holder != t.ClientID) {
+	if proof != Unchecked && (t.ClientID == "" || source.Holder != t.ClientID) {
 		return Rejected, ReasonUnauthorized, nil
 	}
 	if source.Currency != t.Currency || dest.Currency != t.Currency {
@@ -315,11 +347,15 @@ type Decision struct {
 // calls it inside its settlement transaction.
 type Decider func(source, dest *Account, t Transfer) (Decision, error)
 
-// Rules are how the ledger settles and mints: the ownership rule, the
-// topics its result events go to and the ceiling of one deposit
-// (configuration, through the service layer).
+// Rules are how the ledger settles and mints: the ownership rule and the
+// keys that prove who asked, the topics its result events go to and the
+// ceiling of one deposit (configuration, through the service layer).
 type Rules struct {
 	Ownership Ownership
+	// Keys verify the transfers service's authorizations
+	// (LEDGER_AUTHORIZATION_JWKS_FILE); nil verifies none, so that with
+	// ownership enforced nothing is debited.
+	Keys *transfersig.Verifier
 	// MaxDepositCents is the largest amount one deposit may carry; 0 is
 	// MaxAmountCents.
 	MaxDepositCents int64
@@ -328,11 +364,45 @@ type Rules struct {
 	Topics events.Topics
 }
 
+// Prove checks t's authorization against r's keys: Signed when it
+// verifies over t's id, accounts, amount, currency and client, Unproven
+// otherwise, and Unchecked with ownership off. It costs one Ed25519
+// verification.
+func (r Rules) Prove(t Transfer) Proof {
+	if r.Ownership == OwnershipOff {
+		return Unchecked
+	}
+	claim := transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Dest, AmountCents: t.AmountCents,
+		Currency: t.Currency, Client: t.ClientID}
+	if r.Keys.Verify(claim, t.Authorization) != nil {
+		return Unproven
+	}
+	return Signed
+}
+
 // Decider returns the Decider that applies r with result events stamped at
 // now.
-func (r Rules) Decider(now time.Time) Decider {
+func (r Rules) Decider(now time.Time) Decider { return r.decider(now, nil) }
+
+// deciderFor is Decider with the proofs of ts established beforehand, so
+// that their signatures are verified before the store's transaction, not
+// while it holds the accounts' locks. A transfer it is given that is not
+// one of ts is proven when decided.
+func (r Rules) deciderFor(now time.Time, ts []Transfer) Decider {
+	proofs := make(map[Transfer]Proof, len(ts))
+	for _, t := range ts {
+		proofs[t] = r.Prove(t)
+	}
+	return r.decider(now, proofs)
+}
+
+func (r Rules) decider(now time.Time, proofs map[Transfer]Proof) Decider {
 	return func(source, dest *Account, t Transfer) (Decision, error) {
-		outcome, reason, entries := Decide(source, dest, t, r.Ownership)
+		proof, ok := proofs[t]
+		if !ok {
+			proof = r.Prove(t)
+		}
+		outcome, reason, entries := Decide(source, dest, t, proof)
 		d := Decision{Result: Result{TransferID: t.ID, Outcome: outcome, Reason: reason}, Entries: entries}
 		var err error
 		d.Event, err = r.resultEvent(t, outcome, reason, now)

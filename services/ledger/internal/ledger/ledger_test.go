@@ -12,7 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/test/ledgertest"
 )
 
 func TestDecide(t *testing.T) {
@@ -21,47 +23,55 @@ func TestDecide(t *testing.T) {
 	brl := func(id string, bal int64) *ledger.Account {
 		return &ledger.Account{ID: id, Currency: "BRL", BalanceCents: bal, Holder: ana}
 	}
-	off := ledger.OwnershipOff
+	signed, off, unproven := ledger.Signed, ledger.Unchecked, ledger.Unproven
 	tests := []struct {
 		name               string
 		src, dst           *ledger.Account
 		amount             int64
 		currency           string
 		client             string // the transfer's clienteId; "-" for none
-		own                ledger.Ownership
+		proof              ledger.Proof
 		outcome            ledger.Outcome
 		reason             string
 		srcAfter, dstAfter int64
 	}{
-		{"settles", brl("A", 100), brl("B", 5), 60, "BRL", ana, 0, ledger.Settled, "", 40, 65},
-		{"settles the whole balance", brl("A", 100), brl("B", 0), 100, "BRL", ana, 0, ledger.Settled, "", 0, 100},
-		{"destination of another titular", brl("A", 100), &ledger.Account{ID: "B", Currency: "BRL", Holder: bruno}, 60, "BRL", ana, 0,
+		{"settles", brl("A", 100), brl("B", 5), 60, "BRL", ana, signed, ledger.Settled, "", 40, 65},
+		{"settles the whole balance", brl("A", 100), brl("B", 0), 100, "BRL", ana, signed, ledger.Settled, "", 0, 100},
+		{"destination of another titular", brl("A", 100), &ledger.Account{ID: "B", Currency: "BRL", Holder: bruno}, 60, "BRL", ana, signed,
 			ledger.Settled, "", 40, 60},
-		{"source missing", nil, brl("B", 0), 1, "BRL", ana, 0, ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
-		{"destination missing", brl("A", 100), nil, 1, "BRL", ana, 0, ledger.Rejected, ledger.ReasonAccountNotFound, 100, 0},
-		{"funding source", &ledger.Account{ID: "__FUNDING__BRL", Currency: "BRL", Funding: true, BalanceCents: -5}, brl("B", 0), 1, "BRL", ana, 0,
+		{"source missing", nil, brl("B", 0), 1, "BRL", ana, signed, ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
+		{"destination missing", brl("A", 100), nil, 1, "BRL", ana, signed, ledger.Rejected, ledger.ReasonAccountNotFound, 100, 0},
+		{"funding source", &ledger.Account{ID: "__FUNDING__BRL", Currency: "BRL", Funding: true, BalanceCents: -5}, brl("B", 0), 1, "BRL", ana, signed,
 			ledger.Rejected, ledger.ReasonAccountNotFound, -5, 0},
-		{"missing wins over currency", &ledger.Account{ID: "A", Currency: "USD", Holder: ana}, nil, 1, "BRL", ana, 0,
+		{"missing wins over currency", &ledger.Account{ID: "A", Currency: "USD", Holder: ana}, nil, 1, "BRL", ana, signed,
 			ledger.Rejected, ledger.ReasonAccountNotFound, 0, 0},
-		{"missing wins over ownership", brl("A", 100), nil, 1, "BRL", bruno, 0, ledger.Rejected, ledger.ReasonAccountNotFound, 100, 0},
-		{"another client's source", brl("A", 100), brl("B", 0), 1, "BRL", bruno, 0, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
-		{"no client", brl("A", 100), brl("B", 0), 1, "BRL", "-", 0, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
-		{"source without a titular", &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 100}, brl("B", 0), 1, "BRL", ana, 0,
+		{"missing wins over ownership", brl("A", 100), nil, 1, "BRL", bruno, signed, ledger.Rejected, ledger.ReasonAccountNotFound, 100, 0},
+		{"another client's source", brl("A", 100), brl("B", 0), 1, "BRL", bruno, signed, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"no client", brl("A", 100), brl("B", 0), 1, "BRL", "-", signed, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"source without a titular", &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 100}, brl("B", 0), 1, "BRL", ana, signed,
 			ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
-		{"no client and no titular", &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 100}, brl("B", 0), 1, "BRL", "-", 0,
+		{"no client and no titular", &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 100}, brl("B", 0), 1, "BRL", "-", signed,
 			ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
-		{"ownership wins over currency", &ledger.Account{ID: "A", Currency: "USD", BalanceCents: 100, Holder: ana}, brl("B", 0), 1, "BRL", bruno, 0,
+		{"ownership wins over currency", &ledger.Account{ID: "A", Currency: "USD", BalanceCents: 100, Holder: ana}, brl("B", 0), 1, "BRL", bruno, signed,
 			ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
-		{"ownership wins over balance", brl("A", 0), brl("B", 0), 1, "BRL", bruno, 0, ledger.Rejected, ledger.ReasonUnauthorized, 0, 0},
+		{"ownership wins over balance", brl("A", 0), brl("B", 0), 1, "BRL", bruno, signed, ledger.Rejected, ledger.ReasonUnauthorized, 0, 0},
 		{"ownership off: no client settles", brl("A", 100), brl("B", 0), 1, "BRL", "-", off, ledger.Settled, "", 99, 1},
 		{"ownership off: another client settles", brl("A", 100), brl("B", 0), 1, "BRL", bruno, off, ledger.Settled, "", 99, 1},
 		{"ownership off: the other rules hold", brl("A", 0), brl("B", 0), 1, "BRL", "-", off, ledger.Rejected, ledger.ReasonInsufficientFunds, 0, 0},
-		{"source currency", &ledger.Account{ID: "A", Currency: "USD", BalanceCents: 100, Holder: ana}, brl("B", 0), 1, "BRL", ana, 0,
+		{"source currency", &ledger.Account{ID: "A", Currency: "USD", BalanceCents: 100, Holder: ana}, brl("B", 0), 1, "BRL", ana, signed,
 			ledger.Rejected, ledger.ReasonCurrencyMismatch, 100, 0},
-		{"destination currency", brl("A", 100), &ledger.Account{ID: "B", Currency: "USD"}, 1, "BRL", ana, 0,
+		{"destination currency", brl("A", 100), &ledger.Account{ID: "B", Currency: "USD"}, 1, "BRL", ana, signed,
 			ledger.Rejected, ledger.ReasonCurrencyMismatch, 100, 0},
-		{"currency wins over balance", brl("A", 0), brl("B", 0), 1, "USD", ana, 0, ledger.Rejected, ledger.ReasonCurrencyMismatch, 0, 0},
-		{"insufficient", brl("A", 99), brl("B", 0), 100, "BRL", ana, 0, ledger.Rejected, ledger.ReasonInsufficientFunds, 99, 0},
+		{"currency wins over balance", brl("A", 0), brl("B", 0), 1, "USD", ana, signed, ledger.Rejected, ledger.ReasonCurrencyMismatch, 0, 0},
+		{"insufficient", brl("A", 99), brl("B", 0), 100, "BRL", ana, signed, ledger.Rejected, ledger.ReasonInsufficientFunds, 99, 0},
+		// Without a valid signature every record gets one answer, whatever
+		// it names: nothing tells a prober which account exists or who
+		// holds it.
+		{"unproven: the titular's own", brl("A", 100), brl("B", 0), 1, "BRL", ana, unproven, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"unproven: another client", brl("A", 100), brl("B", 0), 1, "BRL", bruno, unproven, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"unproven: no client", brl("A", 100), brl("B", 0), 1, "BRL", "-", unproven, ledger.Rejected, ledger.ReasonUnauthorized, 100, 0},
+		{"unproven wins over missing", nil, nil, 1, "BRL", ana, unproven, ledger.Rejected, ledger.ReasonUnauthorized, 0, 0},
+		{"unproven wins over currency and balance", brl("A", 0), brl("B", 0), 1, "USD", ana, unproven, ledger.Rejected, ledger.ReasonUnauthorized, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +80,7 @@ func TestDecide(t *testing.T) {
 				client = ""
 			}
 			outcome, reason, _ := ledger.Decide(tc.src, tc.dst, ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B",
-				AmountCents: tc.amount, Currency: tc.currency, ClientID: client}, tc.own)
+				AmountCents: tc.amount, Currency: tc.currency, ClientID: client}, tc.proof)
 			if outcome != tc.outcome || reason != tc.reason {
 				t.Errorf("Decide = %s %s, want %s %s", outcome, reason, tc.outcome, tc.reason)
 			}
@@ -92,7 +102,7 @@ func TestDecideSameAccountLeavesBalance(t *testing.T) {
 	t.Parallel()
 	a := &ledger.Account{ID: "A", Currency: "BRL", BalanceCents: 10, Holder: "ana"}
 	tr := ledger.Transfer{Source: "A", Dest: "A", AmountCents: 10, Currency: "BRL", ClientID: "ana"}
-	if o, _, _ := ledger.Decide(a, a, tr, ledger.OwnershipEnforced); o != ledger.Settled || a.BalanceCents != 10 {
+	if o, _, _ := ledger.Decide(a, a, tr, ledger.Signed); o != ledger.Settled || a.BalanceCents != 10 {
 		t.Errorf("outcome %s balance %d, want settled and 10", o, a.BalanceCents)
 	}
 }
@@ -242,10 +252,10 @@ func TestReaderSees(t *testing.T) {
 func TestDeciderBuildsResultEvents(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
-	rules := ledger.Rules{Topics: events.Topics{Settled: "settled-topic", Rejected: "rejected-topic"}}
+	rules := ledger.Rules{Topics: events.Topics{Settled: "settled-topic", Rejected: "rejected-topic"}, Keys: ledgertest.TransferKeys}
 	decide := rules.Decider(now)
-	tr := ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B", AmountCents: 10, Currency: "BRL", ClientID: "ana",
-		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	tr := signed(ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B", AmountCents: 10, Currency: "BRL", ClientID: "ana",
+		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
 	acct := func(id string, bal int64) *ledger.Account {
 		return &ledger.Account{ID: id, Currency: "BRL", BalanceCents: bal, Holder: "ana"}
 	}
@@ -284,8 +294,8 @@ func TestDeciderBuildsResultEvents(t *testing.T) {
 // rejected one carries no entry and moves nothing.
 func TestDeciderGivesTheDoubleEntry(t *testing.T) {
 	t.Parallel()
-	decide := ledger.Rules{}.Decider(time.Now())
-	tr := ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B", AmountCents: 10, Currency: "BRL", ClientID: "ana"}
+	decide := ledger.Rules{Keys: ledgertest.TransferKeys}.Decider(time.Now())
+	tr := signed(ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B", AmountCents: 10, Currency: "BRL", ClientID: "ana"})
 	tests := []struct {
 		name             string
 		srcBal           int64
@@ -314,5 +324,53 @@ func TestDeciderGivesTheDoubleEntry(t *testing.T) {
 				t.Errorf("balances after = %d, %d; want %d, %d", src.BalanceCents, dst.BalanceCents, tc.srcAfter, tc.dstAft)
 			}
 		})
+	}
+}
+
+// signed is t with ledgertest's authorization of it, as the transfers
+// service signs.
+func signed(t ledger.Transfer) ledger.Transfer {
+	t.Authorization = ledgertest.Authorize(claimOf(t))
+	return t
+}
+
+func claimOf(t ledger.Transfer) transfersig.Claim {
+	return transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Dest, AmountCents: t.AmountCents,
+		Currency: t.Currency, Client: t.ClientID}
+}
+
+// TestProve: a transfer is Signed only when its authorization verifies
+// over every field it names, by a key the rules hold; Unchecked with
+// ownership off, whatever it carries.
+func TestProve(t *testing.T) {
+	t.Parallel()
+	rules := ledger.Rules{Keys: ledgertest.TransferKeys}
+	good := signed(ledger.Transfer{ID: uuid.New(), Source: "A", Dest: "B", AmountCents: 10, Currency: "BRL", ClientID: "ana"})
+	stranger, err := transfersig.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := func(f func(t *ledger.Transfer)) ledger.Transfer { c := good; f(&c); return c }
+	tests := []struct {
+		name  string
+		rules ledger.Rules
+		t     ledger.Transfer
+		want  ledger.Proof
+	}{
+		{"signed", rules, good, ledger.Signed},
+		{"another amount", rules, changed(func(t *ledger.Transfer) { t.AmountCents = 11 }), ledger.Unproven},
+		{"another client", rules, changed(func(t *ledger.Transfer) { t.ClientID = "bruno" }), ledger.Unproven},
+		{"another source", rules, changed(func(t *ledger.Transfer) { t.Source = "C" }), ledger.Unproven},
+		{"another transfer id", rules, changed(func(t *ledger.Transfer) { t.ID = uuid.New() }), ledger.Unproven},
+		{"unsigned", rules, changed(func(t *ledger.Transfer) { t.Authorization = nil }), ledger.Unproven},
+		{"signed by a key the ledger does not hold", rules,
+			changed(func(t *ledger.Transfer) { t.Authorization = stranger.Sign(claimOf(*t)) }), ledger.Unproven},
+		{"no keys configured", ledger.Rules{}, good, ledger.Unproven},
+		{"ownership off", ledger.Rules{Ownership: ledger.OwnershipOff}, changed(func(t *ledger.Transfer) { t.Authorization = nil }), ledger.Unchecked},
+	}
+	for _, tc := range tests {
+		if got := tc.rules.Prove(tc.t); got != tc.want {
+			t.Errorf("%s: Prove = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -51,7 +51,7 @@ func NewService(store Store, rules Rules, now func() time.Time) *Service {
 // Settle settles one transfer in its own transaction. A rejection is a
 // result, not an error; an error is a failure (database) worth retrying.
 func (s *Service) Settle(ctx context.Context, t Transfer) (Result, error) {
-	rs, err := s.store.Settle(ctx, []Transfer{t}, s.rules.Decider(s.now().UTC()))
+	rs, err := s.store.Settle(ctx, []Transfer{t}, s.rules.deciderFor(s.now().UTC(), []Transfer{t}))
 	if err != nil {
 		return Result{}, fmt.Errorf("settle transfer %s: %w", t.ID, err)
 	}
@@ -64,7 +64,7 @@ func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, err
 	if len(ts) == 0 {
 		return nil, nil
 	}
-	rs, err := s.store.Settle(ctx, ts, s.rules.Decider(s.now().UTC()))
+	rs, err := s.store.Settle(ctx, ts, s.rules.deciderFor(s.now().UTC(), ts))
 	if err != nil {
 		return nil, fmt.Errorf("settle batch of %d transfers (first %s): %w", len(ts), ts[0].ID, err)
 	}

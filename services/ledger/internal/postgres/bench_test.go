@@ -78,8 +78,8 @@ func BenchmarkSettlement(b *testing.B) {
 				if dst == src {
 					dst = ids[(rnd.IntN(accounts-1)+1+indexOf(src))%accounts]
 				}
-				streams[w] = append(streams[w], ledger.Transfer{ID: uuid.New(), EventID: uuid.New(),
-					Source: src, Dest: dst, AmountCents: 1 + rnd.Int64N(1000), Currency: "BRL", ClientID: ledgertest.Client})
+				streams[w] = append(streams[w], signed(ledger.Transfer{ID: uuid.New(), EventID: uuid.New(),
+					Source: src, Dest: dst, AmountCents: 1 + rnd.Int64N(1000), Currency: "BRL", ClientID: ledgertest.Client}))
 			}
 			// Every measured run starts from the same state: the previous
 			// runs' dead rows vacuumed and statistics fresh, so that no
@@ -98,7 +98,7 @@ func BenchmarkSettlement(b *testing.B) {
 				wg.Go(func() {
 					for len(stream) > 0 {
 						n := min(c.batch, len(stream))
-						rs, err := s.Settle(ctx, stream[:n], ledger.Rules{Topics: ledgertest.Topics}.Decider(time.Now()))
+						rs, err := s.Settle(ctx, stream[:n], ledger.Rules{Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}.Decider(time.Now()))
 						if err == nil {
 							for _, r := range rs {
 								if r.Outcome != ledger.Settled {

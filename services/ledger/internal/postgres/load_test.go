@@ -30,7 +30,7 @@ func TestCrossedTransfersNeverDeadlock(t *testing.T) {
 	}
 	db := deadlockFreeDB(t)
 	s := postgres.New(db, outbox.New(db))
-	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics}, nil)
+	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}, nil)
 	ids := []string{"A", "B", "C", "D"}
 	const initial = 1_000_000
 	for _, id := range ids {
@@ -105,7 +105,7 @@ func TestConservationUnderConcurrentLoad(t *testing.T) {
 		ops = 1000
 	}
 	s, db := newStore(t)
-	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics}, nil)
+	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}, nil)
 	type acct struct{ id, currency string }
 	var accounts []acct
 	for i := range 12 {
@@ -315,7 +315,7 @@ func TestConcurrentDepositsNeverDeadlock(t *testing.T) {
 	t.Parallel()
 	db := deadlockFreeDB(t)
 	s := postgres.New(db, outbox.New(db))
-	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics}, nil)
+	svc := ledger.NewService(s, ledger.Rules{Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}, nil)
 	open(t, s, "HOT", "BRL", 1_000_000)
 	open(t, s, "OTHER", "BRL", 0)
 	const workers, rounds = 12, 40

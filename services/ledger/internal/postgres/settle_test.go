@@ -18,6 +18,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/ledgertest"
@@ -28,9 +29,9 @@ var at = time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
 
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
-// decide is the settlement of the tests: ownership enforced, the
-// ledgertest topics, stamped at at.
-var decide = ledger.Rules{Topics: ledgertest.Topics}.Decider(at)
+// decide is the settlement of the tests: ownership enforced with the
+// ledgertest keys, the ledgertest topics, stamped at at.
+var decide = ledger.Rules{Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}.Decider(at)
 
 func newStore(tb testing.TB) (*postgres.Store, *pgplatform.DB) {
 	tb.Helper()
@@ -62,9 +63,18 @@ func deposit(tb testing.TB, s *postgres.Store, id string, cents int64) {
 	}
 }
 
+// transfer is a transfer of ledgertest.Client, signed as the transfers
+// service signs.
 func transfer(src, dst string, cents int64, currency string) ledger.Transfer {
-	return ledger.Transfer{ID: uuid.New(), EventID: uuid.New(), Source: src, Dest: dst,
-		AmountCents: cents, Currency: currency, ClientID: ledgertest.Client, Traceparent: traceparent}
+	return signed(ledger.Transfer{ID: uuid.New(), EventID: uuid.New(), Source: src, Dest: dst,
+		AmountCents: cents, Currency: currency, ClientID: ledgertest.Client, Traceparent: traceparent})
+}
+
+// signed is t with ledgertest's authorization of it.
+func signed(t ledger.Transfer) ledger.Transfer {
+	t.Authorization = ledgertest.Authorize(transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Dest,
+		AmountCents: t.AmountCents, Currency: t.Currency, Client: t.ClientID})
+	return t
 }
 
 func settle(tb testing.TB, s *postgres.Store, ts ...ledger.Transfer) []ledger.Result {

@@ -22,6 +22,7 @@ import (
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/web"
@@ -469,7 +470,9 @@ func TestPostingsPagination(t *testing.T) {
 			src, dst, dir = dst, src, "C"
 		}
 		tr := ledger.Transfer{ID: uuid.New(), EventID: uuid.New(), Source: src, Dest: dst, AmountCents: int64(10 + i), Currency: "BRL", ClientID: ledgertest.Client}
-		rs, err := a.store.Settle(ctx, []ledger.Transfer{tr}, ledger.Rules{Topics: ledgertest.Topics}.Decider(time.Now()))
+		tr.Authorization = ledgertest.Authorize(transfersig.Claim{TransferID: tr.ID, Source: src, Destination: dst,
+			AmountCents: tr.AmountCents, Currency: "BRL", Client: ledgertest.Client})
+		rs, err := a.store.Settle(ctx, []ledger.Transfer{tr}, ledger.Rules{Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}.Decider(time.Now()))
 		if err != nil || rs[0].Outcome != ledger.Settled {
 			t.Fatalf("settle: %v %v", rs, err)
 		}

@@ -3,19 +3,28 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/paysuite/payments/services/suite/internal/cli"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/suite"
 )
 
-// devAuth returns getenv with the suite's development key configured when
-// no authentication is: the services of "payments-dev run" and
-// "payments-dev demo" then trust the key under .cache/auth, made on first use. A
-// configured AUTH_JWKS_URL or AUTH_JWKS_FILE is left as it is.
+// devAuth returns getenv with the suite's development keys configured when
+// none are: the services of "payments-dev run" and "payments-dev demo"
+// then trust the token key under .cache/auth, and the transfers service
+// signs each transfer with the transfer authorization key there, which the
+// ledger verifies; both are made on first use. A configured AUTH_JWKS_URL
+// or AUTH_JWKS_FILE, and configured authorization key files, are left as
+// they are.
 func devAuth(getenv func(string) string, stdout io.Writer) (func(string) string, error) {
+	getenv, err := devTransferKey(getenv, stdout)
+	if err != nil {
+		return nil, err
+	}
 	if getenv("AUTH_JWKS_URL") != "" || getenv("AUTH_JWKS_FILE") != "" {
 		fmt.Fprintf(stdout, "Auth:       tokens of %s verified with %s\n", getenv("AUTH_ISSUER"), cli.FirstOf(getenv("AUTH_JWKS_URL"), getenv("AUTH_JWKS_FILE")))
 		return getenv, nil
@@ -36,6 +45,33 @@ func devAuth(getenv func(string) string, stdout io.Writer) (func(string) string,
 			return jwks
 		case "AUTH_ISSUER":
 			return issuer
+		}
+		return getenv(name)
+	}, nil
+}
+
+// devTransferKey returns getenv with the development transfer
+// authorization key of .cache/auth (made when missing) given to the
+// transfers service and its public JWKS to the ledger, unless either is
+// configured.
+func devTransferKey(getenv func(string) string, stdout io.Writer) (func(string) string, error) {
+	const keyVar, jwksVar = "TRANSFERS_AUTHORIZATION_KEY_FILE", "LEDGER_AUTHORIZATION_JWKS_FILE"
+	if getenv(keyVar) != "" || getenv(jwksVar) != "" {
+		return getenv, nil
+	}
+	created, err := transfersig.EnsureKey(auth.DevDir, auth.DevDir)
+	if err != nil {
+		return nil, fmt.Errorf("development transfer authorization key: %w", err)
+	}
+	if created {
+		fmt.Fprintf(stdout, "Transfers:  a new development transfer authorization key in %s\n", auth.DevDir)
+	}
+	return func(name string) string {
+		switch name {
+		case keyVar:
+			return filepath.Join(auth.DevDir, transfersig.KeyFile)
+		case jwksVar:
+			return filepath.Join(auth.DevDir, transfersig.JWKSFile)
 		}
 		return getenv(name)
 	}, nil

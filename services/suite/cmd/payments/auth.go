@@ -11,14 +11,18 @@ import (
 	"github.com/paysuite/payments/services/suite/internal/cli"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/transfersig"
 )
 
-// authCommand is "payments auth keygen|token": the suite's own token
-// issuer (CONTRACTS.md section 8).
+// authCommand is "payments auth keygen|token|transfer-keygen": the suite's
+// own token issuer (CONTRACTS.md section 8), and the key that signs each
+// transfer for the ledger (pkg/transfersig).
 func authCommand(_ context.Context, sub string, args []string, getenv func(string) string, stdout io.Writer) error {
 	switch sub {
 	case "keygen":
 		return authKeygen(args, stdout)
+	case "transfer-keygen":
+		return transferKeygen(args, stdout)
 	case "token":
 		return authToken(args, getenv, stdout)
 	}
@@ -53,6 +57,42 @@ func authKeygen(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Ed25519 signing key %s written to %s\npublic JWKS written to %s (AUTH_JWKS_FILE, or serve it as AUTH_JWKS_URL)\n",
 		kid, filepath.Join(*out, auth.KeyFile), filepath.Join(*out, auth.JWKSFile))
+	return nil
+}
+
+func transferKeygen(args []string, stdout io.Writer) error {
+	fs := cli.NewFlags("payments", "auth transfer-keygen", "auth transfer-keygen --out DIR [--public-out DIR] [--keep]", stdout)
+	out := fs.String("out", "", "directory for "+transfersig.KeyFile+" (the private key, mode 0600: TRANSFERS_AUTHORIZATION_KEY_FILE, for the transfers service only)")
+	pub := fs.String("public-out", "", "directory for "+transfersig.JWKSFile+" (the public JWKS: LEDGER_AUTHORIZATION_JWKS_FILE); default --out")
+	keep := fs.Bool("keep", false, "when DIR already has a key, keep it and exit 0 (instead of refusing)")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return cli.UsageError{Msg: "auth transfer-keygen: --out DIR is required"}
+	}
+	if *pub == "" {
+		*pub = *out
+	}
+	keyPath, jwksPath := filepath.Join(*out, transfersig.KeyFile), filepath.Join(*pub, transfersig.JWKSFile)
+	if *keep {
+		created, err := transfersig.EnsureKey(*out, *pub)
+		if err != nil {
+			return err
+		}
+		if !created {
+			fmt.Fprintf(stdout, "%s already has a transfer authorization key; public JWKS %s\n", *out, jwksPath)
+			return nil
+		}
+		fmt.Fprintf(stdout, "Ed25519 transfer authorization key written to %s; public JWKS %s\n", keyPath, jwksPath)
+		return nil
+	}
+	kid, err := transfersig.GenerateKey(*out, *pub)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Ed25519 transfer authorization key %s written to %s (TRANSFERS_AUTHORIZATION_KEY_FILE)\n"+
+		"public JWKS written to %s (LEDGER_AUTHORIZATION_JWKS_FILE)\n", kid, keyPath, jwksPath)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/transfersig"
 )
 
 // TestAuthKeygenAndToken: keygen writes a private key only its owner can
@@ -54,6 +55,47 @@ func TestAuthKeygenAndToken(t *testing.T) {
 	want := auth.Principal{Subject: "loja-1", Scopes: []string{"transferencias:criar", "transferencias:ler"}}
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("principal mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestTransferKeygen: transfer-keygen writes the private key, readable by
+// its owner only, where the transfers service reads it and the public
+// JWKS where the ledger does; what the key signs, the JWKS verifies; a
+// second run refuses to overwrite, unless --keep, which keeps the key.
+func TestTransferKeygen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	private, public := filepath.Join(dir, "transfers"), filepath.Join(dir, "ledger")
+	if code, _, _, err := runCLI(t, nil, "auth", "transfer-keygen", "--out", private, "--public-out", public); code != 0 {
+		t.Fatalf("transfer-keygen: exit %d: %v", code, err)
+	}
+	if st, err := os.Stat(filepath.Join(private, transfersig.KeyFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("private key: %v, %v; want mode 0600", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(public, transfersig.KeyFile)); err == nil {
+		t.Error("the private key was written to the public directory")
+	}
+	key, err := transfersig.ReadSigner(filepath.Join(private, transfersig.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := transfersig.ReadVerifier(filepath.Join(public, transfersig.JWKSFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := transfersig.Claim{Source: "A", Destination: "B", AmountCents: 1, Currency: "BRL", Client: "c"}
+	if err := keys.Verify(claim, key.Sign(claim)); err != nil {
+		t.Errorf("the JWKS does not verify the key's signature: %v", err)
+	}
+	if code, _, _, err := runCLI(t, nil, "auth", "transfer-keygen", "--out", private, "--public-out", public); code != 1 || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("second transfer-keygen: exit %d, err %v; want 1 and a refusal to overwrite", code, err)
+	}
+	if code, out, _, err := runCLI(t, nil, "auth", "transfer-keygen", "--out", private, "--public-out", public, "--keep"); code != 0 ||
+		!strings.Contains(out, "already has") {
+		t.Errorf("transfer-keygen --keep: exit %d, %q, %v", code, out, err)
+	}
+	if again, err := transfersig.ReadSigner(filepath.Join(private, transfersig.KeyFile)); err != nil || again.KeyID() != key.KeyID() {
+		t.Errorf("--keep replaced the key: %v", err)
 	}
 }
 

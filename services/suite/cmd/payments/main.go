@@ -10,6 +10,7 @@
 //	payments probe URL         exit 0 when URL answers 200 (container health checks)
 //	payments auth keygen       make the suite's own Ed25519 token signing key and JWKS
 //	payments auth token        print a signed access token for a client and scopes
+//	payments auth transfer-keygen make the transfers service's authorization key and the ledger's JWKS
 //
 // Every subcommand takes --help.
 package main
@@ -39,6 +40,7 @@ commands:
   probe URL              exit 0 when URL answers 200
   auth keygen            make a token signing key and its public JWKS
   auth token             print an access token for a client and scopes
+  auth transfer-keygen   make the transfers service's authorization key and the ledger's JWKS
 
 Run "payments <command> --help" for the flags of a command. The development
 runner (run, demo: the suite in one process) is payments-dev, not in the image.

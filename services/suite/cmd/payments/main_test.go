@@ -69,6 +69,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		{"auth", "--help"},
 		{"auth", "keygen", "--help"},
 		{"auth", "token", "--help"},
+		{"auth", "transfer-keygen", "--help"},
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -105,6 +106,7 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"auth"}, 2, "which subcommand"},
 		{[]string{"auth", "sign"}, 2, "unknown subcommand sign"},
 		{[]string{"auth", "keygen"}, 2, "--out DIR is required"},
+		{[]string{"auth", "transfer-keygen"}, 2, "--out DIR is required"},
 		{[]string{"auth", "token", "--scopes", "contas:ler"}, 2, "--client NAME is required"},
 		{[]string{"auth", "token", "--client", "c"}, 2, "--scopes is required"},
 		{[]string{"auth", "token", "--client", "c", "--scopes", "contas:ler", "--ttl", "-1h"}, 2, "--ttl must be positive"},

@@ -18,6 +18,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
@@ -42,7 +43,11 @@ func newFixture(t *testing.T) fixture {
 // fixtureOn is the fixture on the transfers database db.
 func fixtureOn(db *pg.DB) fixture {
 	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, consume.Group, nil), 0)
-	svc := transfer.NewService(store, topics.Requested)
+	key, err := transfersig.NewKey()
+	if err != nil {
+		panic(err)
+	}
+	svc := transfer.NewService(store, topics.Requested, key)
 	return fixture{db: db, store: store, svc: svc, proj: consume.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
@@ -32,7 +33,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	ctx := t.Context()
 	db := opstest.DB(t, "transfers")
 	store := tpg.NewStore(db, outbox.New(db), inbox.New(db, "transferencias-projecao", nil), 0)
-	svc := transfer.NewService(store, "requested")
+	svc := transfer.NewService(store, "requested", authtest.NewTransferKey(t))
 	var audit bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&audit, nil))
 	ops := opstest.Serve(t, log, opsweb.Routes(store, log))

@@ -10,22 +10,31 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/transfersig"
 )
 
 // AggregateType names transfers in the outbox.
 const AggregateType = "transferencia"
 
+// Signer signs what a client asked for (transfersig.Signer, with the
+// service's own key).
+type Signer interface {
+	Sign(transfersig.Claim) *events.Authorization
+}
+
 // Service creates transfers and projects their results.
 type Service struct {
 	store          Store
 	requestedTopic string
+	signer         Signer
 	now            func() time.Time
 }
 
 // NewService returns a Service that keeps transfers in store and announces
-// them on requestedTopic.
-func NewService(store Store, requestedTopic string) *Service {
-	return &Service{store: store, requestedTopic: requestedTopic, now: time.Now}
+// them on requestedTopic, each signed by signer (the proof, which the
+// ledger verifies, that the client named in the event asked for it).
+func NewService(store Store, requestedTopic string, signer Signer) *Service {
+	return &Service{store: store, requestedTopic: requestedTopic, signer: signer, now: time.Now}
 }
 
 // Submission is one POST of a transfer.
@@ -45,7 +54,10 @@ type Submission struct {
 
 // Submit creates the transfer s.ID with its TransferenciaSolicitada event,
 // idempotently. It is where a request's rules are checked, once, for every
-// caller. The event carries correlation-id (the transfer id) and, when ctx
+// caller. The event carries the authorization of the transfer: the
+// service's signature over its id, accounts, amount, currency and client
+// (transfersig), made here, where the client is the authenticated one, and
+// checked by the ledger before it debits anything. The event carries correlation-id (the transfer id) and, when ctx
 // carries a trace (the HTTP middleware continues the caller's traceparent),
 // traceparent: the outbox takes it from ctx. It returns the response to
 // give and whether it is the replay of an earlier one: the service's one
@@ -64,6 +76,9 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 	}
 	if sub.Client == "" {
 		return Response{}, false, errors.New("submit transfer: no client")
+	}
+	if s.signer == nil {
+		return Response{}, false, errors.New("submit transfer: no authorization key")
 	}
 	now := s.now().UTC().Truncate(time.Microsecond) // PostgreSQL keeps microseconds
 	t := Transfer{
@@ -87,6 +102,8 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		Currency:      t.Currency,
 		OccurredAt:    now,
 		ClientID:      t.Client,
+		Authorization: s.signer.Sign(transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Destination,
+			AmountCents: t.AmountCents, Currency: t.Currency, Client: t.Client}),
 	}
 	payload, err := json.Marshal(ev)
 	if err != nil {

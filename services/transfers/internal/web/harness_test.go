@@ -24,6 +24,7 @@ import (
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
@@ -66,7 +67,7 @@ func newHarness(tb testing.TB, opts harnessOptions) *harness {
 		log = slog.New(slog.DiscardHandler)
 	}
 	srv := httptest.NewServer(authedRouter(tb, log, func(r chi.Router) {
-		h := web.New(transfer.NewService(store, requestedTopic), log, testSpec).WithIdempotencyMetrics(opts.idem)
+		h := web.New(transfer.NewService(store, requestedTopic, testKey), log, testSpec).WithIdempotencyMetrics(opts.idem)
 		if opts.admit != nil {
 			h.WithAdmission(opts.admit(admission.NewBacklog(db)))
 		}
@@ -290,6 +291,15 @@ func openStore(tb testing.TB, dsn string, tune func(*pgxpool.Config)) (*pgxpool.
 func benchRouter(store *postgres.Store, authn func(http.Handler) http.Handler) http.Handler {
 	log := slog.New(slog.DiscardHandler)
 	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil, authn)
-	web.New(transfer.NewService(store, events.DefaultTopics.Requested), log, testSpec).Mount(router)
+	web.New(transfer.NewService(store, events.DefaultTopics.Requested, testKey), log, testSpec).Mount(router)
 	return router
 }
+
+// testKey signs the transfers of the tests' services.
+var testKey = func() transfersig.Signer {
+	k, err := transfersig.NewKey()
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()

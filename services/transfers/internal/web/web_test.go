@@ -512,7 +512,7 @@ func TestInternalErrors(t *testing.T) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	srv := httptest.NewServer(authedRouter(t, log, func(r chi.Router) {
-		mount(r, web.New(transfer.NewService(store, requestedTopic), log, testSpec))
+		mount(r, web.New(transfer.NewService(store, requestedTopic, testKey), log, testSpec))
 	}))
 	defer srv.Close()
 	for name, res := range map[string]response{
