@@ -96,7 +96,7 @@ ensure_kafka_jars() {
 	rm -rf -- "$tmp"
 	mkdir -p "$tmp"
 	# shellcheck disable=SC2086 # KAFKA_MVN_ARGS is a word list, as in with-infra.sh
-	mvn -q -B -f "$LOCAL/kafka/pom.xml" ${KAFKA_MVN_ARGS:-} dependency:copy-dependencies \
+	mvn -q -B -Dstyle.color=never -f "$LOCAL/kafka/pom.xml" ${KAFKA_MVN_ARGS:-} dependency:copy-dependencies \
 		-DoutputDirectory="$tmp" -DincludeScope=runtime
 	rm -rf -- "$libs"
 	mv -- "$tmp" "$libs"
@@ -268,22 +268,27 @@ check_security() {
 	done
 }
 
-# kill_scenario: a second demo run; when its transfers are submitted and it
-# waits for their results, the ledger is killed with SIGKILL and started
-# again. The demo run must still see every transfer reach its expected
-# final status and every balance as the script wants.
+# kill_scenario: a second demo run; as soon as it has made its last ledger
+# call before its transfers (the deposit), the ledger is killed with
+# SIGKILL and started again (`up -d --wait`), while the run submits its
+# transfers and waits for them. The run must still see every transfer reach
+# its expected final status and every balance as the script wants. The
+# restarted ledger's log must name at least one of the run's transfers, so
+# the kill did land while they were in flight.
 kill_scenario() {
-	local out="$RUN_DIR/demo-kill.out" pid i
+	local out="$RUN_DIR/demo-kill.out" pid i ctr since
 	log "kill -9: a second demo run, the ledger killed while its transfers are in flight"
+	ctr=$(svc_ctr ledger)
 	"${COMPOSE[@]}" run --rm -T demo >"$out" 2>&1 &
 	pid=$!
-	for i in $(seq 1 600); do
-		grep -q -- '-- waiting for the results' "$out" 2>/dev/null && break
+	for i in $(seq 1 1200); do
+		grep -q 'deposited R\$' "$out" 2>/dev/null && break
 		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.05
 	done
-	grep -q -- '-- waiting for the results' "$out" || { cat "$out" >&2; die "the second demo run never submitted its transfers"; }
+	grep -q 'deposited R\$' "$out" || { cat "$out" >&2; die "the second demo run never funded its accounts"; }
 	"${COMPOSE[@]}" kill -s KILL ledger
+	since=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
 	log "ledger killed (SIGKILL); starting it again (up -d --wait)"
 	"${COMPOSE[@]}" up -d --wait ledger
 	local rc=0
@@ -291,7 +296,15 @@ kill_scenario() {
 	cat "$out"
 	[ "$rc" = 0 ] || die "after the ledger's kill -9 the demo failed (exit $rc)"
 	grep -q '== every expectation held' "$out" || die "the demo after the kill did not report every expectation held"
-	log "kill -9: every transfer reached its final status, the balances held"
+	local ids after=0 id
+	ids=$(sed -n 's/.* \([0-9a-f-]\{36\}\) -> 202 PENDENTE.*/\1/p' "$out")
+	for id in $ids; do
+		if "$DOCKER" logs --since "$since" "$ctr" 2>&1 | grep -F "$id" | grep -qE 'transfer (settled|rejected|already processed)'; then
+			after=$((after + 1))
+		fi
+	done
+	[ "$after" -gt 0 ] || die "the restarted ledger processed none of the run's $(wc -w <<<"$ids") transfers: the kill landed after the flow, not in it"
+	log "kill -9: $after of the run's $(wc -w <<<"$ids") transfers were decided by the restarted ledger; every one reached its final status, the balances held"
 }
 
 # -------------------------------------------------------------------- main
