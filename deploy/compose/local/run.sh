@@ -18,7 +18,7 @@
 #      service container holds the token signing key), and a kill -9 of the
 #      ledger while a second demo run's transfers are in flight, restarted
 #      with `up -d`: every transfer still reaches its final status and the
-#      balances hold (that demo run's own checks);
+#      balances hold (that demo run's own checks; see kill_scenario);
 #   6. `docker compose down -v` and stops dockerd.
 # It exits with the demo's exit code (1 if a later check fails).
 #
@@ -268,28 +268,34 @@ check_security() {
 	done
 }
 
-# kill_scenario: a second demo run; as soon as it has made its last ledger
-# call before its transfers (the deposit), the ledger is killed with
-# SIGKILL and started again (`up -d --wait`), while the run submits its
-# transfers and waits for them. The run must still see every transfer reach
-# its expected final status and every balance as the script wants. The
-# restarted ledger's log must name at least one of the run's transfers, so
-# the kill did land while they were in flight.
+# kill_scenario: a second demo run with the ledger killed while the run's
+# transfers are in flight. So that the kill lands before the ledger decides
+# them whatever the machine's speed (a compose command alone can take
+# seconds on a busy machine, the flow less than one), antifraud is paused
+# (`docker compose pause`, the cgroup freezer) while the run opens its
+# accounts and submits its transfers; once the run waits for their
+# results, the ledger is killed with SIGKILL, antifraud resumes (its
+# analisada records reach a dead ledger), and the ledger starts again
+# (`up -d --wait`). The run must still see every transfer reach its
+# expected final status and every balance as the script wants, and the
+# restarted ledger's log must name the run's transfers.
 kill_scenario() {
 	local out="$RUN_DIR/demo-kill.out" pid i ctr since
 	log "kill -9: a second demo run, the ledger killed while its transfers are in flight"
 	ctr=$(svc_ctr ledger)
-	"${COMPOSE[@]}" run --rm -T demo >"$out" 2>&1 &
+	"${COMPOSE[@]}" pause antifraud
+	"${COMPOSE[@]}" run --rm --no-deps -T demo >"$out" 2>&1 &
 	pid=$!
 	for i in $(seq 1 1200); do
-		grep -q 'deposited R\$' "$out" 2>/dev/null && break
+		grep -q -- '-- waiting for the results' "$out" 2>/dev/null && break
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.05
 	done
-	grep -q 'deposited R\$' "$out" || { cat "$out" >&2; die "the second demo run never funded its accounts"; }
+	grep -q -- '-- waiting for the results' "$out" || { cat "$out" >&2; die "the second demo run never submitted its transfers"; }
 	"${COMPOSE[@]}" kill -s KILL ledger
 	since=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
-	log "ledger killed (SIGKILL); starting it again (up -d --wait)"
+	log "ledger killed (SIGKILL) with the run's transfers pending; antifraud resumes, the ledger starts again (up -d --wait)"
+	"${COMPOSE[@]}" unpause antifraud
 	"${COMPOSE[@]}" up -d --wait ledger
 	local rc=0
 	wait "$pid" || rc=$?
@@ -303,8 +309,8 @@ kill_scenario() {
 			after=$((after + 1))
 		fi
 	done
-	[ "$after" -gt 0 ] || die "the restarted ledger processed none of the run's $(wc -w <<<"$ids") transfers: the kill landed after the flow, not in it"
-	log "kill -9: $after of the run's $(wc -w <<<"$ids") transfers were decided by the restarted ledger; every one reached its final status, the balances held"
+	[ "$after" -gt 0 ] || die "the restarted ledger decided none of the run's $(wc -w <<<"$ids") transfers: the kill did not land while they were in flight"
+	log "kill -9: $after of the run's $(wc -w <<<"$ids") transfers were decided by the restarted ledger (the rest by antifraud); every one reached its final status, the balances held"
 }
 
 # -------------------------------------------------------------------- main
