@@ -171,10 +171,10 @@ func TestAuthKeygenJWKSOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(bad, auth.KeyFile), priv, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(bad, auth.KeyFile), priv, 0o600); err != nil { //nolint:gosec // a test temp dir
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(bad, auth.JWKSFile), []byte(`{"keys":[`+string(priv)+`]}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(bad, auth.JWKSFile), []byte(`{"keys":[`+string(priv)+`]}`), 0o600); err != nil { //nolint:gosec // a test temp dir
 		t.Fatal(err)
 	}
 	leak := filepath.Join(base, "leak")
