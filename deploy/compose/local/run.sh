@@ -148,6 +148,9 @@ cleanup() {
 			log "docker compose down -v"
 			"${COMPOSE[@]}" down -v --remove-orphans >/dev/null 2>&1 || log "down -v failed"
 		fi
+		# The suite's images of earlier runs, untagged by this run's build;
+		# the stand-ins and the build cache stay.
+		"$DOCKER" image prune -f >/dev/null 2>&1 || true
 		log "stopping dockerd (pid $DOCKERD_PID)"
 		kill -TERM "$DOCKERD_PID" 2>/dev/null || true
 		wait_gone "$DOCKERD_PID" 30 || { log "dockerd ignored SIGTERM for 30s, killing it"; kill -KILL "$DOCKERD_PID" 2>/dev/null || true; }
