@@ -179,9 +179,10 @@ ensure_base() {
 }
 
 # standin NAME IMAGE[,IMAGE...] EXTRA: builds deploy/compose/local/NAME into the
-# images (tags) when the hash of its folder, the base image, EXTRA (what
-# else goes into it, e.g. the Go version) and the files stage_NAME copies
-# into its context differs from the image's label.
+# images (tags) when the hash of its inputs differs from the image's
+# paysuite.inputs label: the folder's files, the base image's id, and EXTRA,
+# which names what else the build context gets (the Kafka jars' stamp; the
+# Go version, GOROOT, CA bundle and proxy settings of the host).
 standin() {
 	local name=$1 tags=$2 extra=$3 want first ctx
 	first=${tags%%,*}
