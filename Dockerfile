@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # One image for the whole suite. It holds the four service binaries and the
 # operator binary; each container chooses its program with `command`
 # (docker-compose.yml) or `command` in the pod spec (deploy/k8s):
@@ -20,6 +18,9 @@
 # Build:  docker build -t paysuite/payments:dev .
 # Only some binaries (faster local builds):
 #         docker build --build-arg BINARIES="transfers payments" .
+# No `# syntax=` line: Docker's built-in Dockerfile frontend handles
+# RUN --mount, and a syntax image would be pulled on every build (make
+# compose-demo builds where no registry is reachable).
 
 ARG GO_VERSION=1.26
 
@@ -57,6 +58,12 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     GOOS=$TARGETOS GOARCH=$TARGETARCH \
       go build -tags nokfake -trimpath -ldflags "-s -w" -o /out/ $pkgs
 
+# The nonroot user's auth/, jwks/, transfer-key/ and transfer-jwks/ (empty):
+# docker-compose.yml mounts its signing-key and public-JWKS volumes there, and
+# an empty volume takes the owner of the folder it is mounted on, so
+# auth-keygen and transfer-keygen (65532) may write.
+RUN mkdir -p /nonroot-home/auth /nonroot-home/jwks /nonroot-home/transfer-key /nonroot-home/transfer-jwks
+
 # ---- runtime ----------------------------------------------------------------
 # distroless static: CA certificates, tzdata, /etc/passwd with nonroot
 # (65532), no shell, no package manager.
@@ -67,6 +74,7 @@ LABEL org.opencontainers.image.title="payments" \
       org.opencontainers.image.source="https://github.com/paysuite/payments"
 
 COPY --from=build /out/ /usr/local/bin/
+COPY --from=build --chown=65532:65532 /nonroot-home/ /home/nonroot/
 
 USER 65532:65532
 

@@ -44,6 +44,16 @@
 #                standby; the history checker must find no anomaly.
 #                CHAOS_FLAGS='-chaos.replication=async' must find the loss;
 #                CHAOS_FLAGS='-chaos.cluster-reduced' is the shorter CI form
+#   make compose-demo  `docker compose up demo` for real where no container
+#                registry is reachable (Debian 12, root): installs docker.io and
+#                debootstrap if missing, builds Compose v2 from the Go module
+#                proxy, a private dockerd (stopped at the end), stand-in images
+#                for PostgreSQL, Kafka and the Dockerfile's bases
+#                (deploy/compose/local/), the suite's images from the real
+#                Dockerfile; runs the demo, checks the compose security on the
+#                running stack and a kill -9 of the ledger mid-flow, then
+#                `down -v`. Exit code: the demo's. Caches outlive the checkout
+#                in PAYSUITE_COMPOSE_CACHE (default /var/cache/paysuite-compose)
 #   make vuln    govulncheck; needs vuln.go.dev, so not part of CI
 #
 # The throwaway PostgreSQL runs with fsync=off, synchronous_commit=off and
@@ -59,7 +69,7 @@ BENCHCOUNT ?= 1
 BENCH_KAFKA_JVM_OPTS ?= -Xmx1g
 WITH_INFRA := bash test/infra/with-infra.sh
 
-.PHONY: test lint bench bench-e2e demo run vuln chaos chaos-cluster schemathesis test-cluster debezium bench-debezium
+.PHONY: test lint bench bench-e2e demo run vuln chaos chaos-cluster schemathesis test-cluster debezium bench-debezium compose-demo
 
 test:
 	bash test/infra/ensure-chromium.sh
@@ -140,6 +150,10 @@ schemathesis:
 test-cluster:
 	bash test/infra/ensure-postgres.sh
 	$(GO) test -tags cluster -count=1 -timeout 20m -v ./test/cluster/
+
+# deploy/compose/local/run.sh says what it installs, starts and caches.
+compose-demo:
+	bash deploy/compose/local/run.sh
 
 vuln:
 	$(GO) tool govulncheck $(PKGS)

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -340,7 +341,7 @@ func TestComposeKafka(t *testing.T) {
 		{"KAFKA_NODE_ID", "1"},
 		{"KAFKA_PROCESS_ROLES", "broker,controller"},
 		{"KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER"},
-		{"KAFKA_CONTROLLER_QUORUM_VOTERS", "1@kafka:9093"},
+		{"KAFKA_CONTROLLER_QUORUM_VOTERS", "1@127.0.0.1:9093"},
 		{"KAFKA_INTER_BROKER_LISTENER_NAME", "INTERNAL"},
 		{"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "1"},
 		{"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1"},
@@ -351,7 +352,8 @@ func TestComposeKafka(t *testing.T) {
 		{"KAFKA_SASL_MECHANISM_INTER_BROKER_PROTOCOL", "SCRAM-SHA-512"},
 		{"KAFKA_AUTHORIZER_CLASS_NAME", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
 		{"KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false"},
-		{"KAFKA_SUPER_USERS", "User:admin;User:ANONYMOUS"},
+		{"KAFKA_SUPER_USERS", "User:admin;User:controller"},
+		{"KAFKA_SASL_MECHANISM_CONTROLLER_PROTOCOL", "PLAIN"},
 	} {
 		if got := env(s, tc.name); got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.name, got, tc.want)
@@ -371,18 +373,11 @@ func TestComposeKafka(t *testing.T) {
 	}
 	protocols := map[string]bool{}
 	for _, m := range strings.Split(env(s, "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"), ",") {
-		name, protocol, _ := strings.Cut(m, ":")
+		name, _, _ := strings.Cut(m, ":")
 		protocols[name] = true
-		// ANONYMOUS is a super user for the controller's sake: only the
-		// CONTROLLER listener may be PLAINTEXT, and it is not published.
-		if name != "CONTROLLER" && protocol != "SASL_PLAINTEXT" && protocol != "SASL_SSL" {
-			t.Errorf("listener %s is %s: clients would connect as ANONYMOUS, a super user", name, protocol)
-		}
 	}
-	for _, port := range s.Ports {
-		if strconv.Itoa(int(port.Target)) == "9093" {
-			t.Error("the PLAINTEXT controller listener is published on the host")
-		}
+	for _, problem := range kafkaSecurityProblems(s) {
+		t.Error(problem)
 	}
 	// The start script writes the SCRAM users from the mounted secrets,
 	// one per service and admin.
@@ -405,6 +400,11 @@ func TestComposeKafka(t *testing.T) {
 	}
 	if !strings.Contains(string(script), "for user in admin transfers ledger antifraud notifications; do") {
 		t.Error("start.sh does not create the SCRAM user of every service")
+	}
+	// The controller principal's PLAIN login, on the controller listener.
+	if !strings.Contains(string(script), `listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"controller\"`) ||
+		!strings.Contains(string(script), "listener.name.controller.sasl.enabled.mechanisms=PLAIN") {
+		t.Error("start.sh does not configure the controller listener's PLAIN login as controller")
 	}
 	for name, sec := range p.Secrets {
 		if _, err := os.Stat(sec.File); err != nil {
@@ -457,12 +457,12 @@ func TestComposeOneShots(t *testing.T) {
 		},
 		{
 			service: "auth-keygen",
-			command: types.ShellCommand{suiteBinary, "auth", "keygen", "--out", "/home/nonroot/auth", "--keep"},
+			command: types.ShellCommand{suiteBinary, "auth", "keygen", "--out", "/home/nonroot/auth", "--jwks-out", "/home/nonroot/jwks", "--keep"},
 		},
 		{
 			service: "transfer-keygen",
-			command: types.ShellCommand{suiteBinary, "auth", "transfer-keygen", "--out", "/home/nonroot/private",
-				"--public-out", "/home/nonroot/public", "--keep"},
+			command: types.ShellCommand{suiteBinary, "auth", "transfer-keygen", "--out", "/home/nonroot/transfer-key",
+				"--public-out", "/home/nonroot/transfer-jwks", "--keep"},
 		},
 	} {
 		t.Run(tc.service, func(t *testing.T) {
@@ -571,28 +571,28 @@ func TestComposeConsole(t *testing.T) {
 	}
 }
 
-// The transfer authorization key: transfer-keygen writes it into the
-// transfer-keys volume; the transfers service alone mounts its private
-// half and reads the key from there, the ledger mounts the public half
-// alone and reads the JWKS from there, and no other container mounts the
-// volume at all. A container that mounted the private half could sign
-// debits of any account.
+// The transfer authorization key: transfer-keygen writes the private key
+// into the transfer-key volume and its public JWKS into transfer-jwks; the
+// transfers service alone mounts transfer-key and reads the key from there,
+// the ledger alone mounts transfer-jwks and reads the JWKS from there, both
+// read-only. A container that mounted the private key could sign debits of
+// any account. (Two volumes, not subpaths of one: volume subpaths need
+// Docker Engine 26, and Debian 12's engine is 20.10.)
 func TestComposeTransferAuthorizationKey(t *testing.T) {
 	p := composeProject(t)
-	want := map[string]string{"transfer-keygen": "", "transfers": "private", "ledger": "public"}
-	got := map[string]string{}
+	want := map[string][]string{
+		"transfer-key":  {"transfer-keygen", "transfers"},
+		"transfer-jwks": {"ledger", "transfer-keygen"},
+	}
+	got := map[string][]string{}
 	for name, s := range p.Services {
 		for _, v := range s.Volumes {
-			if v.Source != "transfer-keys" {
+			if _, ok := want[v.Source]; !ok {
 				continue
 			}
-			sub := ""
-			if v.Volume != nil {
-				sub = v.Volume.Subpath
-			}
-			got[name] = sub
+			got[v.Source] = append(got[v.Source], name)
 			if name != "transfer-keygen" && !v.ReadOnly {
-				t.Errorf("%s mounts transfer-keys writable", name)
+				t.Errorf("%s mounts %s writable", name, v.Source)
 			}
 			if name == "transfers" && !strings.HasPrefix(env(s, "TRANSFERS_AUTHORIZATION_KEY_FILE"), v.Target+"/") {
 				t.Errorf("TRANSFERS_AUTHORIZATION_KEY_FILE = %q, not under %s", env(s, "TRANSFERS_AUTHORIZATION_KEY_FILE"), v.Target)
@@ -602,7 +602,239 @@ func TestComposeTransferAuthorizationKey(t *testing.T) {
 			}
 		}
 	}
+	for _, names := range got {
+		slices.Sort(names)
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("transfer-keys mounts (service -> subpath) mismatch (-want +got):\n%s", diff)
+		t.Errorf("transfer key mounts (volume -> services) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// kafkaSecurityProblems lists what lets a container other than the broker
+// act on the cluster without a password (docs/security.md): a listener
+// that takes unauthenticated clients, ANONYMOUS as a super user, a
+// controller listener that other containers reach unauthenticated or that
+// is published on the host.
+func kafkaSecurityProblems(s types.ServiceConfig) []string {
+	var problems []string
+	for _, u := range strings.Split(env(s, "KAFKA_SUPER_USERS"), ";") {
+		if strings.EqualFold(strings.TrimSpace(u), "User:ANONYMOUS") {
+			problems = append(problems, "User:ANONYMOUS is a super user: every unauthenticated connection may do anything")
+		}
+	}
+	protocol := map[string]string{}
+	for _, m := range strings.Split(env(s, "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"), ",") {
+		name, p, _ := strings.Cut(m, ":")
+		protocol[name] = p
+		if p != "SASL_PLAINTEXT" && p != "SASL_SSL" {
+			problems = append(problems, fmt.Sprintf("listener %s is %s: its clients connect unauthenticated, as ANONYMOUS", name, p))
+		}
+	}
+	controllers := strings.Split(env(s, "KAFKA_CONTROLLER_LISTENER_NAMES"), ",")
+	for _, l := range strings.Split(env(s, "KAFKA_LISTENERS"), ",") {
+		name, addr, _ := strings.Cut(l, "://")
+		if !slices.Contains(controllers, name) {
+			continue
+		}
+		host, port, _ := strings.Cut(addr, ":")
+		if host != "127.0.0.1" && host != "localhost" && host != "[::1]" {
+			problems = append(problems, fmt.Sprintf("controller listener %s binds %q: every container on the network reaches it (bind it to 127.0.0.1)", name, addr))
+		}
+		for _, p := range s.Ports {
+			if strconv.FormatUint(uint64(p.Target), 10) == port {
+				problems = append(problems, fmt.Sprintf("controller listener %s is published on the host (port %s)", name, port))
+			}
+		}
+	}
+	for _, v := range strings.Split(env(s, "KAFKA_CONTROLLER_QUORUM_VOTERS"), ",") {
+		_, addr, _ := strings.Cut(v, "@")
+		if host, _, _ := strings.Cut(addr, ":"); host != "127.0.0.1" && host != "localhost" {
+			problems = append(problems, fmt.Sprintf("quorum voter %s is not the broker's own loopback", v))
+		}
+	}
+	return problems
+}
+
+// The checker catches each unsafe setting: the compose file as it was
+// before docs/security.md's "controller" paragraph, and one change at a
+// time from the current file.
+func TestKafkaSecurityProblemsCatchesUnsafeSettings(t *testing.T) {
+	p := composeProject(t)
+	good := composeService(t, p, "kafka")
+	if problems := kafkaSecurityProblems(good); len(problems) > 0 {
+		t.Fatalf("docker-compose.yml's broker: %v", problems)
+	}
+	with := func(changes map[string]string, ports ...types.ServicePortConfig) types.ServiceConfig {
+		s := good
+		s.Environment = types.MappingWithEquals{}
+		for k, v := range good.Environment {
+			s.Environment[k] = v
+		}
+		for k, v := range changes {
+			s.Environment[k] = &v
+		}
+		s.Ports = append(slices.Clone(good.Ports), ports...)
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		bad  types.ServiceConfig
+		says string
+	}{
+		{"the old file", with(map[string]string{
+			"KAFKA_LISTENERS":                      "INTERNAL://:9092,CONTROLLER://:9093,EXTERNAL://:9094",
+			"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+			"KAFKA_SUPER_USERS":                    "User:admin;User:ANONYMOUS",
+			"KAFKA_CONTROLLER_QUORUM_VOTERS":       "1@kafka:9093",
+		}), "ANONYMOUS"},
+		{"anonymous super user", with(map[string]string{"KAFKA_SUPER_USERS": "User:admin;User:controller;User:ANONYMOUS"}), "ANONYMOUS is a super user"},
+		{"plaintext controller", with(map[string]string{
+			"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+		}), "listener CONTROLLER is PLAINTEXT"},
+		{"controller on every address", with(map[string]string{
+			"KAFKA_LISTENERS": "INTERNAL://:9092,CONTROLLER://0.0.0.0:9093,EXTERNAL://:9094",
+		}), "every container"},
+		{"controller published", with(nil, types.ServicePortConfig{Target: 9093, Published: "9093", Protocol: "tcp"}), "published"},
+		{"voter on the network name", with(map[string]string{"KAFKA_CONTROLLER_QUORUM_VOTERS": "1@kafka:9093"}), "quorum voter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			problems := kafkaSecurityProblems(tc.bad)
+			if !strings.Contains(strings.Join(problems, "\n"), tc.says) {
+				t.Errorf("problems %q do not say %q", problems, tc.says)
+			}
+		})
+	}
+}
+
+// signingKeyProblems lists where the compose file lets a container other
+// than auth-keygen (which makes the key) and the demo (which signs its
+// tokens) see the token signing key, and where a service lacks the public
+// JWKS it verifies tokens with (docs/security.md). The key is the volume
+// mounted where auth-keygen's --out writes; the JWKS the one of --jwks-out.
+func signingKeyProblems(p *types.Project) []string {
+	var problems []string
+	keygen, ok := p.Services["auth-keygen"]
+	if !ok {
+		return []string{"no auth-keygen service"}
+	}
+	flag := func(name string) string {
+		for i, a := range keygen.Command {
+			if a == name && i+1 < len(keygen.Command) {
+				return keygen.Command[i+1]
+			}
+		}
+		return ""
+	}
+	volumeAt := func(s types.ServiceConfig, dir string) string {
+		for _, v := range s.Volumes {
+			if v.Type == types.VolumeTypeVolume && strings.HasPrefix(dir+"/", strings.TrimSuffix(v.Target, "/")+"/") {
+				return v.Source
+			}
+		}
+		return ""
+	}
+	keyVolume, jwksVolume := volumeAt(keygen, flag("--out")), volumeAt(keygen, flag("--jwks-out"))
+	if keyVolume == "" || jwksVolume == "" || keyVolume == jwksVolume {
+		return append(problems, fmt.Sprintf("auth-keygen writes the key (--out %q) and the JWKS (--jwks-out %q) into volumes %q and %q: want two different named volumes",
+			flag("--out"), flag("--jwks-out"), keyVolume, jwksVolume))
+	}
+	for _, name := range sortedKeys(p.Services) {
+		s := p.Services[name]
+		signs := name == "auth-keygen" || name == "demo"
+		var sawJWKS bool
+		for _, v := range s.Volumes {
+			switch {
+			case v.Source == keyVolume && !signs:
+				problems = append(problems, fmt.Sprintf("%s mounts the signing key's volume %s at %s", name, keyVolume, v.Target))
+			case v.Type == types.VolumeTypeBind && strings.Contains(v.Source, "auth"):
+				problems = append(problems, fmt.Sprintf("%s bind-mounts %s: keys come from the volumes only", name, v.Source))
+			case v.Source == jwksVolume:
+				sawJWKS = true
+				if name != "auth-keygen" && !v.ReadOnly {
+					problems = append(problems, fmt.Sprintf("%s mounts the JWKS volume writable: it could replace the keys the others trust", name))
+				}
+			}
+		}
+		if jwks := env(s, "AUTH_JWKS_FILE"); jwks != "" {
+			if !sawJWKS || volumeAt(s, filepath.Dir(jwks)) != jwksVolume {
+				problems = append(problems, fmt.Sprintf("%s reads AUTH_JWKS_FILE=%s, which is not in the JWKS volume %s", name, jwks, jwksVolume))
+			}
+		}
+	}
+	return problems
+}
+
+// Only auth-keygen and the demo see the signing key; the services and
+// the console see the public JWKS, read-only. The checker catches the
+// compose file as it was (one volume with both, mounted everywhere) and a
+// key volume added to one service.
+func TestComposeSigningKeyOnlyWhereTokensAreSigned(t *testing.T) {
+	p := composeProject(t)
+	if problems := signingKeyProblems(p); len(problems) > 0 {
+		t.Fatalf("docker-compose.yml: %q", problems)
+	}
+	for _, svc := range append([]string{"console"}, func() []string {
+		var names []string
+		for _, s := range services {
+			names = append(names, s.Name)
+		}
+		return names
+	}()...) {
+		if got := env(composeService(t, p, svc), "AUTH_JWKS_FILE"); got == "" {
+			t.Errorf("%s has no AUTH_JWKS_FILE", svc)
+		}
+	}
+
+	old := `name: x
+services:
+  auth-keygen:
+    image: x
+    command: ["/usr/local/bin/payments", "auth", "keygen", "--out", "/home/nonroot/auth", "--keep"]
+    volumes: ["auth:/home/nonroot"]
+  notifications:
+    image: x
+    environment: {AUTH_JWKS_FILE: /home/nonroot/auth/jwks.json}
+    volumes: ["auth:/home/nonroot:ro"]
+volumes: {auth: {}}
+`
+	leak := `name: x
+services:
+  auth-keygen:
+    image: x
+    command: ["/usr/local/bin/payments", "auth", "keygen", "--out", "/home/nonroot/auth", "--jwks-out", "/home/nonroot/jwks", "--keep"]
+    volumes: ["key:/home/nonroot/auth", "jwks:/home/nonroot/jwks"]
+  notifications:
+    image: x
+    environment: {AUTH_JWKS_FILE: /home/nonroot/jwks/jwks.json}
+    volumes: ["jwks:/home/nonroot/jwks:ro", "key:/home/nonroot/auth:ro"]
+  ledger:
+    image: x
+    environment: {AUTH_JWKS_FILE: /home/nonroot/jwks/jwks.json}
+    volumes: ["jwks:/home/nonroot/jwks"]
+volumes: {key: {}, jwks: {}}
+`
+	for _, tc := range []struct {
+		name, yaml string
+		says       []string
+	}{
+		{"one volume for both", old, []string{"want two different named volumes"}},
+		{"key volume in a service", leak, []string{"notifications mounts the signing key's volume", "ledger mounts the JWKS volume writable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "docker-compose.yml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			bad, err := loadCompose(t, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(signingKeyProblems(bad), "\n")
+			for _, want := range tc.says {
+				if !strings.Contains(got, want) {
+					t.Errorf("problems %q do not say %q", got, want)
+				}
+			}
+		})
 	}
 }

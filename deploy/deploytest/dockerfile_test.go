@@ -196,7 +196,10 @@ func TestDockerfileStages(t *testing.T) {
 	for _, in := range final.all("COPY") {
 		copies = append(copies, in.Args)
 	}
-	if diff := cmp.Diff([]string{"--from=" + build.Name + " /out/ /usr/local/bin/"}, copies); diff != "" {
+	// The binaries, and the nonroot user's empty auth/ and jwks/, which
+	// docker-compose.yml's volumes take their owner from.
+	wantCopies := []string{"--from=" + build.Name + " /out/ /usr/local/bin/", "--from=" + build.Name + " --chown=65532:65532 /nonroot-home/ /home/nonroot/"}
+	if diff := cmp.Diff(wantCopies, copies); diff != "" {
 		t.Errorf("runtime COPY mismatch (-want +got):\n%s", diff)
 	}
 	// `command` in compose and Kubernetes picks the binary; an ENTRYPOINT
@@ -391,4 +394,23 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// The Dockerfile names no frontend image (`# syntax=`): Docker's built-in
+// frontend handles its RUN --mount, and a named one is pulled on every
+// build, which fails where no registry is reachable (make compose-demo).
+func TestDockerfileNoSyntaxDirective(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		directive := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(line), "#"), " ", ""))
+		if strings.HasPrefix(directive, "syntax=") {
+			t.Errorf("Dockerfile line %d is a syntax directive: %s", i+1, line)
+		}
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			break // parser directives come before anything else
+		}
+	}
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Starts the compose file's Kafka broker secured as production is, only
 # without TLS (one machine, one private network): SASL SCRAM-SHA-512 on the
-# INTERNAL and EXTERNAL listeners and the StandardAuthorizer, so each
+# INTERNAL and EXTERNAL listeners, SASL/PLAIN on the loopback-bound
+# CONTROLLER listener, and the StandardAuthorizer, so each
 # service can do only what the ACLs of `payments topics create --acls`
 # allow. The SCRAM users (admin and one per service) are written when the
 # storage is formatted, with the passwords of the mounted secrets
@@ -28,10 +29,19 @@ done
 secret() { tr -d '\r\n' <"$secrets/kafka-$1-password"; }
 admin=$(secret admin)
 jaas="org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"$admin\";"
+# The controller listener (bound to loopback) authenticates the broker's own
+# requests as User:controller with SASL/PLAIN: SCRAM credentials are served
+# by the controller itself, so they cannot log in to it. The password is
+# drawn at each start and lives only in this container's settings: the
+# broker and its controller are one process, nobody else needs it.
+controller=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
 {
 	echo "listener.name.internal.scram-sha-512.sasl.jaas.config=$jaas"
 	echo "listener.name.external.scram-sha-512.sasl.jaas.config=$jaas"
+	echo "listener.name.controller.sasl.enabled.mechanisms=PLAIN"
+	echo "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"controller\" password=\"$controller\" user_controller=\"$controller\";"
 } >>"$props"
+chmod 600 "$props"
 # For the health check's command-line client.
 {
 	echo "security.protocol=SASL_PLAINTEXT"

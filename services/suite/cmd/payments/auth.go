@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/paysuite/payments/services/suite/internal/cli"
 
@@ -30,8 +33,9 @@ func authCommand(_ context.Context, sub string, args []string, getenv func(strin
 }
 
 func authKeygen(args []string, stdout io.Writer) error {
-	fs := cli.NewFlags("payments", "auth keygen", "auth keygen --out DIR [--keep]", stdout)
+	fs := cli.NewFlags("payments", "auth keygen", "auth keygen --out DIR [--jwks-out DIR2] [--keep]", stdout)
 	out := fs.String("out", "", "directory for "+auth.KeyFile+" (the private signing key, mode 0600) and "+auth.JWKSFile+" (the public JWKS the services trust)")
+	jwksOut := fs.String("jwks-out", "", "also copy "+auth.JWKSFile+" into this directory (one the services may read, which the key is not in), on every run")
 	keep := fs.Bool("keep", false, "when DIR already has a key, keep it and exit 0 (instead of refusing)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -39,17 +43,20 @@ func authKeygen(args []string, stdout io.Writer) error {
 	if *out == "" {
 		return cli.UsageError{Msg: "auth keygen: --out DIR is required"}
 	}
+	if *jwksOut != "" && filepath.Clean(*jwksOut) == filepath.Clean(*out) {
+		return cli.UsageError{Msg: "auth keygen: --jwks-out must be another directory than --out"}
+	}
 	if *keep {
 		jwks, created, err := auth.EnsureKey(*out)
 		if err != nil {
 			return err
 		}
-		if !created {
+		if created {
+			fmt.Fprintf(stdout, "Ed25519 signing key written to %s; public JWKS %s\n", filepath.Join(*out, auth.KeyFile), jwks)
+		} else {
 			fmt.Fprintf(stdout, "%s already has a signing key; public JWKS %s\n", *out, jwks)
-			return nil
 		}
-		fmt.Fprintf(stdout, "Ed25519 signing key written to %s; public JWKS %s\n", filepath.Join(*out, auth.KeyFile), jwks)
-		return nil
+		return copyJWKS(jwks, *jwksOut, stdout)
 	}
 	kid, err := auth.GenerateKey(*out)
 	if err != nil {
@@ -57,6 +64,56 @@ func authKeygen(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Ed25519 signing key %s written to %s\npublic JWKS written to %s (AUTH_JWKS_FILE, or serve it as AUTH_JWKS_URL)\n",
 		kid, filepath.Join(*out, auth.KeyFile), filepath.Join(*out, auth.JWKSFile))
+	return copyJWKS(filepath.Join(*out, auth.JWKSFile), *jwksOut, stdout)
+}
+
+// copyJWKS copies the public JWKS at src into dir (nothing when dir is
+// empty), through a temporary file renamed into place, so a reader never
+// sees half a key set. docker-compose.yml gives the services that copy's
+// volume and not the key's.
+func copyJWKS(src, dir string, stdout io.Writer) error {
+	if dir == "" {
+		return nil
+	}
+	b, err := os.ReadFile(src) //nolint:gosec // the operator names the directory
+	if err != nil {
+		return fmt.Errorf("read public JWKS: %w", err)
+	}
+	// Only public keys leave the key's directory.
+	set, err := jwk.Parse(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	for i := range set.Len() {
+		k, _ := set.Key(i)
+		if private, err := jwk.IsPrivateKey(k); err != nil || private {
+			return fmt.Errorf("%s holds a private key (or one of an unknown type): not copied", src)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // a public key set's directory
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+auth.JWKSFile+".*")
+	if err != nil {
+		return fmt.Errorf("copy public JWKS: %w", err)
+	}
+	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename; removes a failed copy
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close() //nolint:errcheck,gosec // the write error is the one to report
+		return fmt.Errorf("copy public JWKS: %w", err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close() //nolint:errcheck,gosec // the chmod error is the one to report
+		return fmt.Errorf("copy public JWKS: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("copy public JWKS: %w", err)
+	}
+	dst := filepath.Join(dir, auth.JWKSFile)
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("copy public JWKS: %w", err)
+	}
+	fmt.Fprintf(stdout, "public JWKS copied to %s\n", dst)
 	return nil
 }
 

@@ -146,3 +146,84 @@ func TestAuthTokenTTLCap(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthKeygenJWKSOut: --jwks-out copies the public JWKS, and only it,
+// into another directory, on the run that makes the key and on every --keep
+// run after (a fresh public volume is filled from an existing key); the
+// copy verifies the key's tokens. A JWKS holding a private key is not
+// copied, and --jwks-out equal to --out is refused.
+func TestAuthKeygenJWKSOut(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	dir, pub := filepath.Join(base, "key"), filepath.Join(base, "public")
+	for run := range 2 {
+		if err := os.RemoveAll(pub); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, _, err := runCLI(t, nil, "auth", "keygen", "--out", dir, "--jwks-out", pub, "--keep"); code != 0 {
+			t.Fatalf("keygen run %d: exit %d: %v", run, code, err)
+		}
+		entries, err := os.ReadDir(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if diff := cmp.Diff([]string{auth.JWKSFile}, names); diff != "" {
+			t.Fatalf("run %d: the public directory holds (-want +got):\n%s", run, diff)
+		}
+		want, err := os.ReadFile(filepath.Join(dir, auth.JWKSFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(pub, auth.JWKSFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("run %d: the copy differs from the key's JWKS", run)
+		}
+	}
+	code, token, _, err := runCLI(t, map[string]string{"AUTH_AUDIENCE": "paysuite"}, "auth", "token", "--client", "loja-1",
+		"--scopes", "transferencias:ler", "--key", filepath.Join(dir, auth.KeyFile))
+	if code != 0 {
+		t.Fatalf("token: exit %d: %v", code, err)
+	}
+	v, err := auth.NewVerifier(context.Background(), auth.Config{JWKSFile: filepath.Join(pub, auth.JWKSFile), Issuer: auth.DevIssuer,
+		RateRPS: 1, RateBurst: 1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(context.Background(), strings.TrimSpace(token)); err != nil {
+		t.Fatalf("the copied JWKS does not verify the key's token: %v", err)
+	}
+
+	if code, _, _, err := runCLI(t, nil, "auth", "keygen", "--out", dir, "--jwks-out", dir+"/", "--keep"); code != 2 || err == nil {
+		t.Errorf("--jwks-out = --out: exit %d, err %v; want a usage error", code, err)
+	}
+
+	// A "JWKS" that is the private key itself: refused, nothing copied.
+	bad := filepath.Join(base, "bad")
+	if err := os.MkdirAll(bad, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	priv, err := os.ReadFile(filepath.Join(dir, auth.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, auth.KeyFile), priv, 0o600); err != nil { //nolint:gosec // a test temp dir
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, auth.JWKSFile), []byte(`{"keys":[`+string(priv)+`]}`), 0o600); err != nil { //nolint:gosec // a test temp dir
+		t.Fatal(err)
+	}
+	leak := filepath.Join(base, "leak")
+	if code, _, _, err := runCLI(t, nil, "auth", "keygen", "--out", bad, "--jwks-out", leak, "--keep"); code != 1 || err == nil || !strings.Contains(err.Error(), "private key") {
+		t.Errorf("a JWKS holding a private key: exit %d, err %v; want 1 and a refusal", code, err)
+	}
+	if _, err := os.Stat(filepath.Join(leak, auth.JWKSFile)); !os.IsNotExist(err) {
+		t.Errorf("a JWKS holding a private key was copied (stat: %v)", err)
+	}
+}
