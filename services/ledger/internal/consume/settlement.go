@@ -51,6 +51,8 @@ func Decode(m broker.Record) (ledger.Transfer, error) {
 		AmountCents: e.AmountCents,
 		Currency:    e.Currency,
 		ClientID:    e.ClientID,
+		// The binding to the request, passed on to the result event.
+		RequestEventID: e.RequestEventID,
 	}, nil
 }
 

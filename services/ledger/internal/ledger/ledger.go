@@ -38,6 +38,9 @@ type Transfer struct {
 	// ClientID is the client that requested the transfer (clienteId); empty
 	// when the record named none.
 	ClientID string
+	// RequestEventID is the eventoSolicitacaoId of the analysed record,
+	// passed on to the result event (uuid.Nil when it had none).
+	RequestEventID uuid.UUID
 	// Traceparent is the W3C trace context of the input record of a batch,
 	// passed on to the result event; may be empty. Trace context travels
 	// in ctx everywhere else; a batch is the one exception: its records
@@ -295,8 +298,8 @@ func Decide(source, dest *Account, t Transfer, own Ownership) (Outcome, string, 
 
 // Derived event id kinds (events.DerivedID) of the ledger's result events.
 const (
-	KindSettled  = "liquidada"
-	KindRejected = "rejeitada-ledger"
+	KindSettled  = events.KindSettled
+	KindRejected = events.KindRejectedLedger
 )
 
 // Decision is the settlement of one claimed transfer: its Result, the
@@ -361,11 +364,11 @@ func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.
 	case Settled:
 		m.ID = events.DerivedID(KindSettled, t.ID)
 		m.Topic, m.Type = r.Topics.Settled, events.TypeSettled
-		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now}
+		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now, RequestEventID: t.RequestEventID}
 	case Rejected:
 		m.ID = events.DerivedID(KindRejected, t.ID)
 		m.Topic, m.Type = r.Topics.Rejected, events.TypeRejected
-		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now}
+		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now, RequestEventID: t.RequestEventID}
 	default:
 		return events.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
 	}
