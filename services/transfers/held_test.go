@@ -3,6 +3,7 @@ package transfers
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,14 +69,14 @@ func TestHeldResultsCounted(t *testing.T) {
 	if got := value("transfers_results_held_total"); got != 2 {
 		t.Errorf("transfers_results_held_total = %v, want 2", got)
 	}
-	refreshHeld(ctx, store.CountHeld, m, slog.New(slog.DiscardHandler))
+	refreshHeld(ctx, store, time.Hour, m, slog.New(slog.DiscardHandler))
 	if got := value("transfers_results_held"); got != 2 {
 		t.Errorf("transfers_results_held = %v, want 2", got)
 	}
 	if err := store.DiscardHeld(ctx, lost.EventID, transfer.Resolution{Operator: "ana"}); err != nil {
 		t.Fatal(err)
 	}
-	refreshHeld(ctx, store.CountHeld, m, slog.New(slog.DiscardHandler))
+	refreshHeld(ctx, store, time.Hour, m, slog.New(slog.DiscardHandler))
 	if got := value("transfers_results_held"); got != 1 {
 		t.Errorf("transfers_results_held after a discard = %v, want 1", got)
 	}

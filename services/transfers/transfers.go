@@ -50,6 +50,14 @@ var OpenAPI []byte
 // table.
 const heldGaugeInterval = 10 * time.Second
 
+// heldReapplyInterval is how often the re-apply task looks for held
+// results whose transfer has become visible.
+const heldReapplyInterval = time.Second
+
+// DefaultHeldReapplyWindow is how long a held result is re-applied
+// automatically before it is left to an operator.
+const DefaultHeldReapplyWindow = 5 * time.Minute
+
 // projectionBatchMax is the most results of one partition the projection
 // applies in one statement.
 const projectionBatchMax = 100
@@ -78,6 +86,10 @@ type Config struct {
 	AdmissionMaxLatency time.Duration `env:"ADMISSION_MAX_LATENCY" help:"also shed while more than half of the transfers settled lately took longer than this from POST to result (their median); 0s: no latency bound"`
 	// AdmissionRefresh is how often admission control reads the backlog.
 	AdmissionRefresh time.Duration `env:"ADMISSION_REFRESH" help:"how often admission control reads the outbox backlog"`
+	// HeldReapplyWindow is how long a held result is re-applied
+	// automatically once its transfer becomes visible; older ones wait for
+	// an operator, and alert.
+	HeldReapplyWindow time.Duration `env:"HELD_REAPPLY_WINDOW" help:"how long a held settlement result is re-applied automatically once the transfer of its request becomes visible; past it, an operator applies or discards it (alert TransfersResultsHeld)"`
 }
 
 // DefaultConfig is the configuration before the environment is read.
@@ -90,6 +102,7 @@ func DefaultConfig() Config {
 		AdmissionMaxAge:     admission.DefaultMaxAge,
 		AdmissionMaxLatency: admission.DefaultMaxLatency,
 		AdmissionRefresh:    admission.DefaultRefresh,
+		HeldReapplyWindow:   DefaultHeldReapplyWindow,
 	}
 }
 
@@ -104,6 +117,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	errs := []error{envconfig.Parse(getenv, &cfg, platform.ParseOptions()...), cfg.Complete()}
 	if cfg.ClaimTimeout < time.Second {
 		errs = append(errs, errors.New("IDEMPOTENCY_CLAIM_TIMEOUT must be at least 1s"))
+	}
+	if cfg.HeldReapplyWindow <= 0 {
+		errs = append(errs, errors.New("HELD_REAPPLY_WINDOW must be positive"))
 	}
 	if cfg.AdmissionMaxAge < 0 || cfg.AdmissionMaxPending < 0 || cfg.AdmissionMaxLatency < 0 || cfg.AdmissionRefresh <= 0 {
 		errs = append(errs, errors.New("ADMISSION_MAX_OUTBOX_AGE, ADMISSION_MAX_OUTBOX_PENDING and ADMISSION_MAX_LATENCY must not be negative, ADMISSION_REFRESH must be positive"))
@@ -187,7 +203,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 			func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
 			func(ctx context.Context) error { return inbox.CleanupLoop(ctx, db, retention, time.Minute, log) },
 			func(ctx context.Context) error {
-				return heldGaugeLoop(ctx, store.CountHeld, held, heldGaugeInterval, log)
+				return heldGaugeLoop(ctx, store, cfg.HeldReapplyWindow, held, heldGaugeInterval, log)
+			},
+			func(ctx context.Context) error {
+				return ReapplyLoop(ctx, store.ReapplyHeld, cfg.HeldReapplyWindow, held, heldReapplyInterval, log)
 			},
 		},
 	})

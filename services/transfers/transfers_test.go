@@ -325,7 +325,7 @@ func TestProjectionThroughKafka(t *testing.T) {
 	}
 	w := kafkatest.NewWriter(t, broker.Config{Brokers: s.brokers})
 	defer w.Close()
-	settledA := events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(a), OccurredAt: time.Now().UTC()}
+	settledA := events.Settled{EventID: events.DerivedID(events.KindSettled, uuid.MustParse(a)), TransferID: uuid.MustParse(a), OccurredAt: time.Now().UTC()}
 
 	produce(t, w, s.topics.Settled, events.TypeSettled, settledA)
 	eventually(t, "transfer A to be LIQUIDADA", func() bool { return s.status(t, a)["status"] == "LIQUIDADA" })
@@ -337,10 +337,10 @@ func TestProjectionThroughKafka(t *testing.T) {
 	produce(t, w, s.topics.Settled, events.TypeSettled, settledA)
 	poison := map[string]any{"eventoId": uuid.NewString(), "ocorridoEm": "2026-01-01T00:00:00Z"} // no transferenciaId
 	produce(t, w, s.topics.Settled, events.TypeSettled, poison)
-	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: uuid.New(), TransferID: uuid.MustParse(a),
+	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: events.DerivedID(events.KindRejectedLedger, uuid.MustParse(a)), TransferID: uuid.MustParse(a),
 		Reason: events.ReasonInsufficientFunds, OccurredAt: time.Now().UTC()})
-	produce(t, w, s.topics.Settled, events.TypeSettled, events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(b), OccurredAt: time.Now().UTC()})
-	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: uuid.New(), TransferID: uuid.MustParse(c),
+	produce(t, w, s.topics.Settled, events.TypeSettled, events.Settled{EventID: events.DerivedID(events.KindSettled, uuid.MustParse(b)), TransferID: uuid.MustParse(b), OccurredAt: time.Now().UTC()})
+	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: events.DerivedID(events.KindRejectedAntifraud, uuid.MustParse(c)), TransferID: uuid.MustParse(c),
 		Reason: events.ReasonBlockedByAntifraud, OccurredAt: time.Now().UTC()})
 
 	eventually(t, "transfer B to be LIQUIDADA", func() bool { return s.status(t, b)["status"] == "LIQUIDADA" })
