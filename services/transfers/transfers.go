@@ -88,7 +88,8 @@ type Config struct {
 	AdmissionRefresh time.Duration `env:"ADMISSION_REFRESH" help:"how often admission control reads the outbox backlog"`
 	// HeldReapplyWindow is how long a held result is re-applied
 	// automatically once its transfer becomes visible; older ones wait for
-	// an operator, and alert.
+	// an operator, and alert. <= 0 in a literal Config means
+	// DefaultHeldReapplyWindow.
 	HeldReapplyWindow time.Duration `env:"HELD_REAPPLY_WINDOW" help:"how long a held settlement result is re-applied automatically once the transfer of its request becomes visible; past it, an operator applies or discards it (alert TransfersResultsHeld)"`
 }
 
@@ -189,6 +190,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	if retention <= 0 {
 		retention = platform.DefaultInboxRetention
 	}
+	heldWindow := cfg.HeldReapplyWindow
+	if heldWindow <= 0 {
+		heldWindow = DefaultHeldReapplyWindow
+	}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
@@ -203,10 +208,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 			func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
 			func(ctx context.Context) error { return inbox.CleanupLoop(ctx, db, retention, time.Minute, log) },
 			func(ctx context.Context) error {
-				return heldGaugeLoop(ctx, store, cfg.HeldReapplyWindow, held, heldGaugeInterval, log)
+				return heldGaugeLoop(ctx, store, heldWindow, held, heldGaugeInterval, log)
 			},
 			func(ctx context.Context) error {
-				return ReapplyLoop(ctx, store.ReapplyHeld, cfg.HeldReapplyWindow, held, heldReapplyInterval, log)
+				return ReapplyLoop(ctx, store.ReapplyHeld, heldWindow, held, heldReapplyInterval, log)
 			},
 		},
 	})

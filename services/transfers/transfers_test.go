@@ -51,6 +51,13 @@ type service struct {
 // shut down cleanly.
 func start(t *testing.T) *service {
 	t.Helper()
+	return startOn(t, pgtest.NewDSN(t, migrations.ForService(transfers.Service)...), nil)
+}
+
+// startOn is start on the database dsn (migrated at start), with cfg
+// changed by tweak when not nil.
+func startOn(t *testing.T, dsn string, tweak func(*transfers.Config)) *service {
+	t.Helper()
 	brokers := kafkatest.Brokers(t)
 	topics := events.Topics{
 		Requested: kafkatest.Topic(t, "solicitada", 1),
@@ -64,7 +71,7 @@ func start(t *testing.T) *service {
 		Config: platform.Config{
 			Service:        transfers.Service,
 			HTTPAddr:       "127.0.0.1:0",
-			DatabaseURL:    pgtest.NewDSN(t, migrations.ForService(transfers.Service)...),
+			DatabaseURL:    dsn,
 			DBMaxConns:     8,
 			Kafka:          broker.Config{Brokers: brokers},
 			Relay:          outbox.RelayConfig{PollInterval: 100 * time.Millisecond},
@@ -74,6 +81,9 @@ func start(t *testing.T) *service {
 		Topics:          topics,
 		ProjectionGroup: kafkatest.Group(t, "transferencias-projecao"),
 		ClaimTimeout:    10 * time.Second,
+	}
+	if tweak != nil {
+		tweak(&cfg)
 	}
 	a, _ := background.Serve(t, "transfers", func(ctx context.Context, listening func(net.Addr)) error {
 		return transfers.Run(ctx, cfg, slog.New(slog.DiscardHandler), listening)
