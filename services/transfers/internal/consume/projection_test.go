@@ -329,8 +329,9 @@ func TestProjectionHoldsAnyDecodablePayload(t *testing.T) {
 	ctx := context.Background()
 	for i, extra := range []string{`"\u0000"`, "\"\xff\xfe\"", `{"nested":[1,2]}`} {
 		msg := func() broker.Record {
-			return broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` +
-				uuid.NewString() + `","ocorridoEm":"2026-12-01T10:00:00Z","extra":` + extra + `}`)}
+			id := uuid.New()
+			return broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + events.DerivedID(events.KindSettled, id).String() + `","transferenciaId":"` +
+				id.String() + `","ocorridoEm":"2026-12-01T10:00:00Z","extra":` + extra + `}`)}
 		}
 		if err := f.proj.Handle(ctx, msg()); err != nil {
 			t.Fatalf("payload %d: Handle = %v, want it held", i, err)
