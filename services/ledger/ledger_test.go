@@ -227,10 +227,15 @@ func (s *service) read(t *testing.T, topic string, n int) []kafkago.Message {
 	return out
 }
 
+// requestOf is the request event id the analysed record of transfer id
+// carries, which its result must carry back.
+func requestOf(id uuid.UUID) uuid.UUID { return events.DerivedID("test-request", id) }
+
 func analysed(t *testing.T, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
 	t.Helper()
 	ev := events.Analysed{EventID: events.DerivedID("analisada", id), TransferID: id, SourceAccount: src, DestAccount: dst,
-		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: ledgertest.Client}
+		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: ledgertest.Client,
+		RequestEventID: requestOf(id)}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
@@ -278,8 +283,8 @@ func TestSameTransferDeliveredTwiceDebitsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantID := events.DerivedID("liquidada", id)
-	if ev.EventID != wantID || ev.TransferID != id || string(m.Key) != "CC-001" {
-		t.Errorf("settled event %+v key %q, want id %s for transfer %s keyed CC-001", ev, m.Key, wantID, id)
+	if ev.EventID != wantID || ev.TransferID != id || string(m.Key) != "CC-001" || ev.RequestEventID != requestOf(id) {
+		t.Errorf("settled event %+v key %q, want id %s for transfer %s keyed CC-001, bound to request %s", ev, m.Key, wantID, id, requestOf(id))
 	}
 	for k, want := range map[string]string{events.HeaderEventID: wantID.String(), events.HeaderEventType: events.TypeSettled,
 		events.HeaderCorrelationID: id.String(), events.HeaderTraceparent: traceparent} {
@@ -308,7 +313,7 @@ func TestRejectionIsPublishedAndRemembered(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(events.Rejected{EventID: events.DerivedID("rejeitada-ledger", id), TransferID: id,
-		Reason: events.ReasonInsufficientFunds, OccurredAt: ev.OccurredAt}, ev); diff != "" {
+		Reason: events.ReasonInsufficientFunds, OccurredAt: ev.OccurredAt, RequestEventID: requestOf(id)}, ev); diff != "" {
 		t.Errorf("rejected event mismatch (-want +got):\n%s", diff)
 	}
 
