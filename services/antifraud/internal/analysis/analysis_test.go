@@ -127,6 +127,7 @@ func TestAnalyseEmitsOneEventPerOutcome(t *testing.T) {
 						"eventoId": id.String(), "transferenciaId": req.TransferID.String(),
 						"contaOrigem": "CC-001", "contaDestino": "CC-002", "valorEmCentavos": float64(9_999_999),
 						"moeda": "BRL", "scoreRisco": float64(10), "ocorridoEm": decidedAt.Format(time.RFC3339Nano),
+						"eventoSolicitacaoId": req.EventID.String(),
 					},
 					Headers: map[string]string{
 						events.HeaderCorrelationID: req.TransferID.String(),
@@ -145,6 +146,7 @@ func TestAnalyseEmitsOneEventPerOutcome(t *testing.T) {
 					Payload: map[string]any{
 						"eventoId": id.String(), "transferenciaId": req.TransferID.String(),
 						"motivo": "BLOQUEADA_ANTIFRAUDE", "ocorridoEm": decidedAt.Format(time.RFC3339Nano),
+						"eventoSolicitacaoId": req.EventID.String(),
 					},
 					Headers: map[string]string{events.HeaderCorrelationID: req.TransferID.String()},
 				}
