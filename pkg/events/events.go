@@ -123,6 +123,9 @@ type Analysed struct {
 	// Authorization is copied unchanged from the TransferenciaSolicitada:
 	// the ledger verifies it before anything else. Additive.
 	Authorization *Authorization `json:"autorizacao,omitempty"`
+	// RequestEventID is the eventoId of the TransferenciaSolicitada this
+	// analysis was decided for (the binding, see Settled). Additive.
+	RequestEventID uuid.UUID `json:"eventoSolicitacaoId,omitzero"`
 }
 
 // Authorization is the proof that a client asked for a transfer: the
@@ -142,6 +145,12 @@ type Settled struct {
 	EventID    uuid.UUID `json:"eventoId"`
 	TransferID uuid.UUID `json:"transferenciaId"`
 	OccurredAt time.Time `json:"ocorridoEm"`
+	// RequestEventID binds the result to the request it was decided for:
+	// the eventoId of that TransferenciaSolicitada, carried through
+	// TransferenciaAnalisada. The transfers projection applies a result only
+	// to the transfer created with that request event. Additive: uuid.Nil
+	// (absent) for older producers and the reference design.
+	RequestEventID uuid.UUID `json:"eventoSolicitacaoId,omitzero"`
 }
 
 // Rejected is the payload of TransferenciaRejeitada.
@@ -150,6 +159,8 @@ type Rejected struct {
 	TransferID uuid.UUID `json:"transferenciaId"`
 	Reason     string    `json:"motivo"`
 	OccurredAt time.Time `json:"ocorridoEm"`
+	// RequestEventID: as in Settled. Additive.
+	RequestEventID uuid.UUID `json:"eventoSolicitacaoId,omitzero"`
 }
 
 // ErrMalformed marks a payload that cannot be decoded or misses a required
@@ -223,6 +234,45 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// Kinds of derived event ids (DerivedID), one per event a service emits
+// in reaction to a transfer.
+const (
+	KindAnalysed          = "analisada"
+	KindRejectedAntifraud = "rejeitada-antifraude"
+	KindSettled           = "liquidada"
+	KindRejectedLedger    = "rejeitada-ledger"
+)
+
+// ErrUnderivedID marks a result whose eventoId is not one DerivedID gives
+// for its transfer and type: a poison message (CheckResultID's errors wrap
+// ErrMalformed too), never retried and never recorded for deduplication.
+var ErrUnderivedID = errors.New("eventoId is not derived from the transfer id")
+
+// CheckResultID returns nil when eventID is the id derived for transferID
+// and the result type typ (TypeSettled: KindSettled; TypeRejected:
+// KindRejectedAntifraud or KindRejectedLedger, since antifraud and the
+// ledger both reject), otherwise an error wrapping ErrUnderivedID. So an
+// event id names one transfer and one kind: a record for one transfer
+// cannot take, and so burn in a deduplication log, the id of another
+// transfer's result.
+func CheckResultID(typ string, eventID, transferID uuid.UUID) error {
+	var kinds []string
+	switch typ {
+	case TypeSettled:
+		kinds = []string{KindSettled}
+	case TypeRejected:
+		kinds = []string{KindRejectedAntifraud, KindRejectedLedger}
+	default:
+		return fmt.Errorf("%w: %w: %s is not a result type", ErrMalformed, ErrUnderivedID, typ)
+	}
+	for _, k := range kinds {
+		if DerivedID(k, transferID) == eventID {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %w: %s %s of transfer %s", ErrMalformed, ErrUnderivedID, typ, eventID, transferID)
 }
 
 // DerivedID is the id of an event emitted in reaction to a transfer: the

@@ -47,6 +47,7 @@ func TestRequestsBecomeOneResultEach(t *testing.T) {
 	wantA := events.Analysed{
 		EventID: wantID, TransferID: small.TransferID, SourceAccount: "CC-001", DestAccount: "CC-002",
 		AmountCents: 30_000, Currency: "BRL", RiskScore: 10, OccurredAt: gotA.OccurredAt,
+		RequestEventID: small.EventID, // the binding to the request decided
 	}
 	if diff := cmp.Diff(wantA, gotA); diff != "" {
 		t.Errorf("TransferenciaAnalisada mismatch (-want +got):\n%s", diff)
@@ -76,7 +77,8 @@ func TestRequestsBecomeOneResultEach(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRID := events.DerivedID("rejeitada-antifraude", big.TransferID)
-	wantR := events.Rejected{EventID: wantRID, TransferID: big.TransferID, Reason: "BLOQUEADA_ANTIFRAUDE", OccurredAt: gotR.OccurredAt}
+	wantR := events.Rejected{EventID: wantRID, TransferID: big.TransferID, Reason: "BLOQUEADA_ANTIFRAUDE", OccurredAt: gotR.OccurredAt,
+		RequestEventID: big.EventID}
 	if diff := cmp.Diff(wantR, gotR); diff != "" {
 		t.Errorf("TransferenciaRejeitada mismatch (-want +got):\n%s", diff)
 	}

@@ -228,6 +228,10 @@ func (s *service) read(t *testing.T, topic string, n int) []kafkago.Message {
 	return out
 }
 
+// requestOf is the request event id the analysed record of transfer id
+// carries, which its result must carry back.
+func requestOf(id uuid.UUID) uuid.UUID { return events.DerivedID("test-request", id) }
+
 // analysed is a TransferenciaAnalisada of ledgertest.Client, signed with
 // the transfer authorization key of s's issuer, which s trusts.
 func (s *service) analysed(t *testing.T, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
@@ -235,13 +239,15 @@ func (s *service) analysed(t *testing.T, id uuid.UUID, src, dst string, cents in
 	return analysedFor(t, s.iss.TransferKey(), ledgertest.Client, id, src, dst, cents)
 }
 
-// analysedFor is a TransferenciaAnalisada of client, signed with key.
+// analysedFor is a TransferenciaAnalisada of client, signed with key,
+// bound to the request requestOf(id).
 func analysedFor(t *testing.T, key transfersig.Signer, client string, id uuid.UUID, src, dst string, cents int64) kafkago.Message {
 	t.Helper()
 	ev := events.Analysed{EventID: events.DerivedID("analisada", id), TransferID: id, SourceAccount: src, DestAccount: dst,
 		AmountCents: cents, Currency: "BRL", RiskScore: 10, OccurredAt: time.Now().UTC(), ClientID: client,
 		Authorization: key.Sign(transfersig.Claim{TransferID: id, Source: src, Destination: dst, AmountCents: cents,
-			Currency: "BRL", Client: client})}
+			Currency: "BRL", Client: client}),
+		RequestEventID: requestOf(id)}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
@@ -289,8 +295,8 @@ func TestSameTransferDeliveredTwiceDebitsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantID := events.DerivedID("liquidada", id)
-	if ev.EventID != wantID || ev.TransferID != id || string(m.Key) != "CC-001" {
-		t.Errorf("settled event %+v key %q, want id %s for transfer %s keyed CC-001", ev, m.Key, wantID, id)
+	if ev.EventID != wantID || ev.TransferID != id || string(m.Key) != "CC-001" || ev.RequestEventID != requestOf(id) {
+		t.Errorf("settled event %+v key %q, want id %s for transfer %s keyed CC-001, bound to request %s", ev, m.Key, wantID, id, requestOf(id))
 	}
 	for k, want := range map[string]string{events.HeaderEventID: wantID.String(), events.HeaderEventType: events.TypeSettled,
 		events.HeaderCorrelationID: id.String(), events.HeaderTraceparent: traceparent} {
@@ -319,7 +325,7 @@ func TestRejectionIsPublishedAndRemembered(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(events.Rejected{EventID: events.DerivedID("rejeitada-ledger", id), TransferID: id,
-		Reason: events.ReasonInsufficientFunds, OccurredAt: ev.OccurredAt}, ev); diff != "" {
+		Reason: events.ReasonInsufficientFunds, OccurredAt: ev.OccurredAt, RequestEventID: requestOf(id)}, ev); diff != "" {
 		t.Errorf("rejected event mismatch (-want +got):\n%s", diff)
 	}
 

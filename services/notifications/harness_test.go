@@ -251,7 +251,13 @@ func (h *harness) rejected(key, reason string) event {
 }
 
 func (h *harness) newEvent(topic, typ, key, reason string) event {
-	id, transfer := uuid.New(), uuid.New()
+	transfer := uuid.New()
+	// The id the ledger derives for this transfer and type: the handler
+	// refuses any other (events.CheckResultID).
+	id := events.DerivedID(events.KindSettled, transfer)
+	if typ == events.TypeRejected {
+		id = events.DerivedID(events.KindRejectedLedger, transfer)
+	}
 	return event{
 		ID: id, TransferID: transfer, Key: key, Topic: topic, Type: typ, Reason: reason,
 		OccurredAt: time.Now().UTC().Truncate(time.Millisecond),

@@ -3,6 +3,7 @@ package transfers
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,8 +46,8 @@ func TestHeldResultsCounted(t *testing.T) {
 		t.Fatalf("no series %s", name)
 		return 0
 	}
-	if a, b := value("transfers_results_held_total"), value("transfers_results_held"); a != 0 || b != 0 {
-		t.Fatalf("series at start = %v, %v; want 0, 0", a, b)
+	if a, b, c := value("transfers_results_held_total"), value("transfers_results_held"), value("transfers_results_held_overdue"); a != 0 || b != 0 || c != 0 {
+		t.Fatalf("series at start = %v, %v, %v; want 0, 0, 0", a, b, c)
 	}
 	svc := transfer.NewService(meterHeld(store, m), "requested", authtest.NewTransferKey(t))
 	known := uuid.New()
@@ -69,14 +70,22 @@ func TestHeldResultsCounted(t *testing.T) {
 	if got := value("transfers_results_held_total"); got != 2 {
 		t.Errorf("transfers_results_held_total = %v, want 2", got)
 	}
-	refreshHeld(ctx, store.CountHeld, m, slog.New(slog.DiscardHandler))
+	refreshHeld(ctx, store, time.Hour, m, slog.New(slog.DiscardHandler))
 	if got := value("transfers_results_held"); got != 2 {
 		t.Errorf("transfers_results_held = %v, want 2", got)
+	}
+	if got := value("transfers_results_held_overdue"); got != 0 {
+		t.Errorf("transfers_results_held_overdue within the window = %v, want 0", got)
+	}
+	// Past the window (here: no window at all) they are the operator's.
+	refreshHeld(ctx, store, 0, m, slog.New(slog.DiscardHandler))
+	if got := value("transfers_results_held_overdue"); got != 2 {
+		t.Errorf("transfers_results_held_overdue past the window = %v, want 2", got)
 	}
 	if err := store.DiscardHeld(ctx, lost.EventID, transfer.Resolution{Operator: "ana"}); err != nil {
 		t.Fatal(err)
 	}
-	refreshHeld(ctx, store.CountHeld, m, slog.New(slog.DiscardHandler))
+	refreshHeld(ctx, store, time.Hour, m, slog.New(slog.DiscardHandler))
 	if got := value("transfers_results_held"); got != 1 {
 		t.Errorf("transfers_results_held after a discard = %v, want 1", got)
 	}

@@ -52,6 +52,14 @@ var OpenAPI []byte
 // table.
 const heldGaugeInterval = 10 * time.Second
 
+// heldReapplyInterval is how often the re-apply task looks for held
+// results whose transfer has become visible.
+const heldReapplyInterval = time.Second
+
+// DefaultHeldReapplyWindow is how long a held result is re-applied
+// automatically before it is left to an operator.
+const DefaultHeldReapplyWindow = 5 * time.Minute
+
 // projectionBatchMax is the most results of one partition the projection
 // applies in one statement.
 const projectionBatchMax = 100
@@ -84,6 +92,11 @@ type Config struct {
 	// transfer's authorization (pkg/transfersig); the ledger holds its
 	// public key. Only this service is given it.
 	AuthorizationKeyFile string `env:"TRANSFERS_AUTHORIZATION_KEY_FILE,required" help:"the private key (JWK, payments auth transfer-keygen) that signs each transfer for the ledger; only this service holds it"`
+	// HeldReapplyWindow is how long a held result is re-applied
+	// automatically once its transfer becomes visible; older ones wait for
+	// an operator, and alert. <= 0 in a literal Config means
+	// DefaultHeldReapplyWindow.
+	HeldReapplyWindow time.Duration `env:"HELD_REAPPLY_WINDOW" help:"how long a held settlement result is re-applied automatically once the transfer of its request becomes visible; past it, an operator applies or discards it (alert TransfersResultsHeld)"`
 }
 
 // DefaultConfig is the configuration before the environment is read.
@@ -96,6 +109,7 @@ func DefaultConfig() Config {
 		AdmissionMaxAge:     admission.DefaultMaxAge,
 		AdmissionMaxLatency: admission.DefaultMaxLatency,
 		AdmissionRefresh:    admission.DefaultRefresh,
+		HeldReapplyWindow:   DefaultHeldReapplyWindow,
 	}
 }
 
@@ -110,6 +124,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	errs := []error{envconfig.Parse(getenv, &cfg, platform.ParseOptions()...), cfg.Complete()}
 	if cfg.ClaimTimeout < time.Second {
 		errs = append(errs, errors.New("IDEMPOTENCY_CLAIM_TIMEOUT must be at least 1s"))
+	}
+	if cfg.HeldReapplyWindow <= 0 {
+		errs = append(errs, errors.New("HELD_REAPPLY_WINDOW must be positive"))
 	}
 	if cfg.AdmissionMaxAge < 0 || cfg.AdmissionMaxPending < 0 || cfg.AdmissionMaxLatency < 0 || cfg.AdmissionRefresh <= 0 {
 		errs = append(errs, errors.New("ADMISSION_MAX_OUTBOX_AGE, ADMISSION_MAX_OUTBOX_PENDING and ADMISSION_MAX_LATENCY must not be negative, ADMISSION_REFRESH must be positive"))
@@ -188,6 +205,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	if retention <= 0 {
 		retention = platform.DefaultInboxRetention
 	}
+	heldWindow := cfg.HeldReapplyWindow
+	if heldWindow <= 0 {
+		heldWindow = DefaultHeldReapplyWindow
+	}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
@@ -202,7 +223,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 			func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
 			func(ctx context.Context) error { return inbox.CleanupLoop(ctx, db, retention, time.Minute, log) },
 			func(ctx context.Context) error {
-				return heldGaugeLoop(ctx, store.CountHeld, held, heldGaugeInterval, log)
+				return heldGaugeLoop(ctx, store, heldWindow, held, heldGaugeInterval, log)
+			},
+			func(ctx context.Context) error {
+				return ReapplyLoop(ctx, store.ReapplyHeld, heldWindow, held, heldReapplyInterval, log)
 			},
 		},
 	})

@@ -53,6 +53,13 @@ type service struct {
 // shut down cleanly.
 func start(t *testing.T) *service {
 	t.Helper()
+	return startOn(t, pgtest.NewDSN(t, migrations.ForService(transfers.Service)...), nil)
+}
+
+// startOn is start on the database dsn (migrated at start), with cfg
+// changed by tweak when not nil.
+func startOn(t *testing.T, dsn string, tweak func(*transfers.Config)) *service {
+	t.Helper()
 	brokers := kafkatest.Brokers(t)
 	topics := events.Topics{
 		Requested: kafkatest.Topic(t, "solicitada", 1),
@@ -66,7 +73,7 @@ func start(t *testing.T) *service {
 		Config: platform.Config{
 			Service:        transfers.Service,
 			HTTPAddr:       "127.0.0.1:0",
-			DatabaseURL:    pgtest.NewDSN(t, migrations.ForService(transfers.Service)...),
+			DatabaseURL:    dsn,
 			DBMaxConns:     8,
 			Kafka:          broker.Config{Brokers: brokers},
 			Relay:          outbox.RelayConfig{PollInterval: 100 * time.Millisecond},
@@ -77,6 +84,9 @@ func start(t *testing.T) *service {
 		ProjectionGroup:      kafkatest.Group(t, "transferencias-projecao"),
 		ClaimTimeout:         10 * time.Second,
 		AuthorizationKeyFile: iss.Env()["TRANSFERS_AUTHORIZATION_KEY_FILE"],
+	}
+	if tweak != nil {
+		tweak(&cfg)
 	}
 	a, _ := background.Serve(t, "transfers", func(ctx context.Context, listening func(net.Addr)) error {
 		return transfers.Run(ctx, cfg, slog.New(slog.DiscardHandler), listening)
@@ -342,7 +352,7 @@ func TestProjectionThroughKafka(t *testing.T) {
 	}
 	w := kafkatest.NewWriter(t, broker.Config{Brokers: s.brokers})
 	defer w.Close()
-	settledA := events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(a), OccurredAt: time.Now().UTC()}
+	settledA := events.Settled{EventID: events.DerivedID(events.KindSettled, uuid.MustParse(a)), TransferID: uuid.MustParse(a), OccurredAt: time.Now().UTC()}
 
 	produce(t, w, s.topics.Settled, events.TypeSettled, settledA)
 	eventually(t, "transfer A to be LIQUIDADA", func() bool { return s.status(t, a)["status"] == "LIQUIDADA" })
@@ -354,10 +364,10 @@ func TestProjectionThroughKafka(t *testing.T) {
 	produce(t, w, s.topics.Settled, events.TypeSettled, settledA)
 	poison := map[string]any{"eventoId": uuid.NewString(), "ocorridoEm": "2026-01-01T00:00:00Z"} // no transferenciaId
 	produce(t, w, s.topics.Settled, events.TypeSettled, poison)
-	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: uuid.New(), TransferID: uuid.MustParse(a),
+	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: events.DerivedID(events.KindRejectedLedger, uuid.MustParse(a)), TransferID: uuid.MustParse(a),
 		Reason: events.ReasonInsufficientFunds, OccurredAt: time.Now().UTC()})
-	produce(t, w, s.topics.Settled, events.TypeSettled, events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(b), OccurredAt: time.Now().UTC()})
-	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: uuid.New(), TransferID: uuid.MustParse(c),
+	produce(t, w, s.topics.Settled, events.TypeSettled, events.Settled{EventID: events.DerivedID(events.KindSettled, uuid.MustParse(b)), TransferID: uuid.MustParse(b), OccurredAt: time.Now().UTC()})
+	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: events.DerivedID(events.KindRejectedAntifraud, uuid.MustParse(c)), TransferID: uuid.MustParse(c),
 		Reason: events.ReasonBlockedByAntifraud, OccurredAt: time.Now().UTC()})
 
 	eventually(t, "transfer B to be LIQUIDADA", func() bool { return s.status(t, b)["status"] == "LIQUIDADA" })

@@ -30,7 +30,7 @@ func TestProjectionReadsCommitted(t *testing.T) {
 	}
 	prod := kafkatest.NewProducer(t)
 	settled := func(name string) kafkago.Message {
-		b, err := json.Marshal(events.Settled{EventID: uuid.New(), TransferID: uuid.MustParse(ids[name]), OccurredAt: time.Now().UTC()})
+		b, err := json.Marshal(events.Settled{EventID: events.DerivedID(events.KindSettled, uuid.MustParse(ids[name])), TransferID: uuid.MustParse(ids[name]), OccurredAt: time.Now().UTC()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,7 +70,7 @@ func serviceEvents(tb testing.TB, t events.Topics, transfers int) [][]outbox.Mes
 			AmountCents: req.AmountCents, Currency: "BRL", RiskScore: 10, OccurredAt: now, ClientID: "client-1"}
 		ts := []outbox.Message{msg(t.Requested, events.TypeRequested, req), msg(t.Analysed, events.TypeAnalysed, an)}
 		if i%3 == 0 {
-			ts = append(ts, msg(t.Rejected, events.TypeRejected, &events.Rejected{EventID: events.DerivedID("rejeitada", id),
+			ts = append(ts, msg(t.Rejected, events.TypeRejected, &events.Rejected{EventID: events.DerivedID(events.KindRejectedLedger, id),
 				TransferID: id, Reason: events.ReasonInsufficientFunds, OccurredAt: now}))
 		} else {
 			ts = append(ts, msg(t.Settled, events.TypeSettled, &events.Settled{EventID: events.DerivedID("liquidada", id),

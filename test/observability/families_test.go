@@ -79,6 +79,8 @@ var serviceFamilies = map[string][]family{
 		{"inbox_duplicates_total", counter, []string{"consumer"}},
 		{"transfers_results_held_total", counter, nil},
 		{"transfers_results_held", gauge, nil},
+		{"transfers_results_held_overdue", gauge, nil},
+		{"transfers_results_reapplied_total", counter, nil},
 		{"transfers_admission_shed_total", counter, nil},
 		{"transfers_admission_shedding", gauge, nil},
 	},

@@ -189,7 +189,7 @@ func (h *harness) validInput() kafka.Message {
 	id := uuid.New()
 	switch h.service {
 	case "transfers", "notifications":
-		return settled(h.topics.Settled, uuid.New(), id)
+		return settled(h.topics.Settled, id)
 	case "ledger":
 		return h.analysed(id, "CC-OBS-1", "CC-OBS-2", 100)
 	default:
@@ -216,13 +216,16 @@ func (h *harness) analysed(id uuid.UUID, from, to string, cents int64) kafka.Mes
 			Currency: "BRL", Client: client})})
 }
 
-func settled(topic string, eventID, id uuid.UUID) kafka.Message {
+// settled is the ledger's TransferenciaLiquidada of id, with its derived
+// event id (the projection refuses any other).
+func settled(topic string, id uuid.UUID) kafka.Message {
+	eventID := events.DerivedID(events.KindSettled, id)
 	return record(topic, "CC-OBS-1", events.TypeSettled, eventID,
 		events.Settled{EventID: eventID, TransferID: id, OccurredAt: time.Now().UTC()})
 }
 
 func rejected(topic string, id uuid.UUID, reason string) kafka.Message {
-	ev := uuid.New()
+	ev := events.DerivedID(events.KindRejectedLedger, id)
 	return record(topic, "CC-OBS-1", events.TypeRejected, ev,
 		events.Rejected{EventID: ev, TransferID: id, Reason: reason, OccurredAt: time.Now().UTC()})
 }

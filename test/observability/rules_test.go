@@ -56,7 +56,7 @@ func TestAlertRules(t *testing.T) {
 		"ConsumerLagGrowing":           {"consumer_lag", []string{"deriv"}, ">", 0, 5 * time.Minute, "warning"},
 		"ConsumerWaitingForDependency": {"consumer_dependency_waits_total", []string{"increase"}, ">", 0, 0, "warning"},
 		"TransfersErrorRatioHigh":      {"http_requests_total", []string{"rate"}, ">", 0.01, 5 * time.Minute, "critical"},
-		"TransfersResultsHeld":         {"transfers_results_held", nil, ">", 0, 0, "critical"},
+		"TransfersResultsHeld":         {"transfers_results_held_overdue", nil, ">", 0, 0, "critical"},
 		"TransfersShedding":            {"transfers_admission_shed_total", []string{"rate"}, ">", 0, 10 * time.Minute, "warning"},
 		"ServiceDown":                  {"up", nil, "==", 0, time.Minute, "critical"},
 	}

@@ -322,7 +322,7 @@ var traffic = map[string]func(t *testing.T, h *harness){
 		h.expectStatus(http.StatusOK, http.MethodGet, "/transferencias/"+key.String(), nil, "")
 		// The settlement result, delivered twice: the second is an inbox
 		// duplicate.
-		ev := settled(h.topics.Settled, uuid.New(), key)
+		ev := settled(h.topics.Settled, key)
 		h.produce(ev)
 		h.produce(ev)
 		waitMetrics(t, h.url, wait, "replay, conflict, publication and duplicate counted", func(m metrics) (bool, string) {
@@ -371,7 +371,7 @@ var traffic = map[string]func(t *testing.T, h *harness){
 		})
 	},
 	"notifications": func(t *testing.T, h *harness) {
-		h.produce(settled(h.topics.Settled, uuid.New(), uuid.New()), rejected(h.topics.Rejected, uuid.New(), events.ReasonInsufficientFunds))
+		h.produce(settled(h.topics.Settled, uuid.New()), rejected(h.topics.Rejected, uuid.New(), events.ReasonInsufficientFunds))
 		waitMetrics(t, h.url, wait, "two notifications delivered", func(m metrics) (bool, string) {
 			ok := m.value("notifications_sends_total", map[string]string{"channel": "log", "outcome": "delivered"}) >= 2 &&
 				m.value("notifications_send_duration_seconds", map[string]string{"channel": "log"}) >= 2

@@ -193,16 +193,19 @@ func TestForgedDeadLetters(t *testing.T) {
 		before := offsets()
 		type forged struct {
 			user, topic string
-			id          uuid.UUID
+			id, tr      uuid.UUID
 		}
+		// Each record bears the event id derived for its transfer
+		// (notifications refuse any other, events.CheckResultID).
+		trA, trB := uuid.New(), uuid.New()
 		cases := []forged{
 			// the ledger may write rejeitada; its header claims liquidada
-			{userLedger, tp.Rejected, uuid.New()},
+			{userLedger, tp.Rejected, events.DerivedID(events.KindRejectedLedger, trA), trA},
 			// notifications may write its retry topics
-			{userNotifications, broker.RetryTopic(tp.Rejected, broker.RetryDelays[0]), uuid.New()},
+			{userNotifications, broker.RetryTopic(tp.Rejected, broker.RetryDelays[0]), events.DerivedID(events.KindRejectedLedger, trB), trB},
 		}
 		for _, c := range cases {
-			e := events.Rejected{EventID: c.id, TransferID: uuid.New(), Reason: events.ReasonInsufficientFunds, OccurredAt: time.Now().UTC()}
+			e := events.Rejected{EventID: c.id, TransferID: c.tr, Reason: events.ReasonInsufficientFunds, OccurredAt: time.Now().UTC()}
 			m := record(c.topic, victim, e, events.TypeRejected, &dlt.Origin{Topic: tp.Settled})
 			m.Headers[0].Value = []byte(c.id.String())
 			if err := produce(sb.Config(c.user), m); err != nil {
@@ -258,7 +261,8 @@ func TestForgedDeadLetters(t *testing.T) {
 		// Forced by the operator: to liquidada and nowhere else, marked.
 		// (A settlement of a transfer no one requested: nothing to move.)
 		otherKey := acct("Z")
-		stray := events.Settled{EventID: uuid.New(), TransferID: uuid.New(), OccurredAt: time.Now().UTC()}
+		strayID := uuid.New()
+		stray := events.Settled{EventID: events.DerivedID(events.KindSettled, strayID), TransferID: strayID, OccurredAt: time.Now().UTC()}
 		if err := produce(sb.Config(userNotifications), record(dltTopic, otherKey, stray, events.TypeSettled,
 			&dlt.Origin{Topic: tp.Settled, Partition: 0, Offset: 0})); err != nil {
 			t.Fatalf("notifications writes %s: %v", dltTopic, err)

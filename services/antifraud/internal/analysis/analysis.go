@@ -49,8 +49,8 @@ const (
 
 // Kinds of derived event ids (the seed's idDerivado).
 const (
-	kindAnalysed = "analisada"
-	kindRejected = "rejeitada-antifraude"
+	kindAnalysed = events.KindAnalysed
+	kindRejected = events.KindRejectedAntifraud
 )
 
 // Decision is antifraud's verdict on one transfer, as stored.
@@ -372,6 +372,8 @@ func (s *Service) event(d Decision, authz *events.Authorization, traceparent str
 			OccurredAt:    d.DecidedAt,
 			ClientID:      d.ClientID,
 			Authorization: authz,
+			// The binding to the request decided, carried on to the ledger.
+			RequestEventID: d.RequestEventID,
 		}
 	case Blocked:
 		m.Topic, m.Type = s.topics.Rejected, events.TypeRejected
@@ -380,6 +382,8 @@ func (s *Service) event(d Decision, authz *events.Authorization, traceparent str
 			TransferID: d.TransferID,
 			Reason:     events.ReasonBlockedByAntifraud,
 			OccurredAt: d.DecidedAt,
+			// The binding to the request decided (events.Rejected).
+			RequestEventID: d.RequestEventID,
 		}
 	default:
 		return events.Message{}, fmt.Errorf("unknown outcome %q", d.Outcome)

@@ -128,8 +128,9 @@ func TestAnalyseEmitsOneEventPerOutcome(t *testing.T) {
 						"contaOrigem": "CC-001", "contaDestino": "CC-002", "valorEmCentavos": float64(9_999_999),
 						"moeda": "BRL", "scoreRisco": float64(10), "ocorridoEm": decidedAt.Format(time.RFC3339Nano),
 						// Passed through unchanged: the ledger verifies it.
-						"clienteId":   "ana",
-						"autorizacao": map[string]any{"chaveId": "kid-1", "assinatura": "c2lnbmF0dXJl"},
+						"clienteId":           "ana",
+						"autorizacao":         map[string]any{"chaveId": "kid-1", "assinatura": "c2lnbmF0dXJl"},
+						"eventoSolicitacaoId": req.EventID.String(),
 					},
 					Headers: map[string]string{
 						events.HeaderCorrelationID: req.TransferID.String(),
@@ -148,6 +149,7 @@ func TestAnalyseEmitsOneEventPerOutcome(t *testing.T) {
 					Payload: map[string]any{
 						"eventoId": id.String(), "transferenciaId": req.TransferID.String(),
 						"motivo": "BLOQUEADA_ANTIFRAUDE", "ocorridoEm": decidedAt.Format(time.RFC3339Nano),
+						"eventoSolicitacaoId": req.EventID.String(),
 					},
 					Headers: map[string]string{events.HeaderCorrelationID: req.TransferID.String()},
 				}

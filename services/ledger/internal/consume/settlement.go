@@ -53,6 +53,8 @@ func Decode(m broker.Record) (ledger.Transfer, error) {
 		ClientID:    e.ClientID,
 		// Verified by the ledger's rules before anything else.
 		Authorization: e.Authorization,
+		// The binding to the request, passed on to the result event.
+		RequestEventID: e.RequestEventID,
 	}, nil
 }
 

@@ -43,6 +43,9 @@ type Transfer struct {
 	// transfer's id, accounts, amount, currency and client (autorizacao);
 	// nil when the record carries none.
 	Authorization *events.Authorization
+	// RequestEventID is the eventoSolicitacaoId of the analysed record,
+	// passed on to the result event (uuid.Nil when it had none).
+	RequestEventID uuid.UUID
 	// Traceparent is the W3C trace context of the input record of a batch,
 	// passed on to the result event; may be empty. Trace context travels
 	// in ctx everywhere else; a batch is the one exception: its records
@@ -327,8 +330,8 @@ func Decide(source, dest *Account, t Transfer, proof Proof) (Outcome, string, []
 
 // Derived event id kinds (events.DerivedID) of the ledger's result events.
 const (
-	KindSettled  = "liquidada"
-	KindRejected = "rejeitada-ledger"
+	KindSettled  = events.KindSettled
+	KindRejected = events.KindRejectedLedger
 )
 
 // Decision is the settlement of one claimed transfer: its Result, the
@@ -431,11 +434,11 @@ func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.
 	case Settled:
 		m.ID = events.DerivedID(KindSettled, t.ID)
 		m.Topic, m.Type = r.Topics.Settled, events.TypeSettled
-		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now}
+		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now, RequestEventID: t.RequestEventID}
 	case Rejected:
 		m.ID = events.DerivedID(KindRejected, t.ID)
 		m.Topic, m.Type = r.Topics.Rejected, events.TypeRejected
-		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now}
+		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now, RequestEventID: t.RequestEventID}
 	default:
 		return events.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
 	}

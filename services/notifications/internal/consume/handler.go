@@ -33,9 +33,10 @@ func NewHandler(n Notifier, topics events.Topics) *Handler {
 
 // Handle is a consumer.Handler. The record's main topic (the topic it was
 // read from, or the main topic of that retry topic) says which event it is; the record
-// key is the transfer's source account. An undecodable record returns an
-// error wrapping events.ErrMalformed, which the consumer loop sends to the
-// DLT at once.
+// key is the transfer's source account. An undecodable record, or one
+// whose eventoId is not the id derived for its transfer and type, returns
+// an error wrapping events.ErrMalformed, which the consumer loop sends to
+// the DLT at once.
 func (h *Handler) Handle(ctx context.Context, m broker.Record) error {
 	n, err := h.decode(m)
 	if err != nil {
@@ -101,6 +102,13 @@ func (h *Handler) decode(m broker.Record) (notify.Notification, error) {
 		}
 		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeRejected, e.TransferID, e.OccurredAt
 		n.Status, n.Reason = webhook.StatusRejected, e.Reason
+	}
+	// An event id names one transfer and one kind (events.CheckResultID):
+	// a record carrying another's is poison, so it cannot take, in the
+	// notification log keyed by event id, the place of that transfer's
+	// real result.
+	if err := events.CheckResultID(n.EventType, n.EventID, n.TransferID); err != nil {
+		return n, err
 	}
 	return n, nil
 }

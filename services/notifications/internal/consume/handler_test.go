@@ -26,10 +26,15 @@ func (r *recorder) Notify(_ context.Context, n notify.Notification) error {
 
 func TestHandle(t *testing.T) {
 	topics := events.DefaultTopics
-	id, transfer := uuid.MustParse("0b9c6c1e-52d9-4c63-a0ab-5f7d0e4f8a10"), uuid.MustParse("4c1f5f0e-8f3e-4bde-a5ad-0d2f4b1f9a21")
+	transfer := uuid.MustParse("4c1f5f0e-8f3e-4bde-a5ad-0d2f4b1f9a21")
+	// Each result bears the id derived for its transfer and kind.
+	sid, rid := events.DerivedID(events.KindSettled, transfer), events.DerivedID(events.KindRejectedLedger, transfer)
 	at := time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
-	settled := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","ocorridoEm":"2026-11-29T22:00:00Z","extra":1}`
-	rejected := `{"eventoId":"` + id.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CONTA_INEXISTENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	settled := `{"eventoId":"` + sid.String() + `","transferenciaId":"` + transfer.String() + `","ocorridoEm":"2026-11-29T22:00:00Z","extra":1}`
+	rejected := `{"eventoId":"` + rid.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CONTA_INEXISTENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	randomID := `{"eventoId":"0b9c6c1e-52d9-4c63-a0ab-5f7d0e4f8a10","transferenciaId":"` + transfer.String() + `","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	otherTransfer := `{"eventoId":"` + sid.String() + `","transferenciaId":"` + uuid.NewString() + `","motivo":"SALDO_INSUFICIENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	underived := func(err error) bool { return errors.Is(err, events.ErrUnderivedID) && consumer.IsPermanent(err) }
 	fromRetry := broker.Record{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected)}
 
 	tests := []struct {
@@ -39,9 +44,12 @@ func TestHandle(t *testing.T) {
 		wantErr func(error) bool
 	}{
 		{name: "settled", msg: broker.Record{Topic: topics.Settled, Key: []byte("CC-1"), Value: []byte(settled)},
-			want: []notify.Notification{{EventID: id, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA", OccurredAt: at, Account: "CC-1", Topic: topics.Settled}}},
+			want: []notify.Notification{{EventID: sid, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA", OccurredAt: at, Account: "CC-1", Topic: topics.Settled}}},
+		{name: "an event id not derived for the transfer", msg: broker.Record{Topic: topics.Settled, Value: []byte(randomID)}, wantErr: underived},
+		{name: "another transfer's event id", msg: broker.Record{Topic: topics.Rejected, Value: []byte(otherTransfer)}, wantErr: underived},
+		{name: "a rejection's id on the settled topic", msg: broker.Record{Topic: topics.Settled, Value: []byte(rejected)}, wantErr: underived},
 		{name: "rejected from a retry topic", msg: fromRetry,
-			want: []notify.Notification{{EventID: id, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
+			want: []notify.Notification{{EventID: rid, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
 				Reason: "CONTA_INEXISTENTE", OccurredAt: at, Account: "CC-9", Topic: topics.Rejected + "-retry-2000"}}},
 		{name: "malformed", msg: broker.Record{Topic: topics.Settled, Value: []byte(`nope`)},
 			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) && consumer.IsPermanent(err) }},
@@ -51,11 +59,11 @@ func TestHandle(t *testing.T) {
 			wantErr: consumer.IsPermanent},
 		{name: "rejected whose header claims liquidada", msg: broker.Record{Topic: topics.Rejected, Key: []byte("CC-9"), Value: []byte(rejected),
 			Headers: []broker.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Settled)}}},
-			want: []notify.Notification{{EventID: id, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
+			want: []notify.Notification{{EventID: rid, EventType: events.TypeRejected, TransferID: transfer, Status: "REJEITADA",
 				Reason: "CONTA_INEXISTENTE", OccurredAt: at, Account: "CC-9", Topic: topics.Rejected}}},
-		{name: "settled retry whose header claims rejeitada", msg: broker.Record{Topic: topics.Settled + "-retry-4000", Key: []byte("CC-1"), Value: []byte(rejected),
+		{name: "settled retry whose header claims rejeitada", msg: broker.Record{Topic: topics.Settled + "-retry-4000", Key: []byte("CC-1"), Value: []byte(settled),
 			Headers: []broker.Header{{Key: dlt.HeaderDLTOriginalTopic, Value: []byte(topics.Rejected)}}},
-			want: []notify.Notification{{EventID: id, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA",
+			want: []notify.Notification{{EventID: sid, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA",
 				OccurredAt: at, Account: "CC-1", Topic: topics.Settled + "-retry-4000"}}},
 		{name: "a topic named like a retry topic of no known delay", msg: broker.Record{Topic: topics.Settled + "-retry-9999", Value: []byte(settled)},
 			wantErr: consumer.IsPermanent},

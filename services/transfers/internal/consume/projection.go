@@ -40,8 +40,10 @@ func NewProjection(svc *transfer.Service, topics events.Topics, log *slog.Logger
 func (p *Projection) Topics() []string { return []string{p.settled, p.rejected} }
 
 // Handle is a consumer.Handler. A record that cannot be decoded, or whose
-// content the contract forbids, is a poison message (straight to the DLT);
-// a database failure is returned for the consumer loop to retry.
+// content the contract forbids (an eventoId that is not the one derived
+// for its transfer and type, events.CheckResultID, included), is a poison
+// message: straight to the DLT, never marked in the inbox, so it burns no
+// event id. A database failure is returned for the consumer loop to retry.
 func (p *Projection) Handle(ctx context.Context, m broker.Record) error {
 	r, err := p.decode(m)
 	if err != nil {
@@ -93,8 +95,11 @@ func (p *Projection) decode(m broker.Record) (transfer.Result, error) {
 		if err := events.Decode(m.Value, &ev); err != nil {
 			return transfer.Result{}, fmt.Errorf("decode %s: %w", events.TypeSettled, err)
 		}
+		if err := events.CheckResultID(events.TypeSettled, ev.EventID, ev.TransferID); err != nil {
+			return transfer.Result{}, err
+		}
 		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusSettled,
-			Type: events.TypeSettled, Payload: m.Value}, nil
+			RequestEventID: ev.RequestEventID, Type: events.TypeSettled, Payload: m.Value}, nil
 	case p.rejected:
 		var ev events.Rejected
 		if err := events.Decode(m.Value, &ev); err != nil {
@@ -103,8 +108,11 @@ func (p *Projection) decode(m broker.Record) (transfer.Result, error) {
 		if !reasonRE.MatchString(ev.Reason) {
 			return transfer.Result{}, consumer.Permanent(fmt.Errorf("%w: motivo is not a reason code", events.ErrMalformed))
 		}
+		if err := events.CheckResultID(events.TypeRejected, ev.EventID, ev.TransferID); err != nil {
+			return transfer.Result{}, err
+		}
 		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusRejected, Reason: ev.Reason,
-			Type: events.TypeRejected, Payload: m.Value}, nil
+			RequestEventID: ev.RequestEventID, Type: events.TypeRejected, Payload: m.Value}, nil
 	default:
 		return transfer.Result{}, consumer.Permanent(fmt.Errorf("projection: unexpected topic %q", m.Topic))
 	}
@@ -115,9 +123,12 @@ func (p *Projection) logResult(ctx context.Context, r transfer.Result, out trans
 	case transfer.Moved:
 		p.log.InfoContext(ctx, "transfer result projected", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
 	case transfer.Held:
-		// No transfer has this id: kept in resultado_retido for an
-		// operator (transfers_results_held, the console's Held results).
-		p.log.WarnContext(ctx, "transfer result held: unknown transfer", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
+		// No transfer has this id, or not the request it was decided for:
+		// kept in resultado_retido, re-applied by the store's re-apply
+		// task once the transfer of that request is visible, else left to
+		// an operator (transfers_results_held, the console's Held results).
+		p.log.WarnContext(ctx, "transfer result held: no transfer with its request yet", "transfer_id", r.TransferID,
+			"evento_id", r.EventID, "evento_solicitacao_id", r.RequestEventID, "status", r.Status)
 	default:
 		// A duplicate, or a late result for a transfer already final.
 		p.log.DebugContext(ctx, "transfer result changed nothing", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)

@@ -75,12 +75,23 @@ func record(t *testing.T, topic string, v any) broker.Record {
 	return broker.Record{Topic: topic, Value: b}
 }
 
-func settled(id, eventID uuid.UUID) events.Settled {
-	return events.Settled{EventID: eventID, TransferID: id, OccurredAt: time.Now().UTC()}
+// settled is the ledger's TransferenciaLiquidada of transfer id, with the
+// event id derived for it, and no binding (an older producer's record).
+func settled(id uuid.UUID) events.Settled {
+	return events.Settled{EventID: events.DerivedID(events.KindSettled, id), TransferID: id, OccurredAt: time.Now().UTC()}
 }
 
-func rejected(id, eventID uuid.UUID, reason string) events.Rejected {
-	return events.Rejected{EventID: eventID, TransferID: id, Reason: reason, OccurredAt: time.Now().UTC()}
+// rejected is the ledger's TransferenciaRejeitada of transfer id, with the
+// event id derived for it, and no binding.
+func rejected(id uuid.UUID, reason string) events.Rejected {
+	return events.Rejected{EventID: events.DerivedID(events.KindRejectedLedger, id), TransferID: id, Reason: reason, OccurredAt: time.Now().UTC()}
+}
+
+// blocked is antifraud's TransferenciaRejeitada of transfer id.
+func blocked(id uuid.UUID, reason string) events.Rejected {
+	r := rejected(id, reason)
+	r.EventID = events.DerivedID(events.KindRejectedAntifraud, id)
+	return r
 }
 
 // operator reads every transfer.
@@ -95,29 +106,28 @@ type state struct {
 // the first result of a PENDENTE transfer counts.
 func TestProjection(t *testing.T) {
 	t.Parallel()
-	e1, e2 := uuid.New(), uuid.New()
 	tests := []struct {
 		name    string
 		records func(id uuid.UUID) []any // events.Settled or events.Rejected
 		want    state
 	}{
-		{"settled", func(id uuid.UUID) []any { return []any{settled(id, e1)} }, state{transfer.StatusSettled, ""}},
-		{"rejected", func(id uuid.UUID) []any { return []any{rejected(id, e1, events.ReasonInsufficientFunds)} },
+		{"settled", func(id uuid.UUID) []any { return []any{settled(id)} }, state{transfer.StatusSettled, ""}},
+		{"rejected", func(id uuid.UUID) []any { return []any{rejected(id, events.ReasonInsufficientFunds)} },
 			state{transfer.StatusRejected, events.ReasonInsufficientFunds}},
-		{"settled twice (same event)", func(id uuid.UUID) []any { return []any{settled(id, e1), settled(id, e1)} },
+		{"settled twice (same event)", func(id uuid.UUID) []any { return []any{settled(id), settled(id)} },
 			state{transfer.StatusSettled, ""}},
 		{"rejected after settled", func(id uuid.UUID) []any {
-			return []any{settled(id, e1), rejected(id, e2, events.ReasonBlockedByAntifraud)}
+			return []any{settled(id), blocked(id, events.ReasonBlockedByAntifraud)}
 		}, state{transfer.StatusSettled, ""}},
 		{"settled after rejected", func(id uuid.UUID) []any {
-			return []any{rejected(id, e1, events.ReasonAccountNotFound), settled(id, e2)}
+			return []any{rejected(id, events.ReasonAccountNotFound), settled(id)}
 		}, state{transfer.StatusRejected, events.ReasonAccountNotFound}},
 		{"rejected twice with other reasons", func(id uuid.UUID) []any {
-			return []any{rejected(id, e1, events.ReasonCurrencyMismatch), rejected(id, e2, events.ReasonInsufficientFunds)}
+			return []any{rejected(id, events.ReasonCurrencyMismatch), blocked(id, events.ReasonInsufficientFunds)}
 		}, state{transfer.StatusRejected, events.ReasonCurrencyMismatch}},
-		{"rejected: not the titular of the source", func(id uuid.UUID) []any { return []any{rejected(id, e1, events.ReasonUnauthorizedSource)} },
+		{"rejected: not the titular of the source", func(id uuid.UUID) []any { return []any{rejected(id, events.ReasonUnauthorizedSource)} },
 			state{transfer.StatusRejected, events.ReasonUnauthorizedSource}},
-		{"unknown future reason is kept", func(id uuid.UUID) []any { return []any{rejected(id, e1, "LIMITE_DIARIO")} },
+		{"unknown future reason is kept", func(id uuid.UUID) []any { return []any{rejected(id, "LIMITE_DIARIO")} },
 			state{transfer.StatusRejected, "LIMITE_DIARIO"}},
 	}
 	for _, tt := range tests {
@@ -195,9 +205,9 @@ func TestProjectionPoison(t *testing.T) {
 		{"missing transfer id", broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
 		{"missing event id", broker.Record{Topic: topics.Rejected, Value: []byte(`{"transferenciaId":"` + id.String() + `","motivo":"SALDO_INSUFICIENTE","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
 		{"missing motivo", broker.Record{Topic: topics.Rejected, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` + id.String() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
-		{"garbage motivo", record(t, topics.Rejected, rejected(id, uuid.New(), "'; DROP TABLE x; --"))},
+		{"garbage motivo", record(t, topics.Rejected, rejected(id, "'; DROP TABLE x; --"))},
 		{"event id not a UUID", broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"x","transferenciaId":"` + id.String() + `","ocorridoEm":"2026-01-01T00:00:00Z"}`)}},
-		{"unexpected topic", record(t, "other", settled(id, uuid.New()))},
+		{"unexpected topic", record(t, "other", settled(id))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,11 +240,11 @@ func TestProjectionHoldsUnknownTransfer(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
 			lostS, lostR, known := uuid.New(), uuid.New(), f.pending(t)
-			evS, evR, evK := uuid.New(), uuid.New(), uuid.New()
+			evS, evR := events.DerivedID(events.KindSettled, lostS), events.DerivedID(events.KindRejectedLedger, lostR)
 			ms := []broker.Record{
-				record(t, topics.Settled, settled(lostS, evS)),
-				record(t, topics.Rejected, rejected(lostR, evR, events.ReasonInsufficientFunds)),
-				record(t, topics.Settled, settled(known, evK)),
+				record(t, topics.Settled, settled(lostS)),
+				record(t, topics.Rejected, rejected(lostR, events.ReasonInsufficientFunds)),
+				record(t, topics.Settled, settled(known)),
 			}
 			deliver := func() {
 				t.Helper()
@@ -254,7 +264,7 @@ func TestProjectionHoldsUnknownTransfer(t *testing.T) {
 			deliver() // a redelivery
 			// The known transfer's result, redelivered once it is final,
 			// changes nothing and is not held either.
-			if err := f.proj.Handle(ctx, record(t, topics.Rejected, rejected(known, uuid.New(), events.ReasonBlockedByAntifraud))); err != nil {
+			if err := f.proj.Handle(ctx, record(t, topics.Rejected, rejected(known, events.ReasonBlockedByAntifraud))); err != nil {
 				t.Fatal(err)
 			}
 
@@ -324,8 +334,9 @@ func TestProjectionHoldsAnyDecodablePayload(t *testing.T) {
 	ctx := context.Background()
 	for i, extra := range []string{`"\u0000"`, "\"\xff\xfe\"", `{"nested":[1,2]}`} {
 		msg := func() broker.Record {
-			return broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + uuid.NewString() + `","transferenciaId":"` +
-				uuid.NewString() + `","ocorridoEm":"2026-12-01T10:00:00Z","extra":` + extra + `}`)}
+			id := uuid.New()
+			return broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + events.DerivedID(events.KindSettled, id).String() + `","transferenciaId":"` +
+				id.String() + `","ocorridoEm":"2026-12-01T10:00:00Z","extra":` + extra + `}`)}
 		}
 		if err := f.proj.Handle(ctx, msg()); err != nil {
 			t.Fatalf("payload %d: Handle = %v, want it held", i, err)
@@ -352,8 +363,9 @@ BEGIN RAISE EXCEPTION 'refused'; END $$;
 CREATE TRIGGER refuse_held BEFORE INSERT ON resultado_retido FOR EACH ROW EXECUTE FUNCTION refuse_held();`); err != nil {
 		t.Fatal(err)
 	}
-	ev := uuid.New()
-	m := record(t, topics.Settled, settled(uuid.New(), ev))
+	lost := uuid.New()
+	ev := events.DerivedID(events.KindSettled, lost)
+	m := record(t, topics.Settled, settled(lost))
 	if err := f.proj.Handle(ctx, m); err == nil {
 		t.Fatal("Handle succeeded although the held row was refused")
 	}
@@ -395,9 +407,9 @@ func TestProjectionBatchIsAllOrNothing(t *testing.T) {
 		id := f.pending(t)
 		ids = append(ids, id)
 		if i%3 == 0 {
-			ms = append(ms, record(t, topics.Rejected, rejected(id, uuid.New(), events.ReasonInsufficientFunds)))
+			ms = append(ms, record(t, topics.Rejected, rejected(id, events.ReasonInsufficientFunds)))
 		} else {
-			ms = append(ms, record(t, topics.Settled, settled(id, uuid.New())))
+			ms = append(ms, record(t, topics.Settled, settled(id)))
 		}
 	}
 	// Applied before the batch: its redelivery in the batch is a duplicate.
@@ -477,7 +489,7 @@ func TestProjectionBatchStoppedByPoison(t *testing.T) {
 	for range 20 {
 		id := f.pending(t)
 		ids = append(ids, id)
-		ms = append(ms, record(t, topics.Settled, settled(id, uuid.New())))
+		ms = append(ms, record(t, topics.Settled, settled(id)))
 	}
 	poison := broker.Record{Topic: topics.Settled, Value: []byte("{not json")}
 	withPoison := append(append(append([]broker.Record{}, ms[:10]...), poison), ms[10:]...)
@@ -521,17 +533,17 @@ func TestProjectionTellsWhatItSettled(t *testing.T) {
 	f.store.OnSettled(func(created []time.Time) { told = append(told, created...) })
 	before := time.Now()
 	a, b := f.pending(t), f.pending(t)
-	first := settled(a, uuid.New())
+	first := settled(a)
 	batch := []broker.Record{
 		record(t, topics.Settled, first),
-		record(t, topics.Rejected, rejected(b, uuid.New(), events.ReasonInsufficientFunds)),
-		record(t, topics.Settled, first),                           // a duplicate
-		record(t, topics.Settled, settled(uuid.New(), uuid.New())), // held: no such transfer
+		record(t, topics.Rejected, rejected(b, events.ReasonInsufficientFunds)),
+		record(t, topics.Settled, first),               // a duplicate
+		record(t, topics.Settled, settled(uuid.New())), // held: no such transfer
 	}
 	if err := f.proj.HandleBatch(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.proj.Handle(ctx, record(t, topics.Settled, settled(b, uuid.New()))); err != nil { // late: b is final
+	if err := f.proj.Handle(ctx, record(t, topics.Settled, settled(b))); err != nil { // late: b is final
 		t.Fatal(err)
 	}
 	if len(told) != 2 {
@@ -557,7 +569,7 @@ func TestProjectionRunsOnItsGenericPlan(t *testing.T) {
 	f := fixtureOn(pg.Wrap(pool))
 	const runs = 10
 	for range runs {
-		if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(f.pending(t), uuid.New()))}); err != nil {
+		if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(f.pending(t)))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -582,7 +594,7 @@ SELECT gen_random_uuid(), 'CC-001', 'CC-002', 100, 'BRL', 'LIQUIDADA', NULL, sha
 	}
 	id := f.pending(t)
 	before := pgtest.RowsRead(t, pool, "transferencia")
-	if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(id, uuid.New()))}); err != nil {
+	if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(id))}); err != nil {
 		t.Fatal(err)
 	}
 	// The transfer is read by the update and by the check for a result

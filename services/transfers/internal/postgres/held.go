@@ -180,3 +180,81 @@ func (s *Store) lockHeld(ctx context.Context, tx pgx.Tx, eventID uuid.UUID) (tra
 	}
 	return h, nil
 }
+
+// ReappliedBy is the resolvido_por of a held result the re-apply task
+// applied (no operator did).
+const ReappliedBy = "transferencias-projecao"
+
+// reapplyNote is the motivo_resolucao of a re-applied held result.
+const reapplyNote = "re-applied: the transfer of the request it was decided for became visible"
+
+// reapplySQL applies the held results that are now bound ($1: received
+// within this window, $2: at most this many): unresolved, carrying a
+// request event id, whose transfer now exists with that same request event
+// id and is still PENDENTE (a result before visibility: the ledger's
+// answer came back before the transfer's commit was visible here). Each
+// transfer takes its oldest such result; each applied row is resolved as
+// APLICADO by ReappliedBy, in the same statement. SKIP LOCKED: a row an
+// operator is resolving, or another instance is re-applying, is left to
+// them. It returns the creation times of the transfers it moved.
+const reapplySQL = `
+WITH due AS (
+    SELECT r.evento_id, r.transferencia_id, r.status, r.motivo, r.recebido_em
+    FROM resultado_retido AS r JOIN transferencia AS t ON t.id = r.transferencia_id
+    WHERE r.resolucao IS NULL AND r.recebido_em > now() - $1::interval
+      AND r.evento_solicitacao_id IS NOT NULL AND t.evento_solicitacao_id = r.evento_solicitacao_id
+      AND t.status = 'PENDENTE'
+    ORDER BY r.recebido_em, r.evento_id
+    LIMIT $2
+    FOR UPDATE OF r SKIP LOCKED
+), first AS (
+    SELECT DISTINCT ON (d.transferencia_id) d.* FROM due AS d ORDER BY d.transferencia_id, d.recebido_em, d.evento_id
+), moved AS (
+    UPDATE transferencia AS t
+    SET status = f.status, motivo_rejeicao = f.motivo, atualizada_em = greatest(now(), t.criada_em)
+    FROM first AS f
+    WHERE t.id = f.transferencia_id AND t.status = 'PENDENTE'
+    RETURNING f.evento_id, t.criada_em
+), resolved AS (
+    UPDATE resultado_retido AS r
+    SET resolucao = 'APLICADO', resolvido_em = now(), resolvido_por = $3, motivo_resolucao = $4
+    FROM moved AS m
+    WHERE r.evento_id = m.evento_id
+    RETURNING m.criada_em
+)
+SELECT ARRAY(SELECT criada_em FROM resolved)`
+
+// heldOverdueSQL counts the unresolved held results received before the
+// re-apply window ($1): the re-apply task no longer tries them, an
+// operator must.
+const heldOverdueSQL = `SELECT count(*) FROM resultado_retido WHERE resolucao IS NULL AND recebido_em <= now() - $1::interval`
+
+// ReapplyHeld applies, in one transaction, at most limit held results
+// received within window whose transfer has become visible with the
+// request event they were decided for (see reapplySQL), and returns how
+// many transfers it moved. No operator is involved: the binding proves the
+// result was decided for that transfer's request, which is what an
+// operator's check against the ledger establishes for a result without
+// one. The transfers moved are told to OnSettled's function, as the
+// projection's are.
+func (s *Store) ReapplyHeld(ctx context.Context, window time.Duration, limit int) (int, error) {
+	var created []time.Time
+	if err := s.db.QueryRow(ctx, reapplySQL, window, limit, ReappliedBy, reapplyNote).Scan(&created); err != nil {
+		return 0, fmt.Errorf("re-apply held results: %w", err)
+	}
+	if s.settled != nil && len(created) > 0 {
+		s.settled(created)
+	}
+	return len(created), nil
+}
+
+// CountHeldOverdue returns how many held results are unresolved and were
+// received more than window ago: past the re-apply task, waiting for an
+// operator.
+func (s *Store) CountHeldOverdue(ctx context.Context, window time.Duration) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, heldOverdueSQL, window).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count overdue held results: %w", err)
+	}
+	return n, nil
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
@@ -91,8 +92,9 @@ const claimSQL = `SELECT pg_try_advisory_xact_lock($1), set_config('idle_in_tran
 const createSQL = `
 WITH ins AS (
     INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status,
-                               criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo, cliente_id, request_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, NULLIF($12, ''))
+                               criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo, cliente_id, request_id,
+                               evento_solicitacao_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, NULLIF($12, ''), $13)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 )
@@ -116,7 +118,8 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 			return transfer.ErrInProgress
 		}
 		rows, err := tx.Query(ctx, createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
-			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client, truncateRequestID(t.RequestID)) //nolint:gosec // HTTP status codes fit
+			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client, truncateRequestID(t.RequestID), //nolint:gosec // HTTP status codes fit
+			requestEventID(c.Event.ID))
 		if err != nil {
 			return fmt.Errorf("insert transfer %s: %w", t.ID, err)
 		}
@@ -181,32 +184,45 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error
 
 // applyAllSQL is the projection, with the inbox marks, in one statement:
 // the results whose event id the inbox had not seen ($1 is the consumer)
-// are marked; of those, each transfer takes its first in batch (offset)
-// order, as one-by-one handling would, since a result lands only on a
-// PENDENTE transfer; atualizada_em never goes below criada_em, whatever
-// the clocks. A result whose transfer does not exist is held instead of
-// dropped (a held row already there for the event is kept as it is). It
-// returns how many events were new, the event ids of the results that
-// moved a transfer with those transfers' creation times, and the event ids
-// of the results held.
+// are marked; of those, a result is bound to a transfer when the transfer
+// exists and nothing contradicts that it was decided for that transfer's
+// request: its request event id ($8, the result's eventoSolicitacaoId)
+// equals the transfer's, or one of the two is unknown (a record of an
+// older producer, a transfer created before the binding was stored). Each
+// transfer takes its first bound result in batch (offset) order, as
+// one-by-one handling would, since a result lands only on a PENDENTE
+// transfer; atualizada_em never goes below criada_em, whatever the clocks.
+// A result that is not bound (no transfer has its id, or the transfer has
+// another request event) is held instead of applied or dropped (a held row
+// already there for the event is kept as it is). It returns how many
+// events were new, the event ids of the results that moved a transfer with
+// those transfers' creation times, and the event ids of the results held.
 //
 // The batch's transfers are read only through "id = ANY($3)", which can only
 // probe the primary key: joined with the unnested results, a plan made from
 // statistics of a small table (the generic plan of a new deployment, kept
-// while the table grows) hashes the whole table instead.
+// while the table grows) hashes the whole table instead; hence the
+// materialized target.
 const applyAllSQL = `
 WITH input AS (
-    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY
-        AS u(event_id, transfer_id, status, reason, type, payload, n)
+    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[]) WITH ORDINALITY
+        AS u(event_id, transfer_id, status, reason, type, payload, binding, n)
 ), marked AS (
     INSERT INTO inbox_event (consumer, event_id)
     SELECT $1, i.event_id FROM input AS i ORDER BY i.n
     ON CONFLICT DO NOTHING
     RETURNING event_id
-), first AS (
-    SELECT DISTINCT ON (i.transfer_id) i.transfer_id, i.status, i.reason, i.event_id
+), target AS MATERIALIZED (
+    SELECT t.id, t.evento_solicitacao_id FROM transferencia AS t WHERE t.id = ANY($3::uuid[])
+), judged AS (
+    SELECT i.*, t.id IS NOT NULL
+        AND (i.binding IS NULL OR t.evento_solicitacao_id IS NULL OR i.binding = t.evento_solicitacao_id) AS bound
     FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
-    ORDER BY i.transfer_id, i.n
+    LEFT JOIN target AS t ON t.id = i.transfer_id
+), first AS (
+    SELECT DISTINCT ON (j.transfer_id) j.transfer_id, j.status, j.reason, j.event_id
+    FROM judged AS j WHERE j.bound
+    ORDER BY j.transfer_id, j.n
 ), moved AS (
     UPDATE transferencia AS t
     SET status = f.status, motivo_rejeicao = NULLIF(f.reason, ''), atualizada_em = greatest(now(), t.criada_em)
@@ -214,11 +230,11 @@ WITH input AS (
     WHERE t.id = ANY($3::uuid[]) AND t.id = f.transfer_id AND t.status = 'PENDENTE'
     RETURNING f.event_id, t.criada_em
 ), held AS (
-    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload)
-    SELECT i.event_id, i.type, i.transfer_id, i.status, NULLIF(i.reason, ''), i.payload
-    FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
-    WHERE NOT EXISTS (SELECT 1 FROM transferencia AS t WHERE t.id = ANY($3::uuid[]) AND t.id = i.transfer_id)
-    ORDER BY i.n
+    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload, evento_solicitacao_id)
+    SELECT j.event_id, j.type, j.transfer_id, j.status, NULLIF(j.reason, ''), j.payload, j.binding
+    FROM judged AS j
+    WHERE NOT j.bound
+    ORDER BY j.n
     ON CONFLICT (evento_id) DO NOTHING
     RETURNING evento_id
 )
@@ -235,6 +251,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]trans
 	}
 	seen := make(map[uuid.UUID]bool, len(rs))
 	var eventIDs, transferIDs [][16]byte
+	var bindings []pgtype.UUID
 	var statuses, reasons, types, payloads []string
 	for _, r := range rs {
 		if seen[r.EventID] {
@@ -248,6 +265,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]trans
 		}
 		statuses, reasons = append(statuses, string(r.Status)), append(reasons, reason)
 		types, payloads = append(types, heldType(r)), append(payloads, heldPayload(r))
+		bindings = append(bindings, requestEventID(r.RequestEventID))
 	}
 	var fresh int64
 	var moved, held []uuid.UUID
@@ -258,7 +276,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]trans
 		// took longer than a batch of one).
 		b := &pgx.Batch{}
 		b.Queue(pg.GenericPlanSQL)
-		b.Queue(applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons, types, payloads).
+		b.Queue(applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons, types, payloads, bindings).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&fresh, &moved, &created, &held) })
 		return tx.SendBatch(ctx, b).Close()
 	})
@@ -306,6 +324,11 @@ func heldPayload(r transfer.Result) string {
 		return "null"
 	}
 	return strings.ToValidUTF8(string(r.Payload), "\uFFFD")
+}
+
+// requestEventID is id as a nullable UUID: NULL for uuid.Nil (unknown).
+func requestEventID(id uuid.UUID) pgtype.UUID {
+	return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil}
 }
 
 // lockKey folds a key into the 64-bit advisory lock space. Two keys that

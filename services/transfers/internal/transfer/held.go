@@ -8,12 +8,15 @@ import (
 	"github.com/google/uuid"
 )
 
-// HeldResult is a result the projection kept because no transfer had its
-// id when it arrived (a failover that lost an acknowledged transfer, a
-// restore from backup, a bug). Results carry no amount, so a held result
-// is applied to a transfer created later with that id only against the
-// ledger's record of what it settled (see CheckSettlement); until then it
-// waits for an operator, who applies or discards it.
+// HeldResult is a result the projection kept because no visible transfer
+// had its id with the request it was decided for when it arrived (a
+// commit not yet visible, a failover that lost an acknowledged transfer, a
+// restore from backup, a retry that recreated the transfer, a bug). One
+// bound to a request is applied by the store's re-apply task once the
+// transfer of that request is visible, within a window. Otherwise, since
+// results carry no amount, it is applied to a transfer with that id only
+// against the ledger's record of what it settled (see CheckSettlement), by
+// an operator, who applies or discards it.
 type HeldResult struct {
 	EventID    uuid.UUID
 	Type       string

@@ -166,6 +166,10 @@ type Result struct {
 	Status Status
 	// Reason is the motivo of a rejection.
 	Reason string
+	// RequestEventID is the result's binding (eventoSolicitacaoId): the
+	// eventoId of the TransferenciaSolicitada it was decided for; uuid.Nil
+	// when the record carried none.
+	RequestEventID uuid.UUID
 	// Type is the event's evento-tipo and Payload its record's value, kept
 	// when the result is held (see Outcome).
 	Type    string
@@ -181,8 +185,10 @@ const (
 	Unchanged Outcome = iota
 	// Moved: the PENDENTE transfer took the result.
 	Moved
-	// Held: no transfer has the result's id; the result is kept for an
-	// operator (see HeldResult) instead of being dropped.
+	// Held: no transfer has the result's id, or the one that has it was
+	// created with another request event than the result was decided for;
+	// the result is kept (see HeldResult) instead of being applied or
+	// dropped.
 	Held
 )
 
@@ -211,6 +217,8 @@ type Store interface {
 	// result's Status, at most once per EventID, in one transaction: all
 	// or nothing. out[i] is what rs[i] did: a duplicate event or a
 	// transfer already final change nothing; a result for an unknown
-	// transfer is held, in the same transaction as the event's inbox mark.
+	// transfer, or for a transfer whose request event is not the result's
+	// RequestEventID, is held, in the same transaction as the event's
+	// inbox mark.
 	ApplyResults(ctx context.Context, rs []Result) (out []Outcome, err error)
 }
