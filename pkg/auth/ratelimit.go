@@ -35,7 +35,7 @@ type Limiter struct {
 	rps   rate.Limit
 	burst int
 
-	mu      sync.Mutex
+	mu      sync.RWMutex // read-locked by Exhausted, on every authenticated request
 	clients map[string]*list.Element // of *bucket
 	lru     *list.List               // front: used last; back: idle longest
 }
@@ -86,8 +86,8 @@ func (l *Limiter) Allow(client string, now time.Time) (bool, time.Duration) {
 // bucket (never seen, or idle long enough to be dropped) has its full
 // burst.
 func (l *Limiter) Exhausted(client string, now time.Time) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	e, ok := l.clients[client]
 	if !ok {
 		return false, 0
