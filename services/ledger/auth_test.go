@@ -183,11 +183,11 @@ func TestDailyDepositCeiling(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	accepted, accKey := 0, ""
+	accepted, accKey, accAccount := 0, "", ""
 	for i, st := range statuses {
 		switch {
 		case st == http.StatusCreated:
-			accepted, accKey = accepted+1, keys[i]
+			accepted, accKey, accAccount = accepted+1, keys[i], []string{"DAY-1", "DAY-2"}[i%2]
 		case st != 422 || types[i] != httpapi.KindDepositDailyCeiling.TypeURI():
 			t.Errorf("deposit %d: %d %v, want 201 or a 422 %s", i, st, types[i], httpapi.KindDepositDailyCeiling)
 		}
@@ -204,7 +204,7 @@ func TestDailyDepositCeiling(t *testing.T) {
 		name, bearer, account, key string
 		cents, want                int
 	}{
-		{"a replay of an accepted deposit", minter, "DAY-1", accKey, 3000, http.StatusCreated},
+		{"a replay of an accepted deposit", minter, accAccount, accKey, 3000, http.StatusCreated},
 		{"up to the ceiling", minter, "DAY-1", uuid.NewString(), 1000, http.StatusCreated},
 		{"one cent past it", minter, "DAY-2", uuid.NewString(), 1, 422},
 		{"another currency", minter, "DAY-USD", uuid.NewString(), 5000, http.StatusCreated},
