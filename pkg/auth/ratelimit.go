@@ -35,7 +35,7 @@ type Limiter struct {
 	rps   rate.Limit
 	burst int
 
-	mu      sync.RWMutex // read-locked by Exhausted, on every authenticated request
+	mu      sync.RWMutex             // read-locked by Exhausted, on every authenticated request
 	clients map[string]*list.Element // of *bucket
 	lru     *list.List               // front: used last; back: idle longest
 }
