@@ -555,6 +555,7 @@ func TestComposeConsole(t *testing.T) {
 		{"CONSOLE_LEDGER_URL", "http://ledger:8081"},
 		{"CONSOLE_ANTIFRAUD_URL", "http://antifraud:8082"},
 		{"CONSOLE_NOTIFICATIONS_URL", "http://notifications:8083"},
+		{"DEV_INSECURE_HTTP", "true"},
 		{"AUTH_JWKS_FILE", env(composeService(t, p, "transfers"), "AUTH_JWKS_FILE")},
 		{"AUTH_ISSUER", env(composeService(t, p, "transfers"), "AUTH_ISSUER")},
 	} {

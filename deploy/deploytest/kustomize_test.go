@@ -296,7 +296,7 @@ func TestKustomizeOverlays(t *testing.T) {
 				})
 			}
 			checkTopicsJob(t, b, ov)
-			t.Run("console", func(t *testing.T) { checkConsole(t, b, known) })
+			t.Run("console", func(t *testing.T) { checkConsole(t, b, ov.dir, known) })
 		})
 	}
 }
@@ -304,7 +304,7 @@ func TestKustomizeOverlays(t *testing.T) {
 // checkConsole: one replica (sessions live in memory), the console
 // binary on 8084 behind a Service, the services by their cluster names,
 // the services' token issuer, and no database or Kafka setting.
-func checkConsole(t *testing.T, b built, known map[string]bool) {
+func checkConsole(t *testing.T, b built, overlay string, known map[string]bool) {
 	d, ok := b.deployments["console"]
 	if !ok {
 		t.Fatal("no console Deployment")
@@ -337,10 +337,20 @@ func checkConsole(t *testing.T, b built, known map[string]bool) {
 		"CONSOLE_ANTIFRAUD_URL":     "http://antifraud:8082",
 		"CONSOLE_NOTIFICATIONS_URL": "http://notifications:8083",
 	}
+	if overlay == "overlays/prod" {
+		for _, s := range []string{"TRANSFERS", "LEDGER", "ANTIFRAUD", "NOTIFICATIONS"} {
+			want["CONSOLE_"+s+"_URL"] = "https://" + strings.ToLower(s) + ".payments.example.com"
+		}
+	}
 	for k, v := range want {
 		if envs[k] != v {
 			t.Errorf("%s = %q, want %q", k, envs[k], v)
 		}
+	}
+	// Operator tokens go to the services over https, but in the
+	// development cluster, whose switch says otherwise.
+	if got, dev := envs["DEV_INSECURE_HTTP"], overlay == "overlays/dev"; (got == "true") != dev || (!dev && got != "") {
+		t.Errorf("console DEV_INSECURE_HTTP = %q: want true in the development overlay only", got)
 	}
 	transfers := containerEnv(t, b, b.deployments["transfers"].Spec.Template.Spec.Containers[0])
 	for _, k := range []string{"AUTH_JWKS_URL", "AUTH_ISSUER", "AUTH_AUDIENCE"} {
@@ -818,5 +828,13 @@ func checkAuthEnv(t *testing.T, name, overlay string, envs map[string]string) {
 	}
 	if overlay == "overlays/prod" && (u == nil || u.Scheme != "https" || strings.HasSuffix(u.Hostname(), ".invalid")) {
 		t.Errorf("%s: production AUTH_JWKS_URL = %q, want the real provider over https", name, envs["AUTH_JWKS_URL"])
+	}
+	// Plain http only where the development switch allows it, and the
+	// switch only in the development overlay.
+	if dev := overlay == "overlays/dev"; (envs["DEV_INSECURE_HTTP"] == "true") != dev || (!dev && envs["DEV_INSECURE_HTTP"] != "") {
+		t.Errorf("%s: DEV_INSECURE_HTTP = %q, want true in the development overlay only", name, envs["DEV_INSECURE_HTTP"])
+	}
+	if u != nil && u.Scheme == "http" && envs["DEV_INSECURE_HTTP"] != "true" {
+		t.Errorf("%s: AUTH_JWKS_URL %q is plain http without DEV_INSECURE_HTTP: the service would not start", name, envs["AUTH_JWKS_URL"])
 	}
 }

@@ -10,7 +10,14 @@ import (
 )
 
 // AuditRecord collects the resource ids of one write for its audit line.
-type AuditRecord struct{ attrs []any }
+type AuditRecord struct {
+	attrs  []any
+	action string
+}
+
+// Action names the write as it turned out to be, in place of the route's
+// action (an account open that was a claim is audited as a claim).
+func (a *AuditRecord) Action(name string) { a.action = name }
 
 // Resource names a resource the write touched (an id, never a payload).
 func (a *AuditRecord) Resource(key string, id any) { a.attrs = append(a.attrs, key, id) }
@@ -33,10 +40,10 @@ func Audited(log *slog.Logger, action string, next WriteHandler) http.HandlerFun
 			Unauthenticated(w, r, log)
 			return
 		}
-		var a AuditRecord
+		a := AuditRecord{action: action}
 		// The status is 200 when next wrote nothing or a body without one.
 		cm := httpsnoop.CaptureMetricsFn(w, func(w http.ResponseWriter) { next(w, r, p, &a) })
-		attrs := append([]any{"action", action, "client", p.Subject,
+		attrs := append([]any{"action", a.action, "client", p.Subject,
 			"request_id", httpapi.RequestIDFrom(r.Context()), "status", cm.Code}, a.attrs...)
 		log.InfoContext(r.Context(), "audit", slog.Group("audit", attrs...))
 	}

@@ -114,6 +114,17 @@ func (c *tokenCache) get(key [sha256.Size]byte, gen uint64, valid func(tokenTime
 	return Principal{}, false
 }
 
+// peek is get without counting a miss (nothing is verified after it) and
+// without removing a stale entry (the next get does).
+func (c *tokenCache) peek(key [sha256.Size]byte, gen uint64, valid func(tokenTimes) bool) (Principal, bool) {
+	e, ok := c.lru.Peek(key)
+	if ok && e.gen == gen && valid(e.times) {
+		c.hits.Inc()
+		return e.p, true
+	}
+	return Principal{}, false
+}
+
 // add remembers p, verified under generation gen. Called only for a token
 // that passed every check.
 func (c *tokenCache) add(key [sha256.Size]byte, gen uint64, p Principal, times tokenTimes) {

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jws"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/auth/authtest"
 )
 
 // TestConfigValidate: a service without a usable authentication
@@ -40,6 +43,12 @@ func TestConfigValidate(t *testing.T) {
 		{"both", with(func(c *auth.Config) { c.JWKSFile = "/etc/jwks.json" }), []string{"not both"}},
 		{"not a URL", with(func(c *auth.Config) { c.JWKSURL = "idp.example/jwks" }), []string{"is not an http(s) URL"}},
 		{"NaN rate", with(func(c *auth.Config) { c.RateRPS = math.NaN() }), []string{"RATE_LIMIT_RPS"}},
+		{"plain http", with(func(c *auth.Config) { c.JWKSURL = "http://idp.example/jwks" }), []string{"AUTH_JWKS_URL", "must be https://", "DEV_INSECURE_HTTP"}},
+		{"plain http in development", with(func(c *auth.Config) { c.JWKSURL, c.InsecureHTTP = "http://idp.example/jwks", true }), nil},
+		{"plain http to this machine", with(func(c *auth.Config) { c.JWKSURL = "http://127.0.0.1:8080/jwks" }), nil},
+		{"plain http to localhost", with(func(c *auth.Config) { c.JWKSURL = "http://localhost:8080/jwks" }), nil},
+		{"plain http to an address", with(func(c *auth.Config) { c.JWKSURL = "http://10.0.0.7/jwks" }), []string{"must be https://"}},
+		{"a CA without a URL", with(func(c *auth.Config) { c.JWKSURL, c.JWKSFile, c.JWKSCAFile = "", "/etc/jwks.json", "/etc/ca.pem" }), []string{"AUTH_JWKS_CA_FILE"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -52,6 +61,33 @@ func TestConfigValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJWKSOverPlainHTTP: a verifier does not fetch a key set over http://
+// from another machine unless DEV_INSECURE_HTTP says so (refused at start,
+// before any fetch); http:// to this machine's loopback is allowed, and
+// what it redirects to over https is fetched with AUTH_JWKS_CA_FILE's
+// trust.
+func TestJWKSOverPlainHTTP(t *testing.T) {
+	t.Parallel()
+	iss := authtest.New(t)
+	plain := httptest.NewServer(http.RedirectHandler(iss.URL, http.StatusFound))
+	t.Cleanup(plain.Close)
+	cfg := iss.Config()
+	cfg.JWKSURL = strings.Replace(plain.URL, "127.0.0.1", "idp.invalid", 1) + "/jwks.json"
+	if _, err := auth.NewVerifier(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "must be https://") {
+		t.Errorf("NewVerifier with an http JWKS URL: %v, want an error saying it must be https://", err)
+	}
+	cfg.InsecureHTTP = true
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("an http JWKS URL with DEV_INSECURE_HTTP: %v", err)
+	}
+	cfg = iss.Config()
+	cfg.JWKSURL = plain.URL + "/jwks.json"
+	v := newVerifier(t, t.Context(), cfg)
+	if _, err := v.Verify(t.Context(), iss.Token(t, "client-a")); err != nil {
+		t.Errorf("Verify with an http JWKS URL on the loopback: %v", err)
 	}
 }
 

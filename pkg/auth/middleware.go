@@ -40,6 +40,7 @@ type Authenticator struct {
 	// refusals limits the refused requests of each source address.
 	refusals   *Limiter
 	refusalCfg RefusalLimit
+	sources    sourceOf
 	log        *slog.Logger
 	now        func() time.Time
 	refused    *prometheus.CounterVec
@@ -85,13 +86,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regis
 	for _, o := range opts {
 		o(a)
 	}
-	if a.refusalCfg == (RefusalLimit{}) {
+	if a.refusalCfg.isZero() {
 		a.refusalCfg = DefaultRefusalLimit
 	}
 	if err := a.refusalCfg.Validate(); err != nil {
 		_ = v.Close(ctx)
 		return nil, fmt.Errorf("auth: %w", err)
 	}
+	proxies, _ := a.refusalCfg.proxies() // Validate parsed them
+	a.sources = sourceOf{header: a.refusalCfg.ClientIPHeader, trusted: proxies}
 	a.refusals = NewLimiter(a.refusalCfg.RPS, a.refusalCfg.Burst)
 	return a, nil
 }
@@ -107,16 +110,37 @@ func (a *Authenticator) Close(ctx context.Context) error { return a.verifier.Clo
 // token, 429 with Retry-After for a client over its rate or for a source
 // address over its rate of refused requests (RefusalLimit), 503 when the
 // issuer's keys cannot be fetched.
+//
+// The address's bucket is looked at before the token's signature is
+// checked: from an address with no refusal left, only a token verified
+// before (answered from the verified-token cache, no signature check) is
+// served; any other token is answered 429 at once, so that a flood of
+// forged tokens costs no signature check. A refusal takes one request of
+// the bucket once the token has failed.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if IsPublic(r.Method, r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		p, err := a.authenticate(r)
+		src := a.sources.source(r)
+		raw, err := bearer(r)
+		var p Principal
+		if err == nil {
+			cached := false
+			if over, wait := a.refusals.Exhausted(src, a.now()); over {
+				if p, cached = a.verifier.Cached(raw); !cached {
+					a.tooMany(w, r, "address_rate_limited", wait, "too many requests refused from this address")
+					return
+				}
+			}
+			if !cached {
+				p, err = a.verifier.Verify(r.Context(), raw)
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, ErrKeysUnavailable) { // the issuer's fault, not the caller's
-				if ok, wait := a.refusals.Allow(a.refusalCfg.source(r), a.now()); !ok {
+				if ok, wait := a.refusals.Allow(src, a.now()); !ok {
 					a.tooMany(w, r, "address_rate_limited", wait, "too many requests refused from this address")
 					return
 				}
@@ -139,24 +163,25 @@ func (a *Authenticator) tooMany(w http.ResponseWriter, r *http.Request, reason s
 	httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindRateLimited, "%s; retry after the Retry-After seconds", why))
 }
 
-// authenticate reads the bearer token of r and verifies it.
-func (a *Authenticator) authenticate(r *http.Request) (Principal, error) {
+// bearer reads the bearer token of r, refusing a missing, doubled or
+// oversized Authorization header before anything is verified.
+func bearer(r *http.Request) (string, error) {
 	values := r.Header.Values("Authorization")
 	if len(values) == 0 {
-		return Principal{}, ErrNoToken
+		return "", ErrNoToken
 	}
 	if len(values) > 1 {
-		return Principal{}, ErrMalformed
+		return "", ErrMalformed
 	}
 	h := values[0]
 	if len(h) > MaxTokenBytes+len("Bearer ") {
-		return Principal{}, ErrTokenTooLarge
+		return "", ErrTokenTooLarge
 	}
 	scheme, token, _ := strings.Cut(h, " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return Principal{}, ErrNoToken // another scheme (Basic...): no bearer token at all
+		return "", ErrNoToken // another scheme (Basic...): no bearer token at all
 	}
-	return a.verifier.Verify(r.Context(), strings.TrimSpace(token))
+	return strings.TrimSpace(token), nil
 }
 
 func (a *Authenticator) reject(w http.ResponseWriter, r *http.Request, err error) {

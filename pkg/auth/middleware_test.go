@@ -310,49 +310,22 @@ func TestRateLimit(t *testing.T) {
 // TestRefusalLimitPerAddress: the requests refused for a missing or bad
 // token take a bucket of their source address (AUTH_REFUSED_RATE_*); over
 // it they are answered 429 with Retry-After, while another address is
-// still answered 401, a valid token from the same address is still
-// served, and the public paths stay unlimited. A forwarded-for header
-// counts only when AUTH_TRUSTED_PROXY_HEADER names it, and then by its
-// last value, the one the proxy added.
+// still answered 401, a token verified before from the same address is
+// still served (a fresh one waits for the bucket), and the public paths
+// stay unlimited. A forwarded-for header counts only when
+// AUTH_TRUSTED_PROXY_HEADER names it and the peer is in
+// AUTH_TRUSTED_PROXY_CIDRS, and then by its nearest value that is not a
+// trusted proxy.
 func TestRefusalLimitPerAddress(t *testing.T) {
 	t.Parallel()
 	iss := authtest.New(t)
 	valid := iss.Bearer(t, "client-a", auth.ScopeAccountsRead)
-	serve := func(t *testing.T, limit auth.RefusalLimit) func(remote, authorization, path string, headers ...string) string {
-		t.Helper()
-		a, err := auth.New(context.Background(), iss.Config(), slog.New(slog.DiscardHandler), prometheus.NewRegistry(), auth.WithRefusalLimit(limit))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		now := time.Now()
-		auth.SetAuthClock(a, func() time.Time { return now })
-		log := slog.New(slog.DiscardHandler)
-		r := httpapi.NewRouter(log, nil, nil, func(context.Context) error { return nil }, a.Middleware)
-		auth.Mount(r, log, []auth.Route{{Method: http.MethodGet, Pattern: "/contas/{id}", Scope: auth.ScopeAccountsRead,
-			Handler: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }}})
-		return func(remote, authorization, path string, headers ...string) string {
-			req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil)
-			req.RemoteAddr = remote
-			if authorization != "" {
-				req.Header.Set("Authorization", authorization)
-			}
-			for i := 0; i+1 < len(headers); i += 2 {
-				req.Header.Add(headers[i], headers[i+1])
-			}
-			rec := httptest.NewRecorder()
-			r.ServeHTTP(rec, req)
-			if rec.Code == http.StatusTooManyRequests {
-				return "429 " + rec.Header().Get("Retry-After")
-			}
-			return http.StatusText(rec.Code)
-		}
-	}
+	fresh := iss.Bearer(t, "client-b", auth.ScopeAccountsRead)
 
 	t.Run("peer address", func(t *testing.T) {
 		t.Parallel()
-		do := serve(t, auth.RefusalLimit{RPS: 0.5, Burst: 3})
-		var got []string
+		do, _ := serveRefusals(t, iss, auth.RefusalLimit{RPS: 0.5, Burst: 3})
+		got := []string{do("192.0.2.1:4000", valid, "/contas/X")} // verified: remembered
 		for _, auth := range []string{"", "Bearer nope", "Bearer x.y.z", "Bearer nope", ""} {
 			got = append(got, do("192.0.2.1:4000", auth, "/contas/X"))
 		}
@@ -360,14 +333,15 @@ func TestRefusalLimitPerAddress(t *testing.T) {
 			do("192.0.2.1:4001", "", "/contas/X", "X-Forwarded-For", "203.0.113.9"), // not trusted: same bucket
 			do("192.0.2.2:4000", "", "/contas/X"),
 			do("192.0.2.1:4000", valid, "/contas/X"),
+			do("192.0.2.1:4000", fresh, "/contas/X"),
 			do("[2001:db8::1]:4000", "", "/contas/X"),
 			do("[2001:db8::1]:4000", "", "/contas/X"),
 			do("[2001:db8::1]:4000", "", "/contas/X"),
 			do("[2001:db8::2]:4000", "", "/contas/X"), // the same /64
 			do("[2001:db8:0:1::1]:4000", "", "/contas/X"),
 		)
-		want := []string{"Unauthorized", "Unauthorized", "Unauthorized", "429 2", "429 2",
-			"429 2", "Unauthorized", "OK",
+		want := []string{"OK", "Unauthorized", "Unauthorized", "Unauthorized", "429 2", "429 2",
+			"429 2", "Unauthorized", "OK", "429 2",
 			"Unauthorized", "Unauthorized", "Unauthorized", "429 2", "Unauthorized"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("answers mismatch (-want +got):\n%s", diff)
@@ -383,20 +357,116 @@ func TestRefusalLimitPerAddress(t *testing.T) {
 
 	t.Run("trusted proxy header", func(t *testing.T) {
 		t.Parallel()
-		do := serve(t, auth.RefusalLimit{RPS: 0.5, Burst: 1, ClientIPHeader: "X-Forwarded-For"})
+		do, _ := serveRefusals(t, iss, auth.RefusalLimit{RPS: 0.5, Burst: 1, ClientIPHeader: "X-Forwarded-For",
+			TrustedProxies: []string{"10.0.0.0/8", "2001:db8:ff::7"}})
 		got := []string{
 			do("10.0.0.1:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.1"),
 			do("10.0.0.1:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.2"),
 			do("10.0.0.1:4000", "", "/contas/X", "X-Forwarded-For", "203.0.113.7, 198.51.100.1"), // a client's own value comes first
 			do("10.0.0.1:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.1", "X-Forwarded-For", "198.51.100.3"),
+			do("10.0.0.1:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.4, 10.9.9.9"), // two trusted hops
+			do("10.0.0.1:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.4"),
+			do("[2001:db8:ff::7]:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.5"),
+			do("[2001:db8:ff::7]:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.5"),
 			do("10.0.0.1:4000", "", "/contas/X"), // no header: the peer
 			do("10.0.0.1:4000", "", "/contas/X", "X-Forwarded-For", "not an address"),
+			// An untrusted peer's header is its own claim: ignored.
+			do("192.0.2.50:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.9"),
+			do("192.0.2.50:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.10"),
+			do("[2001:db8:ff::8]:4000", "", "/contas/X", "X-Forwarded-For", "198.51.100.11"),
 		}
-		want := []string{"Unauthorized", "Unauthorized", "429 2", "Unauthorized", "Unauthorized", "429 2"}
+		want := []string{"Unauthorized", "Unauthorized", "429 2", "Unauthorized", "Unauthorized", "429 2",
+			"Unauthorized", "429 2", "Unauthorized", "429 2",
+			"Unauthorized", "429 2", "Unauthorized"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("answers mismatch (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestRefusalLimitBeforeVerification: from an address with no refusal
+// left, tokens that were never verified are answered 429 without their
+// signature being checked: neither a verification (a cache miss) nor a
+// JWKS fetch for an unknown key id happens, however many come.
+func TestRefusalLimitBeforeVerification(t *testing.T) {
+	t.Parallel()
+	iss := authtest.New(t)
+	forger := authtest.New(t) // another key: its tokens fail verification
+	do, reg := serveRefusals(t, iss, auth.RefusalLimit{RPS: 0.5, Burst: 2})
+	for _, want := range []string{"Unauthorized", "Unauthorized", "429 2"} {
+		if got := do("192.0.2.1:4000", forger.Bearer(t, "client-a", auth.ScopeAccountsRead), "/contas/X"); got != want {
+			t.Fatalf("forged token: %s, want %s", got, want)
+		}
+	}
+	misses, fetches := counter(t, reg, "auth_token_cache_misses_total"), iss.Fetches()
+	for i := range 50 {
+		if got := do("192.0.2.1:4000", forger.Bearer(t, "client-"+strconv.Itoa(i), auth.ScopeAccountsRead), "/contas/X"); got != "429 2" {
+			t.Fatalf("forged token %d from an address over its limit: %s, want 429 2", i, got)
+		}
+	}
+	if got := counter(t, reg, "auth_token_cache_misses_total"); got != misses {
+		t.Errorf("%v tokens verified from an address over its limit, want none", got-misses)
+	}
+	if got := iss.Fetches(); got != fetches {
+		t.Errorf("%d JWKS fetches caused by an address over its limit, want none", got-fetches)
+	}
+	if got := counter(t, reg, "auth_requests_refused_total"); got < 51 {
+		t.Errorf("auth_requests_refused_total = %v, want at least 51", got)
+	}
+}
+
+// serveRefusals serves /contas/{id} behind an authenticator of iss with
+// limit, on a frozen clock; do sends one request from remote and answers
+// its status text, or "429 <Retry-After>".
+func serveRefusals(t *testing.T, iss *authtest.TestIssuer, limit auth.RefusalLimit) (func(remote, authorization, path string, headers ...string) string, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	a, err := auth.New(context.Background(), iss.Config(), slog.New(slog.DiscardHandler), reg, auth.WithRefusalLimit(limit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	now := time.Now()
+	auth.SetAuthClock(a, func() time.Time { return now })
+	log := slog.New(slog.DiscardHandler)
+	r := httpapi.NewRouter(log, nil, nil, func(context.Context) error { return nil }, a.Middleware)
+	auth.Mount(r, log, []auth.Route{{Method: http.MethodGet, Pattern: "/contas/{id}", Scope: auth.ScopeAccountsRead,
+		Handler: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }}})
+	return func(remote, authorization, path string, headers ...string) string {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil)
+		req.RemoteAddr = remote
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Add(headers[i], headers[i+1])
+		}
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			return "429 " + rec.Header().Get("Retry-After")
+		}
+		return http.StatusText(rec.Code)
+	}, reg
+}
+
+// counter is the sum of the metric name's series in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 func TestRefusalLimitValidate(t *testing.T) {
@@ -406,7 +476,10 @@ func TestRefusalLimitValidate(t *testing.T) {
 		want  string
 	}{
 		{auth.DefaultRefusalLimit, ""},
-		{auth.RefusalLimit{RPS: 1, Burst: 1, ClientIPHeader: "X-Real-IP"}, ""},
+		{auth.RefusalLimit{RPS: 1, Burst: 1, ClientIPHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.0/8", "192.0.2.7", "::ffff:172.16.0.0/108"}}, ""},
+		{auth.RefusalLimit{RPS: 1, Burst: 1, ClientIPHeader: "X-Real-IP"}, "AUTH_TRUSTED_PROXY_CIDRS"},
+		{auth.RefusalLimit{RPS: 1, Burst: 1, TrustedProxies: []string{"10.0.0.0/8"}}, "AUTH_TRUSTED_PROXY_HEADER"},
+		{auth.RefusalLimit{RPS: 1, Burst: 1, ClientIPHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.0/33"}}, "AUTH_TRUSTED_PROXY_CIDRS"},
 		{auth.RefusalLimit{RPS: 0, Burst: 1}, "AUTH_REFUSED_RATE_RPS"},
 		{auth.RefusalLimit{RPS: 1, Burst: 0}, "AUTH_REFUSED_RATE_BURST"},
 		{auth.RefusalLimit{RPS: 1, Burst: 1, ClientIPHeader: "X Forwarded"}, "AUTH_TRUSTED_PROXY_HEADER"},

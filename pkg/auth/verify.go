@@ -3,11 +3,15 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -42,13 +46,25 @@ const (
 )
 
 // Config says where the keys come from and what a token must say. It is
-// read once at start (pkg/platform: AUTH_JWKS_URL or AUTH_JWKS_FILE,
+// read once at start (pkg/platform: AUTH_JWKS_URL, with AUTH_JWKS_CA_FILE
+// and DEV_INSECURE_HTTP, or AUTH_JWKS_FILE,
 // AUTH_ISSUER, AUTH_AUDIENCE, RATE_LIMIT_RPS, RATE_LIMIT_BURST, and the
 // token rules and cache, AUTH_MAX_TOKEN_LIFETIME, AUTH_REQUIRED_TYP,
 // AUTH_TOKEN_CACHE_SIZE).
 type Config struct {
-	// JWKSURL is an http(s) URL serving the JWKS of the token issuer.
-	JWKSURL string `env:"AUTH_JWKS_URL" help:"the token issuer's JWKS URL (this or AUTH_JWKS_FILE is required)"`
+	// JWKSURL is an https URL serving the JWKS of the token issuer
+	// (http only with InsecureHTTP).
+	JWKSURL string `env:"AUTH_JWKS_URL" help:"the token issuer's JWKS URL, https:// (this or AUTH_JWKS_FILE is required)"`
+	// JWKSCAFile, when set, holds PEM certificates trusted for JWKSURL's
+	// TLS besides the system's (an identity provider behind a private CA).
+	JWKSCAFile string `env:"AUTH_JWKS_CA_FILE" help:"PEM CA certificates trusted for AUTH_JWKS_URL besides the system's (a private CA)"`
+	// InsecureHTTP accepts http:// for JWKSURL (and, in the console, for
+	// its upstreams): a development switch. Over plain HTTP anyone on the
+	// path can swap the key set that decides who may move money, or read
+	// the operator tokens the console sends; the development overlay, the
+	// compose demo and payments-dev set it, never the base or production
+	// manifests, and a service that runs with it says so at start.
+	InsecureHTTP bool `env:"DEV_INSECURE_HTTP" help:"development only: accept http:// for AUTH_JWKS_URL and the console's upstreams (keys and tokens in clear); never in production"`
 	// JWKSFile is a file holding the JWKS; exactly one of JWKSURL and
 	// JWKSFile is set.
 	JWKSFile string `env:"AUTH_JWKS_FILE" help:"a JWKS file instead of AUTH_JWKS_URL"`
@@ -98,10 +114,12 @@ func (c Config) Validate() error {
 	case c.JWKSURL != "" && c.JWKSFile != "":
 		errs = append(errs, errors.New("set AUTH_JWKS_URL or AUTH_JWKS_FILE, not both"))
 	case c.JWKSURL != "":
-		u, err := url.Parse(c.JWKSURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("AUTH_JWKS_URL: %q is not an http(s) URL", c.JWKSURL))
+		if err := CheckURL("AUTH_JWKS_URL", c.JWKSURL, c.InsecureHTTP); err != nil {
+			errs = append(errs, err)
 		}
+	}
+	if c.JWKSCAFile != "" && c.JWKSURL == "" {
+		errs = append(errs, errors.New("AUTH_JWKS_CA_FILE is for AUTH_JWKS_URL, which is not set"))
 	}
 	if c.Issuer == "" {
 		errs = append(errs, errors.New("AUTH_ISSUER is required"))
@@ -119,6 +137,30 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("AUTH_TOKEN_CACHE_SIZE must be 0 (off) or more, got %d", c.TokenCacheSize))
 	}
 	return errors.Join(errs...)
+}
+
+// CheckURL checks the value of the variable name: an https:// URL with a
+// host; an http:// one only to a loopback host (localhost, 127.0.0.0/8,
+// ::1: what is sent there never leaves the machine or the pod), or
+// anywhere when insecureHTTP (DEV_INSECURE_HTTP) allows it.
+func CheckURL(name, raw string, insecureHTTP bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%s: %q is not an http(s) URL", name, raw)
+	}
+	if u.Scheme == "http" && !insecureHTTP && !loopback(u.Hostname()) {
+		return fmt.Errorf("%s: %q is plain http: it must be https:// (DEV_INSECURE_HTTP=true accepts http:// in development only)", name, raw)
+	}
+	return nil
+}
+
+// loopback reports whether host names this machine's loopback interface.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // Reasons a token is refused. Each is an *Invalid wrapping one of them;
@@ -197,6 +239,16 @@ func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, 
 	if cfg.JWKSURL == "" {
 		return nil, errors.New("auth: no JWKS configured")
 	}
+	if err := CheckURL("AUTH_JWKS_URL", cfg.JWKSURL, cfg.InsecureHTTP); err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	client, err := jwksClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if u, _ := url.Parse(cfg.JWKSURL); u.Scheme == "http" && !loopback(u.Hostname()) {
+		log.WarnContext(ctx, "DEV_INSECURE_HTTP: the JWKS is fetched over plain http; development only", "jwks_url", cfg.JWKSURL)
+	}
 	cache, err := jwk.NewCache(context.WithoutCancel(ctx), httprc.NewClient())
 	if err != nil {
 		return nil, fmt.Errorf("auth: start JWKS cache: %w", err)
@@ -205,7 +257,7 @@ func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, 
 	fctx, cancel := context.WithTimeout(ctx, startFetchTimeout)
 	defer cancel()
 	err = cache.Register(fctx, cfg.JWKSURL, jwk.WithMaxFetchBodySize(1<<20),
-		jwk.WithHTTPClient(&http.Client{Timeout: startFetchTimeout}),
+		jwk.WithHTTPClient(client),
 		jwk.WithHttprcResourceOption(httprc.WithMaxInterval(jwksRefreshEvery)))
 	if err != nil {
 		if !cache.IsRegistered(ctx, cfg.JWKSURL) {
@@ -219,6 +271,38 @@ func NewVerifier(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, 
 		return nil, fmt.Errorf("auth: JWKS %s: %w", cfg.JWKSURL, err)
 	}
 	return v, nil
+}
+
+// jwksClient is the HTTP client of the JWKS fetches: TLS 1.2 at least,
+// the system's roots plus AUTH_JWKS_CA_FILE's, and no redirect to a plain
+// http URL unless DEV_INSECURE_HTTP.
+func jwksClient(cfg Config) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.JWKSCAFile != "" {
+		pem, err := os.ReadFile(cfg.JWKSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth: AUTH_JWKS_CA_FILE: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("auth: AUTH_JWKS_CA_FILE %s holds no PEM certificate", cfg.JWKSCAFile)
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	return &http.Client{Timeout: startFetchTimeout, Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return errors.New("too many redirects")
+			}
+			if req.URL.Scheme != "https" && !cfg.InsecureHTTP && !loopback(req.URL.Hostname()) {
+				return fmt.Errorf("JWKS redirected to %s, not https", req.URL.Redacted())
+			}
+			return nil
+		}}, nil
 }
 
 // keySet returns the key set tokens are verified with now; nil before the
@@ -265,6 +349,22 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 		v.tokens.add(key, gen, p, times)
 	}
 	return p, nil
+}
+
+// Cached returns the principal of raw when raw is a token verified before
+// under the key set in use and still within its time rules: the cache's
+// answer alone, with no signature check and nothing fetched. False for
+// any other token, and always when the cache is off.
+func (v *Verifier) Cached(raw string) (Principal, bool) {
+	if v.tokens == nil || raw == "" || len(raw) > MaxTokenBytes || !compactJWS(raw) {
+		return Principal{}, false
+	}
+	set := v.keySet()
+	if set == nil {
+		return Principal{}, false
+	}
+	return v.tokens.peek(sha256.Sum256([]byte(raw)), v.tokens.generation(set),
+		func(t tokenTimes) bool { return v.checkTimes(v.now(), t) == nil })
 }
 
 // verify checks raw in full: its signature against the key set, then its

@@ -234,7 +234,7 @@ func TestJWKSUnavailable(t *testing.T) {
 	t.Parallel()
 	iss := authtest.New(t)
 	cfg := iss.Config()
-	cfg.JWKSURL = "http://127.0.0.1:1/jwks.json"
+	cfg.JWKSURL = "https://127.0.0.1:1/jwks.json"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	v := newVerifier(t, ctx, cfg)

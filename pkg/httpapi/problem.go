@@ -38,10 +38,13 @@ const (
 	KindValidation       Kind = "validation-failed"       // 422
 	KindKeyReused        Kind = "idempotency-key-reused"  // 422
 	KindDepositCeiling   Kind = "deposit-over-ceiling"    // 422
-	KindRateLimited      Kind = "rate-limited"            // 429
-	KindUnavailable      Kind = "service-unavailable"     // 503
-	KindOverloaded       Kind = "overloaded"              // 503
-	KindInternal         Kind = "internal-error"          // 500
+	// KindDepositDailyCeiling: a client's deposits of the day would pass
+	// the ledger's daily minting ceiling.
+	KindDepositDailyCeiling Kind = "deposit-over-daily-ceiling" // 422
+	KindRateLimited         Kind = "rate-limited"               // 429
+	KindUnavailable         Kind = "service-unavailable"        // 503
+	KindOverloaded          Kind = "overloaded"                 // 503
+	KindInternal            Kind = "internal-error"             // 500
 )
 
 // kinds is the one table from error kind to status and title.
@@ -49,25 +52,26 @@ var kinds = map[Kind]struct {
 	status int
 	title  string
 }{
-	KindMalformed:        {http.StatusBadRequest, "Malformed request"},
-	KindInvalidKey:       {http.StatusBadRequest, "Missing or invalid Idempotency-Key"},
-	KindInvalidID:        {http.StatusBadRequest, "Invalid id"},
-	KindUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
-	KindForbidden:        {http.StatusForbidden, "Insufficient scope"},
-	KindNotFound:         {http.StatusNotFound, "Not found"},
-	KindMethodNotAllowed: {http.StatusMethodNotAllowed, "Method not allowed"},
-	KindTimeout:          {http.StatusRequestTimeout, "Request timeout"},
-	KindInProgress:       {http.StatusConflict, "Request in progress"},
-	KindConflict:         {http.StatusConflict, "Conflict"},
-	KindTooLarge:         {http.StatusRequestEntityTooLarge, "Payload too large"},
-	KindUnsupportedMedia: {http.StatusUnsupportedMediaType, "Unsupported media type"},
-	KindValidation:       {http.StatusUnprocessableEntity, "Validation failed"},
-	KindKeyReused:        {http.StatusUnprocessableEntity, "Idempotency-Key reused with another payload"},
-	KindDepositCeiling:   {http.StatusUnprocessableEntity, "Deposit over the ceiling of one deposit"},
-	KindRateLimited:      {http.StatusTooManyRequests, "Too many requests"},
-	KindUnavailable:      {http.StatusServiceUnavailable, "Service unavailable"},
-	KindOverloaded:       {http.StatusServiceUnavailable, "Overloaded"},
-	KindInternal:         {http.StatusInternalServerError, "Internal error"},
+	KindMalformed:           {http.StatusBadRequest, "Malformed request"},
+	KindInvalidKey:          {http.StatusBadRequest, "Missing or invalid Idempotency-Key"},
+	KindInvalidID:           {http.StatusBadRequest, "Invalid id"},
+	KindUnauthorized:        {http.StatusUnauthorized, "Unauthorized"},
+	KindForbidden:           {http.StatusForbidden, "Insufficient scope"},
+	KindNotFound:            {http.StatusNotFound, "Not found"},
+	KindMethodNotAllowed:    {http.StatusMethodNotAllowed, "Method not allowed"},
+	KindTimeout:             {http.StatusRequestTimeout, "Request timeout"},
+	KindInProgress:          {http.StatusConflict, "Request in progress"},
+	KindConflict:            {http.StatusConflict, "Conflict"},
+	KindTooLarge:            {http.StatusRequestEntityTooLarge, "Payload too large"},
+	KindUnsupportedMedia:    {http.StatusUnsupportedMediaType, "Unsupported media type"},
+	KindValidation:          {http.StatusUnprocessableEntity, "Validation failed"},
+	KindKeyReused:           {http.StatusUnprocessableEntity, "Idempotency-Key reused with another payload"},
+	KindDepositCeiling:      {http.StatusUnprocessableEntity, "Deposit over the ceiling of one deposit"},
+	KindDepositDailyCeiling: {http.StatusUnprocessableEntity, "Deposits over the client's daily ceiling"},
+	KindRateLimited:         {http.StatusTooManyRequests, "Too many requests"},
+	KindUnavailable:         {http.StatusServiceUnavailable, "Service unavailable"},
+	KindOverloaded:          {http.StatusServiceUnavailable, "Overloaded"},
+	KindInternal:            {http.StatusInternalServerError, "Internal error"},
 }
 
 // Status returns the HTTP status of kind.

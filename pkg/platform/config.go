@@ -60,7 +60,7 @@ type Config struct {
 	Auth auth.Config
 	// AuthRefusals limits the requests refused for a missing or bad token
 	// per source address (AUTH_REFUSED_RATE_RPS, AUTH_REFUSED_RATE_BURST,
-	// AUTH_TRUSTED_PROXY_HEADER).
+	// AUTH_TRUSTED_PROXY_HEADER, AUTH_TRUSTED_PROXY_CIDRS).
 	AuthRefusals auth.RefusalLimit
 	// ShutdownDrain is how long the service keeps serving, /readyz
 	// unready, once asked to stop (default DefaultShutdownDrain): longer

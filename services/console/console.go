@@ -34,7 +34,9 @@ const DefaultHTTPAddr = ":8084"
 type Config struct {
 	HTTPAddr string `env:"CONSOLE_HTTP_ADDR" help:"where the console listens"`
 	// TransfersURL, LedgerURL, AntifraudURL and NotificationsURL are the
-	// services' base URLs.
+	// services' base URLs: https://, or http:// to the loopback, or
+	// anywhere with DEV_INSECURE_HTTP (Auth.InsecureHTTP): the console
+	// sends the signed-in operator's token to each.
 	TransfersURL     string `env:"CONSOLE_TRANSFERS_URL" envDefault:"http://localhost:8080" help:"the transfers service"`
 	LedgerURL        string `env:"CONSOLE_LEDGER_URL" envDefault:"http://localhost:8081" help:"the ledger"`
 	AntifraudURL     string `env:"CONSOLE_ANTIFRAUD_URL" envDefault:"http://localhost:8082" help:"antifraud"`
@@ -65,7 +67,7 @@ func Variables() []envconfig.Var { return envconfig.Vars(Config{HTTPAddr: Defaul
 // must pass the same check as a pasted one (AUTH_*, scope operacoes).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{HTTPAddr: DefaultHTTPAddr}
-	errs := []error{envconfig.Parse(getenv, &cfg), cfg.Auth.Validate()}
+	errs := []error{envconfig.Parse(getenv, &cfg), cfg.Auth.Validate(), cfg.checkUpstreams()}
 	errs = append(errs, cfg.OIDC.complete()...)
 	if cfg.SampleInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("CONSOLE_SAMPLE_INTERVAL must be at least 100ms"))
@@ -76,6 +78,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, envconfig.Join(errs...)
 }
 
+// checkUpstreams refuses an upstream URL over which the operator's token
+// would cross a network in clear (auth.CheckURL).
+func (c Config) checkUpstreams() error {
+	var errs []error
+	for _, u := range []struct{ name, url string }{
+		{"CONSOLE_TRANSFERS_URL", c.TransfersURL}, {"CONSOLE_LEDGER_URL", c.LedgerURL},
+		{"CONSOLE_ANTIFRAUD_URL", c.AntifraudURL}, {"CONSOLE_NOTIFICATIONS_URL", c.NotificationsURL},
+	} {
+		errs = append(errs, auth.CheckURL(u.name, u.url, c.Auth.InsecureHTTP))
+	}
+	return errors.Join(errs...)
+}
+
 // Run serves the console with cfg and log (platform.Main reads them and
 // starts tracing) until ctx is cancelled. It builds, in order, the token
 // verifier, the console's server and the router; it serves until ctx ends
@@ -84,6 +99,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // listening, if not nil, receives the address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	log = log.With("service", Service)
+	if err := cfg.checkUpstreams(); err != nil {
+		return err
+	}
+	if cfg.Auth.InsecureHTTP {
+		log.WarnContext(ctx, "DEV_INSECURE_HTTP: operator tokens may go to the services over plain http; development only")
+	}
 	verifier, err := auth.NewVerifier(ctx, cfg.Auth, log)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -91,8 +92,8 @@ func TestDepositsNeedTheirOwnScopeAndAreRecorded(t *testing.T) {
 	key := uuid.NewString()
 	st, body := s.call(t, http.MethodPost, "/contas/MINT-1/depositos", `{"valorEmCentavos":5000}`,
 		"Authorization", minter, "Idempotency-Key", key, "X-Request-Id", "mint-req-1")
-	if st != http.StatusCreated || body["saldoEmCentavos"] != 5000.0 {
-		t.Fatalf("deposit at the ceiling with contas:depositar: %d %v, want 201 and a balance of 5000", st, body)
+	if _, shown := body["saldoEmCentavos"]; st != http.StatusCreated || body["valorEmCentavos"] != 5000.0 || shown {
+		t.Fatalf("deposit at the ceiling with contas:depositar: %d %v, want 201 without the balance of an account tesouraria does not hold", st, body)
 	}
 	var client, request, currency string
 	if err := s.db.QueryRow(context.Background(), `SELECT client_id, request_id, currency FROM deposit WHERE id = $1`, key).
@@ -148,6 +149,83 @@ func TestAccountsArePrivateToTheirTitular(t *testing.T) {
 	}
 }
 
+// TestDailyDepositCeiling: on the running ledger, one client's deposits
+// of one currency in one UTC day stop at LEDGER_MAX_DEPOSIT_CENTS_PER_DAY,
+// even when they arrive at once on several accounts: each deposit that
+// would pass it is a 422 deposit-over-daily-ceiling that writes nothing.
+// Another client, or another currency, has a count of its own, and a
+// replay of an accepted deposit is not counted again.
+func TestDailyDepositCeiling(t *testing.T) {
+	t.Parallel()
+	s := startWith(t, map[string]string{"LEDGER_MAX_DEPOSIT_CENTS": "5000", "LEDGER_MAX_DEPOSIT_CENTS_PER_DAY": "10000"})
+	s.openAccount(t, "DAY-1", 0)
+	s.openAccount(t, "DAY-2", 0)
+	if _, _, err := s.store.CreateAccount(context.Background(), "DAY-USD", "USD", ledgertest.Client); err != nil {
+		t.Fatal(err)
+	}
+	minter := "Bearer " + s.iss.Token(t, "tesouraria", auth.ScopeAccountsDeposit)
+	deposit := func(bearer, account, key string, cents int) (int, map[string]any) {
+		return s.call(t, http.MethodPost, "/contas/"+account+"/depositos", fmt.Sprintf(`{"valorEmCentavos":%d}`, cents),
+			"Authorization", bearer, "Idempotency-Key", key)
+	}
+
+	// Ten deposits of 3000 at once, on two accounts: three fit in 10000.
+	keys := make([]string, 10)
+	statuses := make([]int, 10)
+	types := make([]any, 10)
+	var wg sync.WaitGroup
+	for i := range keys {
+		keys[i] = uuid.NewString()
+		wg.Go(func() {
+			var body map[string]any
+			statuses[i], body = deposit(minter, []string{"DAY-1", "DAY-2"}[i%2], keys[i], 3000)
+			types[i] = body["type"]
+		})
+	}
+	wg.Wait()
+	accepted, accKey, accAccount := 0, "", ""
+	for i, st := range statuses {
+		switch {
+		case st == http.StatusCreated:
+			accepted, accKey, accAccount = accepted+1, keys[i], []string{"DAY-1", "DAY-2"}[i%2]
+		case st != 422 || types[i] != httpapi.KindDepositDailyCeiling.TypeURI():
+			t.Errorf("deposit %d: %d %v, want 201 or a 422 %s", i, st, types[i], httpapi.KindDepositDailyCeiling)
+		}
+	}
+	if accepted != 3 {
+		t.Fatalf("%d concurrent deposits of 3000 accepted under a daily ceiling of 10000, want 3", accepted)
+	}
+	if got := s.balance(t, "DAY-1") + s.balance(t, "DAY-2"); got != 9000 {
+		t.Errorf("deposited %d cents, want 9000: refused deposits must write nothing", got)
+	}
+
+	before := s.count(t)
+	for _, tc := range []struct {
+		name, bearer, account, key string
+		cents, want                int
+	}{
+		{"a replay of an accepted deposit", minter, accAccount, accKey, 3000, http.StatusCreated},
+		{"up to the ceiling", minter, "DAY-1", uuid.NewString(), 1000, http.StatusCreated},
+		{"one cent past it", minter, "DAY-2", uuid.NewString(), 1, 422},
+		{"another currency", minter, "DAY-USD", uuid.NewString(), 5000, http.StatusCreated},
+		{"another client", "Bearer " + s.iss.Token(t, "tesouraria-2", auth.ScopeAccountsDeposit), "DAY-2", uuid.NewString(), 5000, http.StatusCreated},
+	} {
+		st, body := deposit(tc.bearer, tc.account, tc.key, tc.cents)
+		if st != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.name, st, body, tc.want)
+		}
+		if st == 422 && (body["type"] != httpapi.KindDepositDailyCeiling.TypeURI() || !strings.Contains(body["detail"].(string), "10000")) {
+			t.Errorf("%s: %v, want a %s problem naming the ceiling", tc.name, body, httpapi.KindDepositDailyCeiling)
+		}
+	}
+	if got := s.balance(t, "DAY-1") + s.balance(t, "DAY-2"); got != 15000 {
+		t.Errorf("BRL deposited %d cents, want 15000 (10000 by tesouraria, 5000 by tesouraria-2)", got)
+	}
+	if after := s.count(t); after == before {
+		t.Errorf("the accepted deposits changed nothing: %s", after)
+	}
+}
+
 // The environment's ceiling is checked at start: outside 1..10^15 the
 // ledger refuses to start.
 func TestMaxDepositSetting(t *testing.T) {
@@ -163,6 +241,17 @@ func TestMaxDepositSetting(t *testing.T) {
 		}
 		if value == "" && cfg.MaxDepositCents != 1_000_000_000 {
 			t.Errorf("default ceiling %d, want 10^9", cfg.MaxDepositCents)
+		}
+	}
+	for value, wantErr := range map[string]bool{"": false, "1": false, "1000000000000000000": false, "0": true, "1000000000000000001": true, "-5": true} {
+		env := maps.Clone(base)
+		env["LEDGER_MAX_DEPOSIT_CENTS_PER_DAY"] = value
+		cfg, err := ledgerConfig(env)
+		if (err != nil) != wantErr {
+			t.Errorf("LEDGER_MAX_DEPOSIT_CENTS_PER_DAY=%q: err %v, want error %v", value, err, wantErr)
+		}
+		if value == "" && cfg.MaxDepositCentsPerDay != 100_000_000_000 {
+			t.Errorf("default daily ceiling %d, want 10^11", cfg.MaxDepositCentsPerDay)
 		}
 	}
 }

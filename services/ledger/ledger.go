@@ -57,6 +57,16 @@ const DefaultBatchMax = 50
 // (R$ 10.000.000,00).
 const DefaultMaxDepositCents = 1_000_000_000
 
+// DefaultMaxDepositCentsPerDay is the most one client may deposit in one
+// currency in one UTC day: 10^11 cents (R$ 1.000.000.000,00), a hundred
+// deposits at the ceiling of one. It bounds what a stolen minting
+// credential can create before an operator notices.
+const DefaultMaxDepositCentsPerDay = 100_000_000_000
+
+// MaxDepositCentsPerDayLimit is the largest daily ceiling accepted: a
+// day's total plus one deposit stays within 64 bits.
+const MaxDepositCentsPerDayLimit = 1_000_000_000_000_000_000
+
 // Config is the ledger's configuration.
 type Config struct {
 	platform.Config
@@ -80,6 +90,11 @@ type Config struct {
 	// MaxDepositCents is the ceiling of one deposit: a deposit above it is
 	// refused (422 deposit-over-ceiling) and writes nothing.
 	MaxDepositCents int64 `env:"LEDGER_MAX_DEPOSIT_CENTS" help:"largest amount of one deposit (POST /contas/{id}/depositos), 1..10^15 cents; above it: 422 deposit-over-ceiling"`
+	// MaxDepositCentsPerDay is the most one client may deposit in one
+	// currency in one UTC day, counted in the deposit's transaction: a
+	// deposit that would pass it is refused (422
+	// deposit-over-daily-ceiling) and writes nothing.
+	MaxDepositCentsPerDay int64 `env:"LEDGER_MAX_DEPOSIT_CENTS_PER_DAY" help:"most one client may deposit in one currency per UTC day, 1..10^18 cents; past it: 422 deposit-over-daily-ceiling"`
 	// Policy handles records whose settlement failed for a reason that is
 	// not a business rejection; default consumer.BlockingRetries. Tests set
 	// shorter delays.
@@ -91,13 +106,14 @@ type Config struct {
 // DefaultConfig is the configuration before the environment is read.
 func DefaultConfig() Config {
 	return Config{
-		Config:          platform.DefaultConfig(Service, ":8081"),
-		Topics:          events.DefaultTopics,
-		Group:           DefaultGroup,
-		DLTMonitorGroup: DefaultDLTMonitorGroup,
-		BatchMax:        DefaultBatchMax,
-		MaxDepositCents: DefaultMaxDepositCents,
-		Policy:          consumer.BlockingRetries,
+		Config:                platform.DefaultConfig(Service, ":8081"),
+		Topics:                events.DefaultTopics,
+		Group:                 DefaultGroup,
+		DLTMonitorGroup:       DefaultDLTMonitorGroup,
+		BatchMax:              DefaultBatchMax,
+		MaxDepositCents:       DefaultMaxDepositCents,
+		MaxDepositCentsPerDay: DefaultMaxDepositCentsPerDay,
+		Policy:                consumer.BlockingRetries,
 	}
 }
 
@@ -131,6 +147,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.Ownership == domain.OwnershipEnforced && cfg.AuthorizationJWKSFile == "" {
 		errs = append(errs, errors.New("LEDGER_AUTHORIZATION_JWKS_FILE is required: the ledger debits only on an authorization it can verify"))
 	}
+	if cfg.MaxDepositCentsPerDay < 1 || cfg.MaxDepositCentsPerDay > MaxDepositCentsPerDayLimit {
+		errs = append(errs, fmt.Errorf("LEDGER_MAX_DEPOSIT_CENTS_PER_DAY: %d is not within 1..%d", cfg.MaxDepositCentsPerDay, int64(MaxDepositCentsPerDayLimit)))
+	}
 	if err := envconfig.Join(errs...); err != nil {
 		return Config{}, err
 	}
@@ -163,6 +182,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	if cfg.MaxDepositCents < 1 {
 		cfg.MaxDepositCents = DefaultMaxDepositCents
+	}
+	if cfg.MaxDepositCentsPerDay < 1 {
+		cfg.MaxDepositCentsPerDay = DefaultMaxDepositCentsPerDay
 	}
 	cfg.Service = Service
 	log = log.With("service", cfg.Service)
@@ -205,7 +227,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 
 	store := postgres.New(db, ob)
-	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Keys: keys, Topics: cfg.Topics, MaxDepositCents: cfg.MaxDepositCents}, cfg.Now)
+	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Keys: keys, Topics: cfg.Topics,
+		MaxDepositCents: cfg.MaxDepositCents, MaxDepositCentsPerDay: cfg.MaxDepositCentsPerDay}, cfg.Now)
 
 	metrics := consume.NewMetrics(reg)
 	consumerMetrics := consumer.NewMetrics(reg)
@@ -227,7 +250,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,
 		"group", cfg.Group, "batch_max", cfg.BatchMax, "ownership", cfg.Ownership == domain.OwnershipEnforced,
 		"authorization_kids", keys.KeyIDs(),
-		"max_deposit_cents", cfg.MaxDepositCents)
+		"max_deposit_cents", cfg.MaxDepositCents, "max_deposit_cents_per_day", cfg.MaxDepositCentsPerDay)
 	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
 		Router:    router,
 		Readiness: ready,

@@ -193,8 +193,15 @@ func readConfigs(ctx context.Context, opts Options, dsns map[string]string) (con
 		opts.Log.InfoContext(ctx, "configuration", "service", s.name, "config", envconfig.LogValue(s.cfg))
 	}
 	c.console, err = console.ConfigFromEnv(func(name string) string {
-		if name == "CONSOLE_HTTP_ADDR" {
+		switch name {
+		case "CONSOLE_HTTP_ADDR":
 			return firstNonEmpty(opts.Getenv(name), ConsoleAddr)
+		case "DEV_INSECURE_HTTP":
+			// The development switch: the suite's services serve plain
+			// HTTP in this process, wherever their addresses are bound,
+			// and the console reads them so. This binary is not in the
+			// production image.
+			return firstNonEmpty(opts.Getenv(name), "true")
 		}
 		return opts.Getenv(name)
 	})

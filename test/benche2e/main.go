@@ -224,6 +224,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		// between a fixed set of accounts would trip them.
 		"ANTIFRAUD_VELOCITY_MAX_COUNT": "0", "ANTIFRAUD_VELOCITY_MAX_CENTS": "0",
 		"OUTBOX_RELAY": o.relay,
+		// One minter funds every account of every phase at the ceiling
+		// of one deposit: no daily minting ceiling in the way.
+		"LEDGER_MAX_DEPOSIT_CENTS_PER_DAY": "1000000000000000000",
 	}
 	for k, v := range o.env {
 		b.baseEnv[k] = v

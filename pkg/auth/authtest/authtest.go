@@ -11,9 +11,11 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"encoding/pem"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -41,10 +43,13 @@ var AllScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, aut
 // DepositScopes are the scopes of a test's minting client: deposits only.
 var DepositScopes = []string{auth.ScopeAccountsDeposit}
 
-// TestIssuer signs tokens and serves its JWKS over HTTP.
+// TestIssuer signs tokens and serves its JWKS over HTTPS, as an identity
+// provider does: services trust its certificate through CAFile.
 type TestIssuer struct {
-	// URL is the JWKS URL (AUTH_JWKS_URL).
+	// URL is the JWKS URL (AUTH_JWKS_URL), https.
 	URL string
+	// CAFile holds the server's certificate in PEM (AUTH_JWKS_CA_FILE).
+	CAFile string
 
 	mu     sync.Mutex
 	key    auth.SigningKey
@@ -69,9 +74,14 @@ func New(tb testing.TB) *TestIssuer {
 		tb.Fatal(err)
 	}
 	i.Rotate(tb, false)
-	srv := httptest.NewServer(http.HandlerFunc(i.serveJWKS))
+	srv := httptest.NewTLSServer(http.HandlerFunc(i.serveJWKS))
 	tb.Cleanup(srv.Close)
 	i.URL = srv.URL + "/.well-known/jwks.json"
+	i.CAFile = filepath.Join(tb.TempDir(), "jwks-ca.pem")
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(i.CAFile, cert, 0o600); err != nil {
+		tb.Fatal(err)
+	}
 	return i
 }
 
@@ -144,7 +154,7 @@ func (i *TestIssuer) Key() auth.SigningKey {
 // Config is an auth configuration trusting this issuer, with a rate limit
 // no test reaches and the default token rules and cache.
 func (i *TestIssuer) Config() auth.Config {
-	return auth.Config{JWKSURL: i.URL, Issuer: Issuer, Audience: auth.DefaultAudience, RateRPS: 1e6, RateBurst: 1e6,
+	return auth.Config{JWKSURL: i.URL, JWKSCAFile: i.CAFile, Issuer: Issuer, Audience: auth.DefaultAudience, RateRPS: 1e6, RateBurst: 1e6,
 		MaxTokenLifetime: auth.DefaultMaxTokenLifetime, TokenCacheSize: auth.DefaultTokenCacheSize}
 }
 
@@ -156,6 +166,7 @@ func (i *TestIssuer) Env() map[string]string {
 	c := i.Config()
 	return map[string]string{
 		"AUTH_JWKS_URL":                    c.JWKSURL,
+		"AUTH_JWKS_CA_FILE":                c.JWKSCAFile,
 		"AUTH_ISSUER":                      c.Issuer,
 		"AUTH_AUDIENCE":                    c.Audience,
 		"RATE_LIMIT_RPS":                   strconv.FormatFloat(c.RateRPS, 'f', -1, 64),

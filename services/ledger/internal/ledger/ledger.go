@@ -186,6 +186,18 @@ type Deposit struct {
 	// it; empty when it was made outside a request.
 	RequestID string
 	CreatedAt time.Time
+	// AccountHolder is the account's titular, read with the deposit
+	// (empty for an account without one): it says who may see
+	// BalanceAfterCents (BalanceVisibleTo).
+	AccountHolder string
+}
+
+// BalanceVisibleTo reports whether r may see the balance the deposit left:
+// only the account's titular or an operator, who may read the account
+// anyway. A minting client that is not the titular learns nothing of the
+// account's balance from its deposit.
+func (d Deposit) BalanceVisibleTo(r Reader) bool {
+	return r.Sees(Account{Holder: d.AccountHolder})
 }
 
 // DepositRequest is a deposit to make: ID is the client's Idempotency-Key,
@@ -197,6 +209,10 @@ type DepositRequest struct {
 	AmountCents int64
 	ClientID    string
 	RequestID   string
+	// DayCeilingCents is the most ClientID may deposit in the account's
+	// currency in one UTC day, this deposit included; 0: no ceiling. The
+	// service sets it from Rules.
+	DayCeilingCents int64
 }
 
 // Reader is who reads an account: a client sees only the accounts whose
@@ -255,16 +271,21 @@ type Store interface {
 
 	// ClaimAccount gives holder to an existing customer account of currency
 	// that has no holder yet, and returns it; an account that already has
-	// holder is returned unchanged. Returns ErrAccountNotFound,
-	// ErrCurrencyConflict and ErrHolderConflict (it has another holder).
-	ClaimAccount(ctx context.Context, id, currency, holder string) (Account, error)
+	// holder is returned unchanged (claimed false). Returns
+	// ErrAccountNotFound, ErrCurrencyConflict and ErrHolderConflict (it
+	// has another holder).
+	ClaimAccount(ctx context.Context, id, currency, holder string) (a Account, claimed bool, err error)
 
 	// Deposit credits the amount to the account and debits its currency's
 	// funding account, once per id, recording its client and request id: a
 	// second call with the same id, account, amount and client returns the
-	// first deposit with replayed true. Returns ErrAccountNotFound,
-	// ErrFundingAccount, ErrKeyReused (same id, other account, amount or
-	// client) or ErrBalanceOverflow.
+	// first deposit with replayed true. With a DayCeilingCents, the
+	// client's deposits of the day in the account's currency are counted
+	// in the same transaction, under a lock of that count, so that
+	// concurrent deposits cannot pass the ceiling together. Returns
+	// ErrAccountNotFound, ErrFundingAccount, ErrKeyReused (same id, other
+	// account, amount or client), ErrBalanceOverflow or
+	// *DailyCeilingError; on error nothing was written.
 	Deposit(ctx context.Context, req DepositRequest) (d Deposit, replayed bool, err error)
 
 	// Deposits returns up to limit deposits, newest first.
@@ -362,6 +383,9 @@ type Rules struct {
 	// MaxDepositCents is the largest amount one deposit may carry; 0 is
 	// MaxAmountCents.
 	MaxDepositCents int64
+	// MaxDepositCentsPerDay is the most one client may deposit in one
+	// currency in one UTC day; 0: no ceiling.
+	MaxDepositCentsPerDay int64
 	// Topics names the topics of the result events; only Settled and
 	// Rejected are used.
 	Topics events.Topics

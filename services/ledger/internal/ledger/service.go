@@ -75,15 +75,15 @@ func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, err
 // characters, as the account table's check and the OpenAPI maxLength count.
 const MaxHolderLen = 255
 
-// OpenAccount creates a customer account of holder, or finds it when it
-// exists with the same currency and holder (created false). An existing
+// OpenAccount creates a customer account of holder (OpenCreated), or finds
+// it when it exists with the same currency and holder (OpenExisting). An existing
 // account without a titular (opened before ownership) takes holder when
 // operator is true: only an operator assigns it one, since a client that
 // could would then debit it. Returns *ValidationError for a bad id (shape,
 // or the reserved funding prefix), currency or holder (empty, longer
 // than MaxHolderLen characters, or holding a NUL), ErrCurrencyConflict, ErrHolderConflict and, for a
 // caller who is not an operator, ErrNoTitular.
-func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string, operator bool) (Account, bool, error) {
+func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string, operator bool) (Account, OpenOutcome, error) {
 	var fields []FieldError
 	switch {
 	case !ValidAccountID(id):
@@ -99,13 +99,57 @@ func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string, 
 		fields = append(fields, FieldError{Field: "titular", Message: fmt.Sprintf("must be a client id of 1 to %d characters, with no NUL", MaxHolderLen)})
 	}
 	if len(fields) > 0 {
-		return Account{}, false, &ValidationError{Fields: fields}
+		return Account{}, OpenFailed, &ValidationError{Fields: fields}
 	}
 	a, created, err := s.store.CreateAccount(ctx, id, currency, holder)
 	if errors.Is(err, ErrNoTitular) && operator {
-		a, err = s.store.ClaimAccount(ctx, id, currency, holder)
+		var claimed bool
+		a, claimed, err = s.store.ClaimAccount(ctx, id, currency, holder)
+		if err != nil {
+			return Account{}, OpenFailed, err
+		}
+		if claimed {
+			return a, OpenClaimed, nil
+		}
+		return a, OpenExisting, nil
 	}
-	return a, created, err
+	switch {
+	case err != nil:
+		return Account{}, OpenFailed, err
+	case created:
+		return a, OpenCreated, nil
+	}
+	return a, OpenExisting, nil
+}
+
+// OpenOutcome is what OpenAccount did.
+type OpenOutcome int
+
+// Outcomes of OpenAccount.
+const (
+	// OpenFailed: an error, nothing done.
+	OpenFailed OpenOutcome = iota
+	// OpenCreated: the account was created.
+	OpenCreated
+	// OpenExisting: it existed with that currency and titular; nothing
+	// changed.
+	OpenExisting
+	// OpenClaimed: it existed without a titular and an operator gave it
+	// one.
+	OpenClaimed
+)
+
+// String is the outcome as the audit line says it.
+func (o OpenOutcome) String() string {
+	switch o {
+	case OpenCreated:
+		return "created"
+	case OpenExisting:
+		return "existing"
+	case OpenClaimed:
+		return "claimed"
+	}
+	return "failed"
 }
 
 // CeilingError is a deposit over the configured ceiling of one deposit.
@@ -116,6 +160,20 @@ type CeilingError struct {
 
 func (e *CeilingError) Error() string {
 	return fmt.Sprintf("a deposit may carry at most %d cents", e.MaxCents)
+}
+
+// DailyCeilingError is a deposit that would take its client's deposits
+// of the day, in the account's currency, over the configured daily
+// ceiling (LEDGER_MAX_DEPOSIT_CENTS_PER_DAY).
+type DailyCeilingError struct {
+	// MaxCents is the daily ceiling; Currency the currency it was
+	// counted in.
+	MaxCents int64
+	Currency string
+}
+
+func (e *DailyCeilingError) Error() string {
+	return fmt.Sprintf("a client may deposit at most %d cents of %s per day (UTC)", e.MaxCents, e.Currency)
 }
 
 // MaxDepositCents is the ceiling of one deposit.
@@ -130,8 +188,12 @@ func (s *Service) MaxDepositCents() int64 {
 // once per key, recording its client and request id. Returns
 // *ValidationError for an amount outside 1..10^15, *CeilingError for one
 // above MaxDepositCents (nothing is written), and the errors of
-// Store.Deposit. The ceiling is checked before the key is looked up: a
-// replay of a deposit above a ceiling lowered since is refused too.
+// Store.Deposit, *DailyCeilingError among them when the client's
+// deposits of the day in that currency would pass
+// Rules.MaxDepositCentsPerDay (counted in the deposit's transaction). The
+// ceiling of one deposit is checked before the key is looked up: a
+// replay of a deposit above a ceiling lowered since is refused too; a
+// replay is not counted again against the daily ceiling.
 func (s *Service) Deposit(ctx context.Context, req DepositRequest) (Deposit, bool, error) {
 	if !validate.AmountCents(req.AmountCents) {
 		return Deposit{}, false, &ValidationError{Fields: []FieldError{{Field: "valorEmCentavos", Message: validate.AmountRule}}}
@@ -142,6 +204,7 @@ func (s *Service) Deposit(ctx context.Context, req DepositRequest) (Deposit, boo
 	if !ValidAccountID(req.AccountID) {
 		return Deposit{}, false, ErrAccountNotFound
 	}
+	req.DayCeilingCents = max(0, s.rules.MaxDepositCentsPerDay)
 	return s.store.Deposit(ctx, req)
 }
 

@@ -59,6 +59,20 @@ ON CONFLICT (id) DO NOTHING`
 
 	depositsSQL = `SELECT ` + depositColumns + ` FROM deposit ORDER BY created_at DESC, id DESC LIMIT $1`
 
+	// countDepositSQL adds $3 cents to the deposits of client $1 in
+	// currency $2 on this transaction's UTC day, unless the total would
+	// pass $4: no row comes back then. The counter row's lock (the
+	// insert's, or the update's) holds every other deposit of that
+	// client, currency and day until this transaction ends, so concurrent
+	// deposits are counted one after the other.
+	countDepositSQL = `
+INSERT INTO deposit_daily (client_id, currency, day, total_cents)
+SELECT $1, $2, (now() AT TIME ZONE 'UTC')::date, $3::bigint WHERE $3::bigint <= $4::bigint
+ON CONFLICT (client_id, currency, day) DO UPDATE
+SET total_cents = deposit_daily.total_cents + EXCLUDED.total_cents
+WHERE deposit_daily.total_cents + EXCLUDED.total_cents <= $4::bigint
+RETURNING total_cents`
+
 	lockAccountsSQL = `
 SELECT id, currency, balance_cents, coalesce(holder, ''), funding FROM account
 WHERE id = ANY($1::text[])
@@ -129,9 +143,13 @@ func checkExisting(a ledger.Account, currency, holder string) error {
 }
 
 // ClaimAccount implements ledger.Store.
-func (s *Store) ClaimAccount(ctx context.Context, id, currency, holder string) (ledger.Account, error) {
-	var a ledger.Account
+func (s *Store) ClaimAccount(ctx context.Context, id, currency, holder string) (ledger.Account, bool, error) {
+	var (
+		a       ledger.Account
+		claimed bool
+	)
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+		claimed = false
 		var err error
 		a, err = postgres.ScanOne(tx.QueryRow(ctx, accountSQL+" FOR UPDATE", id), scanAccount, ledger.ErrAccountNotFound, "read account "+id)
 		if err != nil {
@@ -143,12 +161,13 @@ func (s *Store) ClaimAccount(ctx context.Context, id, currency, holder string) (
 		if a, err = scanAccount(tx.QueryRow(ctx, claimHolderSQL, id, holder)); err != nil {
 			return fmt.Errorf("set titular of account %s: %w", id, err)
 		}
+		claimed = true
 		return nil
 	})
 	if err != nil {
-		return ledger.Account{}, err
+		return ledger.Account{}, false, err
 	}
-	return a, nil
+	return a, claimed, nil
 }
 
 // Account implements ledger.Store.
@@ -159,7 +178,8 @@ func (s *Store) Account(ctx context.Context, id string) (ledger.Account, error) 
 // Deposit implements ledger.Store. In one transaction: it reads the
 // account, locks the account and the funding account ORDER BY id, claims
 // the deposit id (a concurrent request with the same key waited on the
-// locks and now replays), writes the two postings and both balances, and
+// locks and now replays), counts it against the client's daily ceiling
+// (when there is one), writes the two postings and both balances, and
 // stores the balance after, which a replay returns.
 func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.Deposit, bool, error) {
 	id, accountID, amount, client := req.ID, req.AccountID, req.AmountCents, req.ClientID
@@ -205,8 +225,19 @@ func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.
 			if d.AccountID != accountID || d.AmountCents != amount || d.ClientID != client {
 				return ledger.ErrKeyReused
 			}
+			d.AccountHolder = a.Holder
 			replayed = true
 			return nil
+		}
+		if req.DayCeilingCents > 0 {
+			var total int64
+			err := tx.QueryRow(ctx, countDepositSQL, client, a.Currency, amount, req.DayCeilingCents).Scan(&total)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return &ledger.DailyCeilingError{MaxCents: req.DayCeilingCents, Currency: a.Currency}
+			}
+			if err != nil {
+				return fmt.Errorf("count the deposits of the day: %w", err)
+			}
 		}
 		if _, err := tx.Exec(ctx, depositPostingsSQL, id, funding, accountID, amount); err != nil {
 			return fmt.Errorf("write deposit postings: %w", err)
@@ -219,7 +250,7 @@ func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.
 			return mapOverflow(fmt.Errorf("credit account %s: %w", accountID, err))
 		}
 		d = ledger.Deposit{ID: id, AccountID: accountID, Currency: a.Currency, AmountCents: amount, BalanceAfterCents: after,
-			ClientID: client, RequestID: req.RequestID}
+			ClientID: client, RequestID: req.RequestID, AccountHolder: a.Holder}
 		if err := tx.QueryRow(ctx, finishDepositSQL, id, after).Scan(&d.CreatedAt); err != nil {
 			return fmt.Errorf("record deposit %s: %w", id, err)
 		}

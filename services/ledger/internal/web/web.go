@@ -69,12 +69,15 @@ type AccountResponse struct {
 	Holder       string `json:"titular,omitempty"`
 }
 
-// DepositResponse is a deposit on the wire.
+// DepositResponse is a deposit on the wire. BalanceAfterCents, the
+// account's balance after the deposit, is there only for the account's
+// titular (or an operator): a minting client learns nothing else of an
+// account it does not hold.
 type DepositResponse struct {
 	ID                uuid.UUID `json:"id"`
 	AccountID         string    `json:"contaId"`
 	AmountCents       int64     `json:"valorEmCentavos"`
-	BalanceAfterCents int64     `json:"saldoEmCentavos"`
+	BalanceAfterCents *int64    `json:"saldoEmCentavos,omitempty"`
 	CreatedAt         time.Time `json:"criadoEm"`
 }
 
@@ -128,13 +131,21 @@ func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.P
 	if req.Holder != nil {
 		holder = *req.Holder
 	}
-	a, created, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency, holder, p.Operator())
+	a, outcome, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency, holder, p.Operator())
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
+	// A claim gives an account opened before ownership its titular, who
+	// may then debit it: it is audited as a claim of its own, with the
+	// titular given.
+	if outcome == ledger.OpenClaimed {
+		audit.Action("account.claim")
+		audit.Resource("titular", a.Holder)
+	}
+	audit.Resource("outcome", outcome.String())
 	status := http.StatusOK
-	if created {
+	if outcome == ledger.OpenCreated {
 		status = http.StatusCreated
 	}
 	w.Header().Set("Location", "/contas/"+url.PathEscape(a.ID))
@@ -183,10 +194,11 @@ func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Princ
 	if replayed {
 		w.Header().Set(HeaderReplayed, "true")
 	}
-	httpapi.WriteJSON(w, http.StatusCreated, DepositResponse{
-		ID: d.ID, AccountID: d.AccountID, AmountCents: d.AmountCents,
-		BalanceAfterCents: d.BalanceAfterCents, CreatedAt: d.CreatedAt.UTC(),
-	})
+	resp := DepositResponse{ID: d.ID, AccountID: d.AccountID, AmountCents: d.AmountCents, CreatedAt: d.CreatedAt.UTC()}
+	if d.BalanceVisibleTo(ledger.Reader{Client: p.Subject, Operator: p.Operator()}) {
+		resp.BalanceAfterCents = &d.BalanceAfterCents
+	}
+	httpapi.WriteJSON(w, http.StatusCreated, resp)
 }
 
 func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
@@ -272,6 +284,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		ve *ledger.ValidationError
 		ce *ledger.CeilingError
+		de *ledger.DailyCeilingError
 	)
 	switch {
 	case errors.As(err, &ve):
@@ -291,6 +304,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ce):
 		err = &httpapi.Error{Kind: httpapi.KindDepositCeiling, Detail: "the deposit is above the ceiling of one deposit",
 			Fields: []httpapi.FieldError{{Field: "valorEmCentavos", Message: fmt.Sprintf("must be at most %d", ce.MaxCents)}}}
+	case errors.As(err, &de):
+		err = httpapi.Errorf(httpapi.KindDepositDailyCeiling,
+			"the deposit would take this client's deposits of %s today (UTC) over the daily ceiling of %d cents; nothing was written", de.Currency, de.MaxCents)
 	case errors.Is(err, ledger.ErrKeyReused):
 		err = httpapi.Errorf(httpapi.KindKeyReused, "this %s was used for another deposit", HeaderIdempotencyKey)
 	case errors.Is(err, ledger.ErrFundingAccount):

@@ -775,7 +775,7 @@ func TestWritesAreAudited(t *testing.T) {
 
 	got := logtest.Audits(t, buf.String())
 	want := []map[string]any{
-		{"action": "account.open", "client": "ops", "request_id": ids[0], "status": 201.0, "account_id": "CC-AUD"},
+		{"action": "account.open", "client": "ops", "request_id": ids[0], "status": 201.0, "account_id": "CC-AUD", "outcome": "created"},
 		{"action": "account.deposit", "client": "ops", "request_id": ids[1], "status": 201.0, "account_id": "CC-AUD", "deposit_id": key},
 		{"action": "account.deposit", "client": "bruno", "request_id": ids[2], "status": 422.0, "account_id": "CC-AUD", "deposit_id": key},
 	}
@@ -785,6 +785,75 @@ func TestWritesAreAudited(t *testing.T) {
 	for _, secret := range []string{token, "ana-titular", "987654"} {
 		if strings.Contains(buf.String(), secret) {
 			t.Errorf("the log holds %q", secret)
+		}
+	}
+}
+
+// An operator's claim of an account opened before ownership is audited as
+// a claim, naming the titular it gave; the same request again claims
+// nothing and is audited as an open of an existing account.
+func TestClaimIsAudited(t *testing.T) {
+	t.Parallel()
+	var buf logtest.Buffer
+	a := newAPIWithLog(t, slog.New(slog.NewJSONHandler(&buf, nil)))
+	if _, err := a.db.Exec(context.Background(), `INSERT INTO account (id, currency) VALUES ('CC-OLD', 'BRL')`); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		r := a.do(t, "POST", "/contas", `{"id":"CC-OLD","moeda":"BRL","titular":"ana"}`, operator...)
+		if r.status != http.StatusOK || r.body["titular"] != "ana" {
+			t.Fatalf("an operator's claim for ana: %d %s, want 200 with titular ana", r.status, r.rawBody)
+		}
+		ids = append(ids, r.header.Get("X-Request-Id"))
+	}
+	got := logtest.Audits(t, buf.String())
+	want := []map[string]any{
+		{"action": "account.claim", "client": "ops", "request_id": ids[0], "status": 200.0, "account_id": "CC-OLD",
+			"titular": "ana", "outcome": "claimed"},
+		{"action": "account.open", "client": "ops", "request_id": ids[1], "status": 200.0, "account_id": "CC-OLD", "outcome": "existing"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit lines mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// A deposit's answer carries the balance it left only for the account's
+// titular (or an operator): a minting client that does not hold the
+// account learns nothing of its balance, not even from a 1-cent deposit or
+// a replay.
+func TestDepositBalanceOnlyForTheTitular(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	if r := a.do(t, "POST", "/contas", `{"id":"CC-001","moeda":"BRL"}`); r.status != http.StatusCreated {
+		t.Fatalf("open: %d %s", r.status, r.rawBody)
+	}
+	minter := []string{headerClient, "tesouraria", headerScopes, auth.ScopeAccountsDeposit}
+	key := uuid.NewString()
+	for _, tc := range []struct {
+		name    string
+		key     string
+		headers []string
+		want    any // saldoEmCentavos, nil when absent
+	}{
+		{"the titular", uuid.NewString(), nil, 350.0},
+		{"a minting client", key, minter, nil},
+		{"its replay", key, minter, nil},
+		{"an operator", uuid.NewString(), []string{headerClient, "ops", headerScopes, auth.ScopeAccountsDeposit + " " + auth.ScopeOperations}, 1050.0},
+	} {
+		r := a.do(t, "POST", "/contas/CC-001/depositos", `{"valorEmCentavos":350}`, append([]string{"Idempotency-Key", tc.key}, tc.headers...)...)
+		if r.status != http.StatusCreated {
+			t.Fatalf("%s: %d %s", tc.name, r.status, r.rawBody)
+		}
+		got, shown := r.body["saldoEmCentavos"]
+		if tc.want == nil && shown {
+			t.Errorf("deposit by %s: the answer shows the balance %v, want no saldoEmCentavos", tc.name, got)
+		}
+		if tc.want != nil && got != tc.want {
+			t.Errorf("deposit by %s: saldoEmCentavos = %v, want %v", tc.name, got, tc.want)
+		}
+		if r.body["valorEmCentavos"] != 350.0 || r.body["contaId"] != "CC-001" {
+			t.Errorf("deposit by %s: %s, want the deposit's amount and account", tc.name, r.rawBody)
 		}
 	}
 }

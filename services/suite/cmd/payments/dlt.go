@@ -176,7 +176,7 @@ func writeTable(w io.Writer, recs []dlt.Record) error {
 	for _, r := range recs {
 		origin := "-"
 		if r.Origin.Topic != "" {
-			origin = r.Origin.Topic + "/" + strconv.Itoa(r.Origin.Partition) + "@" + strconv.FormatInt(r.Origin.Offset, 10)
+			origin = printable(r.Origin.Topic) + "/" + strconv.Itoa(r.Origin.Partition) + "@" + strconv.FormatInt(r.Origin.Offset, 10)
 		}
 		_, _ = fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
 			r.Partition, r.Offset, r.Time.UTC().Format(time.RFC3339), cell(string(r.Key), 32),
@@ -186,18 +186,13 @@ func writeTable(w io.Writer, recs []dlt.Record) error {
 	return tw.Flush()
 }
 
-// cell makes a value fit one table cell: no tabs or newlines, at most n
-// runes, "-" when empty.
+// cell makes a value fit one table cell: printable (no tabs, newlines,
+// control or bidirectional characters), at most n runes, "-" when empty.
 func cell(s string, n int) string {
 	if s == "" {
 		return "-"
 	}
-	s = strings.Map(func(r rune) rune {
-		if r == '\t' || r == '\n' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, s)
+	s = printable(s)
 	if utf8.RuneCountInString(s) > n {
 		rs := []rune(s)
 		s = string(rs[:n-1]) + "…"
@@ -223,8 +218,9 @@ type jsonRecord struct {
 	Attempts         int               `json:"attempts"`
 }
 
+// writeJSON prints records as JSON lines, their unsafe characters escaped
+// (escapeJSONControls).
 func writeJSON(w io.Writer, recs []dlt.Record) error {
-	enc := json.NewEncoder(w)
 	for _, r := range recs {
 		headers := map[string]string{}
 		for _, h := range r.Headers {
@@ -234,13 +230,17 @@ func writeJSON(w io.Writer, recs []dlt.Record) error {
 				headers[h.Key] = fmt.Sprintf("0x%x", h.Value)
 			}
 		}
-		if err := enc.Encode(jsonRecord{
+		line, err := json.Marshal(jsonRecord{
 			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Time: r.Time.UTC(),
 			Key: string(r.Key), Value: string(r.Value), Headers: headers,
 			OriginTopic: r.Origin.Topic, OriginPartition: r.Origin.Partition, OriginOffset: r.Origin.Offset,
 			OriginTime: r.Origin.Timestamp.UTC(), OriginGroup: r.Origin.Group,
 			ExceptionType: r.ExceptionType, ExceptionMessage: r.ExceptionMessage, Attempts: r.Attempts,
-		}); err != nil {
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(escapeJSONControls(line), '\n')); err != nil {
 			return err
 		}
 	}

@@ -105,7 +105,7 @@ func unverifiedNote(n int, forced bool) string {
 // writeChecks prints where a replay goes and why each record that did not
 // match its original did not.
 func writeChecks(w io.Writer, p dlt.Plan) error {
-	if _, err := fmt.Fprintf(w, "target: %s\n", p.Target); err != nil {
+	if _, err := fmt.Fprintf(w, "target: %s\n", printable(p.Target)); err != nil {
 		return err
 	}
 	for _, c := range p.Checks {

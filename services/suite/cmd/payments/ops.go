@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paysuite/payments/services/suite/internal/cli"
 
@@ -173,7 +174,7 @@ func outboxListDead(ctx context.Context, args []string, getenv func(string) stri
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTOPIC\tKEY\tTYPE\tATTEMPTS\tREFUSALS\tENQUEUED\tLAST ERROR")
 	for _, d := range dead {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.ID, d.Topic, d.Key, d.Type, d.Attempts, d.Refusals,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.ID, oneLine(d.Topic, 255), oneLine(d.Key, 255), oneLine(d.Type, 255), d.Attempts, d.Refusals,
 			d.EnqueuedAt.UTC().Format(time.RFC3339), oneLine(d.LastError, 80))
 	}
 	if err := tw.Flush(); err != nil {
@@ -315,10 +316,12 @@ func probe(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
+// oneLine makes s one printable line of at most n runes: runs of spaces
+// folded, control and bidirectional characters escaped (printable).
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n-1] + "…"
+	s = printable(strings.Join(strings.Fields(s), " "))
+	if utf8.RuneCountInString(s) > n {
+		return string([]rune(s)[:n-1]) + "…"
 	}
 	return s
 }
