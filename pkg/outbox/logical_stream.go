@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // handoffPoll is how long the reader waits for the next message while it
@@ -51,12 +53,21 @@ func (r *LogicalRelay) stream(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start replication on slot %s: %w", slot, err)
 	}
+	// The slot's position is where this stream starts: Settle must not
+	// trust a position of an earlier stream, perhaps on another server
+	// (before a failover), whose WAL went further.
 	var start string
-	if err := r.ob.db.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&start); err == nil {
-		if lsn, err := pglogrepl.ParseLSN(start); err == nil {
-			r.acked.Store(uint64(lsn))
-		}
+	qctx, qcancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	err = r.ob.db.QueryRow(qctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&start)
+	qcancel()
+	if err != nil {
+		return fmt.Errorf("read the position of slot %s: %w", slot, err)
 	}
+	lsn, err := pglogrepl.ParseLSN(start)
+	if err != nil {
+		return fmt.Errorf("read the position of slot %s: %w", slot, err)
+	}
+	r.acked.Store(uint64(lsn))
 	r.active.Store(true)
 	r.lm.Active.Set(1)
 	defer func() { r.active.Store(false); r.lm.Active.Set(0); r.lm.SyncCandidate.Set(0) }()

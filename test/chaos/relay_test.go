@@ -9,13 +9,32 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"testing"
 	"time"
 
+	"github.com/paysuite/payments/test/cluster"
 	"github.com/paysuite/payments/test/poll"
 )
 
 // flagRelay is the outbox relay every service runs (OUTBOX_RELAY).
 var flagRelay = flag.String("chaos.relay", "polling", "the outbox relay of every service: polling or logical (OUTBOX_RELAY)")
+
+// relayPairOpts checks -chaos.relay for TestChaosCluster and returns the
+// PostgreSQL pairs' extra options: the logical relay's needs, and for the
+// polling relay none (the pairs as they have always run). The pairs name
+// their synchronous standby (cluster.SyncStandbyNames), so the relay's own
+// replication connection is never a candidate.
+func relayPairOpts(t *testing.T) []string {
+	t.Helper()
+	switch *flagRelay {
+	case "polling":
+		return nil
+	case "logical":
+		return cluster.LogicalOpts
+	}
+	t.Fatalf("-chaos.relay=%q: want polling or logical", *flagRelay)
+	return nil
+}
 
 // takeoverMax is the accepted takeover: -chaos.takeover-max when given,
 // else 1 s for the polling relay (leases) and 2 s for the logical relay (a
