@@ -433,9 +433,13 @@ func (s *suite) standbyStopped(pr *pgPair) {
 	f := s.begin("synchronous standby of the " + pr.name + " pair stopped")
 	f.hitsNotifications = pr.notifications
 	pr.p.StopStandby()
+	stopSampling := make(chan struct{})
+	backends := peakBackends(pr.p, stopSampling)
 	s.settle(3 * *flagDown)
 	pr.p.StartStandby()
 	pr.p.WaitStreaming()
+	close(stopSampling)
+	f.note = <-backends
 	f.restored = time.Now()
 	s.awaitRecovery(f, 2*time.Minute)
 }
