@@ -33,8 +33,10 @@ import (
 // pick it; it must confirm nothing while it is a candidate (which keeps it
 // out of the choice), publish meanwhile, raise its gauge, and confirm
 // again once the standbys are named.
+//
+// Not parallel: it starts and clones a server of its own, which would
+// slow the timing-sensitive tests of the package running beside it.
 func TestLogicalRelayIsNeverTheSynchronousStandby(t *testing.T) {
-	t.Parallel()
 	pair := cluster.StartPair(t, "", cluster.Sync, cluster.LogicalOpts...)
 	pair.CreateDB("app")
 	ctx := context.Background()
