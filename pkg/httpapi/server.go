@@ -85,10 +85,12 @@ const DefaultRequestTimeout = 3 * time.Second
 // answer in time fails the handler's call with context.DeadlineExceeded,
 // which WriteError answers 503 service-unavailable with Retry-After. A
 // commit cut off this way may be written: PostgreSQL commits locally
-// before it waits for a synchronous standby, and the cancel request pgx
-// sends ends that wait with the row committed on the primary alone. The
-// client's retry with the same Idempotency-Key answers the first
-// response. d <= 0 leaves requests unbounded (tests of other middleware).
+// before it waits for a synchronous standby, and pgx, closing the cut-off
+// connection, first sends a cancel request (pgconn's asyncClose), which
+// ends that wait with the row committed, and visible, on the primary
+// alone. The client's retry with the same Idempotency-Key answers the
+// first response. d <= 0 leaves requests unbounded (tests of other
+// middleware).
 func Deadline(d time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		if d <= 0 {

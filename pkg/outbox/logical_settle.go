@@ -133,6 +133,9 @@ type LogicalMetrics struct {
 	HeldBack     prometheus.Counter
 	Settled      prometheus.Counter
 	SlotsCreated prometheus.Counter
+	// SyncCandidate is 1 while the server counts this instance's
+	// replication connection as a synchronous standby candidate.
+	SyncCandidate prometheus.Gauge
 }
 
 // NewLogicalMetrics creates them, registered on reg (nil: not registered).
@@ -153,5 +156,7 @@ func NewLogicalMetrics(reg prometheus.Registerer) *LogicalMetrics {
 			Help: "Rows the logical relay marked PUBLISHED after publishing them."}),
 		SlotsCreated: f.NewCounter(prometheus.CounterOpts{Name: "outbox_logical_slots_created_total",
 			Help: "Replication slots the logical relay created (a first start, or a slot found lost)."}),
+		SyncCandidate: f.NewGauge(prometheus.GaugeOpts{Name: "outbox_logical_synchronous_candidate",
+			Help: "1 while synchronous_standby_names matches the logical relay's replication connection: it confirms nothing meanwhile (its slot holds WAL), so that no commit waits for it."}),
 	}
 }

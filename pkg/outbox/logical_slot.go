@@ -18,6 +18,9 @@ import (
 // the first has drained, then finds the slot ready.
 const slotLockSQL = `SELECT pg_advisory_lock(hashtext('outbox_logical_slot'), hashtext($1))`
 
+// setupTimeout bounds ensureSlot.
+const setupTimeout = 3 * postgres.CallTimeout
+
 const slotUnlockSQL = `SELECT pg_advisory_unlock(hashtext('outbox_logical_slot'), hashtext($1))`
 
 // slotName is the configured slot, or one derived from the database name:
@@ -45,8 +48,15 @@ func SlotFor(db, prefix string) string {
 // ensureSlot creates the publication and the slot when missing. It reports
 // whether the table must be drained into the slot first: the slot is new,
 // or its creator died before it finished draining.
+//
+// It is bounded (setupTimeout): a hung server (a SIGSTOPped primary) must
+// not hold the relay, which then tries again and, through a multi-host
+// URL, reaches the promoted standby. A wait for another instance's drain
+// past the bound is tried again too.
 func (r *LogicalRelay) ensureSlot(ctx context.Context) (drain bool, err error) {
 	slot := r.slotName()
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
 	conn, err := r.ob.db.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("logical relay setup: %w", err)
@@ -56,8 +66,10 @@ func (r *LogicalRelay) ensureSlot(ctx context.Context) (drain bool, err error) {
 		return false, fmt.Errorf("logical relay setup: lock: %w", err)
 	}
 	defer func() {
-		if _, uerr := conn.Exec(context.WithoutCancel(ctx), slotUnlockSQL, slot); uerr != nil {
-			conn.Conn().PgConn().Close(ctx) //nolint:errcheck // the lock goes with the connection
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), postgres.CallTimeout)
+		defer ucancel()
+		if _, uerr := conn.Exec(uctx, slotUnlockSQL, slot); uerr != nil {
+			conn.Conn().PgConn().Close(uctx) //nolint:errcheck // the lock goes with the connection
 		}
 	}()
 	var pub bool

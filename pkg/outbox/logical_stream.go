@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // handoffPoll is how long the reader waits for the next message while it
@@ -28,6 +30,9 @@ func (r *LogicalRelay) stream(ctx context.Context) error {
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["replication"] = "database"
+	// Its own name, not the pool's: synchronous_standby_names that names
+	// the standbys never matches it (logical_syncrep.go).
+	cfg.RuntimeParams["application_name"] = slot
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	conn, err := pgconn.ConnectConfig(cctx, cfg)
 	cancel()
@@ -48,15 +53,24 @@ func (r *LogicalRelay) stream(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start replication on slot %s: %w", slot, err)
 	}
+	// The slot's position is where this stream starts: Settle must not
+	// trust a position of an earlier stream, perhaps on another server
+	// (before a failover), whose WAL went further.
 	var start string
-	if err := r.ob.db.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&start); err == nil {
-		if lsn, err := pglogrepl.ParseLSN(start); err == nil {
-			r.acked.Store(uint64(lsn))
-		}
+	qctx, qcancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	err = r.ob.db.QueryRow(qctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&start)
+	qcancel()
+	if err != nil {
+		return fmt.Errorf("read the position of slot %s: %w", slot, err)
 	}
+	lsn, err := pglogrepl.ParseLSN(start)
+	if err != nil {
+		return fmt.Errorf("read the position of slot %s: %w", slot, err)
+	}
+	r.acked.Store(uint64(lsn))
 	r.active.Store(true)
 	r.lm.Active.Set(1)
-	defer func() { r.active.Store(false); r.lm.Active.Set(0) }()
+	defer func() { r.active.Store(false); r.lm.Active.Set(0); r.lm.SyncCandidate.Set(0) }()
 	r.log.InfoContext(ctx, "outbox logical relay streaming", "slot", slot, "from", start)
 
 	// Sends get a grace period after ctx ends so that a stopping relay
@@ -72,8 +86,15 @@ func (r *LogicalRelay) stream(ctx context.Context) error {
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- r.sendLoop(sendCtx, batches, held) }()
 
-	s := &streamState{r: r, conn: conn, batches: batches, sendErr: sendErr, relations: map[uint32]*pglogrepl.RelationMessage{}}
+	sw := &syncWatch{r: r, pid: conn.PID(), app: slot}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go sw.run(watchCtx)
+
+	s := &streamState{r: r, conn: conn, batches: batches, sendErr: sendErr, sync: sw,
+		relations: map[uint32]*pglogrepl.RelationMessage{}}
 	err = s.run(ctx)
+	stopWatch()
 	cancelSend()
 	if serr := <-sendErr; serr != nil && err == nil && ctx.Err() == nil {
 		err = serr
@@ -95,6 +116,7 @@ type streamState struct {
 	conn      *pgconn.PgConn
 	batches   chan<- walBatch
 	sendErr   <-chan error
+	sync      *syncWatch
 	relations map[uint32]*pglogrepl.RelationMessage
 	// cur is the transaction being decoded; pending the committed ones the
 	// sender has not taken yet.
@@ -221,10 +243,16 @@ func senderStopped(err error) error {
 }
 
 // status confirms the settled position: write, flush and apply all set to
-// it, never to the server's WAL end; it asks the server for a reply.
+// it, never to the server's WAL end; it asks the server for a reply. Until
+// the relay knows its connection is no synchronous standby candidate, and
+// while it is one, it reports position 0 instead, which confirms nothing
+// and keeps the walsender out of the candidates (logical_syncrep.go).
 func (s *streamState) status(ctx context.Context) error {
 	s.nextStatus = time.Now().Add(s.r.cfg.StatusInterval)
 	lsn := pglogrepl.LSN(s.r.acked.Load())
+	if !s.sync.confirms() {
+		lsn = 0
+	}
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn, ClientTime: time.Now(),
 		// The server's keepalive in reply is how a hung server is told

@@ -76,6 +76,7 @@ func TestChaosCluster(t *testing.T) {
 	if mode != cluster.Sync && mode != cluster.Async {
 		t.Fatalf("-chaos.replication=%s: want sync or async", mode)
 	}
+	pairOpts := relayPairOpts(t)
 	began := time.Now()
 	root := repoRoot(t)
 	logDir := *flagKeepLogs
@@ -97,8 +98,8 @@ func TestChaosCluster(t *testing.T) {
 	wg.Go(func() { buildErr = buildBinaries(root, binDir) })
 	s := &suite{t: t, topics: events.DefaultTopics, procs: map[string]*proc{}}
 	s.openHistory(logDir)
-	s.pairA = cluster.StartPair(t, "", mode)
-	s.pairB = cluster.StartPair(t, "", mode)
+	s.pairA = cluster.StartPair(t, "", mode, pairOpts...)
+	s.pairB = cluster.StartPair(t, "", mode, pairOpts...)
 	s.kafka = cluster.StartKafka(t, "", 3)
 	wg.Wait()
 	if buildErr != nil {
@@ -226,6 +227,7 @@ func (s *suite) startClusterServices(binDir, logDir string, authEnv map[string]s
 			"LOG_FORMAT":           "json",
 			"LOG_LEVEL":            "info",
 			"OUTBOX_POLL_INTERVAL": "100ms",
+			"OUTBOX_RELAY":         *flagRelay,
 		}
 		for _, kv := range []map[string]string{authEnv, extra} {
 			for k, v := range kv {
@@ -443,9 +445,13 @@ func (s *suite) standbyStopped(pr *pgPair) {
 	f.hitsNotifications = pr.notifications
 	s.onPair(f, pr, false)
 	pr.p.StopStandby()
+	stopSampling := make(chan struct{})
+	backends := peakBackends(pr.p, stopSampling)
 	s.settle(3 * *flagDown)
 	pr.p.StartStandby()
 	pr.p.WaitStreaming()
+	close(stopSampling)
+	f.note = <-backends
 	f.restored = time.Now()
 	s.awaitRecovery(f, 2*time.Minute)
 }

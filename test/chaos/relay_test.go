@@ -9,13 +9,34 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/test/cluster"
 	"github.com/paysuite/payments/test/poll"
 )
 
 // flagRelay is the outbox relay every service runs (OUTBOX_RELAY).
 var flagRelay = flag.String("chaos.relay", "polling", "the outbox relay of every service: polling or logical (OUTBOX_RELAY)")
+
+// relayPairOpts checks -chaos.relay for TestChaosCluster and returns the
+// PostgreSQL pairs' extra options: the logical relay's needs, and for the
+// polling relay none (the pairs as they have always run). The pairs name
+// their synchronous standby (cluster.SyncStandbyNames), so the relay's own
+// replication connection is never a candidate.
+func relayPairOpts(t *testing.T) []string {
+	t.Helper()
+	switch *flagRelay {
+	case "polling":
+		return nil
+	case "logical":
+		return cluster.LogicalOpts
+	}
+	t.Fatalf("-chaos.relay=%q: want polling or logical", *flagRelay)
+	return nil
+}
 
 // takeoverMax is the accepted takeover: -chaos.takeover-max when given,
 // else 1 s for the polling relay (leases) and 2 s for the logical relay (a
@@ -119,4 +140,47 @@ func (s *suite) logicalTakeover() (time.Duration, int) {
 	f.restored = time.Now()
 	s.awaitRecovery(f, time.Minute)
 	return took, int(events)
+}
+
+// peakBackends samples the client backends of p's primary every 200 ms
+// until stop is closed, then sends a line with the most seen, in all and
+// waiting for the synchronous standby (wait_event SyncRep). A call cut
+// off by its deadline closes its connection (pgx sends no cancel
+// request), and its backend stays in that wait, holding its slot, until
+// the standby is back; the pools meanwhile open new connections.
+func peakBackends(p *cluster.Pair, stop <-chan struct{}) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		var peak, peakWaiting int
+		var conn *pgx.Conn
+		defer func() {
+			if conn != nil {
+				_ = conn.Close(context.Background())
+			}
+		}()
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				out <- fmt.Sprintf("client backends on the primary: at most %d, %d of them waiting for the standby", peak, peakWaiting)
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if conn == nil {
+				conn, _ = pgx.Connect(ctx, p.Primary().DSN("postgres", "chaos-backends"))
+			}
+			var n, waiting int
+			if conn != nil && conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE wait_event = 'SyncRep')
+  FROM pg_stat_activity WHERE backend_type = 'client backend'`).Scan(&n, &waiting) == nil {
+				peak, peakWaiting = max(peak, n), max(peakWaiting, waiting)
+			} else if conn != nil {
+				_ = conn.Close(ctx)
+				conn = nil
+			}
+			cancel()
+		}
+	}()
+	return out
 }

@@ -9,7 +9,9 @@
 //     hurt, Kill, Stop, Cont and Restart hurt it;
 //   - StartPG: one PostgreSQL server with fsync on;
 //   - StartPair: a primary and a streaming hot standby (pg_basebackup -R -X
-//     stream), synchronous or asynchronous, reached through one multi-host
+//     stream), synchronous (the standby named in synchronous_standby_names,
+//     never '*', which a logical relay's connection would match) or
+//     asynchronous, reached through one multi-host
 //     URL (target_session_attrs=read-write) that finds the primary after a
 //     promotion; KillPrimary, StopPrimary, Promote, StopStandby,
 //     CutReplication and FenceOld are the faults and the remedy.

@@ -23,7 +23,8 @@ type Mode string
 // The replication modes of a Pair.
 const (
 	// Sync: a commit returns once the standby has the WAL on disk
-	// (synchronous_standby_names = '*', synchronous_commit = on).
+	// (synchronous_standby_names naming the standby, synchronous_commit =
+	// on).
 	Sync Mode = "sync"
 	// RemoteApply: a commit returns once the standby has replayed it, so a
 	// read on the standby sees it (synchronous_commit = remote_apply).
@@ -51,24 +52,39 @@ type Pair struct {
 	PromoteTook time.Duration
 }
 
+// SyncStandbyNames is the synchronous_standby_names of a synchronous
+// pair: the two servers by their application_name (a server never streams
+// from itself, so the list fits whichever is the primary). Not '*', which
+// would also match every other replication connection, a logical relay's
+// included.
+const SyncStandbyNames = `FIRST 1 ("pg-1", "pg-2")`
+
+// LogicalOpts are the server options a logical relay needs on a pair
+// (StartPair's opts): its slots and walsenders beside the standby's, and
+// a lost walsender's slot freed within 10 s.
+var LogicalOpts = []string{"-c", "wal_level=logical", "-c", "max_replication_slots=10", "-c", "max_wal_senders=12",
+	"-c", "max_slot_wal_keep_size=1GB", "-c", "wal_sender_timeout=10s"}
+
 // StartPair starts a primary and a standby in dir ("" for temp folders) in
 // mode, and waits until the standby streams (and, in the synchronous
-// modes, is the synchronous one).
-func StartPair(tb testing.TB, dir string, mode Mode) *Pair {
+// modes, is the synchronous one). opts are extra server options of both
+// servers ("-c", "name=value", ...), after the pair's own.
+func StartPair(tb testing.TB, dir string, mode Mode, opts ...string) *Pair {
 	tb.Helper()
 	var syncConf []string
+	names := "synchronous_standby_names = " + quoteLiteral(SyncStandbyNames)
 	switch mode {
 	case Sync:
-		syncConf = []string{"synchronous_standby_names = '*'", "synchronous_commit = on"}
+		syncConf = []string{names, "synchronous_commit = on"}
 	case RemoteApply:
-		syncConf = []string{"synchronous_standby_names = '*'", "synchronous_commit = remote_apply"}
+		syncConf = []string{names, "synchronous_commit = remote_apply"}
 	case Async:
 	default:
 		tb.Fatalf("StartPair: unknown mode %q", mode)
 	}
 	// Both servers have the same settings: either may be the primary.
-	opts := []string{"-c", "wal_level=replica", "-c", "max_wal_senders=5", "-c", "hot_standby=on",
-		"-c", "wal_keep_size=256MB", "-c", "wal_receiver_status_interval=1s", "-c", "wal_retrieve_retry_interval=1s"}
+	opts = append([]string{"-c", "wal_level=replica", "-c", "max_wal_senders=5", "-c", "hot_standby=on",
+		"-c", "wal_keep_size=256MB", "-c", "wal_receiver_status_interval=1s", "-c", "wal_retrieve_retry_interval=1s"}, opts...)
 	p := &Pair{tb: tb, mode: mode, old: -1}
 	dir = workDir(tb, dir, "paysuite-pg-pair-")
 	p.nodes[0] = newPG(tb, dir, "pg-1", opts...)
@@ -131,12 +147,15 @@ func (p *Pair) URL(db, app string) string {
 func (p *Pair) CreateDB(db string) { p.Primary().CreateDB(db) }
 
 // WaitStreaming waits until the primary's WAL sender streams to the
-// standby (in the synchronous modes: as the synchronous standby).
+// standby (in the synchronous modes: as the synchronous standby). Other
+// replication connections (a logical relay's) are not the standby's: it is
+// found by its application_name.
 func (p *Pair) WaitStreaming() {
 	p.tb.Helper()
 	poll.Until(p.tb, time.Minute, "the standby streaming", func() (bool, string) {
 		var state, syncState string
-		err := p.query(p.Primary(), `SELECT state, sync_state FROM pg_stat_replication LIMIT 1`, &state, &syncState)
+		err := p.query(p.Primary(), `SELECT state, sync_state FROM pg_stat_replication WHERE application_name = `+quoteLiteral(p.Standby().name),
+			&state, &syncState)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -214,6 +233,21 @@ func (p *Pair) Promote() time.Duration {
 	p.PromoteTook = time.Since(began)
 	p.old, p.primary = p.primary, 1-p.primary
 	return p.PromoteTook
+}
+
+// SetSyncStandbyNames sets the primary's synchronous_standby_names to v
+// (ALTER SYSTEM, reloaded) and waits until the server shows it.
+func (p *Pair) SetSyncStandbyNames(v string) {
+	p.tb.Helper()
+	s := p.Primary()
+	p.alterSystem(s, "SET synchronous_standby_names = "+quoteLiteral(v))
+	poll.Until(p.tb, 30*time.Second, s.name+" reloaded with synchronous_standby_names = "+v, func() (bool, string) {
+		var got string
+		if err := p.query(s, `SHOW synchronous_standby_names`, &got); err != nil {
+			return false, err.Error()
+		}
+		return got == v, "synchronous_standby_names = " + got
+	})
 }
 
 // alterSystem runs ALTER SYSTEM cmd on s and reloads its configuration.

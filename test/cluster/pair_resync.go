@@ -38,7 +38,7 @@ func (p *Pair) Resync() {
 	if p.mode != Async {
 		// Promote cleared it on the new primary; the rebuilt standby is the
 		// synchronous one again once the setting is back.
-		p.alterSystem(cur, "SET synchronous_standby_names = '*'")
+		p.alterSystem(cur, "SET synchronous_standby_names = "+quoteLiteral(SyncStandbyNames))
 	}
 	p.WaitStreaming()
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +163,11 @@ func TestPairSyncFailover(t *testing.T) {
 // committed on the primary: it becomes visible once the standby is back,
 // and a retry of the same insert finds it (it must be neither lost nor
 // applied twice: the services' idempotency keys and inbox see to that).
+// pgx ends the call by closing its connection after a cancel request
+// (pgconn's asyncClose): the backend ends its wait for the standby with a
+// warning, the row committed and visible on the primary alone (a relay may
+// publish what it wrote before the standby has it), and the backend exits,
+// its connection slot free. The standby streams the row once it is back.
 func TestPairSyncStandbyStopped(t *testing.T) {
 	p := cluster.StartPair(t, "", cluster.Sync)
 	db := openPair(t, p)
@@ -189,8 +195,16 @@ func TestPairSyncStandbyStopped(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&waiting); err != nil {
 		t.Fatal(err)
 	}
+	visible := count(t, p.Primary().DSN("app", ""), "id = 2")
 	t.Logf("backends waiting for the synchronous standby: %d; the timed-out row visible before the standby is back: %d",
-		waiting, count(t, p.Primary().DSN("app", ""), "id = 2"))
+		waiting, visible)
+	if waiting != 0 || visible != 1 {
+		t.Errorf("after the cut-off commit: %d backends wait for the standby, the row is visible %d times; want 0 and 1 (pgx's cancel request ends the wait)",
+			waiting, visible)
+	}
+	if log := p.Primary().LogTail(); !strings.Contains(log, "canceling wait for synchronous replication due to user request") {
+		t.Errorf("the primary's log does not show the wait cancelled by pgx's cancel request:\n%s", log)
+	}
 
 	p.StartStandby()
 	p.WaitStreaming()

@@ -44,6 +44,7 @@ var (
 		{"outbox_logical_held_back_total", counter, nil},
 		{"outbox_logical_settled_total", counter, nil},
 		{"outbox_logical_slots_created_total", counter, nil},
+		{"outbox_logical_synchronous_candidate", gauge, nil},
 	}
 	consumerFamilies = []family{
 		{"consumer_records_total", counter, []string{"group", "outcome", "topic"}},

@@ -45,20 +45,21 @@ func TestAlertRules(t *testing.T) {
 		severity  string
 	}
 	wants := map[string]want{
-		"OutboxOldestPendingTooOld":    {"outbox_oldest_pending_age_seconds", nil, ">", 60, 0, "critical"},
-		"OutboxDeadEvents":             {"outbox_dead_events", nil, ">", 0, 0, "critical"},
-		"OutboxSendBlocked":            {"outbox_send_failures_total", []string{"increase"}, ">", 0, 0, "critical"},
-		"OutboxBrokerUnreachable":      {"outbox_send_failures_total", []string{"increase"}, ">", 0, 2 * time.Minute, "warning"},
-		"OutboxLogicalSlotLag":         {"outbox_logical_lag_seconds", nil, ">", 60, 0, "critical"},
-		"OutboxLogicalSlotLeftBehind":  {"outbox_logical_slot_left_behind", nil, ">", 0, 0, "warning"},
-		"ConsumerDLTRecords":           {"consumer_dlt_records_total", []string{"increase"}, ">", 0, 0, "warning"},
-		"ConsumerCommitsRefused":       {"consumer_commit_failures_total", []string{"increase"}, ">", 0, 0, "warning"},
-		"ConsumerLagGrowing":           {"consumer_lag", []string{"deriv"}, ">", 0, 5 * time.Minute, "warning"},
-		"ConsumerWaitingForDependency": {"consumer_dependency_waits_total", []string{"increase"}, ">", 0, 0, "warning"},
-		"TransfersErrorRatioHigh":      {"http_requests_total", []string{"rate"}, ">", 0.01, 5 * time.Minute, "critical"},
-		"TransfersResultsHeld":         {"transfers_results_held_overdue", nil, ">", 0, 0, "critical"},
-		"TransfersShedding":            {"transfers_admission_shed_total", []string{"rate"}, ">", 0, 10 * time.Minute, "warning"},
-		"ServiceDown":                  {"up", nil, "==", 0, time.Minute, "critical"},
+		"OutboxOldestPendingTooOld":         {"outbox_oldest_pending_age_seconds", nil, ">", 60, 0, "critical"},
+		"OutboxDeadEvents":                  {"outbox_dead_events", nil, ">", 0, 0, "critical"},
+		"OutboxSendBlocked":                 {"outbox_send_failures_total", []string{"increase"}, ">", 0, 0, "critical"},
+		"OutboxBrokerUnreachable":           {"outbox_send_failures_total", []string{"increase"}, ">", 0, 2 * time.Minute, "warning"},
+		"OutboxLogicalSlotLag":              {"outbox_logical_lag_seconds", nil, ">", 60, 0, "critical"},
+		"OutboxLogicalSlotLeftBehind":       {"outbox_logical_slot_left_behind", nil, ">", 0, 0, "warning"},
+		"OutboxLogicalSynchronousCandidate": {"outbox_logical_synchronous_candidate", nil, ">", 0, 0, "critical"},
+		"ConsumerDLTRecords":                {"consumer_dlt_records_total", []string{"increase"}, ">", 0, 0, "warning"},
+		"ConsumerCommitsRefused":            {"consumer_commit_failures_total", []string{"increase"}, ">", 0, 0, "warning"},
+		"ConsumerLagGrowing":                {"consumer_lag", []string{"deriv"}, ">", 0, 5 * time.Minute, "warning"},
+		"ConsumerWaitingForDependency":      {"consumer_dependency_waits_total", []string{"increase"}, ">", 0, 0, "warning"},
+		"TransfersErrorRatioHigh":           {"http_requests_total", []string{"rate"}, ">", 0.01, 5 * time.Minute, "critical"},
+		"TransfersResultsHeld":              {"transfers_results_held_overdue", nil, ">", 0, 0, "critical"},
+		"TransfersShedding":                 {"transfers_admission_shed_total", []string{"rate"}, ">", 0, 10 * time.Minute, "warning"},
+		"ServiceDown":                       {"up", nil, "==", 0, time.Minute, "critical"},
 	}
 
 	var got []string
