@@ -110,7 +110,7 @@ type env struct {
 func newEnv(b *testing.B) *env {
 	b.Helper()
 	db := openDB(b)
-	w := kafkatest.NewWriter(t, broker.Config{Brokers: kafkatest.Brokers(b)})
+	w := kafkatest.NewWriter(b, broker.Config{Brokers: kafkatest.Brokers(b)})
 	b.Cleanup(func() { _ = w.Close() })
 	e := &env{db: db, ob: outbox.New(db), topic: kafkatest.Topic(b, "dbzbench", 12), writer: w}
 	msgs := make([]kafka.Message, 16*12)
@@ -182,7 +182,7 @@ func (e *env) logicalSlotReady(b *testing.B) {
 
 type nullPublisher struct{}
 
-func (nullPublisher) WriteMessages(context.Context, ...kafka.Message) error { return nil }
+func (nullPublisher) Publish(context.Context, ...broker.Record) error { return nil }
 
 func dropSlotOnCleanup(b *testing.B, db *postgres.DB) {
 	slot := outbox.SlotFor(db.Config().ConnConfig.Database, "paysuite_outbox")

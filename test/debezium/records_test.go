@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/broker"
@@ -124,7 +123,7 @@ func decodeAsTheServices(m broker.Record) error {
 // received is what the consumer handed its handler.
 type received struct {
 	mu   sync.Mutex
-	msgs []kafka.Message
+	msgs []broker.Record
 	errs []error
 }
 
@@ -258,8 +257,8 @@ func TestDebeziumRecordsAsTheRelays(t *testing.T) {
 	}
 }
 
-func byID(t *testing.T, ms []kafka.Message) map[string]*kafka.Message {
-	out := map[string]*kafka.Message{}
+func byID(t *testing.T, ms []broker.Record) map[string]*broker.Record {
+	out := map[string]*broker.Record{}
 	for i := range ms {
 		id := kafkatest.Header(ms[i], events.HeaderEventID)
 		if _, dup := out[id]; dup {
@@ -270,7 +269,7 @@ func byID(t *testing.T, ms []kafka.Message) map[string]*kafka.Message {
 	return out
 }
 
-func headerSet(m kafka.Message) map[string]string {
+func headerSet(m broker.Record) map[string]string {
 	out := map[string]string{}
 	for _, h := range m.Headers {
 		out[h.Key] = string(h.Value)
