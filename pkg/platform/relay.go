@@ -11,17 +11,16 @@ import (
 )
 
 // Relay is the outbox relay a service runs: *outbox.Relay (polling) or
-// *outbox.LogicalRelay (OUTBOX_RELAY=logical). Either reads its backlog
-// the same way (admission control).
+// *outbox.LogicalRelay (OUTBOX_RELAY=logical). Admission control reads the
+// backlog from the outbox table itself, the same for every instance
+// (services/transfers/internal/admission), not from a relay.
 type Relay interface {
 	Run(ctx context.Context) error
-	outbox.BacklogReader
 }
 
 // NewRelay builds the relay OUTBOX_RELAY chooses, publishing ob's events
 // (ob is the outbox of db) with producer; its metrics go to reg. It is
-// built even when OUTBOX_RELAY_ENABLED=false, for its backlog: Serve then
-// does not run it. In polling mode it also watches for a logical relay's
+// built even when OUTBOX_RELAY_ENABLED=false; Serve then does not run it. In polling mode it also watches for a logical relay's
 // slot left behind (a service switched back): nobody reads it, and it
 // holds WAL until it is dropped.
 func NewRelay(cfg Config, db *postgres.DB, ob *outbox.Outbox, producer *Producer, log *slog.Logger, reg prometheus.Registerer) (Relay, error) {
