@@ -39,30 +39,25 @@ const (
 // dir (created when missing) and returns the key id. It refuses to
 // overwrite an existing key.
 func GenerateKey(dir string) (string, error) {
-	keyPath := filepath.Join(dir, KeyFile)
+	return WriteKeyFiles(filepath.Join(dir, KeyFile), filepath.Join(dir, JWKSFile))
+}
+
+// WriteKeyFiles writes a new Ed25519 key: the private JWK at keyPath (mode
+// 0600) and the public JWKS at jwksPath, creating their directories, and
+// returns the key id. It refuses to overwrite a key. The token issuer's
+// key and the transfers service's authorization key (pkg/transfersig) are
+// both made by it.
+func WriteKeyFiles(keyPath, jwksPath string) (string, error) {
 	if _, err := os.Stat(keyPath); err == nil {
 		return "", fmt.Errorf("%s exists; remove it first to make a new key", keyPath)
 	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	_, raw, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return "", fmt.Errorf("generate key: %w", err)
 	}
-	key, err := jwk.Import(priv)
+	key, pub, err := Ed25519JWK(raw)
 	if err != nil {
-		return "", fmt.Errorf("import key: %w", err)
-	}
-	if err := jwk.AssignKeyID(key); err != nil {
-		return "", fmt.Errorf("key id: %w", err)
-	}
-	if err := key.Set(jwk.AlgorithmKey, jwa.EdDSA()); err != nil {
-		return "", fmt.Errorf("key alg: %w", err)
-	}
-	pub, err := key.PublicKey()
-	if err != nil {
-		return "", fmt.Errorf("public key: %w", err)
-	}
-	if err := pub.Set(jwk.KeyUsageKey, jwk.ForSignature); err != nil {
-		return "", fmt.Errorf("key use: %w", err)
+		return "", err
 	}
 	set := jwk.NewSet()
 	if err := set.AddKey(pub); err != nil {
@@ -76,17 +71,41 @@ func GenerateKey(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode jwks: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create %s: %w", dir, err)
+	for _, dir := range []string{filepath.Dir(keyPath), filepath.Dir(jwksPath)} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("create %s: %w", dir, err)
+		}
 	}
 	if err := os.WriteFile(keyPath, append(privJSON, '\n'), 0o600); err != nil {
 		return "", fmt.Errorf("write key: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, JWKSFile), append(setJSON, '\n'), 0o644); err != nil { //nolint:gosec // a public key set
+	if err := os.WriteFile(jwksPath, append(setJSON, '\n'), 0o644); err != nil { //nolint:gosec // a public key set
 		return "", fmt.Errorf("write jwks: %w", err)
 	}
 	kid, _ := key.KeyID()
 	return kid, nil
+}
+
+// Ed25519JWK wraps raw as a private JWK with its thumbprint as kid and alg
+// EdDSA, and returns it with its public JWK (use sig).
+func Ed25519JWK(raw ed25519.PrivateKey) (priv, pub jwk.Key, err error) {
+	priv, err = jwk.Import(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("import key: %w", err)
+	}
+	if err := jwk.AssignKeyID(priv); err != nil {
+		return nil, nil, fmt.Errorf("key id: %w", err)
+	}
+	if err := priv.Set(jwk.AlgorithmKey, jwa.EdDSA()); err != nil {
+		return nil, nil, fmt.Errorf("key alg: %w", err)
+	}
+	if pub, err = priv.PublicKey(); err != nil {
+		return nil, nil, fmt.Errorf("public key: %w", err)
+	}
+	if err := pub.Set(jwk.KeyUsageKey, jwk.ForSignature); err != nil {
+		return nil, nil, fmt.Errorf("key use: %w", err)
+	}
+	return priv, pub, nil
 }
 
 // EnsureKey generates the key of dir when it has none and returns the

@@ -3,13 +3,13 @@ package transfersig
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/paysuite/payments/pkg/auth"
 )
 
 // The files GenerateKey writes: the private key (a JWK, mode 0600), which
@@ -24,43 +24,7 @@ const (
 // the public JWKS into jwksDir (the same directory or another, created
 // when missing), and returns its kid. It refuses to overwrite a key.
 func GenerateKey(keyDir, jwksDir string) (string, error) {
-	keyPath := filepath.Join(keyDir, KeyFile)
-	if _, err := os.Stat(keyPath); err == nil {
-		return "", fmt.Errorf("%s exists; remove it first to make a new key", keyPath)
-	}
-	_, raw, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return "", fmt.Errorf("generate key: %w", err)
-	}
-	priv, pub, err := jwks(raw)
-	if err != nil {
-		return "", err
-	}
-	set := jwk.NewSet()
-	if err := set.AddKey(pub); err != nil {
-		return "", fmt.Errorf("jwks: %w", err)
-	}
-	privJSON, err := json.MarshalIndent(priv, "", "  ")
-	if err != nil {
-		return "", fmt.Errorf("encode key: %w", err)
-	}
-	setJSON, err := json.MarshalIndent(set, "", "  ")
-	if err != nil {
-		return "", fmt.Errorf("encode jwks: %w", err)
-	}
-	for _, dir := range []string{keyDir, jwksDir} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", fmt.Errorf("create %s: %w", dir, err)
-		}
-	}
-	if err := os.WriteFile(keyPath, append(privJSON, '\n'), 0o600); err != nil {
-		return "", fmt.Errorf("write key: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(jwksDir, JWKSFile), append(setJSON, '\n'), 0o644); err != nil { //nolint:gosec // a public key set
-		return "", fmt.Errorf("write jwks: %w", err)
-	}
-	kid, _ := priv.KeyID()
-	return kid, nil
+	return auth.WriteKeyFiles(filepath.Join(keyDir, KeyFile), filepath.Join(jwksDir, JWKSFile))
 }
 
 // EnsureKey generates the key of keyDir, its JWKS in jwksDir, when keyDir
@@ -78,28 +42,6 @@ func EnsureKey(keyDir, jwksDir string) (created bool, err error) {
 	return true, nil
 }
 
-// jwks wraps raw as a private JWK with its thumbprint as kid and alg
-// EdDSA, and returns it with its public JWK.
-func jwks(raw ed25519.PrivateKey) (priv, pub jwk.Key, err error) {
-	priv, err = jwk.Import(raw)
-	if err != nil {
-		return nil, nil, fmt.Errorf("import key: %w", err)
-	}
-	if err := jwk.AssignKeyID(priv); err != nil {
-		return nil, nil, fmt.Errorf("key id: %w", err)
-	}
-	if err := priv.Set(jwk.AlgorithmKey, jwa.EdDSA()); err != nil {
-		return nil, nil, fmt.Errorf("key alg: %w", err)
-	}
-	if pub, err = priv.PublicKey(); err != nil {
-		return nil, nil, fmt.Errorf("public key: %w", err)
-	}
-	if err := pub.Set(jwk.KeyUsageKey, jwk.ForSignature); err != nil {
-		return nil, nil, fmt.Errorf("key use: %w", err)
-	}
-	return priv, pub, nil
-}
-
 // NewKey returns a signer with a new random key, named by its thumbprint
 // (tests and tools).
 func NewKey() (Signer, error) {
@@ -107,7 +49,7 @@ func NewKey() (Signer, error) {
 	if err != nil {
 		return Signer{}, fmt.Errorf("generate key: %w", err)
 	}
-	priv, _, err := jwks(raw)
+	priv, _, err := auth.Ed25519JWK(raw)
 	if err != nil {
 		return Signer{}, err
 	}
