@@ -67,15 +67,15 @@ func NewBacklog(db *postgres.DB) *Backlog { return &Backlog{db: db} }
 //
 // The unpublished rows are read through their partial index
 // (outbox_event_unpublished), the DEAD rows and those waiting for a retry
-// through theirs; each join groups its rows by key and hashes them once, then probes that hash
-// with each unpublished row (Hash Left Join): linear in the backlog plus
-// the DEAD rows, with no sort. Nested loops, merge joins and sorts are
-// turned off for the statement's own transaction (planSQL), as the claim
-// turns bitmap
-// scans off: the outbox is a queue whose statistics lag behind it, and
-// with one row estimated on each side the planner picks a nested loop that
-// reads every DEAD row for every unpublished one, quadratic when an outage
-// left thousands of each. TestBacklogPlanIsLinear reads the plan.
+// through theirs; each join groups its rows by key and hashes them once,
+// then probes that hash with each unpublished row (Hash Left Join): linear
+// in the backlog plus the DEAD rows, with no sort. Nested loops, merge
+// joins and sorts are turned off for the statement's own transaction
+// (planSQL), as the claim turns bitmap scans off: the outbox is a queue
+// whose statistics lag behind it, and with one row estimated on each side
+// the planner picks a nested loop that reads every DEAD row for every
+// unpublished one, quadratic when an outage left thousands of each.
+// TestBacklogPlanIsLinear reads the plan.
 const sendableSQL = `
 SELECT count(*) FILTER (WHERE d.seq IS NULL),
        COALESCE(EXTRACT(EPOCH FROM now() - min(e.enqueued_at) FILTER (WHERE d.seq IS NULL)), 0)::float8,
