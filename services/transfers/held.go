@@ -134,7 +134,7 @@ func ReapplyLoop(ctx context.Context, reapply func(ctx context.Context, window t
 			}
 			if n > 0 {
 				m.Reapplied.Add(float64(n))
-				log.InfoContext(ctx, "held results re-applied: their transfers became visible", "count", n)
+				log.InfoContext(ctx, "held results re-applied: their transfers became visible", "reapplied", n)
 			}
 			if n < reapplyBatch {
 				return

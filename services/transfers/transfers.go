@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.NewStore(db, ob, inb, cfg.ClaimTimeout).OnSettled(admit.Settled)
 	held := NewHeldMetrics(reg)
 	svc := transfer.NewService(meterHeld(store, held), cfg.Topics.Requested, signer)
-	log.InfoContext(ctx, "transfer authorization key", "kid", signer.KeyID())
+	log.InfoContext(ctx, "transfer authorization key", "authorization_kid", signer.KeyID())
 
 	projection := consume.NewProjection(svc, cfg.Topics, log)
 	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),

@@ -128,7 +128,7 @@ func (p *Projection) logResult(ctx context.Context, r transfer.Result, out trans
 		// task once the transfer of that request is visible, else left to
 		// an operator (transfers_results_held, the console's Held results).
 		p.log.WarnContext(ctx, "transfer result held: no transfer with its request yet", "transfer_id", r.TransferID,
-			"evento_id", r.EventID, "evento_solicitacao_id", r.RequestEventID, "status", r.Status)
+			"evento_id", r.EventID, "decided_evento_id", r.RequestEventID, "status", r.Status)
 	default:
 		// A duplicate, or a late result for a transfer already final.
 		p.log.DebugContext(ctx, "transfer result changed nothing", "transfer_id", r.TransferID, "evento_id", r.EventID, "status", r.Status)
