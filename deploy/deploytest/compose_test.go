@@ -242,6 +242,12 @@ func TestComposeServiceConfiguration(t *testing.T) {
 			databases[db] = svc.Name
 		})
 	}
+	t.Run("transfers reads the ledger", func(t *testing.T) {
+		s := composeService(t, p, "transfers")
+		if got := env(s, "TRANSFERS_LEDGER_URL"); got != "http://ledger:8081" || env(s, "DEV_INSECURE_HTTP") != "true" {
+			t.Errorf("TRANSFERS_LEDGER_URL = %q, DEV_INSECURE_HTTP = %q; want http://ledger:8081 with the development switch", got, env(s, "DEV_INSECURE_HTTP"))
+		}
+	})
 	t.Run("notifications channel", func(t *testing.T) {
 		s := composeService(t, p, "notifications")
 		if got := env(s, "NOTIFY_CHANNEL"); got != "log" && got != "webhook" {

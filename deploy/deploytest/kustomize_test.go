@@ -353,6 +353,19 @@ func checkConsole(t *testing.T, b built, overlay string, known map[string]bool) 
 		t.Errorf("console DEV_INSECURE_HTTP = %q: want true in the development overlay only", got)
 	}
 	transfers := containerEnv(t, b, b.deployments["transfers"].Spec.Template.Spec.Containers[0])
+	// The transfers service forwards an operator's token to the ledger
+	// (an apply of a held result): over https, but in the development
+	// cluster, whose switch says otherwise.
+	wantLedger := "http://ledger:8081"
+	if overlay == "overlays/prod" {
+		wantLedger = "https://ledger.payments.example.com"
+	}
+	if got := transfers["TRANSFERS_LEDGER_URL"]; got != wantLedger {
+		t.Errorf("transfers TRANSFERS_LEDGER_URL = %q, want %q", got, wantLedger)
+	}
+	if overlay == "overlays/dev" && transfers["DEV_INSECURE_HTTP"] != "true" {
+		t.Errorf("transfers DEV_INSECURE_HTTP = %q in the development overlay: its http TRANSFERS_LEDGER_URL would stop it", transfers["DEV_INSECURE_HTTP"])
+	}
 	for _, k := range []string{"AUTH_JWKS_URL", "AUTH_ISSUER", "AUTH_AUDIENCE"} {
 		if envs[k] == "" || envs[k] != transfers[k] {
 			t.Errorf("%s = %q, want the services' %q", k, envs[k], transfers[k])

@@ -58,13 +58,14 @@ type Config struct {
 	// JWKSCAFile, when set, holds PEM certificates trusted for JWKSURL's
 	// TLS besides the system's (an identity provider behind a private CA).
 	JWKSCAFile string `env:"AUTH_JWKS_CA_FILE" help:"PEM CA certificates trusted for AUTH_JWKS_URL besides the system's (a private CA)"`
-	// InsecureHTTP accepts http:// for JWKSURL (and, in the console, for
-	// its upstreams): a development switch. Over plain HTTP anyone on the
+	// InsecureHTTP accepts http:// for JWKSURL (and for the console's
+	// upstreams and the transfers service's TRANSFERS_LEDGER_URL, which
+	// carry operator tokens): a development switch. Over plain HTTP anyone on the
 	// path can swap the key set that decides who may move money, or read
 	// the operator tokens the console sends; the development overlay, the
 	// compose demo and payments-dev set it, never the base or production
 	// manifests, and a service that runs with it says so at start.
-	InsecureHTTP bool `env:"DEV_INSECURE_HTTP" help:"development only: accept http:// for AUTH_JWKS_URL and the console's upstreams (keys and tokens in clear); never in production"`
+	InsecureHTTP bool `env:"DEV_INSECURE_HTTP" help:"development only: accept http:// for AUTH_JWKS_URL, the console's upstreams and TRANSFERS_LEDGER_URL (keys and tokens in clear); never in production"`
 	// JWKSFile is a file holding the JWKS; exactly one of JWKSURL and
 	// JWKSFile is set.
 	JWKSFile string `env:"AUTH_JWKS_FILE" help:"a JWKS file instead of AUTH_JWKS_URL"`

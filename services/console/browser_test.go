@@ -520,6 +520,16 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		if same.Status != "LIQUIDADA" || other.Status != "LIQUIDADA" {
 			t.Fatalf("transfers = %s, %s; want LIQUIDADA", same.Status, other.Status)
 		}
+		// The results name the request each was decided for, as the
+		// ledger's do.
+		requests := map[string]uuid.UUID{}
+		for _, id := range []string{same.ID, other.ID} {
+			var req uuid.UUID
+			if err := s.Transfers.DB.QueryRow(t.Context(), `SELECT evento_solicitacao_id FROM transferencia WHERE id = $1`, id).Scan(&req); err != nil {
+				t.Fatal(err)
+			}
+			requests[id] = req
+		}
 		if _, err := s.Transfers.DB.Exec(t.Context(), `DELETE FROM transferencia WHERE id = ANY($1::uuid[])`, []string{same.ID, other.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -533,7 +543,7 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 		w := kafkatest.NewWriter(t, broker.Config{Brokers: s.Brokers})
 		defer w.Close()
 		for id, ev := range map[string]uuid.UUID{same.ID: evSame, other.ID: evOther} {
-			b, err := json.Marshal(events.Settled{EventID: ev, TransferID: uuid.MustParse(id), OccurredAt: time.Now().UTC()})
+			b, err := json.Marshal(events.Settled{EventID: ev, TransferID: uuid.MustParse(id), OccurredAt: time.Now().UTC(), RequestEventID: requests[id]})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -583,7 +593,8 @@ CREATE TRIGGER %[1]s BEFORE INSERT ON outbox_event FOR EACH ROW EXECUTE FUNCTION
 
 		// Applying the other one is refused by the page and, with a form
 		// forged from a discard page's CSRF token, by the transfers
-		// service: it stays PENDENTE and held.
+		// service, which compares the ledger's own record: it stays
+		// PENDENTE and held.
 		e.run(t, "apply the other", chromedp.Navigate(e.url+"/actions/held?do=apply&id="+evOther.String()), chromedp.WaitVisible(chromedp.CSS(".message")))
 		if got := e.text(t, ".message"); !strings.Contains(got, "cannot be applied") {
 			t.Errorf("apply page of the other transfer: %q", got)

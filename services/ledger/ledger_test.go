@@ -287,6 +287,17 @@ func TestSameTransferDeliveredTwiceDebitsOnce(t *testing.T) {
 	if postings != 2 {
 		t.Errorf("%d transfer postings, want 2", postings)
 	}
+	// The ledger's record keeps who asked and the request it answered:
+	// what the transfers service compares before an operator's apply.
+	var client string
+	var request uuid.UUID
+	if err := s.db.QueryRow(context.Background(), `SELECT client_id, request_event_id FROM processed_transfer WHERE transfer_id = $1`,
+		id).Scan(&client, &request); err != nil {
+		t.Fatal(err)
+	}
+	if client != ledgertest.Client || request != requestOf(id) {
+		t.Errorf("processed record: client %q, request %s; want %q, %s", client, request, ledgertest.Client, requestOf(id))
+	}
 
 	// The result reaches the liquidada topic through the outbox.
 	m := s.read(t, s.topics.Settled, 1)[0]

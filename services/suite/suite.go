@@ -174,7 +174,18 @@ func readConfigs(ctx context.Context, opts Options, dsns map[string]string) (con
 	}
 	var c configs
 	var err error
-	if c.transfers, err = transfers.ConfigFromEnv(env("transfers", TransfersAddr)); err != nil {
+	// The transfers service reads the ledger's records (an operator's
+	// apply of a held result) from the ledger of this process, at the
+	// address it is told to bind, unless TRANSFERS_LEDGER_URL says
+	// otherwise.
+	transfersEnv := env("transfers", TransfersAddr)
+	ledgerURL := listenURL(env("ledger", LedgerAddr)("HTTP_ADDR"))
+	if c.transfers, err = transfers.ConfigFromEnv(func(name string) string {
+		if name == "TRANSFERS_LEDGER_URL" {
+			return firstNonEmpty(transfersEnv(name), ledgerURL)
+		}
+		return transfersEnv(name)
+	}); err != nil {
 		return c, fmt.Errorf("transfers: %w", err)
 	}
 	if c.ledger, err = ledger.ConfigFromEnv(env("ledger", LedgerAddr)); err != nil {
@@ -324,16 +335,21 @@ func get200(ctx context.Context, c *http.Client, u string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-func baseURL(a net.Addr) string {
-	host, port, err := net.SplitHostPort(a.String())
+// listenURL is the base URL of a service told to listen at addr
+// (":8081" is http://localhost:8081); a port of 0 is chosen at start, so
+// the URL names no listener.
+func listenURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "http://" + a.String()
+		return "http://" + addr
 	}
 	if host == "" || host == "::" || host == "0.0.0.0" {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
 }
+
+func baseURL(a net.Addr) string { return listenURL(a.String()) }
 
 // ensureDatabase creates database name on the server of serverURL when
 // missing and returns its URL.

@@ -29,6 +29,7 @@ import (
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
+	"github.com/paysuite/payments/services/transfers/internal/ledgerhttp"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -97,7 +98,18 @@ type Config struct {
 	// an operator, and alert. <= 0 in a literal Config means
 	// DefaultHeldReapplyWindow.
 	HeldReapplyWindow time.Duration `env:"HELD_REAPPLY_WINDOW" help:"how long a held settlement result is re-applied automatically once the transfer of its request becomes visible; past it, an operator applies or discards it (alert TransfersResultsHeld)"`
+	// LedgerURL is the ledger's base URL: an operator's apply of a held
+	// result reads the ledger's record of the transfer there, with the
+	// operator's own token (scope operacoes). https://, or http:// to the
+	// loopback or with DEV_INSECURE_HTTP (auth.CheckURL): the token must
+	// not cross a network in clear. Empty in a literal Config means
+	// DefaultLedgerURL.
+	LedgerURL string `env:"TRANSFERS_LEDGER_URL" help:"the ledger's base URL: applying a held result reads the ledger's record of the transfer there, with the operator's own token; https://, http:// only to the loopback or with DEV_INSECURE_HTTP"`
 }
+
+// DefaultLedgerURL is the ledger's base URL by default: its port on this
+// machine (CONTRACTS.md section 0), as make run and make demo serve it.
+const DefaultLedgerURL = "http://localhost:8081"
 
 // DefaultConfig is the configuration before the environment is read.
 func DefaultConfig() Config {
@@ -110,6 +122,7 @@ func DefaultConfig() Config {
 		AdmissionMaxLatency: admission.DefaultMaxLatency,
 		AdmissionRefresh:    admission.DefaultRefresh,
 		HeldReapplyWindow:   DefaultHeldReapplyWindow,
+		LedgerURL:           DefaultLedgerURL,
 	}
 }
 
@@ -128,6 +141,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.HeldReapplyWindow <= 0 {
 		errs = append(errs, errors.New("HELD_REAPPLY_WINDOW must be positive"))
 	}
+	errs = append(errs, auth.CheckURL("TRANSFERS_LEDGER_URL", cfg.LedgerURL, cfg.Auth.InsecureHTTP))
 	if cfg.AdmissionMaxAge < 0 || cfg.AdmissionMaxPending < 0 || cfg.AdmissionMaxLatency < 0 || cfg.AdmissionRefresh <= 0 {
 		errs = append(errs, errors.New("ADMISSION_MAX_OUTBOX_AGE, ADMISSION_MAX_OUTBOX_PENDING and ADMISSION_MAX_LATENCY must not be negative, ADMISSION_REFRESH must be positive"))
 	}
@@ -144,6 +158,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
 	if cfg.Topics.Requested == "" || cfg.Topics.Settled == "" || cfg.Topics.Rejected == "" || cfg.ProjectionGroup == "" {
 		return errors.New("transfers: topics and projection group are required")
+	}
+	ledgerURL := cfg.LedgerURL
+	if ledgerURL == "" {
+		ledgerURL = DefaultLedgerURL
+	}
+	if err := auth.CheckURL("TRANSFERS_LEDGER_URL", ledgerURL, cfg.Auth.InsecureHTTP); err != nil {
+		return err
 	}
 	log = log.With("service", cfg.Service)
 	reg := platform.NewRegistry()
@@ -212,7 +233,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
-	mount(router, svc, admit, web.NewIdempotencyMetrics(reg), opsRoutes(ob, store, log), log)
+	mount(router, svc, admit, web.NewIdempotencyMetrics(reg), opsRoutes(ob, store, ledgerhttp.New(ledgerURL), log), log)
 
 	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
 		Router:    router,
@@ -259,11 +280,16 @@ func mount(r chi.Router, svc *transfer.Service, admit web.Admission, idem *web.I
 }
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox
-// ones and the transfers' own; ob and store may be nil (a test's router).
-func opsRoutes(ob *outbox.Outbox, store *postgres.Store, log *slog.Logger) []auth.Route {
+// ones and the transfers' own, which apply held results against ledger's
+// records; ob, store and ledger may be nil (a test's router).
+func opsRoutes(ob *outbox.Outbox, store *postgres.Store, ledger *ledgerhttp.Client, log *slog.Logger) []auth.Route {
 	var ops opsweb.Store
 	if store != nil {
 		ops = store
 	}
-	return append(opsapi.Routes(ob, log), opsweb.Routes(ops, log)...)
+	var l opsweb.Ledger
+	if ledger != nil {
+		l = ledger
+	}
+	return append(opsapi.Routes(ob, log), opsweb.Routes(ops, l, log)...)
 }

@@ -25,6 +25,9 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,8 +185,18 @@ func NewSuite(tb testing.TB, opts Options) *Suite {
 		}
 	}
 
+	// The transfers service reads the ledger's records (an operator's
+	// apply of a held result) through a proxy with a fixed address that
+	// forwards to wherever the ledger listens now: a restarted ledger
+	// listens on a new port.
+	ledgerProxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		if u, err := url.Parse(s.Ledger.URL()); err == nil {
+			r.SetURL(u)
+		}
+	}})
+	tb.Cleanup(ledgerProxy.Close)
 	s.Transfers = s.newService(transfers.Service, func(dsn string) runFunc {
-		cfg, err := transfers.ConfigFromEnv(env(dsn, nil))
+		cfg, err := transfers.ConfigFromEnv(env(dsn, map[string]string{"TRANSFERS_LEDGER_URL": ledgerProxy.URL}))
 		mustConfig(transfers.Service, err)
 		cfg.Topics = s.Topics
 		cfg.ProjectionGroup = s.Groups.Projection

@@ -18,9 +18,10 @@ import (
 // carry no amount, so the page sets each beside the ledger's record of the
 // id (what it was asked to move) and the transfer that has the id now (a
 // client's retry), and the operator applies the result only when they are
-// the same transfer. The transfers service checks the match again: the
-// console sends it the ledger's record as it reads it at the time of the
-// action, never the form's.
+// the same transfer. The page's check is a guide: an apply sends the
+// transfers service the held result and the decision only, and the
+// transfers service reads the ledger's record itself (with the operator's
+// token) and applies the ledger's outcome only when every field matches.
 
 // opsHeld is one held result, opsHeldList the transfers service's list.
 type (
@@ -62,6 +63,7 @@ func heldRow(h opsHeld, ledger *opsSettlement) HeldRow {
 			{"destination account", t.ContaDestino, ledger.ContaDestino},
 			{"amount", strconv.FormatInt(t.ValorEmCentavos, 10), strconv.FormatInt(ledger.ValorEmCentavos, 10)},
 			{"currency", t.Moeda, ledger.Moeda},
+			{"client", t.ClienteID, ledger.ClienteID},
 		} {
 			if d.got != d.want {
 				row.Differences = append(row.Differences, fmt.Sprintf("%s: %s here, %s in the ledger", d.name, d.got, d.want))
@@ -157,8 +159,10 @@ func (s *Server) confirmHeld(w http.ResponseWriter, r *http.Request, sess *sessi
 	s.render(w, r, sess, http.StatusOK, "heldconfirm", "Confirm", down, HeldConfirm{Row: rows[0], Apply: apply})
 }
 
-// resolveHeld applies (apply) or discards a held result, reading the
-// ledger's record anew for an apply.
+// resolveHeld applies (apply) or discards a held result: it sends the
+// transfers service the held result's event id, the decision (the path)
+// and the operator's reason, nothing else; the transfers service reads the
+// ledger's record itself for an apply.
 func (s *Server) resolveHeld(apply bool) func(w http.ResponseWriter, r *http.Request, sess *session, a *auth.AuditRecord) {
 	return func(w http.ResponseWriter, r *http.Request, sess *session, a *auth.AuditRecord) {
 		id, ok := httpapi.ParseUUID(r.PostFormValue("id"))
@@ -173,28 +177,18 @@ func (s *Server) resolveHeld(apply bool) func(w http.ResponseWriter, r *http.Req
 		}
 		path := opsapi.PathHeld + "/" + id.String() + "/descartar"
 		if apply {
-			rows, _, ok := s.heldRows(w, r, sess, id.String())
-			if !ok {
-				return
-			}
-			l := rows[0].Ledger
-			if l == nil {
-				s.message(w, r, sess, http.StatusConflict, "Cannot apply",
-					"The ledger has no record of transfer "+rows[0].Held.TransferenciaID+" now: nothing was changed.")
-				return
-			}
-			a.Resource("transfer_id", rows[0].Held.TransferenciaID)
-			q.Set("contaOrigem", l.ContaOrigem)
-			q.Set("contaDestino", l.ContaDestino)
-			q.Set("valorEmCentavos", strconv.FormatInt(l.ValorEmCentavos, 10))
-			q.Set("moeda", l.Moeda)
-			q.Set("resultado", l.Resultado)
-			if l.Motivo != "" {
-				q.Set("motivoResultado", l.Motivo)
-			}
 			path = opsapi.PathHeld + "/" + id.String() + "/aplicar"
 		}
-		if err := s.client.do(r.Context(), s.cfg.Transfers, sess.token, http.MethodPost, path+"?"+q.Encode(), nil); err != nil {
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		// An apply answers the transfer it moved, a discard the held result.
+		var applied opsTransfer
+		var out any
+		if apply {
+			out = &applied
+		}
+		if err := s.client.do(r.Context(), s.cfg.Transfers, sess.token, http.MethodPost, path, out); err != nil {
 			var prob *problemError
 			if errors.As(err, &prob) && prob.Status == http.StatusConflict {
 				s.render(w, r, sess, http.StatusConflict, "message", "Refused", nil, Message{Heading: "Refused",
@@ -208,6 +202,9 @@ func (s *Server) resolveHeld(apply bool) func(w http.ResponseWriter, r *http.Req
 			}
 			s.upstreamFailed(w, r, sess, err)
 			return
+		}
+		if applied.ID != "" {
+			a.Resource("transfer_id", applied.ID)
 		}
 		text := fmt.Sprintf("Held result %s discarded: no transfer changed.", id)
 		if apply {

@@ -21,22 +21,8 @@ type opsDecision struct {
 	DecididaEm string   `json:"decididaEm"`
 }
 
-type opsSettlement struct {
-	Resultado       string `json:"resultado"`
-	Motivo          string `json:"motivo"`
-	ContaOrigem     string `json:"contaOrigem"`
-	ContaDestino    string `json:"contaDestino"`
-	ValorEmCentavos int64  `json:"valorEmCentavos"`
-	Moeda           string `json:"moeda"`
-	ProcessadaEm    string `json:"processadaEm"`
-	Lancamentos     []struct {
-		Conta           string `json:"conta"`
-		Direcao         string `json:"direcao"`
-		ValorEmCentavos int64  `json:"valorEmCentavos"`
-		SaldoApos       int64  `json:"saldoAposEmCentavos"`
-		CriadoEm        string `json:"criadoEm"`
-	} `json:"lancamentos"`
-}
+// opsSettlement is the ledger's record of a transfer.
+type opsSettlement = opsapi.Settlement
 
 type opsNotifications struct {
 	Notificacoes []opsNotification `json:"notificacoes"`

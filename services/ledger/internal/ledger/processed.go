@@ -12,9 +12,11 @@ import (
 var ErrNotProcessed = errors.New("transfer not processed")
 
 // Processed is how the ledger decided one transfer, for operators: the
-// result, what the TransferenciaAnalisada asked it to move, as received
-// (results carry no amount, so this is what tells a transfer recreated
-// under the same id from the one decided here), and the postings it made.
+// result, what the TransferenciaAnalisada asked it to move and for whom, as
+// received (results carry no amount, so this is what tells a transfer
+// recreated under the same id from the one decided here; the transfers
+// service compares every field before it applies a held result), and the
+// postings it made.
 type Processed struct {
 	TransferID  uuid.UUID
 	Outcome     Outcome
@@ -23,7 +25,13 @@ type Processed struct {
 	Destination string
 	AmountCents int64
 	Currency    string
-	ProcessedAt time.Time
+	// ClientID is the record's clienteId; empty when it named none.
+	ClientID string
+	// RequestEventID is the record's eventoSolicitacaoId: the request
+	// event the result answers; uuid.Nil when the record carried none or
+	// was decided before the ledger kept it.
+	RequestEventID uuid.UUID
+	ProcessedAt    time.Time
 	// Postings are the transfer's two sides, the credit first; none when
 	// rejected.
 	Postings []PostingBalance

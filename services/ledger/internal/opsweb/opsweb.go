@@ -1,8 +1,9 @@
 // Package opsweb is the ledger's operator read endpoint (scope operacoes):
 // how one transfer was settled or rejected, what it was asked to move
-// (accounts, amount, currency), with its postings and each account's
-// balance right after its posting, for the console's journey page and its
-// check of a result the transfers service held. It only reads.
+// (accounts, amount, currency), for which client and request, with its
+// postings and each account's balance right after its posting, for the
+// console's journey page and for the transfers service, which compares it
+// with a held result before an operator's apply. It only reads.
 package opsweb
 
 import (
@@ -18,31 +19,11 @@ import (
 )
 
 // Settlement is the body of GET /ops/liquidacoes/{id}.
-type Settlement struct {
-	TransferenciaID string `json:"transferenciaId"`
-	Resultado       string `json:"resultado"`
-	Motivo          string `json:"motivo,omitempty"`
-	// ContaOrigem, ContaDestino, ValorEmCentavos and Moeda are what the
-	// TransferenciaAnalisada asked the ledger to move, as received: results
-	// carry no amount, so this is what tells a transfer recreated under the
-	// same id from the one decided here.
-	ContaOrigem     string    `json:"contaOrigem"`
-	ContaDestino    string    `json:"contaDestino"`
-	ValorEmCentavos int64     `json:"valorEmCentavos"`
-	Moeda           string    `json:"moeda"`
-	ProcessadaEm    string    `json:"processadaEm"`
-	Lancamentos     []Posting `json:"lancamentos"`
-}
+type Settlement = opsapi.Settlement
 
 // Posting is one side of a settled transfer with the account's balance
 // right after it.
-type Posting struct {
-	Conta           string `json:"conta"`
-	Direcao         string `json:"direcao"`
-	ValorEmCentavos int64  `json:"valorEmCentavos"`
-	SaldoApos       int64  `json:"saldoAposEmCentavos"`
-	CriadoEm        string `json:"criadoEm"`
-}
+type Posting = opsapi.Posting
 
 // Store reads processed transfers (postgres.Store).
 type Store interface {
@@ -53,7 +34,7 @@ type Store interface {
 
 // Routes returns the ledger's operator routes on store.
 func Routes(store Store, log *slog.Logger) []auth.Route {
-	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/liquidacoes/{id}", Scope: auth.ScopeOperations,
+	return []auth.Route{{Method: http.MethodGet, Pattern: opsapi.PathSettlement, Scope: auth.ScopeOperations,
 		Handler: opsapi.GetByID(log, "transfer id",
 			// store is read at request time: Routes(nil, ...) lists the routes.
 			func(ctx context.Context, id uuid.UUID) (ledger.Processed, error) { return store.Processed(ctx, id) },
@@ -63,8 +44,11 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 
 func settlement(p ledger.Processed) Settlement {
 	s := Settlement{TransferenciaID: p.TransferID.String(), Resultado: string(p.Outcome), Motivo: p.Reason,
-		ContaOrigem: p.Source, ContaDestino: p.Destination, ValorEmCentavos: p.AmountCents, Moeda: p.Currency,
+		ContaOrigem: p.Source, ContaDestino: p.Destination, ValorEmCentavos: p.AmountCents, Moeda: p.Currency, ClienteID: p.ClientID,
 		ProcessadaEm: opsapi.Time(p.ProcessedAt), Lancamentos: make([]Posting, 0, len(p.Postings))}
+	if p.RequestEventID != uuid.Nil {
+		s.EventoSolicitacaoID = p.RequestEventID.String()
+	}
 	for _, b := range p.Postings {
 		s.Lancamentos = append(s.Lancamentos, Posting{Conta: b.Account, Direcao: string(b.Direction),
 			ValorEmCentavos: b.AmountCents, SaldoApos: b.BalanceAfter, CriadoEm: opsapi.Time(b.CreatedAt)})

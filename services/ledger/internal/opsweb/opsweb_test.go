@@ -17,7 +17,7 @@ import (
 // TestSettlementWithBalancesAfter: the settlement of a transfer lists its
 // two postings with each account's balance right after it, not the
 // balance now; a rejection has no postings; each says what it was asked
-// to move; bad ids are refused.
+// to move, for which client and request (when kept); bad ids are refused.
 func TestSettlementWithBalancesAfter(t *testing.T) {
 	t.Parallel()
 	db := opstest.DB(t, "ledger")
@@ -34,9 +34,15 @@ func TestSettlementWithBalancesAfter(t *testing.T) {
 	}
 	post(uuid.New(), "DEPOSIT", "CC-A", "C", 1000)
 	first, second, rejected := uuid.New(), uuid.New(), uuid.New()
+	requested := map[uuid.UUID]uuid.UUID{first: uuid.New()} // the second was decided before request ids were kept
 	for _, tr := range []uuid.UUID{first, second} {
-		exec(`INSERT INTO processed_transfer (transfer_id, result, source_account, dest_account, amount_cents, currency, event_id)
-VALUES ($1, 'LIQUIDADA', 'CC-A', 'CC-B', 300, 'BRL', $2)`, tr, uuid.New())
+		var req *uuid.UUID
+		if r, ok := requested[tr]; ok {
+			req = &r
+		}
+		exec(`INSERT INTO processed_transfer (transfer_id, result, source_account, dest_account, amount_cents, currency, event_id,
+    client_id, request_event_id)
+VALUES ($1, 'LIQUIDADA', 'CC-A', 'CC-B', 300, 'BRL', $2, 'loja', $3)`, tr, uuid.New(), req)
 		post(tr, "TRANSFER", "CC-A", "D", 300)
 		post(tr, "TRANSFER", "CC-B", "C", 300)
 	}
@@ -73,6 +79,17 @@ VALUES ($1, 'REJEITADA', 'SALDO_INSUFICIENTE', 'CC-A', 'CC-B', 9999, 'BRL', $2)`
 		}
 		if s.ContaOrigem != "CC-A" || s.ContaDestino != "CC-B" || s.ValorEmCentavos != amount || s.Moeda != "BRL" {
 			t.Errorf("%s: asked %s -> %s %d %s, want CC-A -> CC-B %d BRL", tc.name, s.ContaOrigem, s.ContaDestino, s.ValorEmCentavos, s.Moeda, amount)
+		}
+		client, req := "loja", ""
+		if tc.id == rejected {
+			client = ""
+		}
+		if r, ok := requested[tc.id]; ok {
+			req = r.String()
+		}
+		if s.TransferenciaID != tc.id.String() || s.ClienteID != client || s.EventoSolicitacaoID != req {
+			t.Errorf("%s: transfer %s for client %q, request %q; want %s, %q, %q", tc.name, s.TransferenciaID, s.ClienteID,
+				s.EventoSolicitacaoID, tc.id, client, req)
 		}
 		if diff := cmp.Diff(tc.postings, s.Lancamentos, ignore); diff != "" {
 			t.Errorf("%s: postings mismatch (-want +got):\n%s", tc.name, diff)

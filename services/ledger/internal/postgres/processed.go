@@ -12,7 +12,8 @@ import (
 )
 
 const processedSQL = `
-SELECT result, COALESCE(reason, ''), source_account, dest_account, amount_cents, currency, processed_at
+SELECT result, COALESCE(reason, ''), source_account, dest_account, amount_cents, currency,
+       COALESCE(client_id, ''), request_event_id, processed_at
 FROM processed_transfer WHERE transfer_id = $1`
 
 // balancesSQL computes each side's balance after it as the sum of the
@@ -30,7 +31,9 @@ SELECT p.account_id, p.direction, p.amount_cents,
 func (s *Store) Processed(ctx context.Context, id uuid.UUID) (ledger.Processed, error) {
 	p := ledger.Processed{TransferID: id, Postings: []ledger.PostingBalance{}}
 	var outcome string
-	err := s.db.QueryRow(ctx, processedSQL, id).Scan(&outcome, &p.Reason, &p.Source, &p.Destination, &p.AmountCents, &p.Currency, &p.ProcessedAt)
+	var requestEventID *uuid.UUID
+	err := s.db.QueryRow(ctx, processedSQL, id).Scan(&outcome, &p.Reason, &p.Source, &p.Destination, &p.AmountCents, &p.Currency,
+		&p.ClientID, &requestEventID, &p.ProcessedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ledger.Processed{}, ledger.ErrNotProcessed
 	}
@@ -38,6 +41,9 @@ func (s *Store) Processed(ctx context.Context, id uuid.UUID) (ledger.Processed, 
 		return ledger.Processed{}, fmt.Errorf("read processed transfer %s: %w", id, err)
 	}
 	p.Outcome = ledger.Outcome(outcome)
+	if requestEventID != nil {
+		p.RequestEventID = *requestEventID
+	}
 	rows, err := s.db.Query(ctx, balancesSQL, id)
 	if err != nil {
 		return ledger.Processed{}, fmt.Errorf("read postings of %s: %w", id, err)

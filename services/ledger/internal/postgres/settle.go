@@ -21,12 +21,15 @@ const (
 	// batches sharing transfers wait for each other's markers in one order
 	// and cannot deadlock on them. A marker that exists (a redelivery, or
 	// one committed by a concurrent delivery we waited for) is not
-	// returned.
+	// returned. A transfer's request event id is stored NULL when its
+	// record carried none (the nil UUID).
 	claimSQL = `
-INSERT INTO processed_transfer (transfer_id, result, source_account, dest_account, amount_cents, currency, event_id, client_id)
-SELECT u.id, 'EM_PROCESSAMENTO', u.src, u.dst, u.amount, u.currency, u.event_id, NULLIF(u.client, '')
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::uuid[], $7::text[])
-     AS u(id, src, dst, amount, currency, event_id, client)
+INSERT INTO processed_transfer (transfer_id, result, source_account, dest_account, amount_cents, currency, event_id, client_id,
+                                request_event_id)
+SELECT u.id, 'EM_PROCESSAMENTO', u.src, u.dst, u.amount, u.currency, u.event_id, NULLIF(u.client, ''),
+       NULLIF(u.request_event_id, '00000000-0000-0000-0000-000000000000')
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::uuid[], $7::text[], $8::uuid[])
+     AS u(id, src, dst, amount, currency, event_id, client, request_event_id)
 ORDER BY u.id
 ON CONFLICT (transfer_id) DO NOTHING
 RETURNING transfer_id`
@@ -90,6 +93,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 	first := make(map[uuid.UUID]int, len(ts))
 	var (
 		ids, eventIDs    [][16]byte
+		requestEventIDs  [][16]byte
 		srcs, dsts, curs []string
 		clients          []string
 		amounts          []int64
@@ -109,6 +113,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 		first[t.ID] = i
 		ids = append(ids, [16]byte(t.ID))
 		eventIDs = append(eventIDs, [16]byte(t.EventID))
+		requestEventIDs = append(requestEventIDs, [16]byte(t.RequestEventID))
 		srcs, dsts, curs = append(srcs, t.Source), append(dsts, t.Dest), append(curs, t.Currency)
 		amounts = append(amounts, t.AmountCents)
 		clients = append(clients, t.ClientID)
@@ -124,7 +129,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 	// small would read the whole table to find a batch's markers.
 	b := &pgx.Batch{}
 	b.Queue(postgres.GenericPlanSQL)
-	b.Queue(claimSQL, ids, srcs, dsts, amounts, curs, eventIDs, clients)
+	b.Queue(claimSQL, ids, srcs, dsts, amounts, curs, eventIDs, clients, requestEventIDs)
 	b.Queue(lockAccountsSQL, accountIDs)
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()

@@ -221,8 +221,9 @@ func TestReapplyHeld(t *testing.T) {
 	}
 	// An operator may still apply the overdue one (against the ledger's
 	// record), and the held result of another request is theirs to judge.
-	if _, err := f.store.ApplyHeld(ctx, lateEvent, transfer.Settlement{Source: "CC-001", Destination: "CC-002", AmountCents: 100,
-		Currency: "BRL", Result: transfer.StatusRejected, Reason: events.ReasonInsufficientFunds}, transfer.Resolution{Operator: "ana"}); err != nil {
+	if _, err := f.store.ApplyHeld(ctx, lateEvent, transfer.Settlement{TransferID: late, Source: "CC-001", Destination: "CC-002",
+		AmountCents: 100, Currency: "BRL", Client: "client-a", RequestEventID: reqLate, Result: transfer.StatusRejected,
+		Reason: events.ReasonInsufficientFunds}, transfer.Resolution{Operator: "ana"}); err != nil {
 		t.Errorf("operator's ApplyHeld of the overdue result: %v", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -14,7 +14,6 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
-	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
@@ -24,6 +23,14 @@ type HeldStore interface {
 	GetHeld(ctx context.Context, eventID uuid.UUID) (transfer.HeldResult, error)
 	ApplyHeld(ctx context.Context, eventID uuid.UUID, ledger transfer.Settlement, res transfer.Resolution) (transfer.Transfer, error)
 	DiscardHeld(ctx context.Context, eventID uuid.UUID, res transfer.Resolution) error
+}
+
+// Ledger reads the ledger's own record of a transfer, as the operator
+// whose bearer token it is given (ledgerhttp.Client). Errors:
+// transfer.ErrNoSettlement when the ledger never decided the transfer;
+// any other error means the record could not be read.
+type Ledger interface {
+	Settlement(ctx context.Context, bearer string, id uuid.UUID) (transfer.Settlement, error)
 }
 
 // Paths of the held-results routes.
@@ -40,9 +47,10 @@ type Held = opsapi.Held
 // HeldList is the body of GET /ops/resultados-retidos.
 type HeldList = opsapi.HeldList
 
-// heldRoutes are the routes of held results: list, one, apply, discard.
-func heldRoutes(store HeldStore, log *slog.Logger) []auth.Route {
-	h := &heldHandler{store: store, log: log}
+// heldRoutes are the routes of held results: list, one, apply (against
+// ledger's record), discard.
+func heldRoutes(store HeldStore, ledger Ledger, log *slog.Logger) []auth.Route {
+	h := &heldHandler{store: store, ledger: ledger, log: log}
 	return []auth.Route{
 		{Method: http.MethodGet, Pattern: PathHeld, Scope: auth.ScopeOperations, Handler: h.list},
 		{Method: http.MethodGet, Pattern: PathHeldOne, Scope: auth.ScopeOperations,
@@ -59,8 +67,9 @@ func heldRoutes(store HeldStore, log *slog.Logger) []auth.Route {
 }
 
 type heldHandler struct {
-	store HeldStore
-	log   *slog.Logger
+	store  HeldStore
+	ledger Ledger
+	log    *slog.Logger
 }
 
 func toHeld(h transfer.HeldResult) Held {
@@ -109,44 +118,51 @@ func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
-// apply applies a held result to the transfer with its id, given the
-// ledger's record of that id in the query (contaOrigem, contaDestino,
-// valorEmCentavos, moeda, resultado, motivoResultado): only if the
-// transfer is PENDENTE and is the one the ledger settled. motivo is the
-// operator's reason.
+// apply applies the ledger's outcome to the transfer with the held
+// result's id, reading the ledger's own record of that id (with the
+// operator's token) and applying it only when the transfer row and the
+// held row match it in every field (transfer.CheckSettlement). The
+// operator names the held result (the path) and the decision (this
+// route), and may give a reason (motivo); any other parameter is refused,
+// so that nothing the caller sends can stand for the ledger's record.
 func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
 	id, ok := h.eventID(w, r, a)
-	if !ok {
+	if !ok || !h.onlyReason(w, r) || !h.named(w, r, p) {
 		return
 	}
-	q := func(name string) string { return httpapi.FirstSearchParam(r, name) }
-	amount, err := strconv.ParseInt(q("valorEmCentavos"), 10, 64)
-	ledger := transfer.Settlement{Source: q("contaOrigem"), Destination: q("contaDestino"), AmountCents: amount,
-		Currency: q("moeda"), Result: transfer.Status(q("resultado")), Reason: q("motivoResultado")}
-	if err != nil || !validate.AmountCents(amount) || ledger.Source == "" || ledger.Destination == "" || ledger.Currency == "" ||
-		(ledger.Result != transfer.StatusSettled && ledger.Result != transfer.StatusRejected) {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation,
-			"the ledger's record is required: contaOrigem, contaDestino, valorEmCentavos, moeda and resultado (LIQUIDADA or REJEITADA)"))
-		return
-	}
-	if !h.named(w, r, p) {
-		return
-	}
-	t, err := h.store.ApplyHeld(r.Context(), id, ledger, transfer.Resolution{Operator: p.Subject, Note: reason(q("motivo"))})
+	held, err := h.store.GetHeld(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	a.Resource("transfer_id", t.ID)
+	a.Resource("transfer_id", held.TransferID)
+	if held.Resolution != "" {
+		h.fail(w, r, transfer.ErrHeldResolved)
+		return
+	}
+	// The middleware verified this token; the ledger checks its scope
+	// again.
+	bearer, _ := auth.BearerToken(r)
+	ledger, err := h.ledger.Settlement(r.Context(), bearer, held.TransferID)
+	if err != nil && !errors.Is(err, transfer.ErrNoSettlement) {
+		h.log.WarnContext(r.Context(), "read the ledger's record failed", "transfer_id", held.TransferID, "err", err)
+		err = httpapi.Errorf(httpapi.KindUnavailable, "the ledger's record of this transfer could not be read: nothing was changed; try again")
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	t, err := h.store.ApplyHeld(r.Context(), id, ledger, transfer.Resolution{Operator: p.Subject, Note: reason(httpapi.FirstSearchParam(r, "motivo"))})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	httpapi.WriteJSON(w, http.StatusOK, fromTransfer(t))
 }
 
 func (h *heldHandler) discard(w http.ResponseWriter, r *http.Request, p auth.Principal, a *auth.AuditRecord) {
 	id, ok := h.eventID(w, r, a)
-	if !ok {
-		return
-	}
-	if !h.named(w, r, p) {
+	if !ok || !h.onlyReason(w, r) || !h.named(w, r, p) {
 		return
 	}
 	if err := h.store.DiscardHeld(r.Context(), id, transfer.Resolution{Operator: p.Subject, Note: reason(httpapi.FirstSearchParam(r, "motivo"))}); err != nil {
@@ -173,6 +189,26 @@ func (h *heldHandler) eventID(w http.ResponseWriter, r *http.Request, a *auth.Au
 	return id, true
 }
 
+// onlyReason reports whether the query carries no parameter but the
+// operator's reason (motivo); false when it answered the request instead
+// (400 naming the others).
+func (h *heldHandler) onlyReason(w http.ResponseWriter, r *http.Request) bool {
+	var others []string
+	for k := range r.URL.Query() {
+		if k != "motivo" {
+			others = append(others, k)
+		}
+	}
+	if len(others) == 0 {
+		return true
+	}
+	slices.Sort(others)
+	httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindMalformed,
+		"unknown parameters %s: a resolution names the held result (path) and the decision (aplicar or descartar), with an optional motivo; the ledger's record is read from the ledger",
+		strings.Join(others, ", ")))
+	return false
+}
+
 // named reports whether p names the operator who resolves (a resolution
 // records who); false when it answered the request instead (400).
 func (h *heldHandler) named(w http.ResponseWriter, r *http.Request, p auth.Principal) bool {
@@ -192,6 +228,8 @@ func (h *heldHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		err = httpapi.Errorf(httpapi.KindConflict, "the held result was already applied or discarded")
 	case errors.Is(err, transfer.ErrNotTheSettledTransfer):
 		err = httpapi.Errorf(httpapi.KindConflict, "%s: the result stays held", err.Error())
+	case errors.Is(err, transfer.ErrNoSettlement):
+		err = httpapi.Errorf(httpapi.KindConflict, "the ledger has no record of this transfer id: there is no outcome to apply; the result stays held")
 	}
 	httpapi.WriteError(w, r, h.log, err)
 }

@@ -2,7 +2,7 @@
 // operacoes), for the console: one transfer with its client, an account's
 // transfers, newest first, in pages, and the results held because their
 // transfer was unknown, which an operator applies (against the ledger's
-// record of the transfer) or discards, audited.
+// own record of the transfer, read from the ledger) or discards, audited.
 package opsweb
 
 import (
@@ -53,8 +53,9 @@ type Store interface {
 	ByAccount(ctx context.Context, account string, after *time.Time, afterID *uuid.UUID, limit int) ([]transfer.Transfer, error)
 }
 
-// Routes returns the transfers service's operator routes on store.
-func Routes(store Store, log *slog.Logger) []auth.Route {
+// Routes returns the transfers service's operator routes on store; a held
+// result is applied against ledger's record.
+func Routes(store Store, ledger Ledger, log *slog.Logger) []auth.Route {
 	h := &handler{store: store, log: log}
 	return append([]auth.Route{
 		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}", Scope: auth.ScopeOperations,
@@ -64,7 +65,7 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 				transfer.ErrNotFound, "no transfer with this id",
 				func(_ uuid.UUID, t transfer.Transfer) any { return fromTransfer(t) })},
 		{Method: http.MethodGet, Pattern: "/ops/contas/{id}/transferencias", Scope: auth.ScopeOperations, Handler: h.byAccount},
-	}, heldRoutes(store, log)...)
+	}, heldRoutes(store, ledger, log)...)
 }
 
 type handler struct {

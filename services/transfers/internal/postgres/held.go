@@ -17,7 +17,7 @@ import (
 const heldColumns = `
 r.evento_id, r.tipo, r.transferencia_id, r.status, COALESCE(r.motivo, ''), r.payload, r.recebido_em,
 COALESCE(r.resolucao, ''), r.resolvido_em, COALESCE(r.resolvido_por, ''), COALESCE(r.motivo_resolucao, ''),
-t.id IS NOT NULL, COALESCE(t.conta_origem, ''), COALESCE(t.conta_destino, ''), COALESCE(t.valor_centavos, 0),
+r.evento_solicitacao_id, t.id IS NOT NULL, COALESCE(t.conta_origem, ''), COALESCE(t.conta_destino, ''), COALESCE(t.valor_centavos, 0),
 COALESCE(t.moeda, ''), COALESCE(t.status, ''), COALESCE(t.motivo_rejeicao, ''), COALESCE(t.cliente_id, ''),
 t.criada_em, t.atualizada_em`
 
@@ -40,7 +40,7 @@ const heldLockSQL = heldByIDSQL + ` FOR UPDATE OF r`
 
 const heldCountSQL = `SELECT count(*) FROM resultado_retido WHERE resolucao IS NULL`
 
-// heldApplySQL moves the transfer, still PENDENTE, to the held result.
+// heldApplySQL moves the transfer, still PENDENTE, to the ledger's result.
 const heldApplySQL = `
 UPDATE transferencia
 SET status = $2, motivo_rejeicao = NULLIF($3, ''), atualizada_em = greatest(now(), criada_em)
@@ -57,16 +57,20 @@ func scanHeld(row pgx.Row) (transfer.HeldResult, error) {
 	var status, tStatus, payload string
 	var resolvedAt, created, updated *time.Time
 	var exists bool
+	var requestEventID *uuid.UUID
 	var t transfer.Transfer
 	err := row.Scan(&h.EventID, &h.Type, &h.TransferID, &status, &h.Reason, &payload, &h.ReceivedAt,
 		&h.Resolution, &resolvedAt, &h.ResolvedBy, &h.Note,
-		&exists, &t.Source, &t.Destination, &t.AmountCents, &t.Currency, &tStatus, &t.Reason, &t.Client, &created, &updated)
+		&requestEventID, &exists, &t.Source, &t.Destination, &t.AmountCents, &t.Currency, &tStatus, &t.Reason, &t.Client, &created, &updated)
 	if err != nil {
 		return h, err
 	}
 	h.Status, h.Payload, h.ReceivedAt = transfer.Status(status), []byte(payload), h.ReceivedAt.UTC()
 	if resolvedAt != nil {
 		h.ResolvedAt = resolvedAt.UTC()
+	}
+	if requestEventID != nil {
+		h.RequestEventID = *requestEventID
 	}
 	if exists {
 		t.ID, t.Status = h.TransferID, transfer.Status(tStatus)
@@ -112,13 +116,14 @@ func (s *Store) CountHeld(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// ApplyHeld applies the held result of eventID to the transfer with its
-// id, in one transaction, only if that transfer is the one the ledger
-// settled (transfer.CheckSettlement against ledger), and resolves the held
-// row as applied by res. It returns the transfer as it now is. Errors:
+// ApplyHeld applies the ledger's outcome to the transfer with the held
+// result's id, in one transaction, only if the transfer row and the held
+// row both match ledger, the ledger's own record of that id as the ledger
+// answered it (transfer.CheckSettlement), and resolves the held row as
+// applied by res. It returns the transfer as it now is. Errors:
 // ErrHeldNotFound, ErrHeldResolved, ErrNotTheSettledTransfer (no transfer
-// has the id yet, it is not PENDENTE, or it differs from ledger); nothing
-// changes then.
+// has the id yet, it is not PENDENTE, or a field differs from ledger);
+// nothing changes then.
 func (s *Store) ApplyHeld(ctx context.Context, eventID uuid.UUID, ledger transfer.Settlement, res transfer.Resolution) (transfer.Transfer, error) {
 	var t transfer.Transfer
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
@@ -132,7 +137,7 @@ func (s *Store) ApplyHeld(ctx context.Context, eventID uuid.UUID, ledger transfe
 		if err := transfer.CheckSettlement(h, *h.Transfer, ledger); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, heldApplySQL, h.TransferID, string(h.Status), h.Reason)
+		tag, err := tx.Exec(ctx, heldApplySQL, h.TransferID, string(ledger.Result), ledger.Reason)
 		if err != nil {
 			return fmt.Errorf("apply held result %s: %w", eventID, err)
 		}

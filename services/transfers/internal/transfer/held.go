@@ -3,6 +3,8 @@ package transfer
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,8 +17,9 @@ import (
 // bound to a request is applied by the store's re-apply task once the
 // transfer of that request is visible, within a window. Otherwise, since
 // results carry no amount, it is applied to a transfer with that id only
-// against the ledger's record of what it settled (see CheckSettlement), by
-// an operator, who applies or discards it.
+// against the ledger's own record of what it settled, which this service
+// reads from the ledger (see CheckSettlement), by an operator, who names
+// the held result and the decision (apply or discard) and nothing else.
 type HeldResult struct {
 	EventID    uuid.UUID
 	Type       string
@@ -25,6 +28,9 @@ type HeldResult struct {
 	Reason     string
 	Payload    []byte
 	ReceivedAt time.Time
+	// RequestEventID is the result's eventoSolicitacaoId; uuid.Nil when it
+	// carried none.
+	RequestEventID uuid.UUID
 	// Resolution is empty while held, else ResolutionApplied or
 	// ResolutionDiscarded.
 	Resolution string
@@ -43,13 +49,20 @@ const (
 	ResolutionDiscarded = "DESCARTADO"
 )
 
-// Settlement is the ledger's record of a transfer id: what it was asked to
-// settle and what it decided (its GET /ops/liquidacoes/{id}).
+// Settlement is the ledger's record of a transfer id, as the ledger
+// answers it (its GET /ops/liquidacoes/{id}): what it was asked to settle,
+// for whom, for which request, and what it decided.
 type Settlement struct {
+	TransferID  uuid.UUID
 	Source      string
 	Destination string
 	AmountCents int64
 	Currency    string
+	// Client is the clienteId the ledger received.
+	Client string
+	// RequestEventID is the eventoSolicitacaoId the ledger received;
+	// uuid.Nil when it kept none.
+	RequestEventID uuid.UUID
 	// Result is LIQUIDADA or REJEITADA.
 	Result Status
 	// Reason is the ledger's motivo of a rejection.
@@ -71,41 +84,56 @@ var (
 	// ErrHeldResolved: the held result was already applied or discarded.
 	ErrHeldResolved = errors.New("the held result was already resolved")
 	// ErrNotTheSettledTransfer: the transfer with the held result's id is
-	// not the one the ledger settled (accounts, amount, currency or result
-	// differ), is not PENDENTE, or does not exist.
+	// not the one the ledger settled (id, accounts, amount, currency,
+	// client, request or result differ), is not PENDENTE, or does not
+	// exist.
 	ErrNotTheSettledTransfer = errors.New("the transfer is not the one the ledger settled")
+	// ErrNoSettlement: the ledger has no record of the transfer id (it
+	// never decided it): there is nothing to apply.
+	ErrNoSettlement = errors.New("the ledger has no record of this transfer")
 )
 
-// CheckSettlement returns nil when h may be applied to t: t is PENDENTE,
-// has h's id, and is the transfer the ledger settled under that id (same
-// source and destination accounts, amount and currency, and the ledger
-// decided what h says). Otherwise it returns ErrNotTheSettledTransfer
-// saying what differs.
+// CheckSettlement returns nil when h may be applied to t with the
+// ledger's record s: t is PENDENTE, has h's id, and is the transfer the
+// ledger decided under that id (same id, source and destination accounts,
+// amount, currency and client); the ledger decided what h says (result and
+// reason); and, when the ledger kept the request event its result answers,
+// h answers that same request. The transfer's own request event id is not
+// compared: a transfer a client's retry recreated after its row was lost
+// has a new one, and the fields above are what make it the same transfer.
+// Otherwise it returns ErrNotTheSettledTransfer saying what differs.
 func CheckSettlement(h HeldResult, t Transfer, s Settlement) error {
 	var diffs []string
-	if t.ID != h.TransferID {
+	if t.ID != h.TransferID || s.TransferID != h.TransferID {
 		diffs = append(diffs, "transfer id")
 	}
 	if t.Status != StatusPending {
 		diffs = append(diffs, fmt.Sprintf("status is %s, not PENDENTE", t.Status))
 	}
-	if t.Source != s.Source {
-		diffs = append(diffs, "contaOrigem")
+	for _, f := range []struct {
+		name        string
+		here, there string
+	}{
+		{"contaOrigem", t.Source, s.Source},
+		{"contaDestino", t.Destination, s.Destination},
+		{"valorEmCentavos", strconv.FormatInt(t.AmountCents, 10), strconv.FormatInt(s.AmountCents, 10)},
+		{"moeda", t.Currency, s.Currency},
+		{"clienteId", t.Client, s.Client},
+	} {
+		if f.here != f.there {
+			diffs = append(diffs, fmt.Sprintf("%s %q here, %q in the ledger", f.name, f.here, f.there))
+		}
 	}
-	if t.Destination != s.Destination {
-		diffs = append(diffs, "contaDestino")
+	if s.Result != StatusSettled && s.Result != StatusRejected {
+		diffs = append(diffs, fmt.Sprintf("the ledger's result is %q, not final", s.Result))
+	} else if s.Result != h.Status || (h.Status == StatusRejected && s.Reason != h.Reason) {
+		diffs = append(diffs, fmt.Sprintf("the ledger's result (%s %s) is not the held one (%s %s)", s.Result, s.Reason, h.Status, h.Reason))
 	}
-	if t.AmountCents != s.AmountCents {
-		diffs = append(diffs, "valorEmCentavos")
-	}
-	if t.Currency != s.Currency {
-		diffs = append(diffs, "moeda")
-	}
-	if s.Result != h.Status || (h.Status == StatusRejected && s.Reason != h.Reason) {
-		diffs = append(diffs, fmt.Sprintf("the ledger's result (%s) is not the held one (%s)", s.Result, h.Status))
+	if s.RequestEventID != uuid.Nil && h.RequestEventID != s.RequestEventID {
+		diffs = append(diffs, "eventoSolicitacaoId: the held result answers another request than the ledger decided")
 	}
 	if len(diffs) > 0 {
-		return fmt.Errorf("%w: %v", ErrNotTheSettledTransfer, diffs)
+		return fmt.Errorf("%w: %s", ErrNotTheSettledTransfer, strings.Join(diffs, "; "))
 	}
 	return nil
 }

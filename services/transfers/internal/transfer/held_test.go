@@ -10,15 +10,20 @@ import (
 )
 
 // TestCheckSettlement: a held result is applied only to a PENDENTE
-// transfer with its id that is the one the ledger decided: same accounts,
-// amount, currency, and the result the ledger reached.
+// transfer with its id that is the one the ledger decided: the ledger's
+// record names the same transfer id, accounts, amount, currency and
+// client, a final result that is the held one, and, when it kept one, the
+// request the held result answers.
 func TestCheckSettlement(t *testing.T) {
 	t.Parallel()
-	id := uuid.New()
-	held := transfer.HeldResult{TransferID: id, Status: transfer.StatusSettled}
-	heldRejected := transfer.HeldResult{TransferID: id, Status: transfer.StatusRejected, Reason: "SALDO_INSUFICIENTE"}
-	tr := transfer.Transfer{ID: id, Source: "CC-001", Destination: "CC-002", AmountCents: 30000, Currency: "BRL", Status: transfer.StatusPending}
-	ledger := transfer.Settlement{Source: "CC-001", Destination: "CC-002", AmountCents: 30000, Currency: "BRL", Result: transfer.StatusSettled}
+	id, request := uuid.New(), uuid.New()
+	held := transfer.HeldResult{TransferID: id, Status: transfer.StatusSettled, RequestEventID: request}
+	heldRejected := transfer.HeldResult{TransferID: id, Status: transfer.StatusRejected, Reason: "SALDO_INSUFICIENTE", RequestEventID: request}
+	heldUnbound := transfer.HeldResult{TransferID: id, Status: transfer.StatusSettled}
+	tr := transfer.Transfer{ID: id, Source: "CC-001", Destination: "CC-002", AmountCents: 30000, Currency: "BRL", Client: "loja",
+		Status: transfer.StatusPending}
+	ledger := transfer.Settlement{TransferID: id, Source: "CC-001", Destination: "CC-002", AmountCents: 30000, Currency: "BRL",
+		Client: "loja", RequestEventID: request, Result: transfer.StatusSettled}
 	with := func(f func(*transfer.Transfer, *transfer.Settlement)) (transfer.Transfer, transfer.Settlement) {
 		t2, l2 := tr, ledger
 		f(&t2, &l2)
@@ -36,6 +41,15 @@ func TestCheckSettlement(t *testing.T) {
 		{"another destination", held, func(t *transfer.Transfer, _ *transfer.Settlement) { t.Destination = "CC-009" }, false},
 		{"another currency", held, func(t *transfer.Transfer, _ *transfer.Settlement) { t.Currency = "USD" }, false},
 		{"another id", held, func(t *transfer.Transfer, _ *transfer.Settlement) { t.ID = uuid.New() }, false},
+		{"the ledger's record of another id", held, func(_ *transfer.Transfer, l *transfer.Settlement) { l.TransferID = uuid.New() }, false},
+		{"another client", held, func(t *transfer.Transfer, _ *transfer.Settlement) { t.Client = "outra-loja" }, false},
+		{"the ledger's record names no client", held, func(_ *transfer.Transfer, l *transfer.Settlement) { l.Client = "" }, false},
+		{"the ledger's source differs", held, func(_ *transfer.Transfer, l *transfer.Settlement) { l.Source = "CC-009" }, false},
+		{"the ledger's amount differs", held, func(_ *transfer.Transfer, l *transfer.Settlement) { l.AmountCents = 1 }, false},
+		{"the ledger answered another request", held, func(_ *transfer.Transfer, l *transfer.Settlement) { l.RequestEventID = uuid.New() }, false},
+		{"a held result bound to no request, the ledger's to one", heldUnbound, func(*transfer.Transfer, *transfer.Settlement) {}, false},
+		{"the ledger kept no request", held, func(_ *transfer.Transfer, l *transfer.Settlement) { l.RequestEventID = uuid.Nil }, true},
+		{"the ledger has not decided", held, func(_ *transfer.Transfer, l *transfer.Settlement) { l.Result = "EM_PROCESSAMENTO" }, false},
 		{"already final", held, func(t *transfer.Transfer, _ *transfer.Settlement) { t.Status = transfer.StatusSettled }, false},
 		{"the ledger rejected it", held, func(_ *transfer.Transfer, l *transfer.Settlement) {
 			l.Result, l.Reason = transfer.StatusRejected, "SALDO_INSUFICIENTE"
