@@ -845,3 +845,34 @@ volumes: {key: {}, jwks: {}}
 		})
 	}
 }
+
+// The local override (make compose-demo) must cover every service of
+// docker-compose.yml that builds or pulls an image: one it misses is
+// pulled from a registry the machine cannot reach, or built on the
+// engine's bridge network, which the private engine does not have.
+func TestComposeLocalOverrideCoversEveryImage(t *testing.T) {
+	root := repoRoot(t)
+	opts, err := cli.NewProjectOptions(
+		[]string{filepath.Join(root, "docker-compose.yml"), filepath.Join(root, "deploy", "compose", "local", "override.yml")},
+		cli.WithWorkingDirectory(root),
+		cli.WithEnv(nil),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("docker-compose.yml with the local override does not load: %v", err)
+	}
+	for name, s := range p.Services {
+		if s.PullPolicy != types.PullPolicyNever {
+			t.Errorf("%s: pull_policy %q with the local override, want never", name, s.PullPolicy)
+		}
+		if s.Build != nil && s.Build.Network != "host" {
+			t.Errorf("%s: builds on network %q with the local override, want host", name, s.Build.Network)
+		}
+		if len(s.Ports) > 0 {
+			t.Errorf("%s: publishes %d host ports with the local override, want none", name, len(s.Ports))
+		}
+	}
+}
