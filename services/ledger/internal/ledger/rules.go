@@ -1,0 +1,134 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/transfersig"
+)
+
+// Derived event id kinds (events.DerivedID) of the ledger's result events.
+const (
+	KindSettled  = events.KindSettled
+	KindRejected = events.KindRejectedLedger
+)
+
+// Decision is the settlement of one claimed transfer: its Result, the
+// double entry it writes (none unless Settled) and the event that announces
+// it, which the store writes to its outbox.
+type Decision struct {
+	Result
+	// Entries are Decide's debit and credit, already applied to the
+	// balances of the Accounts the Decider was given.
+	Entries []Entry
+	Event   events.Message
+}
+
+// Decider decides one claimed transfer against its locked accounts (nil
+// when absent), moving the balances in place as Decide does. The store
+// calls it inside its settlement transaction.
+type Decider func(source, dest *Account, t Transfer) (Decision, error)
+
+// Rules are how the ledger settles and mints: the ownership rule and the
+// keys that prove who asked, the topics its result events go to and the
+// ceiling of one deposit (configuration, through the service layer).
+type Rules struct {
+	Ownership Ownership
+	// Keys verify the transfers service's authorizations
+	// (LEDGER_AUTHORIZATION_JWKS_FILE); nil verifies none, so that with
+	// ownership enforced nothing is debited.
+	Keys *transfersig.Verifier
+	// MaxDepositCents is the largest amount one deposit may carry; 0 is
+	// MaxAmountCents.
+	MaxDepositCents int64
+	// MaxDepositCentsPerDay is the most one client may deposit in one
+	// currency in one UTC day; 0: no ceiling.
+	MaxDepositCentsPerDay int64
+	// Topics names the topics of the result events; only Settled and
+	// Rejected are used.
+	Topics events.Topics
+}
+
+// Prove checks t's authorization against r's keys: Signed when it
+// verifies over t's id, accounts, amount, currency and client, Unproven
+// otherwise, and Unchecked with ownership off. It costs one Ed25519
+// verification.
+func (r Rules) Prove(t Transfer) Proof {
+	if r.Ownership == OwnershipOff {
+		return Unchecked
+	}
+	claim := transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Dest, AmountCents: t.AmountCents,
+		Currency: t.Currency, Client: t.ClientID}
+	if r.Keys.Verify(claim, t.Authorization) != nil {
+		return Unproven
+	}
+	return Signed
+}
+
+// Decider returns the Decider that applies r with result events stamped at
+// now.
+func (r Rules) Decider(now time.Time) Decider { return r.decider(now, nil) }
+
+// deciderFor is Decider with the proofs of ts established beforehand, so
+// that their signatures are verified before the store's transaction, not
+// while it holds the accounts' locks. A transfer it is given that is not
+// one of ts is proven when decided.
+func (r Rules) deciderFor(now time.Time, ts []Transfer) Decider {
+	proofs := make(map[Transfer]Proof, len(ts))
+	for _, t := range ts {
+		proofs[t] = r.Prove(t)
+	}
+	return r.decider(now, proofs)
+}
+
+func (r Rules) decider(now time.Time, proofs map[Transfer]Proof) Decider {
+	return func(source, dest *Account, t Transfer) (Decision, error) {
+		proof, ok := proofs[t]
+		if !ok {
+			proof = r.Prove(t)
+		}
+		outcome, reason, entries := Decide(source, dest, t, proof)
+		d := Decision{Result: Result{TransferID: t.ID, Outcome: outcome, Reason: reason}, Entries: entries}
+		var err error
+		d.Event, err = r.resultEvent(t, outcome, reason, now)
+		return d, err
+	}
+}
+
+// resultEvent is the event of a decided transfer:
+// TransferenciaLiquidada or TransferenciaRejeitada, keyed by the source
+// account, with an id derived from the transfer id so that a second
+// decision (which the processed marker prevents anyway) could not make a
+// second event.
+func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.Time) (events.Message, error) {
+	m := events.Message{
+		AggregateType: "transfer",
+		AggregateID:   t.ID.String(),
+		Key:           t.Source,
+		Headers:       map[string]string{events.HeaderCorrelationID: t.ID.String()},
+		OccurredAt:    now,
+	}
+	if t.Traceparent != "" {
+		m.Headers[events.HeaderTraceparent] = t.Traceparent
+	}
+	var payload any
+	switch outcome {
+	case Settled:
+		m.ID = events.DerivedID(KindSettled, t.ID)
+		m.Topic, m.Type = r.Topics.Settled, events.TypeSettled
+		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now, RequestEventID: t.RequestEventID}
+	case Rejected:
+		m.ID = events.DerivedID(KindRejected, t.ID)
+		m.Topic, m.Type = r.Topics.Rejected, events.TypeRejected
+		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now, RequestEventID: t.RequestEventID}
+	default:
+		return events.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
+	}
+	var err error
+	if m.Payload, err = json.Marshal(payload); err != nil {
+		return events.Message{}, fmt.Errorf("encode result event of %s: %w", t.ID, err)
+	}
+	return m, nil
+}
