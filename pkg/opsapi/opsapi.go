@@ -151,7 +151,7 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request, p auth.Princip
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	a.Resource("event_id", id)
+	a.Resource("evento_id", id)
 	n, err := h.ob.Requeue(r.Context(), outbox.RequeueFilter{ID: id},
 		outbox.Audit{Operator: p.Subject, Reason: r.URL.Query().Get("motivo")})
 	if errors.Is(err, outbox.ErrNoOperator) {

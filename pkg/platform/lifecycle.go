@@ -20,18 +20,18 @@ type Task func(ctx context.Context) error
 
 // Parts are what Serve runs: the router the service mounted its routes on,
 // the readiness probe its /readyz answers from, the relay (not run when
-// OUTBOX_RELAY_ENABLED=false) and the consumers: the service's consumer
-// loops (consumer.Run) and the tasks that stop with them (the transfers'
-// inbox cleanup).
+// OUTBOX_RELAY_ENABLED=false) and the service's other long-running tasks:
+// its consumer loops (consumer.Run) and the loops that stop with them (the
+// transfers' cleanup and re-apply loops).
 type Parts struct {
 	Router    chi.Router
 	Readiness *Readiness
 	Relay     Relay
-	Consumers []Task
+	Tasks     []Task
 }
 
 // Serve serves HTTP on cfg.HTTPAddr (and runs the readiness probe beside
-// it) and runs the consumers and the relay of p until ctx is cancelled
+// it) and runs the tasks (consumers among them) and the relay of p until ctx is cancelled
 // (SIGTERM: platform.Exit) or one of them fails. listening, if not nil,
 // receives the HTTP address once bound. Parts without a router or a
 // readiness probe, or without a relay that is enabled, do not start, nor
@@ -93,7 +93,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, listening func(net
 	p.Readiness.probeOnce(base)
 	stages := []*stage{
 		startStage(base, "http", fail, serve, p.Readiness.Probe),
-		startStage(base, "consumers", fail, p.Consumers...),
+		startStage(base, "tasks", fail, p.Tasks...),
 		startStage(base, "relay", fail, relay...),
 	}
 	server := stages[0]

@@ -92,12 +92,37 @@ func duplicateKeys(t *testing.T, line []byte) []string {
 var logMethods = map[string]int{
 	"Debug": 1, "Info": 1, "Warn": 1, "Error": 1,
 	"DebugContext": 2, "InfoContext": 2, "WarnContext": 2, "ErrorContext": 2,
-	"With": 0,
+	"With":     0,
+	"Resource": 0, // an audit record's resource: a key of its log line
 }
 
-// TestLogKeysAreDocumented: every literal key passed to a logger under pkg/
-// and services/ is a row of docs/logging.md, so a field keeps one name
-// across services (transfer_id, never transferencia_id).
+// eventIDKey matches a log key that names an event id in any spelling.
+var eventIDKey = regexp.MustCompile(`(?i)event(o)?_?id$`)
+
+// eventIDKeyIsCanonical reports whether k, a key for an event id, is the
+// suite's one spelling: evento_id, alone or after a role (decided_evento_id).
+func eventIDKeyIsCanonical(k string) bool {
+	return !eventIDKey.MatchString(k) || k == "evento_id" || strings.HasSuffix(k, "_evento_id")
+}
+
+// TestEventIDKeyRule: the rule that keeps one key for the event id refuses
+// the other spellings that the suite once logged.
+func TestEventIDKeyRule(t *testing.T) {
+	t.Parallel()
+	for k, want := range map[string]bool{
+		"evento_id": true, "decided_evento_id": true, "first_evento_id": true, "transfer_id": true,
+		"event_id": false, "eventId": false, "eventID": false, "eventoId": false, "decided_event_id": false,
+	} {
+		if got := eventIDKeyIsCanonical(k); got != want {
+			t.Errorf("eventIDKeyIsCanonical(%q) = %v, want %v", k, got, want)
+		}
+	}
+}
+
+// TestLogKeysAreDocumented: every literal key passed to a logger or an audit
+// record under pkg/ and services/ is a row of docs/logging.md, so a field
+// keeps one name across services (transfer_id, never transferencia_id), and
+// an event id is logged as evento_id everywhere.
 func TestLogKeysAreDocumented(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../../docs/logging.md")
@@ -149,6 +174,9 @@ func TestLogKeysAreDocumented(t *testing.T) {
 					found++
 					if !documented[k] {
 						t.Errorf("%s: log key %q is not in docs/logging.md", fs.Position(lit.Pos()), k)
+					}
+					if !eventIDKeyIsCanonical(k) {
+						t.Errorf("%s: log key %q names an event id: the suite's key is evento_id", fs.Position(lit.Pos()), k)
 					}
 				}
 				return true

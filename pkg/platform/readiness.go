@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/periodic"
 	"github.com/paysuite/payments/pkg/postgres"
@@ -45,7 +46,7 @@ const (
 type Readiness struct {
 	service  string
 	db       *postgres.DB
-	producer *Producer
+	producer *broker.Producer
 	log      *slog.Logger
 	probes   *prometheus.CounterVec
 	// stopping is set once Serve begins to stop: /readyz answers 503.
@@ -61,7 +62,7 @@ type Readiness struct {
 // and whose Kafka client is producer; it registers readiness_probes_total
 // on reg. It probes with their connections, none of its own: a wrong Kafka
 // password fails it as it fails the relay's sends.
-func NewReadiness(service string, db *postgres.DB, producer *Producer, log *slog.Logger, reg prometheus.Registerer) *Readiness {
+func NewReadiness(service string, db *postgres.DB, producer *broker.Producer, log *slog.Logger, reg prometheus.Registerer) *Readiness {
 	probes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "readiness_probes_total",
 		Help: "Readiness probes of the service's dependencies, by result (ready, not_ready); one a second whatever the rate of /readyz."},
 		[]string{"result"})
@@ -165,7 +166,7 @@ func (r *Readiness) checkDependencies(ctx context.Context) error {
 		r.migrated = true
 		r.mu.Unlock()
 	}
-	if err := pingProducer(ctx, r.producer); err != nil {
+	if err := r.producer.Ping(ctx); err != nil {
 		return &httpapi.NotReady{Check: "kafka", Err: err}
 	}
 	return nil

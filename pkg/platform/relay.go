@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 )
@@ -23,7 +24,7 @@ type Relay interface {
 // built even when OUTBOX_RELAY_ENABLED=false; Serve then does not run it. In polling mode it also watches for a logical relay's
 // slot left behind (a service switched back): nobody reads it, and it
 // holds WAL until it is dropped.
-func NewRelay(cfg Config, db *postgres.DB, ob *outbox.Outbox, producer *Producer, log *slog.Logger, reg prometheus.Registerer) (Relay, error) {
+func NewRelay(cfg Config, db *postgres.DB, ob *outbox.Outbox, producer *broker.Producer, log *slog.Logger, reg prometheus.Registerer) (Relay, error) {
 	if err := cfg.Relay.Validate(); err != nil {
 		return nil, err
 	}

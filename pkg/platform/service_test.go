@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
@@ -24,7 +25,7 @@ type service struct {
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	db       *postgres.DB
-	producer *platform.Producer
+	producer *broker.Producer
 	outbox   *outbox.Outbox
 	relay    platform.Relay
 	metrics  *consumer.Metrics
@@ -80,7 +81,7 @@ func (s *service) consumer(group string, topics []string, h consumer.Handler, po
 func (s *service) run(ctx context.Context, listening func(net.Addr), consumers ...platform.Task) error {
 	defer s.close()
 	return platform.Serve(ctx, s.cfg, s.log, listening, platform.Parts{
-		Router: s.router, Readiness: s.ready, Relay: s.relay, Consumers: consumers})
+		Router: s.router, Readiness: s.ready, Relay: s.relay, Tasks: consumers})
 }
 
 // close closes what openService opened in the other order: the

@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Router:    router,
 		Readiness: ready,
 		Relay:     relay,
-		Consumers: []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, requests) }},
+		Tasks:     []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, requests) }},
 	})
 }
 

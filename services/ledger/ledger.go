@@ -255,7 +255,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Router:    router,
 		Readiness: ready,
 		Relay:     relay,
-		Consumers: []platform.Task{
+		Tasks: []platform.Task{
 			func(ctx context.Context) error { return consumer.Run(ctx, settle) },
 			func(ctx context.Context) error { return consumer.Run(ctx, dlt) },
 		},

@@ -406,7 +406,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Router:    router,
 		Readiness: ready,
 		Relay:     relay,
-		Consumers: []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, notifyCfg) }},
+		Tasks:     []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, notifyCfg) }},
 	})
 }
 

@@ -239,7 +239,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Router:    router,
 		Readiness: ready,
 		Relay:     relay,
-		Consumers: []platform.Task{
+		Tasks: []platform.Task{
 			admit.Run,
 			func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
 			func(ctx context.Context) error { return inbox.CleanupLoop(ctx, db, retention, time.Minute, log) },

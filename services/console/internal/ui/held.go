@@ -32,7 +32,7 @@ type (
 // HeldRow is one held result with the ledger's record of its transfer id.
 type HeldRow struct {
 	Held   opsHeld
-	Ledger *opsSettlement
+	Ledger *opsapi.Settlement
 	// Differences says what keeps the result from being applied; empty
 	// when the transfer is the one the ledger settled.
 	Differences []string
@@ -43,7 +43,7 @@ func (r HeldRow) Matches() bool { return len(r.Differences) == 0 }
 
 // heldRow compares the transfer that has the id now with the ledger's
 // record, as the transfers service will.
-func heldRow(h opsHeld, ledger *opsSettlement) HeldRow {
+func heldRow(h opsHeld, ledger *opsapi.Settlement) HeldRow {
 	row := HeldRow{Held: h, Ledger: ledger}
 	t := h.Transferencia
 	switch {
@@ -94,7 +94,7 @@ func (s *Server) heldRows(w http.ResponseWriter, r *http.Request, sess *session,
 			hs = []opsHeld{h}
 		}
 	}
-	ledgers := make([]opsSettlement, len(hs))
+	ledgers := make([]opsapi.Settlement, len(hs))
 	hasLedger := make([]bool, len(hs))
 	for i, h := range hs {
 		if id, ok := httpapi.ParseUUID(h.TransferenciaID); ok {
@@ -116,7 +116,7 @@ func (s *Server) heldRows(w http.ResponseWriter, r *http.Request, sess *session,
 	}
 	rows := make([]HeldRow, len(hs))
 	for i, h := range hs {
-		var l *opsSettlement
+		var l *opsapi.Settlement
 		if hasLedger[i] {
 			l = &ledgers[i]
 		}
@@ -170,7 +170,7 @@ func (s *Server) resolveHeld(apply bool) func(w http.ResponseWriter, r *http.Req
 			s.message(w, r, sess, http.StatusBadRequest, "Refused", "Malformed event id: nothing was changed.")
 			return
 		}
-		a.Resource("event_id", id)
+		a.Resource("evento_id", id)
 		q := url.Values{}
 		if reason := strings.TrimSpace(r.PostFormValue("reason")); reason != "" {
 			q.Set("motivo", reason)
@@ -183,7 +183,7 @@ func (s *Server) resolveHeld(apply bool) func(w http.ResponseWriter, r *http.Req
 			path += "?" + q.Encode()
 		}
 		// An apply answers the transfer it moved, a discard the held result.
-		var applied opsTransfer
+		var applied opsapi.OperatorTransfer
 		var out any
 		if apply {
 			out = &applied

@@ -14,18 +14,18 @@ func TestHeldRowComparesAsTheTransfersService(t *testing.T) {
 	t.Parallel()
 	held := opsHeld{Status: "LIQUIDADA", Transferencia: &opsapi.OperatorTransfer{ClienteID: "loja",
 		Transfer: opsapi.Transfer{ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 500, Moeda: "BRL", Status: "PENDENTE"}}}
-	ledger := opsSettlement{Resultado: "LIQUIDADA", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 500, Moeda: "BRL", ClienteID: "loja"}
+	ledger := opsapi.Settlement{Resultado: "LIQUIDADA", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 500, Moeda: "BRL", ClienteID: "loja"}
 	if row := heldRow(held, &ledger); !row.Matches() {
 		t.Errorf("the same transfer: %v", row.Differences)
 	}
 	for _, tc := range []struct {
 		name   string
-		change func(*opsSettlement)
+		change func(*opsapi.Settlement)
 		want   string
 	}{
-		{"another client", func(l *opsSettlement) { l.ClienteID = "outra" }, "client: loja here, outra in the ledger"},
-		{"another amount", func(l *opsSettlement) { l.ValorEmCentavos = 501 }, "amount: 500 here, 501 in the ledger"},
-		{"another result", func(l *opsSettlement) { l.Resultado, l.Motivo = "REJEITADA", "SALDO_INSUFICIENTE" }, "the ledger decided REJEITADA"},
+		{"another client", func(l *opsapi.Settlement) { l.ClienteID = "outra" }, "client: loja here, outra in the ledger"},
+		{"another amount", func(l *opsapi.Settlement) { l.ValorEmCentavos = 501 }, "amount: 500 here, 501 in the ledger"},
+		{"another result", func(l *opsapi.Settlement) { l.Resultado, l.Motivo = "REJEITADA", "SALDO_INSUFICIENTE" }, "the ledger decided REJEITADA"},
 	} {
 		l := ledger
 		tc.change(&l)

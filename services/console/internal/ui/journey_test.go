@@ -17,12 +17,12 @@ func TestJourneyStuckWording(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) string { return opsapi.Time(now.Add(-d)) }
-	pending := &opsTransfer{Transfer: opsapi.Transfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
+	pending := &opsapi.OperatorTransfer{Transfer: opsapi.Transfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
 		Status: "PENDENTE"}, ClienteID: "loja", TransferTimes: opsapi.TransferTimes{CriadaEm: at(time.Minute), AtualizadaEm: at(time.Minute)}}
-	published := &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Chave: "CC-1", Tipo: "TransferenciaSolicitada",
+	published := &opsapi.Events{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Chave: "CC-1", Tipo: "TransferenciaSolicitada",
 		Status: "PUBLISHED", EnfileiradoEm: at(time.Minute), PublicadoEm: at(59 * time.Second)}}}
 	approved := &opsDecision{Pontuacao: 10, Limiar: 80, Resultado: "APPROVED", DecididaEm: at(58 * time.Second)}
-	settled := &opsSettlement{Resultado: "LIQUIDADA", ProcessadaEm: at(57 * time.Second)}
+	settled := &opsapi.Settlement{Resultado: "LIQUIDADA", ProcessadaEm: at(57 * time.Second)}
 
 	for _, tc := range []struct {
 		name  string
@@ -32,22 +32,22 @@ func TestJourneyStuckWording(t *testing.T) {
 	}{
 		{
 			name:  "waiting in the transfers' outbox",
-			parts: journeyParts{transfer: pending, transfersOut: &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Chave: "CC-1", Tipo: "TransferenciaSolicitada", Status: "PENDING", EnfileiradoEm: at(42 * time.Second)}}}},
+			parts: journeyParts{transfer: pending, transfersOut: &opsapi.Events{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Chave: "CC-1", Tipo: "TransferenciaSolicitada", Status: "PENDING", EnfileiradoEm: at(42 * time.Second)}}}},
 			step:  1,
 			want:  Step{Title: "Published to Kafka", Service: "transfers", State: stateWaiting, Note: "waiting in the transfers' outbox for 42 s"},
 		},
 		{
 			name: "held back by an older DEAD event of its key",
 			parts: journeyParts{transfer: pending, decision: approved, settlement: settled,
-				ledgerOut:     &opsEvents{Eventos: []opsapi.Event{{ID: "e3", Topico: "liquidada", Chave: "CC-1", Tipo: "TransferenciaLiquidada", Status: "PENDING", EnfileiradoEm: at(42 * time.Second)}}},
-				ledgerBacklog: &opsBacklog{EventosMortos: []opsapi.DeadEvent{{ID: "e0", Topico: "liquidada", Chave: "CC-1", Erro: "MESSAGE_TOO_LARGE"}}}},
+				ledgerOut:     &opsapi.Events{Eventos: []opsapi.Event{{ID: "e3", Topico: "liquidada", Chave: "CC-1", Tipo: "TransferenciaLiquidada", Status: "PENDING", EnfileiradoEm: at(42 * time.Second)}}},
+				ledgerBacklog: &opsapi.Backlog{EventosMortos: []opsapi.DeadEvent{{ID: "e0", Topico: "liquidada", Chave: "CC-1", Erro: "MESSAGE_TOO_LARGE"}}}},
 			step: 3,
 			want: Step{Title: "Ledger settlement", Service: "ledger", State: stateWaiting, At: now.Add(-57 * time.Second), Lines: []string{"LIQUIDADA"},
 				Note: "waiting in the ledger's outbox for 42 s: the key CC-1 has an older event held back (DEAD: MESSAGE_TOO_LARGE)"},
 		},
 		{
 			name:  "DEAD in the transfers' outbox",
-			parts: journeyParts{transfer: pending, transfersOut: &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Tipo: "TransferenciaSolicitada", Status: "DEAD", Tentativas: 12, Erro: "refused", EnfileiradoEm: at(time.Minute)}}}},
+			parts: journeyParts{transfer: pending, transfersOut: &opsapi.Events{Eventos: []opsapi.Event{{ID: "e1", Topico: "solicitada", Tipo: "TransferenciaSolicitada", Status: "DEAD", Tentativas: 12, Erro: "refused", EnfileiradoEm: at(time.Minute)}}}},
 			step:  1,
 			want: Step{Title: "Published to Kafka", Service: "transfers", State: stateStuck,
 				Note:    "DEAD in the transfers' outbox after 12 attempts: refused. Requeue it once the cause is fixed.",
@@ -137,9 +137,9 @@ func TestFormTokensAreSpentOnce(t *testing.T) {
 // accepting request and the trace id of its event, when recorded.
 func TestJourneyTraceAndRequestID(t *testing.T) {
 	t.Parallel()
-	tr := &opsTransfer{Transfer: opsapi.Transfer{ID: "t1", Status: "PENDENTE"}, ClienteID: "loja", RequestID: "req-42",
+	tr := &opsapi.OperatorTransfer{Transfer: opsapi.Transfer{ID: "t1", Status: "PENDENTE"}, ClienteID: "loja", RequestID: "req-42",
 		TransferTimes: opsapi.TransferTimes{CriadaEm: opsapi.Time(time.Now())}}
-	out := &opsEvents{Eventos: []opsapi.Event{{ID: "e1", Tipo: "TransferenciaSolicitada", Status: "PENDING",
+	out := &opsapi.Events{Eventos: []opsapi.Event{{ID: "e1", Tipo: "TransferenciaSolicitada", Status: "PENDING",
 		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", EnfileiradoEm: opsapi.Time(time.Now())}}}
 	j := buildJourney("t1", journeyParts{transfer: tr, transfersOut: out}, time.Now())
 	if j.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
@@ -167,7 +167,7 @@ func TestJourneyNotificationAttempts(t *testing.T) {
 			{Tentativa: 2, Canal: "webhook", Topico: main + "-retry-1000", Resultado: "DELIVERED", Em: at(time.Second)},
 		},
 	}}}
-	settled := &opsTransfer{Transfer: opsapi.Transfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
+	settled := &opsapi.OperatorTransfer{Transfer: opsapi.Transfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
 		Status: "LIQUIDADA"}, ClienteID: "loja", TransferTimes: opsapi.TransferTimes{CriadaEm: at(time.Minute), AtualizadaEm: at(time.Minute)}}
 	j := buildJourney("t1", journeyParts{transfer: settled, notifications: notes}, now)
 	st := j.Steps[len(j.Steps)-1]

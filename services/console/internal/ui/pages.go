@@ -228,7 +228,7 @@ func (s *Server) account(w http.ResponseWriter, r *http.Request, sess *session) 
 // ServiceBacklog is one service's outbox backlog on the backlogs page.
 type ServiceBacklog struct {
 	Service string
-	Backlog *opsBacklog
+	Backlog *opsapi.Backlog
 	// DLTs are the service's dead-letter topics (ledger, notifications).
 	DLTs *opsapi.DLTs
 	// Metrics are the consumer lags and charts from its /metrics; nil
@@ -338,7 +338,7 @@ func (s *Server) requeue(w http.ResponseWriter, r *http.Request, sess *session, 
 		return
 	}
 	a.Resource("service", u.Name)
-	a.Resource("event_id", id)
+	a.Resource("evento_id", id)
 	path := "/ops/outbox/" + id.String() + "/reenfileirar"
 	if reason := strings.TrimSpace(r.PostFormValue("reason")); reason != "" {
 		path += "?" + url.Values{"motivo": {reason}}.Encode()

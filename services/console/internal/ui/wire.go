@@ -5,12 +5,9 @@ import "github.com/paysuite/payments/pkg/opsapi"
 // The services' /ops answers, as the console reads them (the wire names
 // of each service's opsweb package).
 
-// opsTransfer is the transfers service's operator view of a transfer.
-type opsTransfer = opsapi.OperatorTransfer
-
 type opsTransferPage struct {
-	Transferencias []opsTransfer `json:"transferencias"`
-	Proxima        string        `json:"proxima"`
+	Transferencias []opsapi.OperatorTransfer `json:"transferencias"`
+	Proxima        string                    `json:"proxima"`
 }
 
 type opsDecision struct {
@@ -20,9 +17,6 @@ type opsDecision struct {
 	Regras     []string `json:"regras"`
 	DecididaEm string   `json:"decididaEm"`
 }
-
-// opsSettlement is the ledger's record of a transfer.
-type opsSettlement = opsapi.Settlement
 
 type opsNotifications struct {
 	Notificacoes []opsNotification `json:"notificacoes"`
@@ -58,10 +52,6 @@ type account struct {
 	Saldo   int64  `json:"saldoEmCentavos"`
 	Titular string `json:"titular"`
 }
-
-type opsEvents = opsapi.Events
-
-type opsBacklog = opsapi.Backlog
 
 type postingsPage struct {
 	Itens []struct {

@@ -18,13 +18,6 @@ import (
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
 
-// Settlement is the body of GET /ops/liquidacoes/{id}.
-type Settlement = opsapi.Settlement
-
-// Posting is one side of a settled transfer with the account's balance
-// right after it.
-type Posting = opsapi.Posting
-
 // Store reads processed transfers (postgres.Store).
 type Store interface {
 	// Processed returns how the ledger decided a transfer, or
@@ -42,15 +35,15 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 			func(_ uuid.UUID, p ledger.Processed) any { return settlement(p) })}}
 }
 
-func settlement(p ledger.Processed) Settlement {
-	s := Settlement{TransferenciaID: p.TransferID.String(), Resultado: string(p.Outcome), Motivo: p.Reason,
+func settlement(p ledger.Processed) opsapi.Settlement {
+	s := opsapi.Settlement{TransferenciaID: p.TransferID.String(), Resultado: string(p.Outcome), Motivo: p.Reason,
 		ContaOrigem: p.Source, ContaDestino: p.Destination, ValorEmCentavos: p.AmountCents, Moeda: p.Currency, ClienteID: p.ClientID,
-		ProcessadaEm: opsapi.Time(p.ProcessedAt), Lancamentos: make([]Posting, 0, len(p.Postings))}
+		ProcessadaEm: opsapi.Time(p.ProcessedAt), Lancamentos: make([]opsapi.Posting, 0, len(p.Postings))}
 	if p.RequestEventID != uuid.Nil {
 		s.EventoSolicitacaoID = p.RequestEventID.String()
 	}
 	for _, b := range p.Postings {
-		s.Lancamentos = append(s.Lancamentos, Posting{Conta: b.Account, Direcao: string(b.Direction),
+		s.Lancamentos = append(s.Lancamentos, opsapi.Posting{Conta: b.Account, Direcao: string(b.Direction),
 			ValorEmCentavos: b.AmountCents, SaldoApos: b.BalanceAfter, CriadoEm: opsapi.Time(b.CreatedAt)})
 	}
 	return s

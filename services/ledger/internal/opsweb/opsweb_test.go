@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
 	store "github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/opstest"
@@ -50,24 +51,24 @@ VALUES ($1, 'LIQUIDADA', 'CC-A', 'CC-B', 300, 'BRL', $2, 'loja', $3)`, tr, uuid.
 VALUES ($1, 'REJEITADA', 'SALDO_INSUFICIENTE', 'CC-A', 'CC-B', 9999, 'BRL', $2)`, rejected, uuid.New())
 
 	ops := opstest.Serve(t, nil, opsweb.Routes(store.New(db, nil), slog.New(slog.DiscardHandler)))
-	get := func(path string) (int, opsweb.Settlement) {
-		var v opsweb.Settlement
+	get := func(path string) (int, opsapi.Settlement) {
+		var v opsapi.Settlement
 		return ops.Get(path, &v), v
 	}
-	ignore := cmpopts.IgnoreFields(opsweb.Posting{}, "CriadoEm")
+	ignore := cmpopts.IgnoreFields(opsapi.Posting{}, "CriadoEm")
 	for _, tc := range []struct {
 		name     string
 		id       uuid.UUID
 		result   string
-		postings []opsweb.Posting
+		postings []opsapi.Posting
 	}{
-		{"first settlement", first, "LIQUIDADA", []opsweb.Posting{
+		{"first settlement", first, "LIQUIDADA", []opsapi.Posting{
 			{Conta: "CC-A", Direcao: "D", ValorEmCentavos: 300, SaldoApos: 700},
 			{Conta: "CC-B", Direcao: "C", ValorEmCentavos: 300, SaldoApos: 300}}},
-		{"second settlement", second, "LIQUIDADA", []opsweb.Posting{
+		{"second settlement", second, "LIQUIDADA", []opsapi.Posting{
 			{Conta: "CC-A", Direcao: "D", ValorEmCentavos: 300, SaldoApos: 400},
 			{Conta: "CC-B", Direcao: "C", ValorEmCentavos: 300, SaldoApos: 600}}},
-		{"rejection", rejected, "REJEITADA", []opsweb.Posting{}},
+		{"rejection", rejected, "REJEITADA", []opsapi.Posting{}},
 	} {
 		code, s := get("/ops/liquidacoes/" + tc.id.String())
 		if code != http.StatusOK || s.Resultado != tc.result {

@@ -185,7 +185,7 @@ func (h *heldHandler) eventID(w http.ResponseWriter, r *http.Request, a *auth.Au
 		httpapi.WriteError(w, r, h.log, err)
 		return uuid.Nil, false
 	}
-	a.Resource("event_id", id)
+	a.Resource("evento_id", id)
 	return id, true
 }
 

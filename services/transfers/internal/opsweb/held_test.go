@@ -220,7 +220,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	}
 	// One audit line per action, with the operator and the event.
 	lines := strings.Count(audit.String(), `"action":"held_result.apply"`)
-	if lines != applies || !strings.Contains(audit.String(), `"client":"ana"`) || !strings.Contains(audit.String(), `"event_id":"`+evSame.String()+`"`) {
+	if lines != applies || !strings.Contains(audit.String(), `"client":"ana"`) || !strings.Contains(audit.String(), `"evento_id":"`+evSame.String()+`"`) {
 		t.Errorf("%d apply audit lines, want %d:\n%s", lines, applies, audit.String())
 	}
 }
