@@ -1,4 +1,4 @@
-package transfers
+package postgres_test
 
 import (
 	"log/slog"
@@ -12,8 +12,6 @@ import (
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/services/transfers/internal/consume"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/test/pgtest"
@@ -27,10 +25,9 @@ import (
 func TestHeldResultsCounted(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService(Service)...))
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, consume.Group, nil), 0)
+	db := pg.Wrap(pgtest.NewPool(t, migrations.ForService("transfers")...))
 	reg := prometheus.NewRegistry()
-	m := NewHeldMetrics(reg)
+	store := postgres.NewStore(db, outbox.New(db), "transferencias-projecao", reg, 0)
 	value := func(name string) float64 {
 		t.Helper()
 		fams, err := reg.Gather()
@@ -49,7 +46,7 @@ func TestHeldResultsCounted(t *testing.T) {
 	if a, b, c := value("transfers_results_held_total"), value("transfers_results_held"), value("transfers_results_held_overdue"); a != 0 || b != 0 || c != 0 {
 		t.Fatalf("series at start = %v, %v, %v; want 0, 0, 0", a, b, c)
 	}
-	svc := transfer.NewService(meterHeld(store, m), "requested", authtest.NewTransferKey(t))
+	svc := transfer.NewService(store, "requested", authtest.NewTransferKey(t))
 	known := uuid.New()
 	if _, _, err := svc.Submit(ctx, transfer.Submission{ID: known, Client: "loja",
 		Request:  transfer.Request{Source: "CC-001", Destination: "CC-002", AmountCents: 100, Currency: "BRL"},
@@ -60,17 +57,17 @@ func TestHeldResultsCounted(t *testing.T) {
 	lost2 := transfer.Result{EventID: uuid.New(), TransferID: uuid.New(), Status: transfer.StatusRejected, Reason: "SALDO_INSUFICIENTE"}
 	mine := transfer.Result{EventID: uuid.New(), TransferID: known, Status: transfer.StatusSettled}
 	for range 2 {
-		if _, err := svc.ApplyResult(ctx, lost); err != nil {
+		if _, _, err := store.ApplyResults(ctx, []transfer.Result{lost}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.ApplyResults(ctx, []transfer.Result{mine, lost2, lost}); err != nil {
+		if _, _, err := store.ApplyResults(ctx, []transfer.Result{mine, lost2, lost}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := value("transfers_results_held_total"); got != 2 {
 		t.Errorf("transfers_results_held_total = %v, want 2", got)
 	}
-	refreshHeld(ctx, store, time.Hour, m, slog.New(slog.DiscardHandler))
+	store.RefreshHeldGauges(ctx, time.Hour, slog.New(slog.DiscardHandler))
 	if got := value("transfers_results_held"); got != 2 {
 		t.Errorf("transfers_results_held = %v, want 2", got)
 	}
@@ -78,14 +75,14 @@ func TestHeldResultsCounted(t *testing.T) {
 		t.Errorf("transfers_results_held_overdue within the window = %v, want 0", got)
 	}
 	// Past the window (here: no window at all) they are the operator's.
-	refreshHeld(ctx, store, 0, m, slog.New(slog.DiscardHandler))
+	store.RefreshHeldGauges(ctx, 0, slog.New(slog.DiscardHandler))
 	if got := value("transfers_results_held_overdue"); got != 2 {
 		t.Errorf("transfers_results_held_overdue past the window = %v, want 2", got)
 	}
 	if err := store.DiscardHeld(ctx, lost.EventID, transfer.Resolution{Operator: "ana"}); err != nil {
 		t.Fatal(err)
 	}
-	refreshHeld(ctx, store, time.Hour, m, slog.New(slog.DiscardHandler))
+	store.RefreshHeldGauges(ctx, time.Hour, slog.New(slog.DiscardHandler))
 	if got := value("transfers_results_held"); got != 1 {
 		t.Errorf("transfers_results_held after a discard = %v, want 1", got)
 	}
