@@ -28,7 +28,6 @@ import (
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/consume"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/ledgerhttp"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
@@ -203,20 +202,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		return err
 	}
 
-	inb := inbox.New(db, cfg.ProjectionGroup, inbox.NewDuplicatesCounter(reg))
 	// Admission control reads the backlog the relay can send from the
 	// database (every instance the same figure), not from this process's
 	// relay.
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending,
 		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh, PublishDelay: publishDelay(cfg.Config)},
 		admission.NewBacklog(db), time.Now, admission.NewMetrics(reg))
-	// The projection tells admission control what it settles.
-	store := postgres.NewStore(db, ob, inb, cfg.ClaimTimeout).OnSettled(admit.Settled)
-	held := NewHeldMetrics(reg)
-	svc := transfer.NewService(meterHeld(store, held), cfg.Topics.Requested, signer)
+	store := postgres.NewStore(db, ob, cfg.ProjectionGroup, reg, cfg.ClaimTimeout)
+	svc := transfer.NewService(store, cfg.Topics.Requested, signer)
 	log.InfoContext(ctx, "transfer authorization key", "authorization_kid", signer.KeyID())
 
-	projection := consume.NewProjection(svc, cfg.Topics, log)
+	// The projection writes through the store and tells admission control
+	// what it settles.
+	projection := consume.NewProjection(store, admit, cfg.Topics, log)
 	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),
 		Handler: projection.Handle, Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg),
 		// The results of one partition fetched together are applied in
@@ -242,13 +240,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Tasks: []platform.Task{
 			admit.Run,
 			func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
-			func(ctx context.Context) error { return inbox.CleanupLoop(ctx, db, retention, time.Minute, log) },
-			func(ctx context.Context) error {
-				return heldGaugeLoop(ctx, store, heldWindow, held, heldGaugeInterval, log)
-			},
-			func(ctx context.Context) error {
-				return ReapplyLoop(ctx, store.ReapplyHeld, heldWindow, held, heldReapplyInterval, log)
-			},
+			func(ctx context.Context) error { return store.CleanupInboxLoop(ctx, retention, time.Minute, log) },
+			func(ctx context.Context) error { return store.HeldGaugesLoop(ctx, heldWindow, heldGaugeInterval, log) },
+			func(ctx context.Context) error { return projection.ReapplyLoop(ctx, heldWindow, heldReapplyInterval) },
 		},
 	})
 }

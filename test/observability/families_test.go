@@ -69,7 +69,7 @@ var (
 )
 
 // serviceFamilies are each service's own families. inbox_duplicates_total is
-// the transfers projection's (services/transfers/internal/inbox); the others
+// the transfers projection's (services/transfers/internal/postgres); the others
 // deduplicate in their own tables and count it in their own families (antifraud_duplicate_requests_total,
 // ledger_settlements_total{result="DUPLICADA"},
 // notifications_sends_total{outcome="duplicate"}).

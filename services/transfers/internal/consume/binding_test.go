@@ -139,8 +139,8 @@ func TestResultAppliesOnlyToItsRequest(t *testing.T) {
 			}
 			// The re-apply task does not apply it either: it is for another
 			// request, an operator's case.
-			if n, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || n != 0 {
-				t.Errorf("ReapplyHeld = %d, %v; want 0", n, err)
+			if c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
+				t.Errorf("ReapplyHeld = %d, %v; want 0", len(c), err)
 			}
 			if got := status(pending); got != transfer.StatusPending {
 				t.Errorf("re-apply moved the transfer of another request to %s", got)
@@ -185,8 +185,8 @@ func TestReapplyHeld(t *testing.T) {
 		t.Fatalf("CountHeld = %d, %v; want 4", n, err)
 	}
 	// Nothing to apply while no transfer is visible.
-	if n, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || n != 0 {
-		t.Fatalf("ReapplyHeld before the transfers exist = %d, %v; want 0", n, err)
+	if c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
+		t.Fatalf("ReapplyHeld before the transfers exist = %d, %v; want 0", len(c), err)
 	}
 	lateEvent := events.DerivedID(events.KindRejectedLedger, late)
 	if _, err := f.db.Exec(ctx, `UPDATE resultado_retido SET recebido_em = now() - interval '2 hours' WHERE evento_id = $1`, lateEvent); err != nil {
@@ -196,7 +196,8 @@ func TestReapplyHeld(t *testing.T) {
 	create(late, reqLate)
 	create(unbound, uuid.New())
 	create(other, reqOther)
-	n, err := f.store.ReapplyHeld(ctx, time.Hour, 100)
+	created, err := f.store.ReapplyHeld(ctx, time.Hour, 100)
+	n := len(created)
 	if err != nil || n != 1 {
 		t.Fatalf("ReapplyHeld = %d, %v; want 1", n, err)
 	}
@@ -210,8 +211,8 @@ func TestReapplyHeld(t *testing.T) {
 	if res, by, _, _ := f.heldRow(t, events.DerivedID(events.KindSettled, early)); res != transfer.ResolutionApplied || by != postgres.ReappliedBy {
 		t.Errorf("re-applied row resolved %q by %q, want %s by %s", res, by, transfer.ResolutionApplied, postgres.ReappliedBy)
 	}
-	if n, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || n != 0 {
-		t.Errorf("second ReapplyHeld = %d, %v; want 0", n, err)
+	if c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
+		t.Errorf("second ReapplyHeld = %d, %v; want 0", len(c), err)
 	}
 	if n, err := f.store.CountHeld(ctx); err != nil || n != 3 {
 		t.Errorf("CountHeld = %d, %v; want 3", n, err)

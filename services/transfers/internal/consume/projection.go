@@ -1,7 +1,10 @@
 // Package consume is the transfers service's Kafka adapter: the projection
 // that reads settlement results (TransferenciaLiquidada,
-// TransferenciaRejeitada) and moves transfers out of PENDENTE, or holds a
-// result whose transfer it does not know for an operator.
+// TransferenciaRejeitada), decodes them and hands them to its Store, which
+// moves transfers out of PENDENTE or holds a result whose transfer it does
+// not know (postgres.Store: the write, its deduplication and its counts);
+// and the task that re-applies held results once their transfer is
+// visible. It tells admission control what either settled.
 package consume
 
 import (
@@ -9,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"time"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
@@ -23,17 +27,37 @@ const Group = "transferencias-projecao"
 // an unknown future reason is kept but garbage is refused.
 var reasonRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 
+// Store is where the projection writes (postgres.Store).
+type Store interface {
+	// ApplyResults applies or holds rs in one transaction, each event id
+	// at most once; out[i] is what rs[i] did, created the creation times
+	// of the transfers moved.
+	ApplyResults(ctx context.Context, rs []transfer.Result) (out []transfer.Outcome, created []time.Time, err error)
+	// ReapplyHeld applies at most limit held results received within
+	// window whose transfer is now visible with their request, and
+	// returns the creation times of the transfers moved.
+	ReapplyHeld(ctx context.Context, window time.Duration, limit int) (created []time.Time, err error)
+}
+
+// Admission is told the creation times of the transfers the projection
+// moved, after each commit (admission.Controller).
+type Admission interface {
+	Settled(created []time.Time)
+}
+
 // Projection handles records of the settled and rejected topics.
 type Projection struct {
-	svc      *transfer.Service
+	store    Store
+	admit    Admission
 	settled  string
 	rejected string
 	log      *slog.Logger
 }
 
-// NewProjection returns the projection of the given topics onto svc.
-func NewProjection(svc *transfer.Service, topics events.Topics, log *slog.Logger) *Projection {
-	return &Projection{svc: svc, settled: topics.Settled, rejected: topics.Rejected, log: log}
+// NewProjection returns the projection of the given topics into store,
+// telling admit (nil: nobody) what it settles.
+func NewProjection(store Store, admit Admission, topics events.Topics, log *slog.Logger) *Projection {
+	return &Projection{store: store, admit: admit, settled: topics.Settled, rejected: topics.Rejected, log: log}
 }
 
 // Topics returns the topics the projection reads.
@@ -49,12 +73,7 @@ func (p *Projection) Handle(ctx context.Context, m broker.Record) error {
 	if err != nil {
 		return err
 	}
-	out, err := p.svc.ApplyResult(ctx, r)
-	if err != nil {
-		return err
-	}
-	p.logResult(ctx, r, out)
-	return nil
+	return p.apply(ctx, []transfer.Result{r})
 }
 
 // HandleBatch is a consumer.BatchHandler: it applies the results of one
@@ -75,17 +94,34 @@ func (p *Projection) HandleBatch(ctx context.Context, ms []broker.Record) error 
 		}
 		rs = append(rs, r)
 	}
-	out, err := p.svc.ApplyResults(ctx, rs)
-	if err != nil {
+	if err := p.apply(ctx, rs); err != nil {
 		return err
-	}
-	for i, r := range rs {
-		p.logResult(ctx, r, out[i])
 	}
 	if stop != nil {
 		return &consumer.BatchFailure{Handled: len(rs), Err: stop}
 	}
 	return nil
+}
+
+// apply writes rs through the store, tells admission control what moved,
+// and logs each result's outcome.
+func (p *Projection) apply(ctx context.Context, rs []transfer.Result) error {
+	out, created, err := p.store.ApplyResults(ctx, rs)
+	if err != nil {
+		return err
+	}
+	p.tell(created)
+	for i, r := range rs {
+		p.logResult(ctx, r, out[i])
+	}
+	return nil
+}
+
+// tell hands admission control the creation times of transfers just moved.
+func (p *Projection) tell(created []time.Time) {
+	if p.admit != nil && len(created) > 0 {
+		p.admit.Settled(created)
+	}
 }
 
 func (p *Projection) decode(m broker.Record) (transfer.Result, error) {

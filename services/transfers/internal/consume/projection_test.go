@@ -20,7 +20,6 @@ import (
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers/internal/consume"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/test/pgtest"
@@ -42,13 +41,13 @@ func newFixture(t *testing.T) fixture {
 
 // fixtureOn is the fixture on the transfers database db.
 func fixtureOn(db *pg.DB) fixture {
-	store := postgres.NewStore(db, outbox.New(db), inbox.New(db, consume.Group, nil), 0)
+	store := postgres.NewStore(db, outbox.New(db), consume.Group, nil, 0)
 	key, err := transfersig.NewKey()
 	if err != nil {
 		panic(err)
 	}
 	svc := transfer.NewService(store, topics.Requested, key)
-	return fixture{db: db, store: store, svc: svc, proj: consume.NewProjection(svc, topics, slog.New(slog.DiscardHandler))}
+	return fixture{db: db, store: store, svc: svc, proj: consume.NewProjection(store, nil, topics, slog.New(slog.DiscardHandler))}
 }
 
 func (f fixture) pending(t *testing.T) uuid.UUID {
@@ -529,8 +528,8 @@ func TestProjectionTellsWhatItSettled(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	var told []time.Time
-	f.store.OnSettled(func(created []time.Time) { told = append(told, created...) })
+	var told admissionLog
+	f.proj = consume.NewProjection(f.store, &told, topics, slog.New(slog.DiscardHandler))
 	before := time.Now()
 	a, b := f.pending(t), f.pending(t)
 	first := settled(a)
@@ -555,6 +554,11 @@ func TestProjectionTellsWhatItSettled(t *testing.T) {
 		}
 	}
 }
+
+// admissionLog is a consume.Admission that keeps what it is told.
+type admissionLog []time.Time
+
+func (l *admissionLog) Settled(created []time.Time) { *l = append(*l, created...) }
 
 // TestProjectionRunsOnItsGenericPlan applies ten batches of one result on
 // one connection and reads that session's prepared statements: the

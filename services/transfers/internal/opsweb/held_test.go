@@ -15,7 +15,6 @@ import (
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -56,7 +55,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := opstest.DB(t, "transfers")
-	store := tpg.NewStore(db, outbox.New(db), inbox.New(db, "transferencias-projecao", nil), 0)
+	store := tpg.NewStore(db, outbox.New(db), "transferencias-projecao", nil, 0)
 	svc := transfer.NewService(store, "requested", authtest.NewTransferKey(t))
 	var audit bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&audit, nil))
@@ -71,7 +70,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	ops := opstest.Serve(t, log, opsweb.Routes(store, ledger, log))
 	hold := func(r transfer.Result) {
 		t.Helper()
-		if out, err := store.ApplyResults(ctx, []transfer.Result{r}); err != nil || len(out) != 1 || out[0] != transfer.Held {
+		if out, _, err := store.ApplyResults(ctx, []transfer.Result{r}); err != nil || len(out) != 1 || out[0] != transfer.Held {
 			t.Fatalf("ApplyResults = %v, %v; want Held", out, err)
 		}
 	}

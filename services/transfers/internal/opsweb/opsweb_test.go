@@ -39,7 +39,7 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 	}
 	insert("CC-B", "CC-C", base) // not CC-A's
 
-	ops := opstest.Serve(t, nil, opsweb.Routes(tpg.NewStore(db, nil, nil, 0), nil, slog.New(slog.DiscardHandler)))
+	ops := opstest.Serve(t, nil, opsweb.Routes(tpg.NewStore(db, nil, "", nil, 0), nil, slog.New(slog.DiscardHandler)))
 
 	var got []string
 	cursor := ""

@@ -236,21 +236,18 @@ const heldOverdueSQL = `SELECT count(*) FROM resultado_retido WHERE resolucao IS
 
 // ReapplyHeld applies, in one transaction, at most limit held results
 // received within window whose transfer has become visible with the
-// request event they were decided for (see reapplySQL), and returns how
-// many transfers it moved. No operator is involved: the binding proves the
-// result was decided for that transfer's request, which is what an
-// operator's check against the ledger establishes for a result without
-// one. The transfers moved are told to OnSettled's function, as the
-// projection's are.
-func (s *Store) ReapplyHeld(ctx context.Context, window time.Duration, limit int) (int, error) {
-	var created []time.Time
+// request event they were decided for (see reapplySQL), counts them in
+// transfers_results_reapplied_total, and returns the creation times of the
+// transfers it moved, as ApplyResults does. No operator is involved: the
+// binding proves the result was decided for that transfer's request, which
+// is what an operator's check against the ledger establishes for a result
+// without one.
+func (s *Store) ReapplyHeld(ctx context.Context, window time.Duration, limit int) (created []time.Time, err error) {
 	if err := s.db.QueryRow(ctx, reapplySQL, window, limit, ReappliedBy, reapplyNote).Scan(&created); err != nil {
-		return 0, fmt.Errorf("re-apply held results: %w", err)
+		return nil, fmt.Errorf("re-apply held results: %w", err)
 	}
-	if s.settled != nil && len(created) > 0 {
-		s.settled(created)
-	}
-	return len(created), nil
+	s.metrics.reapplied.Add(float64(len(created)))
+	return created, nil
 }
 
 // CountHeldOverdue returns how many held results are unresolved and were

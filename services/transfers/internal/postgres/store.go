@@ -1,7 +1,9 @@
 // Package postgres is the transfers service's PostgreSQL adapter: it stores
 // transfers with their idempotency records, writes their events to the
-// outbox in the same transaction, and projects settlement results through
-// the inbox, holding the results whose transfer it does not have.
+// outbox in the same transaction, and is the projection's whole write:
+// it applies settlement results, deduplicates them by event id, holds the
+// results whose transfer it does not have, and counts what it does
+// (projection.go, held.go, metrics.go).
 package postgres
 
 import (
@@ -10,17 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
@@ -44,12 +44,11 @@ const DefaultClaimTimeout = 30 * time.Second
 type Store struct {
 	db           *pg.DB
 	outbox       Enqueuer
-	inbox        *inbox.Inbox
 	claimTimeout string
-	// settled, if set, is told the creation times of the transfers each
-	// ApplyResults moved, after its commit (admission control's view of
-	// the flow).
-	settled func(created []time.Time)
+	// consumer is the name the projection's processed events are recorded
+	// under in inbox_event (its consumer group).
+	consumer string
+	metrics  *metrics
 }
 
 // Enqueuer writes outbox messages inside a transaction, to be published
@@ -59,26 +58,20 @@ type Enqueuer interface {
 	Enqueue(ctx context.Context, tx pgx.Tx, msgs ...outbox.Message) error
 }
 
-// NewStore returns a Store on db that enqueues events in ob and records
-// projected events in ib. claimTimeout <= 0 means DefaultClaimTimeout.
-func NewStore(db *pg.DB, ob Enqueuer, ib *inbox.Inbox, claimTimeout time.Duration) *Store {
+// NewStore returns a Store on db that enqueues events in ob, records the
+// events it projects under consumer, and registers its metrics on reg
+// (nil: not registered). claimTimeout <= 0 means DefaultClaimTimeout.
+func NewStore(db *pg.DB, ob Enqueuer, consumer string, reg prometheus.Registerer, claimTimeout time.Duration) *Store {
 	if claimTimeout <= 0 {
 		claimTimeout = DefaultClaimTimeout
 	}
 	return &Store{
 		db:           db,
 		outbox:       ob,
-		inbox:        ib,
 		claimTimeout: strconv.FormatInt(max(claimTimeout.Milliseconds(), 1), 10),
+		consumer:     consumer,
+		metrics:      newMetrics(reg, consumer),
 	}
-}
-
-// OnSettled makes ApplyResults tell f, after each commit, the creation
-// times of the transfers it moved to their result. It returns s. Set it
-// before the store is used.
-func (s *Store) OnSettled(f func(created []time.Time)) *Store {
-	s.settled = f
-	return s
 }
 
 // claimSQL bounds the idle time of this transaction (SET LOCAL) and tries to
@@ -180,150 +173,6 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error
 		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, err)
 	}
 	return t, nil
-}
-
-// applyAllSQL is the projection, with the inbox marks, in one statement:
-// the results whose event id the inbox had not seen ($1 is the consumer)
-// are marked; of those, a result is bound to a transfer when the transfer
-// exists and nothing contradicts that it was decided for that transfer's
-// request: its request event id ($8, the result's eventoSolicitacaoId)
-// equals the transfer's, or one of the two is unknown (a record of an
-// older producer, a transfer created before the binding was stored). Each
-// transfer takes its first bound result in batch (offset) order, as
-// one-by-one handling would, since a result lands only on a PENDENTE
-// transfer; atualizada_em never goes below criada_em, whatever the clocks.
-// A result that is not bound (no transfer has its id, or the transfer has
-// another request event) is held instead of applied or dropped (a held row
-// already there for the event is kept as it is). It returns how many
-// events were new, the event ids of the results that moved a transfer with
-// those transfers' creation times, and the event ids of the results held.
-//
-// The batch's transfers are read only through "id = ANY($3)", which can only
-// probe the primary key: joined with the unnested results, a plan made from
-// statistics of a small table (the generic plan of a new deployment, kept
-// while the table grows) hashes the whole table instead; hence the
-// materialized target.
-const applyAllSQL = `
-WITH input AS (
-    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[]) WITH ORDINALITY
-        AS u(event_id, transfer_id, status, reason, type, payload, binding, n)
-), marked AS (
-    INSERT INTO inbox_event (consumer, event_id)
-    SELECT $1, i.event_id FROM input AS i ORDER BY i.n
-    ON CONFLICT DO NOTHING
-    RETURNING event_id
-), target AS MATERIALIZED (
-    SELECT t.id, t.evento_solicitacao_id FROM transferencia AS t WHERE t.id = ANY($3::uuid[])
-), judged AS (
-    SELECT i.*, t.id IS NOT NULL
-        AND (i.binding IS NULL OR t.evento_solicitacao_id IS NULL OR i.binding = t.evento_solicitacao_id) AS bound
-    FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
-    LEFT JOIN target AS t ON t.id = i.transfer_id
-), first AS (
-    SELECT DISTINCT ON (j.transfer_id) j.transfer_id, j.status, j.reason, j.event_id
-    FROM judged AS j WHERE j.bound
-    ORDER BY j.transfer_id, j.n
-), moved AS (
-    UPDATE transferencia AS t
-    SET status = f.status, motivo_rejeicao = NULLIF(f.reason, ''), atualizada_em = greatest(now(), t.criada_em)
-    FROM first AS f
-    WHERE t.id = ANY($3::uuid[]) AND t.id = f.transfer_id AND t.status = 'PENDENTE'
-    RETURNING f.event_id, t.criada_em
-), held AS (
-    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload, evento_solicitacao_id)
-    SELECT j.event_id, j.type, j.transfer_id, j.status, NULLIF(j.reason, ''), j.payload, j.binding
-    FROM judged AS j
-    WHERE NOT j.bound
-    ORDER BY j.n
-    ON CONFLICT (evento_id) DO NOTHING
-    RETURNING evento_id
-)
-SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved), ARRAY(SELECT criada_em FROM moved),
-    ARRAY(SELECT evento_id FROM held)`
-
-// ApplyResults implements transfer.Store: one transaction, one statement,
-// the inbox marks included. A result whose event id repeats an earlier one
-// of rs is a duplicate, as its redelivery would be. Only a rejection keeps
-// its reason.
-func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) ([]transfer.Outcome, error) {
-	if len(rs) == 0 {
-		return nil, nil
-	}
-	seen := make(map[uuid.UUID]bool, len(rs))
-	var eventIDs, transferIDs [][16]byte
-	var bindings []pgtype.UUID
-	var statuses, reasons, types, payloads []string
-	for _, r := range rs {
-		if seen[r.EventID] {
-			continue
-		}
-		seen[r.EventID] = true
-		eventIDs, transferIDs = append(eventIDs, r.EventID), append(transferIDs, r.TransferID)
-		reason := ""
-		if r.Status == transfer.StatusRejected {
-			reason = r.Reason
-		}
-		statuses, reasons = append(statuses, string(r.Status)), append(reasons, reason)
-		types, payloads = append(types, heldType(r)), append(payloads, heldPayload(r))
-		bindings = append(bindings, requestEventID(r.RequestEventID))
-	}
-	var fresh int64
-	var moved, held []uuid.UUID
-	var created []time.Time
-	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
-		// One round trip: the statement on its generic plan (its plan is
-		// the same for any batch; re-planned per execution, the planning
-		// took longer than a batch of one).
-		b := &pgx.Batch{}
-		b.Queue(pg.GenericPlanSQL)
-		b.Queue(applyAllSQL, s.inbox.Consumer(), eventIDs, transferIDs, statuses, reasons, types, payloads, bindings).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&fresh, &moved, &created, &held) })
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("apply %d results: %w", len(rs), err)
-	}
-	if s.settled != nil {
-		s.settled(created)
-	}
-	s.inbox.CountDuplicates(len(rs) - int(fresh))
-	outcome := make(map[uuid.UUID]transfer.Outcome, len(moved)+len(held))
-	for _, id := range moved {
-		outcome[id] = transfer.Moved
-	}
-	for _, id := range held {
-		outcome[id] = transfer.Held
-	}
-	out := make([]transfer.Outcome, len(rs))
-	for i, r := range rs {
-		out[i] = outcome[r.EventID]
-		delete(outcome, r.EventID) // a repeated event id changes nothing
-	}
-	return out, nil
-}
-
-// heldType is the evento-tipo kept with a held result: the record's, or
-// the one of its status when the caller gave none.
-func heldType(r transfer.Result) string {
-	switch {
-	case r.Type != "":
-		return r.Type
-	case r.Status == transfer.StatusSettled:
-		return events.TypeSettled
-	default:
-		return events.TypeRejected
-	}
-}
-
-// heldPayload is the value kept with a held result: the record's JSON, or
-// null when the caller has none. Bytes that are not UTF-8 (which Go's JSON
-// decoder lets through) become U+FFFD, since a text column refuses them
-// and the result must be held whatever its payload.
-func heldPayload(r transfer.Result) string {
-	if len(r.Payload) == 0 {
-		return "null"
-	}
-	return strings.ToValidUTF8(string(r.Payload), "\uFFFD")
 }
 
 // requestEventID is id as a nullable UUID: NULL for uuid.Nil (unknown).

@@ -22,7 +22,7 @@ type Signer interface {
 	Sign(transfersig.Claim) *events.Authorization
 }
 
-// Service creates transfers and projects their results.
+// Service creates transfers and reads them.
 type Service struct {
 	store          Store
 	requestedTopic string
@@ -151,38 +151,4 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID, v Viewer) (Transfer, er
 		return Transfer{}, fmt.Errorf("get transfer %s: %w", id, ErrNotFound)
 	}
 	return t, nil
-}
-
-// ApplyResult projects a settlement result: a PENDENTE transfer becomes
-// LIQUIDADA or REJEITADA; a duplicate, a late or out-of-order result
-// changes nothing; a result for an unknown transfer is held for an
-// operator. It reports which of these happened. It is ApplyResults of one
-// result.
-func (s *Service) ApplyResult(ctx context.Context, r Result) (Outcome, error) {
-	out, err := s.ApplyResults(ctx, []Result{r})
-	if err != nil {
-		return Unchanged, err
-	}
-	return out[0], nil
-}
-
-// ApplyResults is ApplyResult for each of rs in order, in one transaction
-// and one statement: all or nothing.
-func (s *Service) ApplyResults(ctx context.Context, rs []Result) ([]Outcome, error) {
-	for _, r := range rs {
-		if err := checkResult(r); err != nil {
-			return nil, err
-		}
-	}
-	return s.store.ApplyResults(ctx, rs)
-}
-
-func checkResult(r Result) error {
-	if r.Status != StatusSettled && r.Status != StatusRejected {
-		return fmt.Errorf("apply result: status %q is not final", r.Status)
-	}
-	if r.Status == StatusRejected && r.Reason == "" {
-		return errors.New("apply result: rejection without a reason")
-	}
-	return nil
 }

@@ -1,8 +1,9 @@
 // Package transfer is the transfers service's domain: a transfer request,
 // its validation and fingerprint, the status machine
-// PENDENTE -> LIQUIDADA | REJEITADA, and the Service that creates transfers
-// idempotently and applies settlement results. It declares the Store it
-// needs; the postgres package implements it.
+// PENDENTE -> LIQUIDADA | REJEITADA, the Service that creates transfers
+// idempotently, and the settlement results the projection (consume, which
+// decodes them; postgres, which writes them) applies and holds. It declares
+// the Store it needs; the postgres package implements it.
 package transfer
 
 import (
@@ -10,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -176,6 +178,18 @@ type Result struct {
 	Payload []byte
 }
 
+// Check returns an error when r cannot be applied: its status is not
+// final, or it is a rejection without a reason.
+func (r Result) Check() error {
+	if r.Status != StatusSettled && r.Status != StatusRejected {
+		return fmt.Errorf("apply result: status %q is not final", r.Status)
+	}
+	if r.Status == StatusRejected && r.Reason == "" {
+		return errors.New("apply result: rejection without a reason")
+	}
+	return nil
+}
+
 // Outcome is what applying one result did.
 type Outcome int
 
@@ -213,12 +227,4 @@ type Store interface {
 	Create(ctx context.Context, c Creation) (*Record, error)
 	// Get returns the transfer, or ErrNotFound.
 	Get(ctx context.Context, id uuid.UUID) (Transfer, error)
-	// ApplyResults moves each PENDENTE transfer of rs, in order, to its
-	// result's Status, at most once per EventID, in one transaction: all
-	// or nothing. out[i] is what rs[i] did: a duplicate event or a
-	// transfer already final change nothing; a result for an unknown
-	// transfer, or for a transfer whose request event is not the result's
-	// RequestEventID, is held, in the same transaction as the event's
-	// inbox mark.
-	ApplyResults(ctx context.Context, rs []Result) (out []Outcome, err error)
 }

@@ -26,7 +26,6 @@ import (
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
-	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
@@ -61,7 +60,7 @@ func newHarness(tb testing.TB, opts harnessOptions) *harness {
 	pool := pgtest.NewPool(tb, migrations.ForService("transfers")...)
 	db := pg.Wrap(pool)
 	holds := &holder{Outbox: outbox.New(db), keys: map[uuid.UUID]*hold{}}
-	store := postgres.NewStore(db, holds, inbox.New(db, "test", nil), opts.claimTimeout)
+	store := postgres.NewStore(db, holds, "test", nil, opts.claimTimeout)
 	log := opts.log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -283,7 +282,7 @@ func openStore(tb testing.TB, dsn string, tune func(*pgxpool.Config)) (*pgxpool.
 	}
 	tb.Cleanup(pool.Close)
 	db := pg.Wrap(pool)
-	return pool, postgres.NewStore(db, outbox.New(db), inbox.New(db, "test", nil), 0)
+	return pool, postgres.NewStore(db, outbox.New(db), "test", nil, 0)
 }
 
 // benchRouter is the service's router, with its HTTP metrics, in front of

@@ -439,10 +439,10 @@ func TestGetRepresentation(t *testing.T) {
 		check(t, r, map[string]any{"id": settled, "contaOrigem": "CC-001", "contaDestino": "CC-002",
 			"valorEmCentavos": float64(30000), "moeda": "BRL", "status": "PENDENTE"})
 	}
-	if _, err := h.store.ApplyResults(ctx, []transfer.Result{{EventID: uuid.New(), TransferID: uuid.MustParse(settled), Status: transfer.StatusSettled}}); err != nil {
+	if _, _, err := h.store.ApplyResults(ctx, []transfer.Result{{EventID: uuid.New(), TransferID: uuid.MustParse(settled), Status: transfer.StatusSettled}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.store.ApplyResults(ctx, []transfer.Result{{EventID: uuid.New(), TransferID: uuid.MustParse(rejected), Status: transfer.StatusRejected, Reason: "SALDO_INSUFICIENTE"}}); err != nil {
+	if _, _, err := h.store.ApplyResults(ctx, []transfer.Result{{EventID: uuid.New(), TransferID: uuid.MustParse(rejected), Status: transfer.StatusRejected, Reason: "SALDO_INSUFICIENTE"}}); err != nil {
 		t.Fatal(err)
 	}
 	check(t, do(t, http.MethodGet, h.url+"/transferencias/"+settled, nil, nil), map[string]any{"id": settled, "contaOrigem": "CC-001",
@@ -496,9 +496,6 @@ func (f fakeStore) Create(ctx context.Context, c transfer.Creation) (*transfer.R
 }
 func (f fakeStore) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) {
 	return f.get(ctx, id)
-}
-func (f fakeStore) ApplyResults(context.Context, []transfer.Result) ([]transfer.Outcome, error) {
-	return nil, errors.New("not used")
 }
 
 // TestInternalErrors: a panicking handler and a failing store both give a
