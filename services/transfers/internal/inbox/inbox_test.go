@@ -132,19 +132,24 @@ func TestDuplicateDeliveryThroughKafka(t *testing.T) {
 		return consumer.Run(ctx, consumer.Config{
 			Broker: kcfg, Group: kafkatest.Group(t, "inbox"), Topics: []string{topic}, Publisher: w,
 			Logger: slog.New(slog.DiscardHandler),
-			Handler: func(ctx context.Context, m broker.Record) error {
-				mu.Lock()
-				deliveries++
-				mu.Unlock()
-				eid, err := uuid.Parse(kafkatest.Header(m, events.HeaderEventID))
-				if err != nil {
-					return consumer.Permanent(err)
+			Handler: func(ctx context.Context, ms []broker.Record) error {
+				for i, m := range ms {
+					mu.Lock()
+					deliveries++
+					mu.Unlock()
+					eid, err := uuid.Parse(kafkatest.Header(m, events.HeaderEventID))
+					if err != nil {
+						return &consumer.BatchFailure{Handled: i, Err: consumer.Permanent(err)}
+					}
+					_, err = ib.Process(ctx, eid, func(tx pgx.Tx) error {
+						_, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1, 1)`, eid)
+						return err
+					})
+					if err != nil {
+						return &consumer.BatchFailure{Handled: i, Err: err}
+					}
 				}
-				_, err = ib.Process(ctx, eid, func(tx pgx.Tx) error {
-					_, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1, 1)`, eid)
-					return err
-				})
-				return err
+				return nil
 			},
 		})
 	})
