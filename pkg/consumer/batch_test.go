@@ -17,19 +17,8 @@ import (
 )
 
 // The one handler shape: a handler is given the records of one partition
-// fetched together, and says how far it got with a BatchFailure. The same
-// suite runs against every policy.
-func TestBatchContract(t *testing.T) {
-	t.Parallel()
-	for _, pc := range policies {
-		t.Run(pc.name, func(t *testing.T) {
-			t.Parallel()
-			t.Run("a batch stopped part way keeps its prefix and goes on as a batch", func(t *testing.T) { t.Parallel(); testBatchStopsPartWay(t, pc) })
-			t.Run("a plain error stops the batch at its first record", func(t *testing.T) { t.Parallel(); testBatchPlainError(t, pc) })
-			t.Run("a batch of one is the single record", func(t *testing.T) { t.Parallel(); testBatchOfOne(t, pc) })
-		})
-	}
-}
+// fetched together, and says how far it got with a BatchFailure
+// (TestConsumerContract runs these against every policy).
 
 // batchCalls records the values of the records of every handler call.
 type batchCalls struct {
@@ -64,26 +53,46 @@ func (b *batchCalls) with(v string) [][]string {
 	return out
 }
 
-// A batch whose handler stops at its third record: the two before it are
-// committed and never handed to the handler again, the failed record is
-// disposed of by the policy as if its own attempt had failed (the batch's
-// attempt is its first; each retry hands it to the handler alone; then the
-// DLT), and the records after it go to the handler again as one batch.
-func testBatchStopsPartWay(t *testing.T, pc policyCase) {
-	f := newFixture(t, pc)
-	f.produce(t, "a", "b", "bad", "d", "e")
+// startBatches runs h as f's handler, recording each call's records first.
+func startBatches(t *testing.T, f *fixture, pc policyCase, h func(ms []broker.Record, calls *batchCalls) error) (*batchCalls, *member) {
+	t.Helper()
 	calls := &batchCalls{}
 	m := startMember(t, consumer.Config{
 		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Policy: pc.policy, Publisher: f.writer,
 		Handler: func(_ context.Context, ms []broker.Record) error {
 			calls.record(ms)
-			for i, m := range ms {
-				if string(m.Value) == "bad" {
-					return &consumer.BatchFailure{Handled: i, Err: fmt.Errorf("downstream unavailable: %w", errTransient)}
-				}
-			}
-			return nil
+			return h(ms, calls)
 		},
+	})
+	return calls, m
+}
+
+// checkDead checks that the DLT record dead is value, from offset, with
+// the exception message msg.
+func checkDead(t *testing.T, dead broker.Record, value string, offset int64, msg string) {
+	t.Helper()
+	if o, _ := dlt.ClaimedOrigin(dead); string(dead.Value) != value || o.Offset != offset || dlt.ExceptionMessage(dead) != msg {
+		t.Errorf("DLT record %q from offset %d, cause %q; want %q from %d, cause %q",
+			dead.Value, o.Offset, dlt.ExceptionMessage(dead), value, offset, msg)
+	}
+}
+
+// A batch whose handler stops at its third record: the two before it are
+// committed and never handed to the handler again, the failed record is
+// disposed of by the policy as if its own attempt had failed (the batch's
+// attempt is its first; each retry hands it to the handler alone; then the
+// DLT, with the BatchFailure's Err), and the records after it go to the
+// handler again as one batch.
+func testBatchStopsPartWay(t *testing.T, pc policyCase) {
+	f := newFixture(t, pc)
+	f.produce(t, "a", "b", "bad", "d", "e")
+	calls, m := startBatches(t, f, pc, func(ms []broker.Record, _ *batchCalls) error {
+		for i, m := range ms {
+			if string(m.Value) == "bad" {
+				return &consumer.BatchFailure{Handled: i, Err: fmt.Errorf("downstream unavailable: %w", errTransient)}
+			}
+		}
+		return nil
 	})
 	dead := readDLT(t, f, 1)[0]
 	waitFor(t, 30*time.Second, "every offset committed", func() bool { return committed(t, f) == 5 })
@@ -110,12 +119,7 @@ func testBatchStopsPartWay(t *testing.T, pc policyCase) {
 	if rest := calls.with("d"); len(rest) != 2 || !slices.Equal(rest[1], []string{"d", "e"}) {
 		t.Errorf("calls holding d %v, want the first batch then [d e]", rest)
 	}
-	if o, _ := dlt.ClaimedOrigin(dead); string(dead.Value) != "bad" || o.Offset != 2 {
-		t.Errorf("DLT record %q from offset %d, want bad from 2", dead.Value, o.Offset)
-	}
-	if msg := dlt.ExceptionMessage(dead); msg != "downstream unavailable: transient" {
-		t.Errorf("DLT exception message = %q, want the BatchFailure's Err", msg)
-	}
+	checkDead(t, dead, "bad", 2, "downstream unavailable: transient")
 }
 
 // A plain error from a batch is a failure of its first record (Handled 0):
@@ -124,16 +128,11 @@ func testBatchStopsPartWay(t *testing.T, pc policyCase) {
 func testBatchPlainError(t *testing.T, pc policyCase) {
 	f := newFixture(t, pc)
 	f.produce(t, "x", "y")
-	calls := &batchCalls{}
-	m := startMember(t, consumer.Config{
-		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Policy: pc.policy, Publisher: f.writer,
-		Handler: func(_ context.Context, ms []broker.Record) error {
-			calls.record(ms)
-			if len(ms) > 1 {
-				return consumer.Permanent(errors.New("batch refused"))
-			}
-			return nil
-		},
+	calls, m := startBatches(t, f, pc, func(ms []broker.Record, _ *batchCalls) error {
+		if len(ms) > 1 {
+			return consumer.Permanent(errors.New("batch refused"))
+		}
+		return nil
 	})
 	dead := readDLT(t, f, 1)[0]
 	waitFor(t, 30*time.Second, "every offset committed", func() bool { return committed(t, f) == 2 })
@@ -141,28 +140,18 @@ func testBatchPlainError(t *testing.T, pc policyCase) {
 	if diff := cmp.Diff([][]string{{"x", "y"}, {"y"}}, calls.get()); diff != "" {
 		t.Errorf("handler calls (-want +got):\n%s", diff)
 	}
-	if o, _ := dlt.ClaimedOrigin(dead); string(dead.Value) != "x" || o.Offset != 0 {
-		t.Errorf("DLT record %q from offset %d, want x from 0", dead.Value, o.Offset)
-	}
-	if msg := dlt.ExceptionMessage(dead); msg != "batch refused" {
-		t.Errorf("DLT exception message = %q", msg)
-	}
+	checkDead(t, dead, "x", 0, "batch refused")
 }
 
 // A record fetched alone is a batch of one, attempted and retried as one.
 func testBatchOfOne(t *testing.T, pc policyCase) {
 	f := newFixture(t, pc)
 	f.produce(t, "solo")
-	calls := &batchCalls{}
-	m := startMember(t, consumer.Config{
-		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Policy: pc.policy, Publisher: f.writer,
-		Handler: func(_ context.Context, ms []broker.Record) error {
-			calls.record(ms)
-			if len(calls.get()) == 1 {
-				return errTransient
-			}
-			return nil
-		},
+	calls, m := startBatches(t, f, pc, func(_ []broker.Record, calls *batchCalls) error {
+		if len(calls.get()) == 1 {
+			return errTransient
+		}
+		return nil
 	})
 	waitFor(t, 30*time.Second, "solo retried and committed", func() bool { return len(calls.get()) == 2 && committed(t, f) == 1 })
 	m.stop(t)

@@ -163,6 +163,9 @@ func TestConsumerContract(t *testing.T) {
 			t.Run("recovers after transient failures", func(t *testing.T) { t.Parallel(); testRecovers(t, pc) })
 			t.Run("waits out a database outage", func(t *testing.T) { t.Parallel(); testWaitsOutDatabaseOutage(t, pc) })
 			t.Run("waits out a database on a standby", func(t *testing.T) { t.Parallel(); testWaitsOutReadOnlyDatabase(t, pc) })
+			t.Run("a batch stopped part way keeps its prefix and goes on as a batch", func(t *testing.T) { t.Parallel(); testBatchStopsPartWay(t, pc) })
+			t.Run("a plain error stops the batch at its first record", func(t *testing.T) { t.Parallel(); testBatchPlainError(t, pc) })
+			t.Run("a batch of one is the single record", func(t *testing.T) { t.Parallel(); testBatchOfOne(t, pc) })
 		})
 	}
 }

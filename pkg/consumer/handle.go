@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -91,17 +90,23 @@ func (l *loop) processPartition(ctx context.Context, fetch broker.Fetch, all []b
 		// rebalance timeout).
 		return nil, errRebalance
 	}
-	part := slices.DeleteFunc(slices.Clone(all), fetch.Marker)
+	var part []broker.Record
+	var at []int // at[n]: the index in all of part[n]; all[:at[n]] is done when part[n] is next
+	for i, m := range all {
+		if !fetch.Marker(m) {
+			part, at = append(part, m), append(at, i)
+		}
+	}
 	for n := 0; n < len(part); n++ { // n: records of part handled
 		if ctx.Err() != nil {
 			// Stopping: the record in hand was finished; the rest of
 			// the fetch is delivered again to whoever consumes next.
-			return upTo(all, n, fetch.Marker), errStopping
+			return all[:at[n]], errStopping
 		}
 		if n > 0 && l.rebalanceWaiting.Load() {
 			// A rebalance waits: with every partition of the fetch in
 			// hand at once, each stops after its records in hand.
-			return upTo(all, n, fetch.Marker), errRebalance
+			return all[:at[n]], errRebalance
 		}
 		var first error // the failure of the batch's attempt at part[n]
 		if rest := part[n:]; len(rest) > 1 && l.level == 0 {
@@ -112,25 +117,10 @@ func (l *loop) processPartition(ctx context.Context, fetch broker.Fetch, all []b
 			n += k
 		}
 		if err := l.handle(ctx, part[n], first); err != nil {
-			return upTo(all, n, fetch.Marker), err
+			return all[:at[n]], err
 		}
 	}
 	return all, nil
-}
-
-// upTo returns the prefix of all holding its first n records (not markers)
-// and the markers before the next record.
-func upTo(all []broker.Record, n int, isMarker func(broker.Record) bool) []broker.Record {
-	for i, m := range all {
-		if isMarker(m) {
-			continue
-		}
-		if n == 0 {
-			return all[:i]
-		}
-		n--
-	}
-	return all
 }
 
 // attemptBatch runs the Handler once on ms, records of one partition, and

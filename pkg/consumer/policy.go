@@ -47,6 +47,32 @@ func (e *BatchFailure) Error() string {
 }
 func (e *BatchFailure) Unwrap() error { return e.Err }
 
+// StoppedAt is a Handler's error when it finished its first handled
+// records and stopped at the next with err: a BatchFailure, or nil when
+// err is.
+func StoppedAt(handled int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &BatchFailure{Handled: handled, Err: err}
+}
+
+// DecodeUntil decodes ms in order with decode and stops at the first record
+// it refuses (a poison record): it returns the values of the records before
+// it and that record's error, nil when it decoded them all. A Handler that
+// decodes first handles the values, then returns StoppedAt(len(values), err).
+func DecodeUntil[T any](ms []broker.Record, decode func(i int, m broker.Record) (T, error)) ([]T, error) {
+	vs := make([]T, 0, len(ms))
+	for i, m := range ms {
+		v, err := decode(i, m)
+		if err != nil {
+			return vs, err
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
+}
+
 // Publisher sends records (DLT and retry topics); broker.NewDLTProducer
 // returns the production one. A record the loop forwards names the
 // partition of the record it came from (broker.Record.Partition); that

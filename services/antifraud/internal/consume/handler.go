@@ -31,16 +31,10 @@ type Analyser interface {
 // retry.
 func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
 	return func(ctx context.Context, ms []broker.Record) error {
-		reqs := make([]analysis.Request, 0, len(ms))
-		var stop error
-		for i, m := range ms {
+		reqs, stop := consumer.DecodeUntil(ms, func(i int, m broker.Record) (analysis.Request, error) {
 			req, err := decode(m)
-			if err != nil {
-				stop = err
-				break
-			}
-			reqs = append(reqs, analysis.Request{Transfer: req, Traceparent: consumer.Traceparent(ms, i)})
-		}
+			return analysis.Request{Transfer: req, Traceparent: consumer.Traceparent(ms, i)}, err
+		})
 		if len(reqs) > 0 {
 			rs, err := a.AnalyseBatch(ctx, reqs)
 			if errors.Is(err, analysis.ErrDuplicate) {
@@ -57,10 +51,7 @@ func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
 				logResult(ctx, log, reqs[i].Transfer, r)
 			}
 		}
-		if stop != nil {
-			return &consumer.BatchFailure{Handled: len(reqs), Err: stop}
-		}
-		return nil
+		return consumer.StoppedAt(len(reqs), stop)
 	}
 }
 

@@ -67,17 +67,11 @@ func Decode(m broker.Record) (ledger.Transfer, error) {
 // DLT and hand the rest to Handle again. Any other error settles nothing,
 // and the loop disposes of the first record by its policy.
 func (s *Settlement) Handle(ctx context.Context, ms []broker.Record) error {
-	ts := make([]ledger.Transfer, 0, len(ms))
-	var poison error
-	for i, m := range ms {
+	ts, poison := consumer.DecodeUntil(ms, func(i int, m broker.Record) (ledger.Transfer, error) {
 		t, err := Decode(m)
-		if err != nil {
-			poison = err
-			break
-		}
 		t.Traceparent = consumer.Traceparent(ms, i)
-		ts = append(ts, t)
-	}
+		return t, err
+	})
 	if len(ts) > 0 {
 		start := time.Now()
 		rs, err := s.settler.Settle(ctx, ts)
@@ -90,10 +84,7 @@ func (s *Settlement) Handle(ctx context.Context, ms []broker.Record) error {
 			s.observe(ctx, r, ms[i], took)
 		}
 	}
-	if poison != nil {
-		return &consumer.BatchFailure{Handled: len(ts), Err: poison}
-	}
-	return nil
+	return consumer.StoppedAt(len(ts), poison)
 }
 
 func (s *Settlement) observe(ctx context.Context, r ledger.Result, m broker.Record, took time.Duration) {

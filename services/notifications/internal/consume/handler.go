@@ -47,31 +47,19 @@ func NewHandler(n Notifier, topics events.Topics) *Handler {
 // without sending it again at once. Either way Handle returns a
 // consumer.BatchFailure naming the records done before it.
 func (h *Handler) Handle(ctx context.Context, ms []broker.Record) error {
-	ns := make([]notify.Notification, 0, len(ms))
-	var stop error
-	for _, m := range ms {
-		n, err := h.decode(m)
-		if err != nil {
-			stop = err
-			break
-		}
-		ns = append(ns, n)
-	}
+	ns, stop := consumer.DecodeUntil(ms, func(_ int, m broker.Record) (notify.Notification, error) { return h.decode(m) })
 	for done := 0; done < len(ns); {
 		run := distinct(ns[done:])
 		err := h.notifier.NotifyBatch(ctx, run)
 		if stopped, ok := errors.AsType[*notify.Stopped](err); ok {
-			return &consumer.BatchFailure{Handled: done + stopped.Done, Err: stopped.Err}
+			return consumer.StoppedAt(done+stopped.Done, stopped.Err)
 		}
 		if err != nil {
-			return &consumer.BatchFailure{Handled: done, Err: err}
+			return consumer.StoppedAt(done, err)
 		}
 		done += len(run)
 	}
-	if stop != nil {
-		return &consumer.BatchFailure{Handled: len(ns), Err: stop}
-	}
-	return nil
+	return consumer.StoppedAt(len(ns), stop)
 }
 
 // distinct returns the longest prefix of ns with no event id twice, which

@@ -50,16 +50,7 @@ func (p *Projection) Topics() []string { return []string{p.settled, p.rejected} 
 // event id) and hands the rest to Handle again. A database failure applies
 // nothing and is returned for the loop to retry.
 func (p *Projection) Handle(ctx context.Context, ms []broker.Record) error {
-	rs := make([]transfer.Result, 0, len(ms))
-	var stop error
-	for _, m := range ms {
-		r, err := p.decode(m)
-		if err != nil {
-			stop = err
-			break
-		}
-		rs = append(rs, r)
-	}
+	rs, stop := consumer.DecodeUntil(ms, func(_ int, m broker.Record) (transfer.Result, error) { return p.decode(m) })
 	if len(rs) > 0 {
 		out, err := p.svc.ApplyResults(ctx, rs)
 		if err != nil {
@@ -69,10 +60,7 @@ func (p *Projection) Handle(ctx context.Context, ms []broker.Record) error {
 			p.logResult(ctx, r, out[i])
 		}
 	}
-	if stop != nil {
-		return &consumer.BatchFailure{Handled: len(rs), Err: stop}
-	}
-	return nil
+	return consumer.StoppedAt(len(rs), stop)
 }
 
 func (p *Projection) decode(m broker.Record) (transfer.Result, error) {
