@@ -33,11 +33,9 @@ type Config struct {
 	Broker broker.Config
 	Group  string
 	Topics []string
-	// Handler processes one record; required.
-	Handler Handler
-	// Batch, when set, processes the records fetched together from one
-	// partition in one call; MaxBatch bounds them (default 100).
-	Batch    BatchHandler
+	// Handler processes the records fetched together from one partition;
+	// required. MaxBatch bounds them (default 100).
+	Handler  Handler
 	MaxBatch int
 	// Policy handles failures; default BlockingRetries.
 	Policy Policy
@@ -52,7 +50,7 @@ type Config struct {
 	// (broker.GroupConfig); zero: broker.DefaultSessionTimeout and
 	// broker.DefaultRebalanceTimeout.
 	SessionTimeout, RebalanceTimeout time.Duration
-	// AttemptTimeout bounds one call of Handler or Batch; default
+	// AttemptTimeout bounds one call of Handler; default
 	// DefaultAttemptTimeout. An attempt cut off fails with
 	// context.DeadlineExceeded, an outage: the record is tried again
 	// without counting as an attempt.

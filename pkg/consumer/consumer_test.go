@@ -115,10 +115,10 @@ func (r *recorder) times(v string) []time.Time {
 	return append([]time.Time(nil), r.calls[v]...)
 }
 
-func (f *fixture) run(t *testing.T, pc policyCase, h consumer.Handler) (stop func()) {
+func (f *fixture) run(t *testing.T, pc policyCase, h func(context.Context, broker.Record) error) (stop func()) {
 	t.Helper()
 	m := startMember(t, consumer.Config{
-		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: h, Policy: pc.policy,
+		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: each(h), Policy: pc.policy,
 		Publisher: f.writer,
 	})
 	return func() { m.stop(t) }
@@ -163,6 +163,9 @@ func TestConsumerContract(t *testing.T) {
 			t.Run("recovers after transient failures", func(t *testing.T) { t.Parallel(); testRecovers(t, pc) })
 			t.Run("waits out a database outage", func(t *testing.T) { t.Parallel(); testWaitsOutDatabaseOutage(t, pc) })
 			t.Run("waits out a database on a standby", func(t *testing.T) { t.Parallel(); testWaitsOutReadOnlyDatabase(t, pc) })
+			t.Run("a batch stopped part way keeps its prefix and goes on as a batch", func(t *testing.T) { t.Parallel(); testBatchStopsPartWay(t, pc) })
+			t.Run("a plain error stops the batch at its first record", func(t *testing.T) { t.Parallel(); testBatchPlainError(t, pc) })
+			t.Run("a batch of one is the single record", func(t *testing.T) { t.Parallel(); testBatchOfOne(t, pc) })
 		})
 	}
 }
@@ -317,11 +320,10 @@ func TestBackoffDelays(t *testing.T) {
 }
 
 // A batch that stops part way (consumer.BatchFailure) is not handled again
-// from its start: the records it finished are not handled again, the one
-// it attempted counts that attempt (with retry topics it goes straight to
-// the first retry topic, never to the handler again at level 0), and the
-// records after it are handled one by one. With a plain error the batch is
-// handled again one by one, the failed record included: the test fails if
+// from its start: the records it finished are not handed to the handler
+// again, the one it attempted counts that attempt (with retry topics it
+// goes straight to the first retry topic, never to the handler again at
+// level 0), and the records after it go on as a batch. The test fails if
 // the loop ignores BatchFailure.
 func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
 	t.Parallel()
@@ -332,36 +334,33 @@ func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		batches [][]string
-		calls   []string // one-by-one handler calls: value@topic-level
+		calls   []string // handler calls of one record: value@topic-level
 	)
-	handler := func(_ context.Context, m broker.Record) error {
+	handler := func(_ context.Context, ms []broker.Record) error {
 		mu.Lock()
 		defer mu.Unlock()
 		level := "main"
-		if m.Topic != f.topic {
+		if ms[0].Topic != f.topic {
 			level = "retry"
 		}
-		calls = append(calls, string(m.Value)+"@"+level)
+		var vs []string
+		for _, m := range ms {
+			vs = append(vs, string(m.Value))
+		}
+		batches = append(batches, vs)
+		if len(ms) == 1 {
+			calls = append(calls, vs[0]+"@"+level)
+		}
+		for i, m := range ms {
+			if string(m.Value) == "bad" && level == "main" {
+				return &consumer.BatchFailure{Handled: i, Err: errors.New("receiver down")}
+			}
+		}
 		return nil // the receiver is back by the retry
 	}
 	cfg := consumer.Config{
 		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: handler, Policy: pc.policy,
 		Publisher: f.writer, MaxBatch: 10,
-		Batch: func(_ context.Context, ms []broker.Record) error {
-			mu.Lock()
-			defer mu.Unlock()
-			var vs []string
-			for _, m := range ms {
-				vs = append(vs, string(m.Value))
-			}
-			batches = append(batches, vs)
-			for i, m := range ms {
-				if string(m.Value) == "bad" {
-					return &consumer.BatchFailure{Handled: i, Err: errors.New("receiver down")}
-				}
-			}
-			return nil
-		},
 	}
 	m := startMember(t, cfg)
 	waitFor(t, 30*time.Second, "c handled, and the failed record from its retry topic", func() bool {
@@ -380,15 +379,14 @@ func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
 	want := []string{"bad@retry", "c@main"}
 	got := slices.Sorted(slices.Values(calls))
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("one-by-one handler calls (-want +got):\n%s\nbatches: %v", diff, batches)
+		t.Errorf("handler calls of one record (-want +got):\n%s\nbatches: %v", diff, batches)
 	}
 }
 
 // TestPartitionsOfAFetchAreHandledConcurrently: the first record of each of
 // two partitions waits for the other's to start. Handled one partition after
 // the other, the first would wait in vain; handled concurrently, both meet.
-// Within each partition, records keep their offset order, for the record
-// handler and the batch handler.
+// Within each partition, records keep their offset order.
 //
 // The records are written before the consumer starts, so its first poll
 // usually holds both partitions; but which partitions a fetch holds is the
@@ -400,35 +398,26 @@ func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
 func TestPartitionsOfAFetchAreHandledConcurrently(t *testing.T) {
 	t.Parallel()
 	const attempts = 3
-	for _, batch := range []bool{false, true} {
-		name := "record handler"
-		if batch {
-			name = "batch handler"
+	var vain []string
+	for i := range attempts {
+		order, timeouts := partitionsMeet(t)
+		if len(timeouts) > 0 {
+			vain = append(vain, timeouts...)
+			t.Logf("attempt %d: %v waited in vain for the other partition", i+1, timeouts)
+			continue
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			var vain []string
-			for i := range attempts {
-				order, timeouts := partitionsMeet(t, batch)
-				if len(timeouts) > 0 {
-					vain = append(vain, timeouts...)
-					t.Logf("attempt %d: %v waited in vain for the other partition", i+1, timeouts)
-					continue
-				}
-				want := map[string][]string{"a": {"a0", "a1", "a2"}, "b": {"b0", "b1", "b2"}}
-				if diff := cmp.Diff(want, order); diff != "" {
-					t.Errorf("records handled per partition (-want +got):\n%s", diff)
-				}
-				return
-			}
-			t.Fatalf("in %d attempts, %v waited in vain for the other partition: partitions handled one after the other", attempts, vain)
-		})
+		want := map[string][]string{"a": {"a0", "a1", "a2"}, "b": {"b0", "b1", "b2"}}
+		if diff := cmp.Diff(want, order); diff != "" {
+			t.Errorf("records handled per partition (-want +got):\n%s", diff)
+		}
+		return
 	}
+	t.Fatalf("in %d attempts, %v waited in vain for the other partition: partitions handled one after the other", attempts, vain)
 }
 
 // partitionsMeet runs the scenario once: it returns the records handled per
 // partition and the first records that waited in vain for the other's.
-func partitionsMeet(t *testing.T, batch bool) (order map[string][]string, timeouts []string) {
+func partitionsMeet(t *testing.T) (order map[string][]string, timeouts []string) {
 	t.Helper()
 	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
 	topic := kafkatest.Topic(t, "consumer-partitions", 2)
@@ -470,17 +459,14 @@ func partitionsMeet(t *testing.T, batch bool) (order map[string][]string, timeou
 	}
 	cfg := consumer.Config{
 		Broker: kcfg, Group: kafkatest.Group(t, "partitions"), Topics: []string{topic},
-		Handler:   func(_ context.Context, m broker.Record) error { handle(string(m.Value)); return nil },
-		Policy:    consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 0},
-		Publisher: w,
-	}
-	if batch {
-		cfg.Batch = func(_ context.Context, ms []broker.Record) error {
+		Handler: func(_ context.Context, ms []broker.Record) error {
 			for _, m := range ms {
 				handle(string(m.Value))
 			}
 			return nil
-		}
+		},
+		Policy:    consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 0},
+		Publisher: w,
 	}
 	m := startMember(t, cfg)
 	waitFor(t, 60*time.Second, "every record handled", func() bool {

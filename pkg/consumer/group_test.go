@@ -74,7 +74,7 @@ func TestRefusedCommitIsLoggedAndCounted(t *testing.T) {
 	a := &member{} // what the first member handled
 	acfg := cfg
 	acfg.Logger, acfg.Metrics = log, consumer.NewMetrics(reg)
-	acfg.Handler = func(ctx context.Context, m broker.Record) error {
+	acfg.Handler = each(func(ctx context.Context, m broker.Record) error {
 		once.Do(func() {
 			close(held)
 			// Hold the record until the group has rebalanced without this
@@ -91,8 +91,8 @@ func TestRefusedCommitIsLoggedAndCounted(t *testing.T) {
 				}
 			}
 		})
-		return a.handler(ctx, m)
-	}
+		return a.handler(ctx, []broker.Record{m})
+	})
 	startMember(t, acfg)
 	prod.Plain(kafka.Message{Topic: topic, Key: []byte("k"), Value: []byte("r1")})
 	<-held
@@ -246,7 +246,9 @@ func TestRebalanceWaitsOnlyForThePartitionInHand(t *testing.T) {
 		handled.Add(1)
 		return nil
 	}
-	cfg := consumer.Config{Broker: kcfg, Group: group, Topics: []string{topic}, Handler: h}
+	// The loop stops between the batches it hands the handler: batches of
+	// two keep what a rebalance waits for short.
+	cfg := consumer.Config{Broker: kcfg, Group: group, Topics: []string{topic}, Handler: each(h), MaxBatch: 2}
 	startMember(t, cfg)
 	<-started
 	startMember(t, cfg)

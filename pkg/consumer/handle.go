@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -76,97 +75,102 @@ func graver(a, b error) error {
 // processPartition handles the records of one partition, in offset order,
 // and returns the records handled (transaction markers among them): a
 // prefix of all.
+//
+// The records go to the Handler as one batch. When it stops part way (a
+// BatchFailure; any other error stops it at its first record), the records
+// it finished are kept, the one that failed is disposed of by the policy
+// (handle, with the batch's attempt as its first), and the rest go to the
+// Handler again as a batch. A batch of one is handle's first attempt; a
+// retry topic's loop takes one record at a time, each waiting for its due
+// time.
 func (l *loop) processPartition(ctx context.Context, fetch broker.Fetch, all []broker.Record) ([]broker.Record, error) {
-	isMarker := fetch.Marker
 	if l.rebalanceWaiting.Load() {
 		// Start no more partitions of this batch: a rebalance waits for it
 		// (and the member would be dropped from the group past the
 		// rebalance timeout).
 		return nil, errRebalance
 	}
-	part := slices.DeleteFunc(slices.Clone(all), isMarker)
-	if len(part) == 0 {
-		return all, nil
-	}
-	skip, failed := 0, error(nil) // what a stopped batch finished, and its failure
-	if l.cfg.Batch != nil && l.level == 0 && len(part) > 1 {
-		start := l.cfg.Now()
-		spans := make([]trace.Span, len(part))
-		for i, m := range part {
-			_, spans[i] = l.startSpan(ctx, m)
-		}
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.AttemptTimeout)
-		err := l.cfg.Batch(bctx, part)
-		cancel()
-		for _, sp := range spans {
-			if err != nil {
-				sp.RecordError(err)
-			}
-			sp.End()
-		}
-		l.cfg.Metrics.BatchSize.Observe(float64(len(part)))
-		if err == nil {
-			for _, m := range part {
-				l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
-			}
-			return all, nil
-		}
-		l.cfg.Logger.WarnContext(ctx, "batch failed; handling its records one by one",
-			"group", l.group, "topic", part[0].Topic, "partition", part[0].Partition, "records", len(part), "err", err)
-		if bf, ok := errors.AsType[*BatchFailure](err); ok && bf.Handled >= 0 && bf.Handled < len(part) {
-			skip, failed = bf.Handled, bf.Err
+	var part []broker.Record
+	var at []int // at[n]: the index in all of part[n]; all[:at[n]] is done when part[n] is next
+	for i, m := range all {
+		if !fetch.Marker(m) {
+			part, at = append(part, m), append(at, i)
 		}
 	}
-	var done []broker.Record
-	seen := 0 // records (not markers) of all passed so far
-	for _, m := range all {
-		if isMarker(m) {
-			done = append(done, m)
-			continue
-		}
-		seen++
-		if seen <= skip {
-			done = append(done, m) // finished by the batch
-			continue
-		}
-		if seen == skip+1 && failed != nil {
-			// Attempted by the batch: its failure is this attempt's result.
-			first := failed
-			failed = nil
-			if err := l.handleAfter(ctx, m, first); err != nil {
-				return done, err
-			}
-			done = append(done, m)
-			continue
-		}
+	for n := 0; n < len(part); n++ { // n: records of part handled
 		if ctx.Err() != nil {
 			// Stopping: the record in hand was finished; the rest of
 			// the fetch is delivered again to whoever consumes next.
-			return done, errStopping
+			return all[:at[n]], errStopping
 		}
-		if len(done) > 0 && l.rebalanceWaiting.Load() {
+		if n > 0 && l.rebalanceWaiting.Load() {
 			// A rebalance waits: with every partition of the fetch in
-			// hand at once, each stops after its record in hand.
-			return done, errRebalance
+			// hand at once, each stops after its records in hand.
+			return all[:at[n]], errRebalance
 		}
-		if err := l.handle(ctx, m); err != nil {
-			return done, err
+		var first error // the failure of the batch's attempt at part[n]
+		if rest := part[n:]; len(rest) > 1 && l.level == 0 {
+			var k int
+			if k, first = l.attemptBatch(ctx, rest); first == nil {
+				return all, nil
+			}
+			n += k
 		}
-		done = append(done, m)
+		if err := l.handle(ctx, part[n], first); err != nil {
+			return all[:at[n]], err
+		}
 	}
-	return done, nil
+	return all, nil
 }
 
-// handle runs the handler on m until it succeeds or m is disposed of (retry
-// topic or DLT). It returns errStopping when ctx ends first; m must then not
-// be committed.
-func (l *loop) handle(ctx context.Context, m broker.Record) error {
-	return l.handleAfter(ctx, m, nil)
+// attemptBatch runs the Handler once on ms, records of one partition, and
+// returns how many of them it finished and, when that is not all, the
+// failure of the attempt at ms[k].
+func (l *loop) attemptBatch(ctx context.Context, ms []broker.Record) (k int, failed error) {
+	start := l.cfg.Now()
+	spans := make([]trace.Span, len(ms))
+	for i, m := range ms {
+		_, spans[i] = l.startSpan(ctx, m)
+	}
+	// The batch in hand is finished even when ctx ends.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.AttemptTimeout)
+	err := l.cfg.Handler(bctx, ms)
+	cancel()
+	for _, sp := range spans {
+		if err != nil {
+			sp.RecordError(err)
+		}
+		sp.End()
+	}
+	l.cfg.Metrics.BatchSize.Observe(float64(len(ms)))
+	k, failed = failure(err, len(ms))
+	for _, m := range ms[:k] {
+		l.cfg.Metrics.observe(l.group, m.Topic, "ok", l.cfg.Now().Sub(start))
+	}
+	if failed != nil {
+		l.cfg.Logger.WarnContext(ctx, "batch stopped at a failing record; the policy disposes of it, the rest go on as a batch",
+			"group", l.group, "topic", ms[k].Topic, "partition", ms[k].Partition, "offset", ms[k].Offset, "records", len(ms), "err", err)
+	}
+	return k, failed
 }
 
-// handleAfter is handle for a record whose first attempt was already made
-// elsewhere (a batch) and failed with first; nil means no attempt was made.
-func (l *loop) handleAfter(ctx context.Context, m broker.Record, first error) error {
+// failure reads the Handler's error err on n records: how many it
+// finished, and the failure of the next (nil when it finished all).
+func failure(err error, n int) (int, error) {
+	if err == nil {
+		return n, nil
+	}
+	if bf, ok := errors.AsType[*BatchFailure](err); ok && bf.Handled >= 0 && bf.Handled < n && bf.Err != nil {
+		return bf.Handled, bf.Err
+	}
+	return 0, err
+}
+
+// handle runs the Handler on m alone until it succeeds or m is disposed of
+// (retry topic or DLT). first, when not nil, is the failure of an attempt
+// already made (by a batch), which counts as its first. It returns
+// errStopping when ctx ends first; m must then not be committed.
+func (l *loop) handle(ctx context.Context, m broker.Record, first error) error {
 	if l.level > 0 {
 		if due := dlt.DueAt(m); !due.IsZero() {
 			if err := l.dueTooFar(m, due); err != nil {
@@ -194,7 +198,7 @@ func (l *loop) handleAfter(ctx context.Context, m broker.Record, first error) er
 			err, first = first, nil
 		} else {
 			actx, cancel := context.WithTimeout(hctx, l.cfg.AttemptTimeout)
-			err = l.cfg.Handler(actx, m)
+			_, err = failure(l.cfg.Handler(actx, []broker.Record{m}), 1)
 			cancel()
 		}
 		if err == nil {

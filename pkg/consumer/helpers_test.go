@@ -22,11 +22,26 @@ type member struct {
 	seen   []string
 }
 
-func (m *member) handler(_ context.Context, msg broker.Record) error {
+func (m *member) handler(_ context.Context, ms []broker.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seen = append(m.seen, string(msg.Value))
+	for _, msg := range ms {
+		m.seen = append(m.seen, string(msg.Value))
+	}
 	return nil
+}
+
+// each is a consumer.Handler that runs h on the records of its batch in
+// turn and stops at the first that fails, naming it in a BatchFailure.
+func each(h func(context.Context, broker.Record) error) consumer.Handler {
+	return func(ctx context.Context, ms []broker.Record) error {
+		for i, m := range ms {
+			if err := h(ctx, m); err != nil {
+				return &consumer.BatchFailure{Handled: i, Err: err}
+			}
+		}
+		return nil
+	}
 }
 
 func (m *member) handled() []string {

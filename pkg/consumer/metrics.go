@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "consumer_lag", Help: "Last stable offset minus the committed offset, by group, topic and partition."},
 			[]string{"group", "topic", "partition"}),
 		BatchSize: f.NewHistogram(prometheus.HistogramOpts{
-			Name: "consumer_batch_size", Help: "Records per batch handed to a batch handler.",
+			Name: "consumer_batch_size", Help: "Records per batch of more than one handed to the handler.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		Outage: newOutageMetrics(f),
 		CommitFailures: f.NewCounterVec(prometheus.CounterOpts{

@@ -244,7 +244,7 @@ func TestAnAttemptThatHangsIsCutOffAndTriedAgain(t *testing.T) {
 				return nil
 			}
 			m := startMember(t, consumer.Config{
-				Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: h, Policy: pc.policy,
+				Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: each(h), Policy: pc.policy,
 				Publisher: f.writer, AttemptTimeout: tc.timeout,
 			})
 			select {

@@ -11,22 +11,32 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 )
 
-// Handler processes one record. It must be idempotent: a record may be
-// delivered again after a crash or a rebalance.
-type Handler func(ctx context.Context, m broker.Record) error
+// Handler processes records of one partition, in offset order: 1 to
+// Config.MaxBatch of them, a batch of one being the single-record case. It
+// must be idempotent: a record may be delivered again after a crash or a
+// rebalance. nil means every record is done; *BatchFailure says how far it
+// got; any other error is a BatchFailure with Handled 0.
+type Handler func(ctx context.Context, ms []broker.Record) error
 
-// BatchHandler processes records of one partition, in offset order, all or
-// nothing: on error, the loop handles each record of the batch again with
-// the Handler.
-type BatchHandler func(ctx context.Context, ms []broker.Record) error
+// Traceparent is the trace context a Handler gives the work of ms[i] (the
+// events it writes): "" for a batch of one, whose ctx carries the record's
+// span (the loop's) for the outbox to take, and ms[i]'s traceparent header
+// in a longer batch, whose ctx carries none: one ctx cannot carry the
+// traces of several records.
+func Traceparent(ms []broker.Record, i int) string {
+	if len(ms) == 1 {
+		return ""
+	}
+	return ms[i].Header(events.HeaderTraceparent)
+}
 
-// BatchFailure is a BatchHandler's error when its batch stopped part way:
+// BatchFailure is a Handler's error when its batch stopped part way:
 // ms[:Handled] are done, ms[Handled] was attempted once and failed with Err
-// (the attempt must not be made again at once, e.g. a webhook already
-// called), and ms[Handled+1:] were not tried. The loop commits the first
-// ones, disposes of ms[Handled] by its policy as if Handler had returned
-// Err for it, and handles the rest one by one. Any other error makes the
-// loop handle the whole batch again one by one.
+// (the attempt is not made again at once: a webhook already called, say),
+// and ms[Handled+1:] were not tried. The loop commits the first ones,
+// disposes of ms[Handled] by its policy exactly as if its own attempt had
+// failed with Err (its retries call the Handler with it alone), and hands
+// the rest to the Handler again as a batch.
 type BatchFailure struct {
 	Handled int
 	Err     error
@@ -36,6 +46,32 @@ func (e *BatchFailure) Error() string {
 	return fmt.Sprintf("batch stopped at record %d: %v", e.Handled, e.Err)
 }
 func (e *BatchFailure) Unwrap() error { return e.Err }
+
+// StoppedAt is a Handler's error when it finished its first handled
+// records and stopped at the next with err: a BatchFailure, or nil when
+// err is.
+func StoppedAt(handled int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &BatchFailure{Handled: handled, Err: err}
+}
+
+// DecodeUntil decodes ms in order with decode and stops at the first record
+// it refuses (a poison record): it returns the values of the records before
+// it and that record's error, nil when it decoded them all. A Handler that
+// decodes first handles the values, then returns StoppedAt(len(values), err).
+func DecodeUntil[T any](ms []broker.Record, decode func(i int, m broker.Record) (T, error)) ([]T, error) {
+	vs := make([]T, 0, len(ms))
+	for i, m := range ms {
+		v, err := decode(i, m)
+		if err != nil {
+			return vs, err
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
+}
 
 // Publisher sends records (DLT and retry topics); broker.NewDLTProducer
 // returns the production one. A record the loop forwards names the

@@ -74,18 +74,11 @@ func newTxnFixture(t *testing.T, mode txnMode) *txnFixture {
 		return nil
 	}
 	cfg := consumer.Config{
-		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: h, Policy: mode.pc.policy,
+		Broker: f.kcfg, Group: f.group, Topics: []string{f.topic}, Handler: each(h), Policy: mode.pc.policy,
 		Publisher: f.writer,
 	}
-	if mode.batch {
-		cfg.Batch = func(ctx context.Context, ms []broker.Record) error {
-			for _, m := range ms {
-				if err := h(ctx, m); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
+	if !mode.batch {
+		cfg.MaxBatch = 1 // records fetched and handled one at a time
 	}
 	startMember(t, cfg)
 	return f
@@ -223,7 +216,7 @@ func TestDeadLetterKeepsThePartition(t *testing.T) {
 			prod.Plain(kafka.Message{Topic: topic, Partition: 2, Key: []byte(key), Value: []byte("poison")})
 			startMember(t, consumer.Config{ // no Publisher: the consumer's own DLT writer
 				Broker: kcfg, Group: kafkatest.Group(t, "dlt-partition"), Topics: []string{topic},
-				Handler: func(context.Context, broker.Record) error { return consumer.Permanent(errTransient) },
+				Handler: func(context.Context, []broker.Record) error { return consumer.Permanent(errTransient) },
 			})
 			var recs []dlt.Record
 			poll.Until(t, 60*time.Second, "the record dead-lettered", func() (bool, string) {

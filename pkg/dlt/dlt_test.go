@@ -67,7 +67,7 @@ func newFixture(t *testing.T) *fixture {
 		return consumer.Run(ctx, consumer.Config{
 			Broker: cfg, Group: f.group, Topics: []string{f.main}, Policy: consumer.BlockingRetries, Publisher: f.writer,
 			Logger: slog.New(slog.DiscardHandler),
-			Handler: func(context.Context, broker.Record) error {
+			Handler: func(context.Context, []broker.Record) error {
 				return consumer.Permanent(errors.New("boom: cannot handle"))
 			},
 		})

@@ -205,14 +205,16 @@ func TestStopOrderConsumersThenRelayThenPool(t *testing.T) {
 	var once sync.Once
 	var mu sync.Mutex
 	var seen []string
-	handler := func(_ context.Context, m broker.Record) error {
-		once.Do(func() {
-			close(handling)
-			<-finish // the record in hand when the stop comes
-		})
-		mu.Lock()
-		seen = append(seen, string(m.Value))
-		mu.Unlock()
+	handler := func(_ context.Context, ms []broker.Record) error {
+		for _, m := range ms {
+			once.Do(func() {
+				close(handling)
+				<-finish // the record in hand when the stop comes
+			})
+			mu.Lock()
+			seen = append(seen, string(m.Value))
+			mu.Unlock()
+		}
 		return nil
 	}
 	// afterConsumers is what the service looks like once its consumers

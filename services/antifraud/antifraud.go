@@ -150,13 +150,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	svc := analysis.NewService(store, engine, cfg.Topics, analysis.NewMetrics(reg))
 
 	requests := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Requested},
-		Handler: consume.NewHandler(svc, log), Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg)}
-	if cfg.BatchMax > 1 {
-		// A fetched batch is decided in one transaction; on any error the
-		// loop decides its records one by one with the handler.
-		requests.Batch = consume.NewBatchHandler(svc, log)
-		requests.MaxBatch = cfg.BatchMax
-	}
+		// A fetched batch of up to BatchMax records is decided in one
+		// transaction.
+		Handler: consume.NewHandler(svc, log), MaxBatch: cfg.BatchMax, Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg)}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)

@@ -97,12 +97,12 @@ CREATE TRIGGER refuse_poison BEFORE INSERT ON decision FOR EACH ROW EXECUTE FUNC
 		t.Fatal("no consumer_batch_size_sum in /metrics")
 	}
 	if sum, _ := strconv.ParseFloat(m[1], 64); sum < 2 {
-		t.Errorf("consumer_batch_size_sum = %v: no batch was handed to the batch handler", sum)
+		t.Errorf("consumer_batch_size_sum = %v: no batch was handed to the handler", sum)
 	}
 }
 
 // TestBatchWaitsOutADatabaseOutage: while the database is unreachable, a
-// fetched batch fails, and its records, handled one by one, wait for it
+// fetched batch fails, and its records, its first retried alone, wait for it
 // (pkg/outage) well past the policy's retries without being dead-lettered
 // or decided; once it is back, each is decided once, in order.
 func TestBatchWaitsOutADatabaseOutage(t *testing.T) {
@@ -152,7 +152,7 @@ func TestBatchWaitsOutADatabaseOutage(t *testing.T) {
 // TestBatchWithAPoisonRecord hands the service one fetched batch with an
 // undecodable record in the middle. The records before it are decided by
 // the batch and committed; the poison record alone goes to the DLT; the
-// records after it are decided one by one: each decided exactly once, in
+// records after it are decided as a batch: each decided exactly once, in
 // offset order, its event emitted exactly once.
 func TestBatchWithAPoisonRecord(t *testing.T) {
 	t.Parallel()
@@ -199,6 +199,6 @@ func TestBatchWithAPoisonRecord(t *testing.T) {
 		t.Fatal("no consumer_batch_size_sum in /metrics")
 	}
 	if sum, _ := strconv.ParseFloat(m[1], 64); sum < 2 {
-		t.Errorf("consumer_batch_size_sum = %v: no batch was handed to the batch handler", sum)
+		t.Errorf("consumer_batch_size_sum = %v: no batch was handed to the handler", sum)
 	}
 }

@@ -234,11 +234,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	consumerMetrics := consumer.NewMetrics(reg)
 	settlement := consume.NewSettlement(svc, log, metrics)
 	settle := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Analysed},
-		Handler: settlement.Handle, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
-	if cfg.BatchMax > 1 {
-		settle.Batch = settlement.HandleBatch
-		settle.MaxBatch = cfg.BatchMax
-	}
+		Handler: settlement.Handle, MaxBatch: cfg.BatchMax, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
 	monitor := consume.NewDLTMonitor(log, metrics)
 	dlt := consumer.Config{Broker: cfg.Kafka, Group: cfg.DLTMonitorGroup, Topics: []string{events.DLT(cfg.Topics.Analysed)},
 		Handler: monitor.Handle, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}

@@ -386,11 +386,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 
 	handler := consume.NewHandler(svc, cfg.Topics)
 	notifyCfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Settled, cfg.Topics.Rejected},
-		Handler: handler.Handle, Policy: consumer.DelayedRetryTopics, Logger: log, Metrics: consumer.NewMetrics(reg),
+		Policy: consumer.DelayedRetryTopics, Logger: log, Metrics: consumer.NewMetrics(reg),
 		// The records of one partition fetched together are notified with
-		// their log entries claimed and recorded at once; on any error the
-		// loop handles them one by one.
-		Batch: handler.HandleBatch, MaxBatch: notifyBatchMax}
+		// their log entries claimed and recorded at once.
+		Handler: handler.Handle, MaxBatch: notifyBatchMax}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)

@@ -216,10 +216,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	// what it settles.
 	projection := consume.NewProjection(store, admit, cfg.Topics, log)
 	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),
-		Handler: projection.Handle, Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg),
+		Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg),
 		// The results of one partition fetched together are applied in
 		// one statement.
-		Batch: projection.HandleBatch, MaxBatch: projectionBatchMax}
+		Handler: projection.Handle, MaxBatch: projectionBatchMax}
 	retention := cfg.InboxRetention
 	if retention <= 0 {
 		retention = platform.DefaultInboxRetention

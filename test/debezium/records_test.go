@@ -127,15 +127,18 @@ type received struct {
 	errs []error
 }
 
-func (r *received) handle(_ context.Context, m broker.Record) error {
-	err := decodeAsTheServices(m)
+func (r *received) handle(_ context.Context, ms []broker.Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, m)
-	if err != nil {
-		r.errs = append(r.errs, fmt.Errorf("%s offset %d: %w", m.Topic, m.Offset, err))
+	for i, m := range ms {
+		err := decodeAsTheServices(m)
+		r.msgs = append(r.msgs, m)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s offset %d: %w", m.Topic, m.Offset, err))
+			return &consumer.BatchFailure{Handled: i, Err: err}
+		}
 	}
-	return err
+	return nil
 }
 
 func (r *received) count() int {

@@ -24,7 +24,7 @@ import (
 	"github.com/paysuite/payments/test/pgtest"
 )
 
-// TestBatchStoppedByAPoisonRecord hands the batch handler, on a real
+// TestBatchStoppedByAPoisonRecord hands the handler, on a real
 // database, three valid records, an undecodable one and two more valid
 // ones. It must decide the three before the bad record, and only those,
 // and report them done with a consumer.BatchFailure whose error is the bad
@@ -58,7 +58,7 @@ func TestBatchStoppedByAPoisonRecord(t *testing.T) {
 		ids = append(ids, req.TransferID)
 	}
 
-	err = consume.NewBatchHandler(svc, slog.New(slog.DiscardHandler))(context.Background(), ms)
+	err = consume.NewHandler(svc, slog.New(slog.DiscardHandler))(context.Background(), ms)
 
 	bf, ok := errors.AsType[*consumer.BatchFailure](err)
 	if !ok {

@@ -4,6 +4,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -13,71 +14,44 @@ import (
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 )
 
-// Analyser decides a requested transfer (analysis.Service).
-type Analyser interface {
-	Analyse(ctx context.Context, req events.Requested) (analysis.Result, error)
-}
-
-// BatchAnalyser decides requested transfers in one transaction
+// Analyser decides requested transfers in one transaction
 // (analysis.Service).
-type BatchAnalyser interface {
+type Analyser interface {
 	AnalyseBatch(ctx context.Context, reqs []analysis.Request) ([]analysis.Result, error)
 }
 
-// NewHandler returns the handler of the requested topic. A record that
-// cannot be decoded, misses a required field or carries another event type
-// is returned as a permanent error (the loop sends it to the DLT at once);
-// any other failure is returned as is, for the loop to retry.
+// NewHandler returns the handler of the requested topic: the records of
+// one partition decided in one transaction (analysis.Service.AnalyseBatch).
+// A record that cannot be decoded, misses a required field or carries
+// another event type stops the batch there: the records before it are
+// decided, and the handler returns a consumer.BatchFailure naming it with
+// its permanent error, so that the consumer loop commits them, sends it to
+// the DLT at once and hands the rest to the handler again. Any other
+// failure leaves nothing decided and is returned as is, for the loop to
+// retry.
 func NewHandler(a Analyser, log *slog.Logger) consumer.Handler {
-	return func(ctx context.Context, m broker.Record) error {
-		req, err := decode(m)
-		if err != nil {
-			return err
-		}
-		// ctx carries the record's trace context (the consumer loop's span).
-		res, err := a.Analyse(ctx, req)
-		if err != nil {
-			return err
-		}
-		logResult(ctx, log, req, res)
-		return nil
-	}
-}
-
-// NewBatchHandler returns the batch handler of the requested topic: the
-// records of one partition decided in one transaction
-// (analysis.Service.AnalyseBatch), all or nothing. A record that cannot be
-// decoded stops the batch there: the records before it are decided, and
-// the handler returns a consumer.BatchFailure naming them, so that the
-// consumer loop commits them, disposes of the bad record by its policy
-// (a poison record goes to the DLT) and handles the rest one by one. Any
-// other error leaves nothing decided, and the loop handles each record
-// again with the handler of NewHandler.
-func NewBatchHandler(a BatchAnalyser, log *slog.Logger) consumer.BatchHandler {
 	return func(ctx context.Context, ms []broker.Record) error {
-		reqs := make([]analysis.Request, 0, len(ms))
-		var stop error
-		for _, m := range ms {
+		reqs, stop := consumer.DecodeUntil(ms, func(i int, m broker.Record) (analysis.Request, error) {
 			req, err := decode(m)
-			if err != nil {
-				stop = err
-				break
+			return analysis.Request{Transfer: req, Traceparent: consumer.Traceparent(ms, i)}, err
+		})
+		if len(reqs) > 0 {
+			rs, err := a.AnalyseBatch(ctx, reqs)
+			if errors.Is(err, analysis.ErrDuplicate) {
+				// A concurrent instance decided one of these transfers
+				// under another source account's lock: its decision is
+				// committed by now, and a second run returns it as a
+				// duplicate (as analysis.Service.Analyse does for one).
+				rs, err = a.AnalyseBatch(ctx, reqs)
 			}
-			// The batch's ctx carries no record's trace: each record's
-			// goes with it (analysis.Request.Traceparent).
-			reqs = append(reqs, analysis.Request{Transfer: req, Traceparent: m.Header(events.HeaderTraceparent)})
+			if err != nil {
+				return err
+			}
+			for i, r := range rs {
+				logResult(ctx, log, reqs[i].Transfer, r)
+			}
 		}
-		rs, err := a.AnalyseBatch(ctx, reqs)
-		if err != nil {
-			return err
-		}
-		for i, r := range rs {
-			logResult(ctx, log, reqs[i].Transfer, r)
-		}
-		if stop != nil {
-			return &consumer.BatchFailure{Handled: len(reqs), Err: stop}
-		}
-		return nil
+		return consumer.StoppedAt(len(reqs), stop)
 	}
 }
 

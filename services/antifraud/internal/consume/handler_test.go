@@ -19,16 +19,27 @@ import (
 	"github.com/paysuite/payments/services/antifraud/internal/consume"
 )
 
-// fakeAnalyser records what it was given (the trace context of its ctx
-// included) and answers with analyse.
+// fakeAnalyser records what it was given (the trace context its events
+// would carry: the request's own, else its ctx's) and answers with analyse.
 type fakeAnalyser struct {
 	analyse func(req events.Requested, traceparent string) (analysis.Result, error)
 	calls   int
 }
 
-func (f *fakeAnalyser) Analyse(ctx context.Context, req events.Requested) (analysis.Result, error) {
+func (f *fakeAnalyser) AnalyseBatch(ctx context.Context, reqs []analysis.Request) ([]analysis.Result, error) {
 	f.calls++
-	return f.analyse(req, tracing.Traceparent(ctx))
+	rs := make([]analysis.Result, len(reqs))
+	for i, r := range reqs {
+		tp := r.Traceparent
+		if tp == "" {
+			tp = tracing.Traceparent(ctx)
+		}
+		var err error
+		if rs[i], err = f.analyse(r.Transfer, tp); err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
 }
 
 func TestHandler(t *testing.T) {
@@ -84,7 +95,7 @@ func TestHandler(t *testing.T) {
 			if tt.wantTrace != "" {
 				ctx = tracing.WithTraceparent(ctx, tt.wantTrace)
 			}
-			err := consume.NewHandler(f, slog.New(slog.DiscardHandler))(ctx, m)
+			err := consume.NewHandler(f, slog.New(slog.DiscardHandler))(ctx, []broker.Record{m})
 
 			if got := consumer.IsPermanent(err); got != tt.wantPermanent {
 				t.Errorf("IsPermanent(%v) = %v, want %v", err, got, tt.wantPermanent)

@@ -31,8 +31,15 @@ func NewDLTMonitor(log *slog.Logger, metrics *Metrics) *DLTMonitor {
 	return &DLTMonitor{log: log, records: metrics.DLTRecords}
 }
 
-// Handle logs and counts one DLT record (consumer.Handler).
-func (d *DLTMonitor) Handle(ctx context.Context, m broker.Record) error {
+// Handle logs and counts DLT records (a consumer.Handler).
+func (d *DLTMonitor) Handle(ctx context.Context, ms []broker.Record) error {
+	for _, m := range ms {
+		d.record(ctx, m)
+	}
+	return nil
+}
+
+func (d *DLTMonitor) record(ctx context.Context, m broker.Record) {
 	// The label is the origin the headers claim only when it is the DLT's
 	// own main topic: a header never widens the label set.
 	origin := UnknownOrigin
@@ -49,5 +56,4 @@ func (d *DLTMonitor) Handle(ctx context.Context, m broker.Record) error {
 		"key", string(m.Key), "origin", origin, "origin_partition", o.Partition, "origin_offset", o.Offset,
 		"cause", cause, "evento_id", m.Header(events.HeaderEventID),
 		"dlt_partition", m.Partition, "dlt_offset", m.Offset)
-	return nil
 }

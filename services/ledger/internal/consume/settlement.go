@@ -1,7 +1,7 @@
-// Package consume is the ledger's Kafka side: the settlement handlers run by
-// the suite's consumer loop on the analisada topic (one record, or a batch
-// of one partition's records in one transaction), and the monitor of its
-// dead-letter topic.
+// Package consume is the ledger's Kafka side: the settlement handler run by
+// the suite's consumer loop on the analisada topic (the records of one
+// partition fetched together, settled in one transaction), and the monitor
+// of its dead-letter topic.
 package consume
 
 import (
@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
 
-// Settler settles transfers; *ledger.Service is one.
+// Settler settles transfers, in order, in one transaction; *ledger.Service
+// is one.
 type Settler interface {
-	Settle(ctx context.Context, t ledger.Transfer) (ledger.Result, error)
-	SettleBatch(ctx context.Context, ts []ledger.Transfer) ([]ledger.Result, error)
+	Settle(ctx context.Context, ts []ledger.Transfer) ([]ledger.Result, error)
 }
 
 // Settlement turns TransferenciaAnalisada records into settlements.
@@ -58,52 +59,32 @@ func Decode(m broker.Record) (ledger.Transfer, error) {
 	}, nil
 }
 
-// Handle settles one record in its own transaction (consumer.Handler).
-// ctx carries the record's trace context (the consumer loop's span), which
-// the outbox gives the result event.
-func (s *Settlement) Handle(ctx context.Context, m broker.Record) error {
-	t, err := Decode(m)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	r, err := s.settler.Settle(ctx, t)
-	if err != nil {
-		return err
-	}
-	s.metrics.BatchSize.Observe(1)
-	s.observe(ctx, r, m, time.Since(start))
-	return nil
-}
-
-// HandleBatch settles records of one partition, in offset order, in one
-// transaction (consumer.BatchHandler): all or nothing. Any error, a poison
-// record included, makes the consumer loop handle each record again with
-// Handle, where a poison record goes to the DLT and a failing transfer is
-// retried alone.
-func (s *Settlement) HandleBatch(ctx context.Context, ms []broker.Record) error {
-	ts := make([]ledger.Transfer, len(ms))
-	for i, m := range ms {
+// Handle settles records of one partition, in offset order, in one
+// transaction (a consumer.Handler). It decodes them first: a record that
+// cannot be decoded stops the batch there, the records before it are
+// settled, and Handle returns a consumer.BatchFailure naming it with its
+// decoding error, for the loop to commit the settled ones, send it to the
+// DLT and hand the rest to Handle again. Any other error settles nothing,
+// and the loop disposes of the first record by its policy.
+func (s *Settlement) Handle(ctx context.Context, ms []broker.Record) error {
+	ts, poison := consumer.DecodeUntil(ms, func(i int, m broker.Record) (ledger.Transfer, error) {
 		t, err := Decode(m)
+		t.Traceparent = consumer.Traceparent(ms, i)
+		return t, err
+	})
+	if len(ts) > 0 {
+		start := time.Now()
+		rs, err := s.settler.Settle(ctx, ts)
 		if err != nil {
 			return err
 		}
-		// The batch's ctx carries no record's trace: each record's goes
-		// with it (ledger.Transfer.Traceparent).
-		t.Traceparent = m.Header(events.HeaderTraceparent)
-		ts[i] = t
+		s.metrics.BatchSize.Observe(float64(len(ts)))
+		took := time.Since(start)
+		for i, r := range rs {
+			s.observe(ctx, r, ms[i], took)
+		}
 	}
-	start := time.Now()
-	rs, err := s.settler.SettleBatch(ctx, ts)
-	if err != nil {
-		return err
-	}
-	s.metrics.BatchSize.Observe(float64(len(ts)))
-	took := time.Since(start)
-	for i, r := range rs {
-		s.observe(ctx, r, ms[i], took)
-	}
-	return nil
+	return consumer.StoppedAt(len(ts), poison)
 }
 
 func (s *Settlement) observe(ctx context.Context, r ledger.Result, m broker.Record, took time.Duration) {

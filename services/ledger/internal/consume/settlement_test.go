@@ -118,7 +118,8 @@ func (e *env) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// run starts the settlement consumer until the test ends.
+// run starts the settlement consumer until the test ends; without batch,
+// it takes one record at a time.
 func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	t.Helper()
 	svc := ledger.NewService(e.failing, ledger.Rules{Ownership: e.ownership, Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}, nil)
@@ -126,10 +127,10 @@ func (e *env) run(t *testing.T, policy consumer.Policy, batch bool) {
 	e.group = kafkatest.Group(t, "ledger")
 	cfg := consumer.Config{
 		Broker: broker.Config{Brokers: e.brokers}, Group: e.group, Topics: []string{e.topic},
-		Handler: h.Handle, Policy: policy, Publisher: e.writer, Logger: e.logger(),
+		Handler: h.Handle, MaxBatch: 1, Policy: policy, Publisher: e.writer, Logger: e.logger(),
 	}
 	if batch {
-		cfg.Batch, cfg.MaxBatch = h.HandleBatch, 50
+		cfg.MaxBatch = 50
 	}
 	e.start(t, cfg)
 }
@@ -319,10 +320,11 @@ func TestPoisonRecordsAreDeadLetteredAtOnce(t *testing.T) {
 	ledgertest.CheckInvariants(t, e.db)
 }
 
-// TestBatchWithAFailingTransferSettlesTheOthersOnce: the batch fails as a
-// whole, the loop settles its records one by one, the failing one goes to
-// the DLT, and every other transfer, duplicates and dependencies included,
-// ends exactly as if settled alone in order.
+// TestBatchWithAFailingTransferSettlesTheOthersOnce: a batch fails as a
+// whole on a database error, which the loop takes as its first record's
+// failure (that record retried alone, the rest handed on as a batch), the
+// failing transfer goes to the DLT, and every other transfer, duplicates
+// and dependencies included, ends exactly as if settled alone in order.
 func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -374,6 +376,66 @@ func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 	}
 }
 
+// TestPoisonInABatchSettlesTheGoodRecordsOnce: a record that cannot be
+// decoded in the middle of a batch goes to the DLT at once, the transfers
+// before it are settled together in one transaction and those after it in
+// another, each exactly once, and none is settled again alone.
+func TestPoisonInABatchSettlesTheGoodRecordsOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.open(t, "A", 1_000)
+	e.open(t, "B", 0)
+	var good []uuid.UUID
+	var recs []broker.Record
+	for i := range 9 {
+		if i == 4 {
+			recs = append(recs, broker.Record{Key: []byte("A"), Value: []byte(`{"transferenciaId": "not json`)})
+			continue
+		}
+		id := uuid.New()
+		good = append(good, id)
+		recs = append(recs, analysed(t, id, "A", "B", 100))
+	}
+	e.produce(t, recs...)
+	// A retry would wait 10 s: the test would notice.
+	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
+	start := time.Now()
+	e.run(t, policy, true)
+
+	dead := e.readDLT(t, 1)[0]
+	for _, id := range good {
+		e.waitResult(t, id, "LIQUIDADA")
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("the batch took %s to clear: was a record retried?", took)
+	}
+	if o, _ := dlt.ClaimedOrigin(dead); o.Offset != 4 || !strings.Contains(dlt.ExceptionMessage(dead), "malformed event") {
+		t.Errorf("DLT record from offset %d with cause %q, want the poison record (offset 4) and its decoding error",
+			o.Offset, dlt.ExceptionMessage(dead))
+	}
+	for _, id := range good {
+		calls := e.failing.callsWith(id)
+		if len(calls) != 1 {
+			t.Errorf("transfer %s was in %d settlements, want 1", id, len(calls))
+			continue
+		}
+		if len(calls[0].ids) < 2 {
+			t.Errorf("transfer %s was settled alone, not with its batch", id)
+		}
+	}
+	if n := counter(t, e.reg, "ledger_settlements_total", map[string]string{"result": "LIQUIDADA", "reason": ""}); n != float64(len(good)) {
+		t.Errorf("ledger_settlements_total{LIQUIDADA} = %v, want %d", n, len(good))
+	}
+	bal := map[string]int64{}
+	for _, a := range ledgertest.ReadState(t, e.db).Accounts {
+		bal[a.ID] = a.Balance
+	}
+	if diff := cmp.Diff(map[string]int64{"A": 200, "B": 800, "__FUNDING__BRL": -1000}, bal); diff != "" {
+		t.Errorf("balances mismatch (-want +got):\n%s", diff)
+	}
+	ledgertest.CheckInvariants(t, e.db)
+}
+
 func TestDLTMonitorLogsAndCountsByOrigin(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -403,7 +465,7 @@ func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	logs := &logtest.Buffer{}
 	m := consume.NewDLTMonitor(slog.New(slog.NewJSONHandler(logs, nil)), consume.NewMetrics(reg))
-	if err := m.Handle(context.Background(), broker.Record{Topic: "x-dlt", Key: []byte("K")}); err != nil {
+	if err := m.Handle(context.Background(), []broker.Record{{Topic: "x-dlt", Key: []byte("K")}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := counter(t, reg, "ledger_dlt_messages_total", map[string]string{"origin_topic": consume.UnknownOrigin}); n != 1 {

@@ -48,24 +48,18 @@ func NewService(store Store, rules Rules, now func() time.Time) *Service {
 	return &Service{store: store, rules: rules, now: now}
 }
 
-// Settle settles one transfer in its own transaction. A rejection is a
-// result, not an error; an error is a failure (database) worth retrying.
-func (s *Service) Settle(ctx context.Context, t Transfer) (Result, error) {
-	rs, err := s.store.Settle(ctx, []Transfer{t}, s.rules.deciderFor(s.now().UTC(), []Transfer{t}))
-	if err != nil {
-		return Result{}, fmt.Errorf("settle transfer %s: %w", t.ID, err)
-	}
-	return rs[0], nil
-}
-
-// SettleBatch settles ts, in order, in one transaction: all or nothing,
-// with the results of settling them one by one.
-func (s *Service) SettleBatch(ctx context.Context, ts []Transfer) ([]Result, error) {
+// Settle settles ts, in order, in one transaction: all or nothing, with
+// the results of settling them one by one. A rejection is a result, not
+// an error; an error is a failure (database) worth retrying.
+func (s *Service) Settle(ctx context.Context, ts []Transfer) ([]Result, error) {
 	if len(ts) == 0 {
 		return nil, nil
 	}
 	rs, err := s.store.Settle(ctx, ts, s.rules.deciderFor(s.now().UTC(), ts))
-	if err != nil {
+	switch {
+	case err != nil && len(ts) == 1:
+		return nil, fmt.Errorf("settle transfer %s: %w", ts[0].ID, err)
+	case err != nil:
 		return nil, fmt.Errorf("settle batch of %d transfers (first %s): %w", len(ts), ts[0].ID, err)
 	}
 	return rs, nil

@@ -297,14 +297,9 @@ func TestConservationUnderConcurrentLoad(t *testing.T) {
 	ledgertest.CheckInvariants(t, db)
 }
 
-// settleVia settles ts through the service: alone when there is one, as a
-// batch otherwise.
+// settleVia settles ts through the service.
 func settleVia(ctx context.Context, svc *ledger.Service, ts []ledger.Transfer) ([]ledger.Result, error) {
-	if len(ts) == 1 {
-		r, err := svc.Settle(ctx, ts[0])
-		return []ledger.Result{r}, err
-	}
-	return svc.SettleBatch(ctx, ts)
+	return svc.Settle(ctx, ts)
 }
 
 // Concurrent deposits into one account, and settlements out of it, never

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
@@ -14,9 +16,10 @@ import (
 	"github.com/paysuite/payments/services/notifications/webhook"
 )
 
-// Notifier is what the handler needs of the domain.
+// Notifier is what the handler needs of the domain: notifications sent
+// together (notify.Service).
 type Notifier interface {
-	Notify(ctx context.Context, n notify.Notification) error
+	NotifyBatch(ctx context.Context, ns []notify.Notification) error
 }
 
 // Handler decodes result records and notifies.
@@ -31,50 +34,45 @@ func NewHandler(n Notifier, topics events.Topics) *Handler {
 	return &Handler{notifier: n, topics: topics}
 }
 
-// Handle is a consumer.Handler. The record's main topic (the topic it was
-// read from, or the main topic of that retry topic) says which event it is; the record
-// key is the transfer's source account. An undecodable record, or one
-// whose eventoId is not the id derived for its transfer and type, returns
-// an error wrapping events.ErrMalformed, which the consumer loop sends to
-// the DLT at once.
-func (h *Handler) Handle(ctx context.Context, m broker.Record) error {
-	n, err := h.decode(m)
-	if err != nil {
-		return err
-	}
-	return h.notifier.Notify(ctx, n)
-}
-
-// BatchNotifier notifies a batch at once (notify.Service).
-type BatchNotifier interface {
-	NotifyBatch(ctx context.Context, ns []notify.Notification) error
-}
-
-// HandleBatch is a consumer.BatchHandler: the records of one partition
-// notified with their log entries claimed, read and recorded together
-// (notify.Service.NotifyBatch). On any error, a poison record or a failed
-// send included, the consumer loop handles the records again one by one
-// with Handle: those delivered here are duplicates there and send nothing.
-func (h *Handler) HandleBatch(ctx context.Context, ms []broker.Record) error {
-	bn, ok := h.notifier.(BatchNotifier)
-	if !ok {
-		return errors.New("the notifier cannot notify batches")
-	}
-	ns := make([]notify.Notification, len(ms))
-	for i, m := range ms {
-		n, err := h.decode(m)
-		if err != nil {
-			return err
+// Handle is a consumer.Handler: the records of one partition notified with
+// their log entries claimed, read and recorded together
+// (notify.Service.NotifyBatch), an event id repeated among them in a run of
+// its own. The record's main topic (the topic it was read from, or the
+// main topic of that retry topic) says which event it is; the record key
+// is the transfer's source account. An undecodable record, or one whose
+// eventoId is not the id derived for its transfer and type, stops the
+// batch there with an error wrapping events.ErrMalformed, which the
+// consumer loop sends to the DLT at once. A failed send stops it at its
+// record, sent once: the loop disposes of it by its policy (a retry topic)
+// without sending it again at once. Either way Handle returns a
+// consumer.BatchFailure naming the records done before it.
+func (h *Handler) Handle(ctx context.Context, ms []broker.Record) error {
+	ns, stop := consumer.DecodeUntil(ms, func(_ int, m broker.Record) (notify.Notification, error) { return h.decode(m) })
+	for done := 0; done < len(ns); {
+		run := distinct(ns[done:])
+		err := h.notifier.NotifyBatch(ctx, run)
+		if stopped, ok := errors.AsType[*notify.Stopped](err); ok {
+			return consumer.StoppedAt(done+stopped.Done, stopped.Err)
 		}
-		ns[i] = n
+		if err != nil {
+			return consumer.StoppedAt(done, err)
+		}
+		done += len(run)
 	}
-	err := bn.NotifyBatch(ctx, ns)
-	if stopped, ok := errors.AsType[*notify.Stopped](err); ok {
-		// The failed notification was sent once: the loop disposes of it
-		// by its policy (a retry topic) without sending it again at once.
-		return &consumer.BatchFailure{Handled: stopped.Done, Err: stopped.Err}
+	return consumer.StoppedAt(len(ns), stop)
+}
+
+// distinct returns the longest prefix of ns with no event id twice, which
+// NotifyBatch takes at once.
+func distinct(ns []notify.Notification) []notify.Notification {
+	seen := make(map[uuid.UUID]bool, len(ns))
+	for i, n := range ns {
+		if seen[n.EventID] {
+			return ns[:i]
+		}
+		seen[n.EventID] = true
 	}
-	return err
+	return ns
 }
 
 // decode reads m as the event of the topic it was read from (for a retry

@@ -19,8 +19,8 @@ import (
 
 type recorder struct{ got []notify.Notification }
 
-func (r *recorder) Notify(_ context.Context, n notify.Notification) error {
-	r.got = append(r.got, n)
+func (r *recorder) NotifyBatch(_ context.Context, ns []notify.Notification) error {
+	r.got = append(r.got, ns...)
 	return nil
 }
 
@@ -74,7 +74,7 @@ func TestHandle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &recorder{}
-			err := consume.NewHandler(r, topics).Handle(context.Background(), tt.msg)
+			err := consume.NewHandler(r, topics).Handle(context.Background(), []broker.Record{tt.msg})
 			if tt.wantErr != nil {
 				if err == nil || !tt.wantErr(err) {
 					t.Fatalf("Handle() = %v, want a matching error", err)

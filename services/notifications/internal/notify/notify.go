@@ -158,10 +158,9 @@ func (s *Service) Notify(ctx context.Context, n Notification) error {
 // NotifyBatch is Notify for each of ns in order, their claims held together
 // and their log entries read and written with one statement each. It stops
 // at the first notification that fails (after recording its attempt) and
-// returns that error: the caller handles ns again one by one, where the
-// notifications delivered here are duplicates and the failed one is tried
-// again at once, then retried as Notify's errors are. An event id repeated
-// in ns is an error too, for the same one-by-one pass.
+// returns *Stopped naming it; any other error (the claims, or an event id
+// repeated in ns) is returned as is, and the caller tries again, where the
+// notifications delivered here are duplicates and send nothing.
 func (s *Service) NotifyBatch(ctx context.Context, ns []Notification) error {
 	seen := make(map[uuid.UUID]bool, len(ns))
 	for _, n := range ns {

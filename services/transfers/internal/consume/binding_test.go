@@ -78,13 +78,13 @@ func TestResultAppliesOnlyToItsRequest(t *testing.T) {
 			apply := func(ms ...broker.Record) {
 				t.Helper()
 				if batch {
-					if err := f.proj.HandleBatch(ctx, ms); err != nil {
+					if err := f.proj.Handle(ctx, ms); err != nil {
 						t.Fatal(err)
 					}
 					return
 				}
 				for _, m := range ms {
-					if err := f.proj.Handle(ctx, m); err != nil {
+					if err := f.proj.Handle(ctx, []broker.Record{m}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -173,7 +173,7 @@ func TestReapplyHeld(t *testing.T) {
 	}
 	early, late, unbound, other := uuid.New(), uuid.New(), uuid.New(), uuid.New()
 	reqEarly, reqLate, reqOther := uuid.New(), uuid.New(), uuid.New()
-	if err := f.proj.HandleBatch(ctx, []broker.Record{
+	if err := f.proj.Handle(ctx, []broker.Record{
 		record(t, topics.Settled, bound(settled(early), reqEarly)),
 		record(t, topics.Rejected, bound(rejected(late, events.ReasonInsufficientFunds), reqLate)),
 		record(t, topics.Settled, settled(unbound)),
@@ -254,7 +254,7 @@ func TestUnderivedEventIDIsPoison(t *testing.T) {
 		record(t, topics.Settled, events.Settled{EventID: uuid.New(), TransferID: uuid.New(), OccurredAt: time.Now().UTC()}),
 	}
 	for i, m := range forged {
-		err := f.proj.Handle(ctx, m)
+		err := f.proj.Handle(ctx, []broker.Record{m})
 		if !consumer.IsPermanent(err) || !errors.Is(err, events.ErrUnderivedID) {
 			t.Errorf("record %d: Handle = %v, want a permanent ErrUnderivedID", i, err)
 		}
@@ -273,10 +273,10 @@ func TestUnderivedEventIDIsPoison(t *testing.T) {
 	}
 	// Y's real settlement applies; in a batch a poison record stops it
 	// after the records before it.
-	err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(y)), forged[0], record(t, topics.Settled, settled(x))})
+	err := f.proj.Handle(ctx, []broker.Record{record(t, topics.Settled, settled(y)), forged[0], record(t, topics.Settled, settled(x))})
 	var bf *consumer.BatchFailure
 	if !errors.As(err, &bf) || bf.Handled != 1 || !consumer.IsPermanent(bf.Err) {
-		t.Fatalf("HandleBatch = %v, want a BatchFailure after 1 record, permanent", err)
+		t.Fatalf("Handle = %v, want a BatchFailure after 1 record, permanent", err)
 	}
 	if got, err := f.svc.Get(ctx, y, operator); err != nil || got.Status != transfer.StatusSettled {
 		t.Errorf("transfer Y: %s, %v; want LIQUIDADA (its id was not burnt)", got.Status, err)

@@ -63,44 +63,24 @@ func NewProjection(store Store, admit Admission, topics events.Topics, log *slog
 // Topics returns the topics the projection reads.
 func (p *Projection) Topics() []string { return []string{p.settled, p.rejected} }
 
-// Handle is a consumer.Handler. A record that cannot be decoded, or whose
-// content the contract forbids (an eventoId that is not the one derived
-// for its transfer and type, events.CheckResultID, included), is a poison
-// message: straight to the DLT, never marked in the inbox, so it burns no
-// event id. A database failure is returned for the consumer loop to retry.
-func (p *Projection) Handle(ctx context.Context, m broker.Record) error {
-	r, err := p.decode(m)
-	if err != nil {
-		return err
-	}
-	return p.apply(ctx, []transfer.Result{r})
-}
-
-// HandleBatch is a consumer.BatchHandler: it applies the results of one
-// partition's records, in offset order, in one transaction and one
-// statement. A poison record stops the batch there: the results before it
-// are applied, and HandleBatch returns a consumer.BatchFailure naming
-// them, so that the consumer loop commits them, sends the poison record to
-// the DLT and handles the rest one by one. A database failure applies
-// nothing, and the loop handles each record again with Handle.
-func (p *Projection) HandleBatch(ctx context.Context, ms []broker.Record) error {
-	rs := make([]transfer.Result, 0, len(ms))
-	var stop error
-	for _, m := range ms {
-		r, err := p.decode(m)
-		if err != nil {
-			stop = err
-			break
+// Handle is a consumer.Handler: it applies the results of one partition's
+// records, in offset order, in one transaction and one statement. A record
+// that cannot be decoded, or whose content the contract forbids (an
+// eventoId that is not the one derived for its transfer and type,
+// events.CheckResultID, included), is a poison message: it stops the batch
+// there, the results before it are applied, and Handle returns a
+// consumer.BatchFailure naming it, so that the consumer loop commits them,
+// sends it straight to the DLT (never marked in the inbox, so it burns no
+// event id) and hands the rest to Handle again. A database failure applies
+// nothing and is returned for the loop to retry.
+func (p *Projection) Handle(ctx context.Context, ms []broker.Record) error {
+	rs, stop := consumer.DecodeUntil(ms, func(_ int, m broker.Record) (transfer.Result, error) { return p.decode(m) })
+	if len(rs) > 0 {
+		if err := p.apply(ctx, rs); err != nil {
+			return err
 		}
-		rs = append(rs, r)
 	}
-	if err := p.apply(ctx, rs); err != nil {
-		return err
-	}
-	if stop != nil {
-		return &consumer.BatchFailure{Handled: len(rs), Err: stop}
-	}
-	return nil
+	return consumer.StoppedAt(len(rs), stop)
 }
 
 // apply writes rs through the store, tells admission control what moved,

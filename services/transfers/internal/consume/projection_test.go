@@ -143,7 +143,7 @@ func TestProjection(t *testing.T) {
 				}
 				ms = append(ms, record(t, topic, ev))
 			}
-			if err := f.proj.HandleBatch(ctx, ms); err != nil {
+			if err := f.proj.Handle(ctx, ms); err != nil {
 				t.Fatal(err)
 			}
 			got, err := f.svc.Get(ctx, id, operator)
@@ -165,7 +165,7 @@ func TestProjection(t *testing.T) {
 				if _, ok := ev.(events.Rejected); ok {
 					topic = topics.Rejected
 				}
-				if err := f.proj.Handle(ctx, record(t, topic, ev)); err != nil {
+				if err := f.proj.Handle(ctx, []broker.Record{record(t, topic, ev)}); err != nil {
 					t.Fatalf("record %d: %v", i, err)
 				}
 				got, err := f.svc.Get(ctx, id, operator)
@@ -210,7 +210,7 @@ func TestProjectionPoison(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := f.proj.Handle(ctx, tt.msg)
+			err := f.proj.Handle(ctx, []broker.Record{tt.msg})
 			if err == nil || !consumer.IsPermanent(err) {
 				t.Fatalf("Handle = %v, want a permanent error", err)
 			}
@@ -248,13 +248,13 @@ func TestProjectionHoldsUnknownTransfer(t *testing.T) {
 			deliver := func() {
 				t.Helper()
 				if batch {
-					if err := f.proj.HandleBatch(ctx, ms); err != nil {
-						t.Fatalf("HandleBatch = %v, want nil", err)
+					if err := f.proj.Handle(ctx, ms); err != nil {
+						t.Fatalf("Handle = %v, want nil", err)
 					}
 					return
 				}
 				for _, m := range ms {
-					if err := f.proj.Handle(ctx, m); err != nil {
+					if err := f.proj.Handle(ctx, []broker.Record{m}); err != nil {
 						t.Fatalf("Handle = %v, want nil", err)
 					}
 				}
@@ -263,7 +263,7 @@ func TestProjectionHoldsUnknownTransfer(t *testing.T) {
 			deliver() // a redelivery
 			// The known transfer's result, redelivered once it is final,
 			// changes nothing and is not held either.
-			if err := f.proj.Handle(ctx, record(t, topics.Rejected, rejected(known, events.ReasonBlockedByAntifraud))); err != nil {
+			if err := f.proj.Handle(ctx, []broker.Record{record(t, topics.Rejected, rejected(known, events.ReasonBlockedByAntifraud))}); err != nil {
 				t.Fatal(err)
 			}
 
@@ -337,11 +337,11 @@ func TestProjectionHoldsAnyDecodablePayload(t *testing.T) {
 			return broker.Record{Topic: topics.Settled, Value: []byte(`{"eventoId":"` + events.DerivedID(events.KindSettled, id).String() + `","transferenciaId":"` +
 				id.String() + `","ocorridoEm":"2026-12-01T10:00:00Z","extra":` + extra + `}`)}
 		}
-		if err := f.proj.Handle(ctx, msg()); err != nil {
+		if err := f.proj.Handle(ctx, []broker.Record{msg()}); err != nil {
 			t.Fatalf("payload %d: Handle = %v, want it held", i, err)
 		}
-		if err := f.proj.HandleBatch(ctx, []broker.Record{msg()}); err != nil {
-			t.Fatalf("payload %d: HandleBatch = %v, want it held", i, err)
+		if err := f.proj.Handle(ctx, []broker.Record{msg()}); err != nil {
+			t.Fatalf("payload %d: Handle = %v, want it held", i, err)
 		}
 	}
 	if n, err := f.store.CountHeld(ctx); err != nil || n != 6 {
@@ -365,11 +365,11 @@ CREATE TRIGGER refuse_held BEFORE INSERT ON resultado_retido FOR EACH ROW EXECUT
 	lost := uuid.New()
 	ev := events.DerivedID(events.KindSettled, lost)
 	m := record(t, topics.Settled, settled(lost))
-	if err := f.proj.Handle(ctx, m); err == nil {
+	if err := f.proj.Handle(ctx, []broker.Record{m}); err == nil {
 		t.Fatal("Handle succeeded although the held row was refused")
 	}
-	if err := f.proj.HandleBatch(ctx, []broker.Record{m}); err == nil {
-		t.Fatal("HandleBatch succeeded although the held row was refused")
+	if err := f.proj.Handle(ctx, []broker.Record{m}); err == nil {
+		t.Fatal("Handle succeeded although the held row was refused")
 	}
 	var marks int
 	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM inbox_event WHERE event_id = $1`, ev).Scan(&marks); err != nil {
@@ -381,7 +381,7 @@ CREATE TRIGGER refuse_held BEFORE INSERT ON resultado_retido FOR EACH ROW EXECUT
 	if _, err := f.db.Exec(ctx, `DROP TRIGGER refuse_held ON resultado_retido`); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.proj.Handle(ctx, m); err != nil {
+	if err := f.proj.Handle(ctx, []broker.Record{m}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := f.store.CountHeld(ctx); err != nil || n != 1 {
@@ -412,7 +412,7 @@ func TestProjectionBatchIsAllOrNothing(t *testing.T) {
 		}
 	}
 	// Applied before the batch: its redelivery in the batch is a duplicate.
-	if err := f.proj.Handle(ctx, ms[4]); err != nil {
+	if err := f.proj.Handle(ctx, []broker.Record{ms[4]}); err != nil {
 		t.Fatal(err)
 	}
 	statuses := func() map[uuid.UUID]transfer.Status {
@@ -443,8 +443,8 @@ CREATE TRIGGER refuse_transfer BEFORE UPDATE ON transferencia FOR EACH ROW
     WHEN (OLD.id = '`+ids[20].String()+`') EXECUTE FUNCTION refuse_transfer();`); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.proj.HandleBatch(ctx, ms); err == nil {
-		t.Fatal("HandleBatch with a refused update succeeded")
+	if err := f.proj.Handle(ctx, ms); err == nil {
+		t.Fatal("Handle with a refused update succeeded")
 	}
 	if diff := cmp.Diff(before, statuses()); diff != "" {
 		t.Errorf("failed batches changed transfers (-before +after):\n%s", diff)
@@ -456,7 +456,7 @@ CREATE TRIGGER refuse_transfer BEFORE UPDATE ON transferencia FOR EACH ROW
 	if _, err := f.db.Exec(ctx, `DROP TRIGGER refuse_transfer ON transferencia`); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.proj.HandleBatch(ctx, ms); err != nil {
+	if err := f.proj.Handle(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
 	want := map[uuid.UUID]transfer.Status{}
@@ -476,9 +476,9 @@ CREATE TRIGGER refuse_transfer BEFORE UPDATE ON transferencia FOR EACH ROW
 
 // TestProjectionBatchStoppedByPoison applies a batch with a poison record
 // after ten results: exactly those ten are applied and their event ids
-// recorded, and HandleBatch reports them done with a consumer.BatchFailure
+// recorded, and Handle reports them done with a consumer.BatchFailure
 // whose error is the poison record's, permanent (the loop sends it to the
-// DLT and handles the rest one by one); no result after it is applied.
+// DLT and hands the rest on as a batch); no result after it is applied.
 func TestProjectionBatchStoppedByPoison(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -492,10 +492,10 @@ func TestProjectionBatchStoppedByPoison(t *testing.T) {
 	}
 	poison := broker.Record{Topic: topics.Settled, Value: []byte("{not json")}
 	withPoison := append(append(append([]broker.Record{}, ms[:10]...), poison), ms[10:]...)
-	err := f.proj.HandleBatch(ctx, withPoison)
+	err := f.proj.Handle(ctx, withPoison)
 	bf, ok := errors.AsType[*consumer.BatchFailure](err)
 	if !ok || bf.Handled != 10 || !consumer.IsPermanent(bf.Err) {
-		t.Fatalf("HandleBatch with a poison record = %v, want a BatchFailure after 10 records with a permanent error", err)
+		t.Fatalf("Handle with a poison record = %v, want a BatchFailure after 10 records with a permanent error", err)
 	}
 	want, got := map[uuid.UUID]transfer.Status{}, map[uuid.UUID]transfer.Status{}
 	for i, id := range ids {
@@ -539,10 +539,10 @@ func TestProjectionTellsWhatItSettled(t *testing.T) {
 		record(t, topics.Settled, first),               // a duplicate
 		record(t, topics.Settled, settled(uuid.New())), // held: no such transfer
 	}
-	if err := f.proj.HandleBatch(ctx, batch); err != nil {
+	if err := f.proj.Handle(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.proj.Handle(ctx, record(t, topics.Settled, settled(b))); err != nil { // late: b is final
+	if err := f.proj.Handle(ctx, []broker.Record{record(t, topics.Settled, settled(b))}); err != nil { // late: b is final
 		t.Fatal(err)
 	}
 	if len(told) != 2 {
@@ -573,7 +573,7 @@ func TestProjectionRunsOnItsGenericPlan(t *testing.T) {
 	f := fixtureOn(pg.Wrap(pool))
 	const runs = 10
 	for range runs {
-		if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(f.pending(t)))}); err != nil {
+		if err := f.proj.Handle(ctx, []broker.Record{record(t, topics.Settled, settled(f.pending(t)))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -598,7 +598,7 @@ SELECT gen_random_uuid(), 'CC-001', 'CC-002', 100, 'BRL', 'LIQUIDADA', NULL, sha
 	}
 	id := f.pending(t)
 	before := pgtest.RowsRead(t, pool, "transferencia")
-	if err := f.proj.HandleBatch(ctx, []broker.Record{record(t, topics.Settled, settled(id))}); err != nil {
+	if err := f.proj.Handle(ctx, []broker.Record{record(t, topics.Settled, settled(id))}); err != nil {
 		t.Fatal(err)
 	}
 	// The transfer is read by the update and by the check for a result
