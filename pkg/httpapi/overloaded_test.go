@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -30,7 +31,7 @@ func TestOverloadedIsDistinctFromAnOutage(t *testing.T) {
 		}
 		return w, p
 	}
-	w, p := write("7", httpapi.Errorf(httpapi.KindOverloaded, "behind"))
+	w, p := write("7", errkind.Errorf(errkind.Overloaded, "behind"))
 	if w.Code != http.StatusServiceUnavailable || p.Type != "https://paysuite.dev/problems/overloaded" || w.Header().Get("Retry-After") != "7" {
 		t.Errorf("overloaded: %d %+v Retry-After %q; want 503, type .../overloaded, Retry-After 7", w.Code, p, w.Header().Get("Retry-After"))
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 )
@@ -155,7 +156,7 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request, p auth.Princip
 	n, err := h.ob.Requeue(r.Context(), outbox.RequeueFilter{ID: id},
 		outbox.Audit{Operator: p.Subject, Reason: r.URL.Query().Get("motivo")})
 	if errors.Is(err, outbox.ErrNoOperator) {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+		httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Validation, "the token names no operator (sub)"))
 		return
 	}
 	if err != nil {

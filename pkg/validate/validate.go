@@ -1,11 +1,15 @@
 // Package validate holds the request rules that the transfers and ledger
 // APIs share (CONTRACTS.md): the shape of an account id and of a currency,
 // the bounds of an amount, and the error that lists every broken rule of a
-// request. The domains call it; their HTTP layers turn a *ValidationError
-// into a 422 with one entry per field.
+// request. The domains call it; a *ValidationError is of the kind
+// errkind.Validation (a 422 with one entry per field).
 package validate
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/paysuite/payments/pkg/errkind"
+)
 
 // Bounds of an amount in cents: 1 to 10^15.
 const (
@@ -65,9 +69,25 @@ type FieldError struct {
 	Message string
 }
 
-// ValidationError lists every rule a request breaks.
+// ValidationError lists every rule a request breaks. Detail is what the
+// client is told of the request as a whole; empty, "the request breaks a
+// rule".
 type ValidationError struct {
+	Detail string
 	Fields []FieldError
+}
+
+// Public is e as its client is told it: a validation failure naming
+// every broken field.
+func (e *ValidationError) Public() *errkind.Error {
+	out := &errkind.Error{Kind: errkind.Validation, Detail: e.Detail, Fields: make([]errkind.FieldError, len(e.Fields))}
+	if out.Detail == "" {
+		out.Detail = "the request breaks a rule"
+	}
+	for i, f := range e.Fields {
+		out.Fields[i] = errkind.FieldError{Field: f.Field, Message: f.Message}
+	}
+	return out
 }
 
 func (e *ValidationError) Error() string {
