@@ -1,9 +1,6 @@
-// Package errkind gives an error the kind a client is told, and nothing
-// of HTTP: one code on the error (benbjohnson/wtf's Error.Code), which
-// pkg/httpapi's one table turns into a problem's status, type and title.
-// Domain packages import it to give their errors a kind; a service's own
-// kind (the ledger's deposit ceilings) is a Refine of a shared one and
-// lives with its service.
+// Package errkind gives an error the kind its client is told, with nothing
+// of HTTP (benbjohnson/wtf's Error.Code): domains import it, and
+// pkg/httpapi's one table turns a kind into a status, a type and a title.
 package errkind
 
 import (
@@ -12,8 +9,8 @@ import (
 	"strings"
 )
 
-// Kind is a kind of error a client can get; its name is the problem type
-// (a URI path segment). The zero Kind is an internal error.
+// Kind is a kind of error a client can get; its name is the last segment
+// of its problem type. The zero Kind is an internal error.
 type Kind struct {
 	name  string
 	base  string // the shared kind a service's own kind refines; empty for a shared kind
@@ -43,19 +40,17 @@ var (
 	Internal         = Kind{name: "internal-error"}
 )
 
-// Refine returns a service's own kind: its own name and title, and the
-// status of base, the shared kind it is a case of. A value, not an entry
-// in a registry: the kind is whole where it is declared, and the table of
-// shared kinds stays one fixed table.
+// Refine returns a service's own kind, declared with its service: a name
+// and title of its own, and the status of base, the shared kind it is a
+// case of.
 func Refine(base Kind, name, title string) Kind {
 	return Kind{name: name, base: base.name, title: title}
 }
 
-// Name is the kind's name, the last segment of its problem type.
+// Name is the kind's name.
 func (k Kind) Name() string { return k.name }
 
-// Shared is the shared kind k is: k itself, or the kind a service's own
-// kind refines.
+// Shared is k itself, or the shared kind a service's own kind refines.
 func (k Kind) Shared() Kind {
 	if k.base == "" {
 		return k
@@ -63,11 +58,8 @@ func (k Kind) Shared() Kind {
 	return Kind{name: k.base}
 }
 
-// Title is the title of a service's own kind; empty for a shared kind,
-// whose title is in pkg/httpapi's table.
+// Title is a service's own kind's title; empty for a shared kind.
 func (k Kind) Title() string { return k.title }
-
-func (k Kind) String() string { return k.name }
 
 // FieldError is one invalid field of a request.
 type FieldError struct {
@@ -75,12 +67,9 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// Error is an error with a kind, what the client is told (Detail) and,
-// for a request's broken rules, the invalid fields. Whole tells the
-// client the text of the whole error instead: this one's wrapped in the
-// specifics its callers add (fmt.Errorf("%w: ...")), which say what the
-// client must know, such as what differs. Compare a sentinel *Error with
-// errors.Is; pkg/httpapi finds it with Of.
+// Error is an error of a kind, with what its client is told: Detail and,
+// for a request's broken rules, Fields; with Whole, the whole error's text
+// instead, what its callers wrap around it (fmt.Errorf("%w: ...")) included.
 type Error struct {
 	Kind   Kind
 	Detail string
@@ -108,16 +97,14 @@ func Errorf(kind Kind, format string, args ...any) *Error {
 }
 
 // Public is an error that says what its client is told: *Error, or a
-// domain error that builds its *Error from fields of its own (a ceiling,
-// the rules a request broke).
+// domain error that builds its *Error from fields of its own.
 type Public interface {
 	error
 	Public() *Error
 }
 
-// Of returns what err tells its client: the *Error of the first Public
-// in its chain, with Detail the whole text of err when that one says
-// Whole; nil when nothing in the chain has a kind (an internal error).
+// Of returns the *Error of the first Public in err's chain (its detail
+// the text of err when it says Whole), or nil: an internal error.
 func Of(err error) *Error {
 	var p Public
 	if !errors.As(err, &p) {

@@ -1,10 +1,12 @@
 // Package httpapi is the suite's HTTP plumbing shared by every service: the
 // one problem+json (RFC 9457) writer with the one table from error kind
-// (pkg/errkind) to status, type and title, strict JSON request decoding, and the server with its
-// timeouts, panic recovery, request ids, access metrics and health routes.
+// (pkg/errkind) to status, type and title, strict JSON request decoding,
+// and the server with its timeouts, panic recovery, request ids, access
+// metrics and health routes.
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -20,7 +22,10 @@ const ProblemTypeBase = "https://paysuite.dev/problems/"
 // title (a service's own kind, errkind.Refine, has the status of the
 // shared kind it refines and a title of its own). retryAfter, when set, is
 // the Retry-After (seconds) every answer of the kind carries.
-var problems = map[errkind.Kind]problem{
+var problems = map[errkind.Kind]struct {
+	status            int
+	title, retryAfter string
+}{
 	errkind.Malformed:        {http.StatusBadRequest, "Malformed request", ""},
 	errkind.InvalidKey:       {http.StatusBadRequest, "Missing or invalid Idempotency-Key", ""},
 	errkind.InvalidID:        {http.StatusBadRequest, "Invalid id", ""},
@@ -41,19 +46,10 @@ var problems = map[errkind.Kind]problem{
 	errkind.Internal:         {http.StatusInternalServerError, "Internal error", ""},
 }
 
-type problem struct {
-	status     int
-	title      string
-	retryAfter string
-}
-
 // Status returns the HTTP status of kind; 500 for a kind the table does
 // not hold.
 func Status(kind errkind.Kind) int {
-	if e, ok := problems[kind.Shared()]; ok {
-		return e.status
-	}
-	return http.StatusInternalServerError
+	return cmp.Or(problems[kind.Shared()].status, http.StatusInternalServerError)
 }
 
 // TypeURI returns the problem type URI of kind.
@@ -90,26 +86,19 @@ const RetryAfterSeconds = "2"
 // A Retry-After the handler set stays; otherwise the kind's, if any.
 func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	e := errkind.Of(err)
-	if e == nil && outage.Unavailable(err) {
+	switch {
+	case e != nil && problems[e.Kind.Shared()].status != 0:
+	case e == nil && outage.Unavailable(err):
 		log.WarnContext(r.Context(), "dependency unavailable", "err", err, "method", r.Method, "path", r.URL.Path)
 		e = &errkind.Error{Kind: errkind.Unavailable, Detail: "a dependency is unavailable; retry the same request later"}
-	}
-	var entry problem
-	if e != nil {
-		entry = problems[e.Kind.Shared()]
-	}
-	if entry.status == 0 {
+	default:
 		log.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
 		e = &errkind.Error{Kind: errkind.Internal, Detail: "internal error"}
-		entry = problems[errkind.Internal]
 	}
-	title := entry.title
-	if t := e.Kind.Title(); t != "" {
-		title = t
-	}
+	entry := problems[e.Kind.Shared()]
 	p := Problem{
 		Type:      TypeURI(e.Kind),
-		Title:     title,
+		Title:     cmp.Or(e.Kind.Title(), entry.title),
 		Status:    entry.status,
 		Detail:    e.Detail,
 		Instance:  truncate(r.URL.Path, maxInstanceSize),

@@ -6,6 +6,7 @@
 package validate
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/paysuite/payments/pkg/errkind"
@@ -63,31 +64,18 @@ func Currency(c string) bool {
 // AmountCents reports whether n is within MinAmountCents..MaxAmountCents.
 func AmountCents(n int64) bool { return n >= MinAmountCents && n <= MaxAmountCents }
 
-// FieldError is one rule a request breaks.
-type FieldError struct {
-	Field   string // the JSON name of the field
-	Message string
-}
-
 // ValidationError lists every rule a request breaks. Detail is what the
 // client is told of the request as a whole; empty, "the request breaks a
 // rule".
 type ValidationError struct {
 	Detail string
-	Fields []FieldError
+	Fields []errkind.FieldError // Field is the JSON name of the field
 }
 
 // Public is e as its client is told it: a validation failure naming
 // every broken field.
 func (e *ValidationError) Public() *errkind.Error {
-	out := &errkind.Error{Kind: errkind.Validation, Detail: e.Detail, Fields: make([]errkind.FieldError, len(e.Fields))}
-	if out.Detail == "" {
-		out.Detail = "the request breaks a rule"
-	}
-	for i, f := range e.Fields {
-		out.Fields[i] = errkind.FieldError{Field: f.Field, Message: f.Message}
-	}
-	return out
+	return &errkind.Error{Kind: errkind.Validation, Detail: cmp.Or(e.Detail, "the request breaks a rule"), Fields: e.Fields}
 }
 
 func (e *ValidationError) Error() string {

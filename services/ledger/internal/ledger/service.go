@@ -23,7 +23,7 @@ const (
 )
 
 // FieldError is one invalid input field.
-type FieldError = validate.FieldError
+type FieldError = errkind.FieldError
 
 // ValidationError lists the invalid fields of a request.
 type ValidationError = validate.ValidationError
@@ -153,14 +153,11 @@ func (o OpenOutcome) String() string {
 	return "failed"
 }
 
-// The ledger's own error kinds: validation failures (422) with a problem
-// type and title of their own, which only the ledger answers, so they are
-// declared here rather than among the suite's shared kinds.
+// The ledger's own error kinds, validation failures with a problem type
+// and title of their own: only the ledger answers them.
 var (
-	KindDepositCeiling = errkind.Refine(errkind.Validation, "deposit-over-ceiling",
-		"Deposit over the ceiling of one deposit")
-	KindDepositDailyCeiling = errkind.Refine(errkind.Validation, "deposit-over-daily-ceiling",
-		"Deposits over the client's daily ceiling")
+	KindDepositCeiling      = errkind.Refine(errkind.Validation, "deposit-over-ceiling", "Deposit over the ceiling of one deposit")
+	KindDepositDailyCeiling = errkind.Refine(errkind.Validation, "deposit-over-daily-ceiling", "Deposits over the client's daily ceiling")
 )
 
 // CeilingError is a deposit over the configured ceiling of one deposit
@@ -196,9 +193,8 @@ func (e *DailyCeilingError) Error() string {
 
 // Public is e as the client is told it (KindDepositDailyCeiling).
 func (e *DailyCeilingError) Public() *errkind.Error {
-	return errkind.Errorf(KindDepositDailyCeiling,
-		"the deposit would take this client's deposits of %s today (UTC) over the daily ceiling of %d cents; nothing was written",
-		e.Currency, e.MaxCents)
+	return errkind.Errorf(KindDepositDailyCeiling, "the deposit would take this client's deposits of %s today (UTC) "+
+		"over the daily ceiling of %d cents; nothing was written", e.Currency, e.MaxCents)
 }
 
 // MaxDepositCents is the ceiling of one deposit.

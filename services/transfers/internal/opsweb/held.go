@@ -213,7 +213,7 @@ func (h *heldHandler) onlyReason(w http.ResponseWriter, r *http.Request) bool {
 // records who); false when it answered the request instead (400).
 func (h *heldHandler) named(w http.ResponseWriter, r *http.Request, p auth.Principal) bool {
 	if p.Subject == "" {
-		httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Validation, "the token names no operator (sub)"))
+		httpapi.WriteError(w, r, h.log, opsapi.ErrNoOperator)
 		return false
 	}
 	return true

@@ -88,12 +88,10 @@ var (
 	// not the one the ledger settled (id, accounts, amount, currency,
 	// client, request or result differ), is not PENDENTE, or does not
 	// exist. The client is told the whole error, which says what differs.
-	ErrNotTheSettledTransfer = &errkind.Error{Kind: errkind.Conflict, Whole: true,
-		Detail: "the transfer is not the one the ledger settled, so the result stays held"}
+	ErrNotTheSettledTransfer = &errkind.Error{Kind: errkind.Conflict, Detail: "the transfer is not the one the ledger settled, so the result stays held", Whole: true}
 	// ErrNoSettlement: the ledger has no record of the transfer id (it
 	// never decided it): there is nothing to apply.
-	ErrNoSettlement = errkind.Errorf(errkind.Conflict,
-		"the ledger has no record of this transfer id: there is no outcome to apply; the result stays held")
+	ErrNoSettlement = errkind.Errorf(errkind.Conflict, "the ledger has no record of this transfer id: there is no outcome to apply; the result stays held")
 )
 
 // CheckSettlement returns nil when h may be applied to t with the

@@ -65,7 +65,7 @@ type Request struct {
 }
 
 // FieldError is one rule a request breaks.
-type FieldError = validate.FieldError
+type FieldError = errkind.FieldError
 
 // ValidationError lists every rule a request breaks.
 type ValidationError = validate.ValidationError
