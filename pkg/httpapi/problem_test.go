@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,7 +25,7 @@ import (
 // request; any other database error stays a 500.
 func TestWriteErrorStandbyIsUnavailable(t *testing.T) {
 	t.Parallel()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	for _, tt := range []struct {
 		code string
 		want int
@@ -50,54 +51,80 @@ func TestWriteErrorStandbyIsUnavailable(t *testing.T) {
 	}
 }
 
+// documented is every shared kind's problem as CONTRACTS.md and docs/api.md
+// give it: status, Retry-After ("-": none), type, title; in the order of
+// sharedKinds.
+const documented = `
+400 - malformed-request Malformed request
+400 - invalid-idempotency-key Missing or invalid Idempotency-Key
+400 - invalid-id Invalid id
+401 - unauthorized Unauthorized
+403 - insufficient-scope Insufficient scope
+404 - not-found Not found
+405 - method-not-allowed Method not allowed
+408 - request-timeout Request timeout
+409 1 request-in-progress Request in progress
+409 - conflict Conflict
+413 - payload-too-large Payload too large
+415 - unsupported-media-type Unsupported media type
+422 - validation-failed Validation failed
+422 - idempotency-key-reused Idempotency-Key reused with another payload
+429 - rate-limited Too many requests
+503 2 service-unavailable Service unavailable
+503 2 overloaded Overloaded
+500 - internal-error Internal error`
+
+var sharedKinds = []errkind.Kind{errkind.Malformed, errkind.InvalidKey, errkind.InvalidID, errkind.Unauthorized,
+	errkind.Forbidden, errkind.NotFound, errkind.MethodNotAllowed, errkind.Timeout, errkind.InProgress, errkind.Conflict,
+	errkind.TooLarge, errkind.UnsupportedMedia, errkind.Validation, errkind.KeyReused, errkind.RateLimited,
+	errkind.Unavailable, errkind.Overloaded, errkind.Internal}
+
+type kindCase struct {
+	name       string
+	err        error
+	want       httpapi.Problem
+	retryAfter string
+}
+
 // TestEveryKindAnswersItsProblem: each kind, shared or a service's own,
-// is answered with the status, type and title the API documents
-// (CONTRACTS.md, docs/api.md), its detail and fields as the error says,
-// and Retry-After where the kind carries one; an error without a kind,
-// or of a kind the table does not hold, is a 500 that tells nothing of
-// its cause.
+// is answered with its documented status, type and title, its detail and
+// fields as the error says, and Retry-After where the kind carries one;
+// an error without a kind, or of a kind the table does not hold, is a 500
+// that tells nothing of its cause.
 func TestEveryKindAnswersItsProblem(t *testing.T) {
 	t.Parallel()
 	const base = "https://paysuite.dev/problems/"
+	var cases []kindCase
+	rows := strings.Split(strings.TrimSpace(documented), "\n")
+	if len(rows) != len(sharedKinds) {
+		t.Fatalf("%d documented problems for %d shared kinds", len(rows), len(sharedKinds))
+	}
+	for i, row := range rows {
+		f := strings.SplitN(row, " ", 4)
+		status, err := strconv.Atoi(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, kindCase{f[2], &errkind.Error{Kind: sharedKinds[i], Detail: "d"},
+			httpapi.Problem{Type: base + f[2], Title: f[3], Status: status, Detail: "d"}, strings.Trim(f[1], "-")})
+	}
 	own := errkind.Refine(errkind.Validation, "deposit-over-ceiling", "Deposit over the ceiling of one deposit")
 	fields := []errkind.FieldError{{Field: "valorEmCentavos", Message: "must be at most 10"}}
-	for _, tt := range []struct {
-		name       string
-		err        error
-		want       httpapi.Problem
-		retryAfter string
-	}{
-		{"malformed", errkind.Errorf(errkind.Malformed, "d"), httpapi.Problem{Type: base + "malformed-request", Title: "Malformed request", Status: 400, Detail: "d"}, ""},
-		{"invalid key", errkind.Errorf(errkind.InvalidKey, "d"), httpapi.Problem{Type: base + "invalid-idempotency-key", Title: "Missing or invalid Idempotency-Key", Status: 400, Detail: "d"}, ""},
-		{"invalid id", errkind.Errorf(errkind.InvalidID, "d"), httpapi.Problem{Type: base + "invalid-id", Title: "Invalid id", Status: 400, Detail: "d"}, ""},
-		{"unauthorized", errkind.Errorf(errkind.Unauthorized, "d"), httpapi.Problem{Type: base + "unauthorized", Title: "Unauthorized", Status: 401, Detail: "d"}, ""},
-		{"forbidden", errkind.Errorf(errkind.Forbidden, "d"), httpapi.Problem{Type: base + "insufficient-scope", Title: "Insufficient scope", Status: 403, Detail: "d"}, ""},
-		{"not found", errkind.Errorf(errkind.NotFound, "d"), httpapi.Problem{Type: base + "not-found", Title: "Not found", Status: 404, Detail: "d"}, ""},
-		{"method", errkind.Errorf(errkind.MethodNotAllowed, "d"), httpapi.Problem{Type: base + "method-not-allowed", Title: "Method not allowed", Status: 405, Detail: "d"}, ""},
-		{"timeout", errkind.Errorf(errkind.Timeout, "d"), httpapi.Problem{Type: base + "request-timeout", Title: "Request timeout", Status: 408, Detail: "d"}, ""},
-		{"in progress", errkind.Errorf(errkind.InProgress, "d"), httpapi.Problem{Type: base + "request-in-progress", Title: "Request in progress", Status: 409, Detail: "d"}, "1"},
-		{"conflict", errkind.Errorf(errkind.Conflict, "d"), httpapi.Problem{Type: base + "conflict", Title: "Conflict", Status: 409, Detail: "d"}, ""},
-		{"too large", errkind.Errorf(errkind.TooLarge, "d"), httpapi.Problem{Type: base + "payload-too-large", Title: "Payload too large", Status: 413, Detail: "d"}, ""},
-		{"media", errkind.Errorf(errkind.UnsupportedMedia, "d"), httpapi.Problem{Type: base + "unsupported-media-type", Title: "Unsupported media type", Status: 415, Detail: "d"}, ""},
-		{"validation", &errkind.Error{Kind: errkind.Validation, Detail: "d", Fields: fields}, httpapi.Problem{Type: base + "validation-failed", Title: "Validation failed", Status: 422, Detail: "d", Errors: fields}, ""},
-		{"key reused", errkind.Errorf(errkind.KeyReused, "d"), httpapi.Problem{Type: base + "idempotency-key-reused", Title: "Idempotency-Key reused with another payload", Status: 422, Detail: "d"}, ""},
-		{"rate limited", errkind.Errorf(errkind.RateLimited, "d"), httpapi.Problem{Type: base + "rate-limited", Title: "Too many requests", Status: 429, Detail: "d"}, ""},
-		{"unavailable", errkind.Errorf(errkind.Unavailable, "d"), httpapi.Problem{Type: base + "service-unavailable", Title: "Service unavailable", Status: 503, Detail: "d"}, "2"},
-		{"overloaded", errkind.Errorf(errkind.Overloaded, "d"), httpapi.Problem{Type: base + "overloaded", Title: "Overloaded", Status: 503, Detail: "d"}, "2"},
-		{"internal", errkind.Errorf(errkind.Internal, "internal error"), httpapi.Problem{Type: base + "internal-error", Title: "Internal error", Status: 500, Detail: "internal error"}, ""},
+	internal := httpapi.Problem{Type: base + "internal-error", Title: "Internal error", Status: 500, Detail: "internal error"}
+	cases = append(cases, []kindCase{
+		{"fields", &errkind.Error{Kind: errkind.Validation, Detail: "d", Fields: fields},
+			httpapi.Problem{Type: base + "validation-failed", Title: "Validation failed", Status: 422, Detail: "d", Errors: fields}, ""},
 		{"a service's own kind", &errkind.Error{Kind: own, Detail: "d", Fields: fields},
 			httpapi.Problem{Type: base + "deposit-over-ceiling", Title: "Deposit over the ceiling of one deposit", Status: 422, Detail: "d", Errors: fields}, ""},
 		{"a wrapped kind tells its own detail", fmt.Errorf("read x: %w", errkind.Errorf(errkind.NotFound, "no x")),
 			httpapi.Problem{Type: base + "not-found", Title: "Not found", Status: 404, Detail: "no x"}, ""},
 		{"a Whole kind tells the whole error", fmt.Errorf("%w: the amount differs", &errkind.Error{Kind: errkind.Conflict, Detail: "not the same", Whole: true}),
 			httpapi.Problem{Type: base + "conflict", Title: "Conflict", Status: 409, Detail: "not the same: the amount differs"}, ""},
-		{"an error without a kind", fmt.Errorf("insert row: %w", errors.New("password=hunter2")),
-			httpapi.Problem{Type: base + "internal-error", Title: "Internal error", Status: 500, Detail: "internal error"}, ""},
-		{"a kind the table does not hold", &errkind.Error{Kind: errkind.Refine(errkind.Kind{}, "made-up", "Made up"), Detail: "password=hunter2"},
-			httpapi.Problem{Type: base + "internal-error", Title: "Internal error", Status: 500, Detail: "internal error"}, ""},
-		{"the zero kind", &errkind.Error{Detail: "password=hunter2"},
-			httpapi.Problem{Type: base + "internal-error", Title: "Internal error", Status: 500, Detail: "internal error"}, ""},
-	} {
+		{"an error without a kind", fmt.Errorf("insert row: %w", errors.New("password=hunter2")), internal, ""},
+		{"a kind the table does not hold", &errkind.Error{Kind: errkind.Refine(errkind.Kind{}, "made-up", "Made up"), Detail: "password=hunter2"}, internal, ""},
+		{"the zero kind", &errkind.Error{Detail: "password=hunter2"}, internal, ""},
+	}...)
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rec := httptest.NewRecorder()
@@ -122,15 +149,30 @@ func TestEveryKindAnswersItsProblem(t *testing.T) {
 	}
 }
 
-// A Retry-After the handler set stays: the admission's jittered one on an
-// overloaded answer, for one.
-func TestWriteErrorKeepsTheHandlersRetryAfter(t *testing.T) {
+// overloaded is a 503 of its own type, distinct from an outage's, and
+// keeps the Retry-After its writer sized; an outage's 503 gets the fixed
+// one.
+func TestOverloadedIsDistinctFromAnOutage(t *testing.T) {
 	t.Parallel()
-	rec := httptest.NewRecorder()
-	rec.Header().Set("Retry-After", "7")
-	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/things", nil)
-	httpapi.WriteError(rec, req, slog.New(slog.DiscardHandler), errkind.Errorf(errkind.Overloaded, "behind"))
-	if got := rec.Header().Get("Retry-After"); rec.Code != http.StatusServiceUnavailable || got != "7" {
-		t.Errorf("%d, Retry-After %q; want 503 and 7", rec.Code, got)
+	log := slog.New(slog.DiscardHandler)
+	write := func(retry string, err error) (*httptest.ResponseRecorder, httpapi.Problem) {
+		w := httptest.NewRecorder()
+		if retry != "" {
+			w.Header().Set("Retry-After", retry)
+		}
+		httpapi.WriteError(w, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/transferencias", nil), log, err)
+		var p httpapi.Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+			t.Fatal(err)
+		}
+		return w, p
+	}
+	w, p := write("7", errkind.Errorf(errkind.Overloaded, "behind"))
+	if w.Code != http.StatusServiceUnavailable || p.Type != "https://paysuite.dev/problems/overloaded" || w.Header().Get("Retry-After") != "7" {
+		t.Errorf("overloaded: %d %+v Retry-After %q; want 503, type .../overloaded, Retry-After 7", w.Code, p, w.Header().Get("Retry-After"))
+	}
+	w, p = write("", fmt.Errorf("insert: %w", syscall.ECONNREFUSED))
+	if w.Code != http.StatusServiceUnavailable || p.Type != "https://paysuite.dev/problems/service-unavailable" || w.Header().Get("Retry-After") != httpapi.RetryAfterSeconds {
+		t.Errorf("outage: %d %+v Retry-After %q", w.Code, p, w.Header().Get("Retry-After"))
 	}
 }
