@@ -6,6 +6,7 @@ import (
 
 	"github.com/felixge/httpsnoop"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -53,5 +54,5 @@ func Audited(log *slog.Logger, action string, next WriteHandler) http.HandlerFun
 // the one the middleware writes for a missing token.
 func Unauthenticated(w http.ResponseWriter, r *http.Request, log *slog.Logger) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`"`)
-	httpapi.WriteError(w, r, log, httpapi.Errorf(httpapi.KindUnauthorized, "a bearer token is required (Authorization: Bearer <token>)"))
+	httpapi.WriteError(w, r, log, errkind.Errorf(errkind.Unauthorized, "a bearer token is required (Authorization: Bearer <token>)"))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -160,7 +161,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 func (a *Authenticator) tooMany(w http.ResponseWriter, r *http.Request, reason string, wait time.Duration, why string) {
 	a.refused.WithLabelValues(reason).Inc()
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-	httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindRateLimited, "%s; retry after the Retry-After seconds", why))
+	httpapi.WriteError(w, r, a.log, errkind.Errorf(errkind.RateLimited, "%s; retry after the Retry-After seconds", why))
 }
 
 // bearer reads the bearer token of r, refusing a missing, doubled or
@@ -194,7 +195,7 @@ func (a *Authenticator) reject(w http.ResponseWriter, r *http.Request, err error
 	}
 	a.refused.WithLabelValues(reason).Inc()
 	if errors.Is(err, ErrKeysUnavailable) {
-		httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindUnavailable, "%v; try again later", err))
+		httpapi.WriteError(w, r, a.log, errkind.Errorf(errkind.Unavailable, "%v; try again later", err))
 		return
 	}
 	challenge := `Bearer realm="` + Realm + `"`
@@ -205,5 +206,5 @@ func (a *Authenticator) reject(w http.ResponseWriter, r *http.Request, err error
 	}
 	a.log.DebugContext(r.Context(), "request not authenticated", "reason", err.Error())
 	w.Header().Set("WWW-Authenticate", challenge)
-	httpapi.WriteError(w, r, a.log, httpapi.Errorf(httpapi.KindUnauthorized, "%s", detail))
+	httpapi.WriteError(w, r, a.log, errkind.Errorf(errkind.Unauthorized, "%s", detail))
 }

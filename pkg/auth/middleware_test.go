@@ -19,6 +19,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -112,7 +113,7 @@ func TestBadAuthorizations(t *testing.T) {
 			t.Run(tc.Name+" "+body, func(t *testing.T) {
 				r := a.do(t, http.MethodPost, "/transferencias", tc.Authorization, body)
 				got := []any{r.status, r.challenge, r.problem.Type, r.problem.Status, r.header.Get("Cache-Control")}
-				want := []any{401, tc.Challenge, httpapi.KindUnauthorized.TypeURI(), 401, "no-store"}
+				want := []any{401, tc.Challenge, httpapi.TypeURI(errkind.Unauthorized), 401, "no-store"}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("{status challenge type problem.status cache-control} mismatch (-want +got):\n%s\nbody %s", diff, r.body)
 				}
@@ -142,7 +143,7 @@ func TestGoodToken(t *testing.T) {
 		t.Errorf("good token: %d %s", r.status, r.body)
 	}
 	r = a.do(t, http.MethodPost, "/transferencias", good, `{"x":`)
-	if r.status != http.StatusBadRequest || r.problem.Type != httpapi.KindMalformed.TypeURI() {
+	if r.status != http.StatusBadRequest || r.problem.Type != httpapi.TypeURI(errkind.Malformed) {
 		t.Errorf("good token, malformed body: %d %s, want 400", r.status, r.body)
 	}
 
@@ -167,8 +168,8 @@ func TestGoodToken(t *testing.T) {
 			if r.status != tc.status || r.challenge != tc.challenge {
 				t.Errorf("%d %q, want %d %q: %s", r.status, r.challenge, tc.status, tc.challenge, r.body)
 			}
-			if tc.status == 403 && r.problem.Type != httpapi.KindForbidden.TypeURI() {
-				t.Errorf("problem type %q, want %q", r.problem.Type, httpapi.KindForbidden.TypeURI())
+			if tc.status == 403 && r.problem.Type != httpapi.TypeURI(errkind.Forbidden) {
+				t.Errorf("problem type %q, want %q", r.problem.Type, httpapi.TypeURI(errkind.Forbidden))
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -71,7 +72,7 @@ func (s *scoped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	needed := strings.Fields(s.scope)
 	if s.scope == Public || !slices.ContainsFunc(needed, p.Has) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`", error="insufficient_scope", scope="`+s.scope+`"`)
-		httpapi.WriteError(w, r, s.log, httpapi.Errorf(httpapi.KindForbidden, "the token does not grant the scope this route needs: %s", s.scope))
+		httpapi.WriteError(w, r, s.log, errkind.Errorf(errkind.Forbidden, "the token does not grant the scope this route needs: %s", s.scope))
 		return
 	}
 	s.next.ServeHTTP(w, r)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/events"
 )
 
@@ -28,8 +29,9 @@ import (
 var (
 	// ErrRefused is a replay the rule forbids whatever the operator says:
 	// a DLT the suite does not know, or a record whose origin header
-	// names another topic than the DLT's main topic.
-	ErrRefused = errors.New("dlt: replay refused")
+	// names another topic than the DLT's main topic. A conflict, whose
+	// client is told the whole error: it says what was refused.
+	ErrRefused = &errkind.Error{Kind: errkind.Conflict, Detail: "dlt: replay refused", Whole: true}
 	// ErrUnverified is a replay of records that do not match a record of
 	// their main topic, asked for without Options.Unverified.
 	ErrUnverified = errors.New("dlt: records not verified against their original")

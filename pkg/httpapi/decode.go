@@ -18,28 +18,30 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/errkind"
 )
 
 // MaxBodyBytes is the largest request body the suite accepts (64 KiB).
 const MaxBodyBytes = 64 << 10
 
 // ReadJSONBody checks the Content-Type and reads at most MaxBodyBytes of the
-// body. It returns KindUnsupportedMedia, KindTooLarge, KindTimeout (the
-// client stalled past the server's read deadline) or KindMalformed errors.
+// body. It returns errkind.UnsupportedMedia, errkind.TooLarge, errkind.Timeout (the
+// client stalled past the server's read deadline) or errkind.Malformed errors.
 func ReadJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if !isJSON(r.Header.Values("Content-Type")) {
-		return nil, Errorf(KindUnsupportedMedia, "Content-Type must be application/json, with no charset or charset=utf-8")
+		return nil, errkind.Errorf(errkind.UnsupportedMedia, "Content-Type must be application/json, with no charset or charset=utf-8")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, Errorf(KindTooLarge, "request body is larger than %d bytes", MaxBodyBytes)
+			return nil, errkind.Errorf(errkind.TooLarge, "request body is larger than %d bytes", MaxBodyBytes)
 		}
 		if isTimeout(err) {
-			return nil, Errorf(KindTimeout, "the request body did not arrive in time")
+			return nil, errkind.Errorf(errkind.Timeout, "the request body did not arrive in time")
 		}
-		return nil, Errorf(KindMalformed, "cannot read request body")
+		return nil, errkind.Errorf(errkind.Malformed, "cannot read request body")
 	}
 	return body, nil
 }
@@ -86,31 +88,31 @@ const (
 // types (a number with a fraction or a string where an integer goes, an
 // out-of-range number), null for non-pointer fields, and trailing data. A number
 // whose value is an integer is one however it is written (2245, 2245.0,
-// 2.245e3), as JSON Schema's integer says. Errors are *Error of
-// KindMalformed with at most maxFieldErrors field errors.
+// 2.245e3), as JSON Schema's integer says. Errors are *errkind.Error of
+// errkind.Malformed with at most maxFieldErrors field errors.
 func DecodeStrict(body []byte, dst any) error {
 	body = plainIntegers(body)
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
-		return Errorf(KindMalformed, "body must be one JSON object")
+		return errkind.Errorf(errkind.Malformed, "body must be one JSON object")
 	}
 	if dups := duplicateKeys(body); len(dups) > 0 {
-		fields := make([]FieldError, len(dups))
+		fields := make([]errkind.FieldError, len(dups))
 		for i, d := range dups {
-			fields[i] = FieldError{Field: d, Message: "duplicate key"}
+			fields[i] = errkind.FieldError{Field: d, Message: "duplicate key"}
 		}
 		return fieldsError("the body repeats a key", fields)
 	}
 	known := jsonFields(dst)
-	var fields []FieldError
+	var fields []errkind.FieldError
 	for name, v := range raw {
 		kind, ok := known[name]
 		if !ok {
-			fields = append(fields, FieldError{Field: name, Message: "unknown field"})
+			fields = append(fields, errkind.FieldError{Field: name, Message: "unknown field"})
 			continue
 		}
 		if kind != reflect.Pointer && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			fields = append(fields, FieldError{Field: name, Message: "must not be null"})
+			fields = append(fields, errkind.FieldError{Field: name, Message: "must not be null"})
 		}
 	}
 	if len(fields) == 0 {
@@ -119,12 +121,12 @@ func DecodeStrict(body []byte, dst any) error {
 		if err := dec.Decode(dst); err != nil {
 			var typeErr *json.UnmarshalTypeError
 			if errors.As(err, &typeErr) && typeErr.Field != "" {
-				fields = append(fields, FieldError{Field: typeErr.Field, Message: "must be " + describe(typeErr.Type)})
+				fields = append(fields, errkind.FieldError{Field: typeErr.Field, Message: "must be " + describe(typeErr.Type)})
 			} else {
-				return Errorf(KindMalformed, "body is not valid JSON")
+				return errkind.Errorf(errkind.Malformed, "body is not valid JSON")
 			}
 		} else if dec.More() {
-			return Errorf(KindMalformed, "body must hold exactly one JSON object")
+			return errkind.Errorf(errkind.Malformed, "body must hold exactly one JSON object")
 		}
 	}
 	if len(fields) > 0 {
@@ -135,7 +137,7 @@ func DecodeStrict(body []byte, dst any) error {
 
 // fieldsError sorts fields and keeps the first maxFieldErrors, each name cut
 // to maxFieldNameSize bytes; the detail says how many were left out.
-func fieldsError(detail string, fields []FieldError) *Error {
+func fieldsError(detail string, fields []errkind.FieldError) *errkind.Error {
 	sort.Slice(fields, func(i, j int) bool { return fields[i].Field < fields[j].Field })
 	if n := len(fields) - maxFieldErrors; n > 0 {
 		fields = fields[:maxFieldErrors]
@@ -144,7 +146,7 @@ func fieldsError(detail string, fields []FieldError) *Error {
 	for i := range fields {
 		fields[i].Field = truncate(fields[i].Field, maxFieldNameSize)
 	}
-	return &Error{Kind: KindMalformed, Detail: detail, Fields: fields}
+	return &errkind.Error{Kind: errkind.Malformed, Detail: detail, Fields: fields}
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence,
@@ -269,19 +271,19 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 // suite's one rule, for every service: exactly one header, holding the
 // canonical 36-character hyphenated form of a non-nil UUID (the form Java's
 // UUID.toString writes), in either case. Two headers, braces, "urn:uuid:"
-// or 32 bare hex digits are a KindInvalidKey error: a key is also the id of
+// or 32 bare hex digits are an errkind.InvalidKey error: a key is also the id of
 // what it creates, so it has one spelling.
 func IdempotencyKey(r *http.Request) (uuid.UUID, error) {
 	values := r.Header.Values(HeaderIdempotencyKey)
 	if len(values) > 1 {
-		return uuid.Nil, Errorf(KindInvalidKey, "send exactly one %s header", HeaderIdempotencyKey)
+		return uuid.Nil, errkind.Errorf(errkind.InvalidKey, "send exactly one %s header", HeaderIdempotencyKey)
 	}
 	if len(values) == 0 {
-		return uuid.Nil, Errorf(KindInvalidKey, "the %s header is required: a UUID", HeaderIdempotencyKey)
+		return uuid.Nil, errkind.Errorf(errkind.InvalidKey, "the %s header is required: a UUID", HeaderIdempotencyKey)
 	}
 	id, ok := ParseUUID(values[0])
 	if !ok {
-		return uuid.Nil, Errorf(KindInvalidKey, "the %s header must be a UUID in its canonical 36-character form", HeaderIdempotencyKey)
+		return uuid.Nil, errkind.Errorf(errkind.InvalidKey, "the %s header must be a UUID in its canonical 36-character form", HeaderIdempotencyKey)
 	}
 	return id, nil
 }
@@ -308,7 +310,7 @@ func PathUUID(r *http.Request, name, what string) (uuid.UUID, error) {
 	}
 	id, ok := ParseUUID(raw)
 	if !ok {
-		return uuid.Nil, Errorf(KindInvalidID, "the %s must be a UUID", what)
+		return uuid.Nil, errkind.Errorf(errkind.InvalidID, "the %s must be a UUID", what)
 	}
 	return id, nil
 }
@@ -317,11 +319,11 @@ func PathUUID(r *http.Request, name, what string) (uuid.UUID, error) {
 // suite's routers match on the escaped path (NewRouter), so "/contas/%43C-001"
 // and "/contas/CC-001" name the same account, and an escaped "/" stays
 // inside its segment. A value that is not valid percent-encoding is a
-// KindInvalidID error.
+// errkind.InvalidID error.
 func PathParam(r *http.Request, name string) (string, error) {
 	v, err := url.PathUnescape(chi.URLParam(r, name))
 	if err != nil {
-		return "", Errorf(KindInvalidID, "the %s in the path is not valid percent-encoding", name)
+		return "", errkind.Errorf(errkind.InvalidID, "the %s in the path is not valid percent-encoding", name)
 	}
 	return v, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -111,7 +112,7 @@ func (a *api) do(tb testing.TB, method, path string, header http.Header, body st
 }
 
 // problem checks that r is a problem+json answer of kind and returns it.
-func problem(tb testing.TB, r response, kind httpapi.Kind) httpapi.Problem {
+func problem(tb testing.TB, r response, kind errkind.Kind) httpapi.Problem {
 	tb.Helper()
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
 		tb.Fatalf("Content-Type = %q, want application/problem+json (status %d, body %.200s)", ct, r.status, r.body)
@@ -120,8 +121,8 @@ func problem(tb testing.TB, r response, kind httpapi.Kind) httpapi.Problem {
 	if err := json.Unmarshal(r.body, &p); err != nil {
 		tb.Fatalf("problem body %.200q: %v", r.body, err)
 	}
-	if r.status != kind.Status() || p.Status != kind.Status() || p.Type != kind.TypeURI() || p.Detail == "" {
-		tb.Fatalf("got %d %+v, want %d %s with a detail", r.status, p, kind.Status(), kind.TypeURI())
+	if r.status != httpapi.Status(kind) || p.Status != httpapi.Status(kind) || p.Type != httpapi.TypeURI(kind) || p.Detail == "" {
+		tb.Fatalf("got %d %+v, want %d %s with a detail", r.status, p, httpapi.Status(kind), httpapi.TypeURI(kind))
 	}
 	return p
 }
@@ -208,14 +209,14 @@ func TestMethodNotAllowed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			r := a.do(t, tt.method, tt.path, nil, "")
-			problem(t, r, httpapi.KindMethodNotAllowed)
+			problem(t, r, errkind.MethodNotAllowed)
 			if got := r.header.Get("Allow"); got != tt.allow {
 				t.Errorf("Allow = %q, want %q", got, tt.allow)
 			}
 		})
 	}
 	t.Run("unknown method on unknown path", func(t *testing.T) {
-		problem(t, a.do(t, "BREW", "/nowhere", nil, ""), httpapi.KindNotFound)
+		problem(t, a.do(t, "BREW", "/nowhere", nil, ""), errkind.NotFound)
 	})
 	t.Run("HEAD on a GET route", func(t *testing.T) {
 		get := a.do(t, http.MethodGet, "/things/AB-1", nil, "")
@@ -275,48 +276,48 @@ func TestBodyErrors(t *testing.T) {
 		name        string
 		header      http.Header
 		body        string
-		kind        httpapi.Kind // "" for 201
+		kind        errkind.Kind // zero for 201
 		fields      []string
 		maxResponse int // when > 0, the largest response body allowed
 	}{
 		{name: "valid", header: jsonHeader(), body: valid},
 		{name: "charset utf-8", header: http.Header{"Content-Type": {"application/json; charset=utf-8"}}, body: valid},
 		{name: "charset UTF-8 quoted", header: http.Header{"Content-Type": {`application/json;charset="UTF-8"`}}, body: valid},
-		{name: "charset latin1", header: http.Header{"Content-Type": {"application/json; charset=iso-8859-1"}}, body: valid, kind: httpapi.KindUnsupportedMedia},
-		{name: "other parameter", header: http.Header{"Content-Type": {"application/json; version=2"}}, body: valid, kind: httpapi.KindUnsupportedMedia},
-		{name: "+json type", header: http.Header{"Content-Type": {"application/x+json"}}, body: valid, kind: httpapi.KindUnsupportedMedia},
-		{name: "problem+json", header: http.Header{"Content-Type": {"application/problem+json"}}, body: valid, kind: httpapi.KindUnsupportedMedia},
-		{name: "two Content-Types", header: http.Header{"Content-Type": {"application/json", "application/json"}}, body: valid, kind: httpapi.KindUnsupportedMedia},
-		{name: "no Content-Type", header: http.Header{}, body: valid, kind: httpapi.KindUnsupportedMedia},
+		{name: "charset latin1", header: http.Header{"Content-Type": {"application/json; charset=iso-8859-1"}}, body: valid, kind: errkind.UnsupportedMedia},
+		{name: "other parameter", header: http.Header{"Content-Type": {"application/json; version=2"}}, body: valid, kind: errkind.UnsupportedMedia},
+		{name: "+json type", header: http.Header{"Content-Type": {"application/x+json"}}, body: valid, kind: errkind.UnsupportedMedia},
+		{name: "problem+json", header: http.Header{"Content-Type": {"application/problem+json"}}, body: valid, kind: errkind.UnsupportedMedia},
+		{name: "two Content-Types", header: http.Header{"Content-Type": {"application/json", "application/json"}}, body: valid, kind: errkind.UnsupportedMedia},
+		{name: "no Content-Type", header: http.Header{}, body: valid, kind: errkind.UnsupportedMedia},
 		{name: "duplicate key", header: jsonHeader(), body: `{"name":"x","amount":1,"amount":999999}`,
-			kind: httpapi.KindMalformed, fields: []string{"amount"}},
+			kind: errkind.Malformed, fields: []string{"amount"}},
 		{name: "duplicate nested key", header: jsonHeader(), body: `{"name":"x","amount":1,"inner":{"tag":"a","tag":"b"}}`,
-			kind: httpapi.KindMalformed, fields: []string{"inner.tag"}},
+			kind: errkind.Malformed, fields: []string{"inner.tag"}},
 		{name: "duplicate key in an unknown array", header: jsonHeader(), body: `{"name":"x","list":[{"k":1},{"k":1,"k":2}]}`,
-			kind: httpapi.KindMalformed, fields: []string{"list[].k"}},
+			kind: errkind.Malformed, fields: []string{"list[].k"}},
 		{name: "duplicate null key", header: jsonHeader(), body: `{"name":"x","amount":1,"inner":null,"inner":null}`,
-			kind: httpapi.KindMalformed, fields: []string{"inner"}},
+			kind: errkind.Malformed, fields: []string{"inner"}},
 		{name: "fraction where an integer goes", header: jsonHeader(), body: `{"name":"x","amount":5.5}`,
-			kind: httpapi.KindMalformed, fields: []string{"amount"}},
+			kind: errkind.Malformed, fields: []string{"amount"}},
 		{name: "integral float past int64", header: jsonHeader(), body: `{"name":"x","amount":1e19}`,
-			kind: httpapi.KindMalformed, fields: []string{"amount"}},
+			kind: errkind.Malformed, fields: []string{"amount"}},
 		{name: "huge exponent", header: jsonHeader(), body: `{"name":"x","amount":1e999999999}`,
-			kind: httpapi.KindMalformed, fields: []string{"amount"}},
+			kind: errkind.Malformed, fields: []string{"amount"}},
 		{name: "same key in two objects is fine", header: jsonHeader(), body: `{"name":"tag","amount":1,"inner":{"tag":"name"}}`},
 		{name: "unknown fields capped", header: jsonHeader(),
 			body: manyUnknown(1000, func(i int) string { return fmt.Sprintf("f%03d", i) }),
-			kind: httpapi.KindMalformed, fields: []string{"f000", "f001", "f002", "f003", "f004", "f005", "f006", "f007", "f008", "f009"},
+			kind: errkind.Malformed, fields: []string{"f000", "f001", "f002", "f003", "f004", "f005", "f006", "f007", "f008", "f009"},
 			maxResponse: 1500},
 		{name: "long unknown name cut", header: jsonHeader(),
 			body: manyUnknown(1, func(int) string { return strings.Repeat("é", 5000) }),
-			kind: httpapi.KindMalformed, fields: []string{strings.Repeat("é", 30) + "..."}, maxResponse: 1000},
+			kind: errkind.Malformed, fields: []string{strings.Repeat("é", 30) + "..."}, maxResponse: 1000},
 		{name: "duplicates capped", header: jsonHeader(),
 			body:   `{` + strings.Repeat(`"d":1,`, 500) + `"d":1}`,
-			kind:   httpapi.KindMalformed,
+			kind:   errkind.Malformed,
 			fields: []string{"d", "d", "d", "d", "d", "d", "d", "d", "d", "d"}, maxResponse: 1000},
 		{name: "one Idempotency-Key", header: jsonHeader("X-Want-Key", "1", "Idempotency-Key", "0b6f4a5e-3f0e-4c4e-9d1a-6a1f0f3f2a10"), body: valid},
 		{name: "two Idempotency-Keys", header: jsonHeader("X-Want-Key", "1", "Idempotency-Key", "0b6f4a5e-3f0e-4c4e-9d1a-6a1f0f3f2a10",
-			"Idempotency-Key", "0b6f4a5e-3f0e-4c4e-9d1a-6a1f0f3f2a10"), body: valid, kind: httpapi.KindInvalidKey},
+			"Idempotency-Key", "0b6f4a5e-3f0e-4c4e-9d1a-6a1f0f3f2a10"), body: valid, kind: errkind.InvalidKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -325,7 +326,7 @@ func TestBodyErrors(t *testing.T) {
 			if tt.maxResponse > 0 && len(r.body) > tt.maxResponse {
 				t.Errorf("response is %d bytes, want at most %d", len(r.body), tt.maxResponse)
 			}
-			if tt.kind == "" {
+			if tt.kind == (errkind.Kind{}) {
 				if r.status != http.StatusCreated {
 					t.Fatalf("status = %d, want 201; body %s", r.status, r.body)
 				}
@@ -399,9 +400,9 @@ func TestIdempotencyKey(t *testing.T) {
 				}
 				return
 			}
-			var e *httpapi.Error
-			if !errors.As(err, &e) || e.Kind != httpapi.KindInvalidKey {
-				t.Fatalf("IdempotencyKey() error = %v, want KindInvalidKey", err)
+			var e *errkind.Error
+			if !errors.As(err, &e) || e.Kind != errkind.InvalidKey {
+				t.Fatalf("IdempotencyKey() error = %v, want errkind.InvalidKey", err)
 			}
 		})
 	}
@@ -434,7 +435,7 @@ func TestRequestID(t *testing.T) {
 				h.Add("X-Request-Id", v)
 			}
 			r := a.do(t, http.MethodGet, "/nowhere", h, "")
-			p := problem(t, r, httpapi.KindNotFound)
+			p := problem(t, r, errkind.NotFound)
 			got := r.header.Get("X-Request-Id")
 			if p.RequestID != got {
 				t.Errorf("problem requestId %q, header %q: want the same", p.RequestID, got)
@@ -479,7 +480,7 @@ func TestStalledBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	problem(t, response{status: res.StatusCode, header: res.Header, body: body}, httpapi.KindTimeout)
+	problem(t, response{status: res.StatusCode, header: res.Header, body: body}, errkind.Timeout)
 	if a.accepted.Load() != 0 {
 		t.Error("a stalled request was accepted")
 	}

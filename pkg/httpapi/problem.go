@@ -1,129 +1,69 @@
 // Package httpapi is the suite's HTTP plumbing shared by every service: the
-// one problem+json (RFC 9457) writer with the one table from error kind to
-// status and type, strict JSON request decoding, and the server with its
-// timeouts, panic recovery, request ids, access metrics and health routes.
+// one problem+json (RFC 9457) writer with the one table from error kind
+// (pkg/errkind) to status, type and title, strict JSON request decoding,
+// and the server with its timeouts, panic recovery, request ids, access
+// metrics and health routes.
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/outage"
 )
 
 // ProblemTypeBase prefixes every problem type URI.
 const ProblemTypeBase = "https://paysuite.dev/problems/"
 
-// Kind is a kind of error a client can get.
-type Kind string
-
-// The error kinds of the suite. Each has one status and one type URI.
-const (
-	KindMalformed        Kind = "malformed-request"       // 400
-	KindInvalidKey       Kind = "invalid-idempotency-key" // 400
-	KindInvalidID        Kind = "invalid-id"              // 400
-	KindUnauthorized     Kind = "unauthorized"            // 401
-	KindForbidden        Kind = "insufficient-scope"      // 403
-	KindNotFound         Kind = "not-found"               // 404
-	KindMethodNotAllowed Kind = "method-not-allowed"      // 405
-	KindTimeout          Kind = "request-timeout"         // 408
-	KindInProgress       Kind = "request-in-progress"     // 409
-	KindConflict         Kind = "conflict"                // 409
-	KindTooLarge         Kind = "payload-too-large"       // 413
-	KindUnsupportedMedia Kind = "unsupported-media-type"  // 415
-	KindValidation       Kind = "validation-failed"       // 422
-	KindKeyReused        Kind = "idempotency-key-reused"  // 422
-	KindDepositCeiling   Kind = "deposit-over-ceiling"    // 422
-	// KindDepositDailyCeiling: a client's deposits of the day would pass
-	// the ledger's daily minting ceiling.
-	KindDepositDailyCeiling Kind = "deposit-over-daily-ceiling" // 422
-	KindRateLimited         Kind = "rate-limited"               // 429
-	KindUnavailable         Kind = "service-unavailable"        // 503
-	KindOverloaded          Kind = "overloaded"                 // 503
-	KindInternal            Kind = "internal-error"             // 500
-)
-
-// kinds is the one table from error kind to status and title.
-var kinds = map[Kind]struct {
-	status int
-	title  string
+// problems is the one table from a shared error kind to its status and
+// title (a service's own kind, errkind.Refine, has the status of the
+// shared kind it refines and a title of its own). retryAfter, when set, is
+// the Retry-After (seconds) every answer of the kind carries.
+var problems = map[errkind.Kind]struct {
+	status            int
+	title, retryAfter string
 }{
-	KindMalformed:           {http.StatusBadRequest, "Malformed request"},
-	KindInvalidKey:          {http.StatusBadRequest, "Missing or invalid Idempotency-Key"},
-	KindInvalidID:           {http.StatusBadRequest, "Invalid id"},
-	KindUnauthorized:        {http.StatusUnauthorized, "Unauthorized"},
-	KindForbidden:           {http.StatusForbidden, "Insufficient scope"},
-	KindNotFound:            {http.StatusNotFound, "Not found"},
-	KindMethodNotAllowed:    {http.StatusMethodNotAllowed, "Method not allowed"},
-	KindTimeout:             {http.StatusRequestTimeout, "Request timeout"},
-	KindInProgress:          {http.StatusConflict, "Request in progress"},
-	KindConflict:            {http.StatusConflict, "Conflict"},
-	KindTooLarge:            {http.StatusRequestEntityTooLarge, "Payload too large"},
-	KindUnsupportedMedia:    {http.StatusUnsupportedMediaType, "Unsupported media type"},
-	KindValidation:          {http.StatusUnprocessableEntity, "Validation failed"},
-	KindKeyReused:           {http.StatusUnprocessableEntity, "Idempotency-Key reused with another payload"},
-	KindDepositCeiling:      {http.StatusUnprocessableEntity, "Deposit over the ceiling of one deposit"},
-	KindDepositDailyCeiling: {http.StatusUnprocessableEntity, "Deposits over the client's daily ceiling"},
-	KindRateLimited:         {http.StatusTooManyRequests, "Too many requests"},
-	KindUnavailable:         {http.StatusServiceUnavailable, "Service unavailable"},
-	KindOverloaded:          {http.StatusServiceUnavailable, "Overloaded"},
-	KindInternal:            {http.StatusInternalServerError, "Internal error"},
+	errkind.Malformed:        {http.StatusBadRequest, "Malformed request", ""},
+	errkind.InvalidKey:       {http.StatusBadRequest, "Missing or invalid Idempotency-Key", ""},
+	errkind.InvalidID:        {http.StatusBadRequest, "Invalid id", ""},
+	errkind.Unauthorized:     {http.StatusUnauthorized, "Unauthorized", ""},
+	errkind.Forbidden:        {http.StatusForbidden, "Insufficient scope", ""},
+	errkind.NotFound:         {http.StatusNotFound, "Not found", ""},
+	errkind.MethodNotAllowed: {http.StatusMethodNotAllowed, "Method not allowed", ""},
+	errkind.Timeout:          {http.StatusRequestTimeout, "Request timeout", ""},
+	errkind.InProgress:       {http.StatusConflict, "Request in progress", "1"},
+	errkind.Conflict:         {http.StatusConflict, "Conflict", ""},
+	errkind.TooLarge:         {http.StatusRequestEntityTooLarge, "Payload too large", ""},
+	errkind.UnsupportedMedia: {http.StatusUnsupportedMediaType, "Unsupported media type", ""},
+	errkind.Validation:       {http.StatusUnprocessableEntity, "Validation failed", ""},
+	errkind.KeyReused:        {http.StatusUnprocessableEntity, "Idempotency-Key reused with another payload", ""},
+	errkind.RateLimited:      {http.StatusTooManyRequests, "Too many requests", ""},
+	errkind.Unavailable:      {http.StatusServiceUnavailable, "Service unavailable", RetryAfterSeconds},
+	errkind.Overloaded:       {http.StatusServiceUnavailable, "Overloaded", RetryAfterSeconds},
+	errkind.Internal:         {http.StatusInternalServerError, "Internal error", ""},
 }
 
-// Status returns the HTTP status of kind.
-func (k Kind) Status() int {
-	if e, ok := kinds[k]; ok {
-		return e.status
-	}
-	return http.StatusInternalServerError
+// Status returns the HTTP status of kind; 500 for a kind the table does
+// not hold.
+func Status(kind errkind.Kind) int {
+	return cmp.Or(problems[kind.Shared()].status, http.StatusInternalServerError)
 }
 
 // TypeURI returns the problem type URI of kind.
-func (k Kind) TypeURI() string { return ProblemTypeBase + string(k) }
-
-// FieldError is one invalid field of a request.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// Error is an error with a kind, a detail for the client and, for
-// validation, the invalid fields.
-type Error struct {
-	Kind   Kind
-	Detail string
-	Fields []FieldError
-}
-
-func (e *Error) Error() string {
-	if len(e.Fields) == 0 {
-		return fmt.Sprintf("%s: %s", e.Kind, e.Detail)
-	}
-	parts := make([]string, len(e.Fields))
-	for i, f := range e.Fields {
-		parts[i] = f.Field + ": " + f.Message
-	}
-	return fmt.Sprintf("%s: %s (%s)", e.Kind, e.Detail, strings.Join(parts, "; "))
-}
-
-// Errorf returns an *Error of kind with a formatted detail.
-func Errorf(kind Kind, format string, args ...any) *Error {
-	return &Error{Kind: kind, Detail: fmt.Sprintf(format, args...)}
-}
+func TypeURI(kind errkind.Kind) string { return ProblemTypeBase + kind.Name() }
 
 // Problem is the RFC 9457 body.
 type Problem struct {
-	Type      string       `json:"type"`
-	Title     string       `json:"title"`
-	Status    int          `json:"status"`
-	Detail    string       `json:"detail,omitempty"`
-	Instance  string       `json:"instance,omitempty"`
-	RequestID string       `json:"requestId,omitempty"`
-	Errors    []FieldError `json:"errors,omitempty"`
+	Type      string               `json:"type"`
+	Title     string               `json:"title"`
+	Status    int                  `json:"status"`
+	Detail    string               `json:"detail,omitempty"`
+	Instance  string               `json:"instance,omitempty"`
+	RequestID string               `json:"requestId,omitempty"`
+	Errors    []errkind.FieldError `json:"errors,omitempty"`
 }
 
 // maxInstanceSize caps the problem's instance (the request path), so that a
@@ -134,31 +74,31 @@ const maxInstanceSize = 256
 // (an outage): about how long a database failover or restart takes.
 const RetryAfterSeconds = "2"
 
-// WriteError writes err as application/problem+json. An *Error anywhere in
-// err's chain gives its kind; an outage of a dependency (outage.Unavailable:
-// the database or the broker unreachable) is a 503 with Retry-After, which
-// tells the client to retry the same request (with the same
-// Idempotency-Key); anything else is a 500 that tells the client only
-// "internal error". Both log the cause with the request id; neither shows
-// it to the client.
+// WriteError writes err as application/problem+json, the one way every
+// handler answers an error. An error with a kind anywhere in err's chain
+// (errkind.Of) is answered from the table: its kind's status, type and
+// title, its detail and fields. An outage of a dependency
+// (outage.Unavailable: the database or the broker unreachable) is a 503
+// with Retry-After, which tells the client to retry the same request (with
+// the same Idempotency-Key); anything else, a kind the table does not
+// hold included, is a 500 that tells the client only "internal error".
+// Both log the cause with the request id; neither shows it to the client.
+// A Retry-After the handler set stays; otherwise the kind's, if any.
 func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	var e *Error
+	e := errkind.Of(err)
 	switch {
-	case errors.As(err, &e):
-	case outage.Unavailable(err):
+	case e != nil && problems[e.Kind.Shared()].status != 0:
+	case e == nil && outage.Unavailable(err):
 		log.WarnContext(r.Context(), "dependency unavailable", "err", err, "method", r.Method, "path", r.URL.Path)
-		e = &Error{Kind: KindUnavailable, Detail: "a dependency is unavailable; retry the same request later"}
+		e = &errkind.Error{Kind: errkind.Unavailable, Detail: "a dependency is unavailable; retry the same request later"}
 	default:
 		log.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
-		e = &Error{Kind: KindInternal, Detail: "internal error"}
+		e = &errkind.Error{Kind: errkind.Internal, Detail: "internal error"}
 	}
-	entry, ok := kinds[e.Kind]
-	if !ok {
-		entry = kinds[KindInternal]
-	}
+	entry := problems[e.Kind.Shared()]
 	p := Problem{
-		Type:      e.Kind.TypeURI(),
-		Title:     entry.title,
+		Type:      TypeURI(e.Kind),
+		Title:     cmp.Or(e.Kind.Title(), entry.title),
 		Status:    entry.status,
 		Detail:    e.Detail,
 		Instance:  truncate(r.URL.Path, maxInstanceSize),
@@ -167,8 +107,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
-	if p.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", RetryAfterSeconds)
+	if entry.retryAfter != "" && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", entry.retryAfter)
 	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p) //nolint:errchkjson // the client went away; nothing to do

@@ -1,10 +1,14 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/paysuite/payments/pkg/errkind"
+)
 
 // SearchParam returns the value of r's query-string (URL search)
 // parameter name and whether it was given (an empty value is given). A parameter given more than once is
-// a KindMalformed error: which of its values counts would be a guess, and a
+// a errkind.Malformed error: which of its values counts would be a guess, and a
 // proxy could guess otherwise.
 func SearchParam(r *http.Request, name string) (string, bool, error) {
 	values, ok := r.URL.Query()[name]
@@ -12,8 +16,8 @@ func SearchParam(r *http.Request, name string) (string, bool, error) {
 	case !ok:
 		return "", false, nil
 	case len(values) > 1:
-		return "", true, &Error{Kind: KindMalformed, Detail: "invalid query parameter",
-			Fields: []FieldError{{Field: name, Message: "must be given at most once"}}}
+		return "", true, &errkind.Error{Kind: errkind.Malformed, Detail: "invalid query parameter",
+			Fields: []errkind.FieldError{{Field: name, Message: "must be given at most once"}}}
 	}
 	return values[0], true, nil
 }

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/tracing"
 )
 
@@ -172,18 +173,18 @@ func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gathe
 	r.Use(routeOnEscapedPath, middleware.GetHead)
 	r.Use(mw...)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, r, log, Errorf(KindNotFound, "no route for this path"))
+		WriteError(w, r, log, errkind.Errorf(errkind.NotFound, "no route for this path"))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		allowed := allowedMethods(r, req)
 		if len(allowed) == 0 {
 			// An unknown method on an unknown path: chi asks for a 405
 			// before it looks at the path.
-			WriteError(w, req, log, Errorf(KindNotFound, "no route for this path"))
+			WriteError(w, req, log, errkind.Errorf(errkind.NotFound, "no route for this path"))
 			return
 		}
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		WriteError(w, req, log, Errorf(KindMethodNotAllowed, "this route answers %s only", strings.Join(allowed, ", ")))
+		WriteError(w, req, log, errkind.Errorf(errkind.MethodNotAllowed, "this route answers %s only", strings.Join(allowed, ", ")))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -200,7 +201,7 @@ func NewRouter(log *slog.Logger, metrics *HTTPMetrics, gatherer prometheus.Gathe
 				if errors.As(err, &nr) {
 					detail = "not ready: " + nr.Check
 				}
-				WriteError(w, r, log, Errorf(KindUnavailable, "%s", detail))
+				WriteError(w, r, log, errkind.Errorf(errkind.Unavailable, "%s", detail))
 				return
 			}
 		}
@@ -310,7 +311,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 					}
 					// The logger adds request_id from the context (platform's handler).
 					log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(v), "path", r.URL.Path)
-					WriteError(w, r, log, Errorf(KindInternal, "internal error"))
+					WriteError(w, r, log, errkind.Errorf(errkind.Internal, "internal error"))
 				}
 			}()
 			next.ServeHTTP(w, r)

@@ -2,7 +2,6 @@ package opsapi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
@@ -13,12 +12,11 @@ import (
 
 // GetByID is the handler of an operator GET of one record by the UUID in
 // its {id} path parameter: 400 naming what when the parameter is not a
-// UUID; otherwise read with it, 404 with the message missing when read
-// fails with an error that is notFound (nil: none is), the error as
-// httpapi.WriteError writes it on any other failure, and 200 with the JSON
-// of view(id, record) on success.
+// UUID; otherwise read with it, the error as httpapi.WriteError writes it
+// when read fails (a not-found error of the domain carries its kind), and
+// 200 with the JSON of view(id, record) on success.
 func GetByID[R any](log *slog.Logger, what string, read func(context.Context, uuid.UUID) (R, error),
-	notFound error, missing string, view func(uuid.UUID, R) any) http.HandlerFunc {
+	view func(uuid.UUID, R) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := httpapi.PathUUID(r, "id", what)
 		if err != nil {
@@ -26,9 +24,6 @@ func GetByID[R any](log *slog.Logger, what string, read func(context.Context, uu
 			return
 		}
 		rec, err := read(r.Context(), id)
-		if notFound != nil && errors.Is(err, notFound) {
-			err = httpapi.Errorf(httpapi.KindNotFound, "%s", missing)
-		}
 		if err != nil {
 			httpapi.WriteError(w, r, log, err)
 			return

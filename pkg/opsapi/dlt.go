@@ -11,6 +11,7 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
@@ -108,7 +109,7 @@ func (h *dltHandler) list(w http.ResponseWriter, r *http.Request) {
 		recs, err := dlt.List(ctx, h.cfg, dlt.Filter{Topic: t, Limit: DLTListLimit + 1})
 		cancel()
 		if err != nil {
-			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindUnavailable, "the dead-letter topic %s cannot be read now", t))
+			httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Unavailable, "the dead-letter topic %s cannot be read now", t))
 			h.log.WarnContext(r.Context(), "list dead-letter topic", "topic", t, "err", err)
 			return
 		}
@@ -129,8 +130,8 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 	q := r.URL.Query()
 	topic := q.Get("topico")
 	if !slices.Contains(h.topics, topic) {
-		httpapi.WriteError(w, r, h.log, &httpapi.Error{Kind: httpapi.KindValidation, Detail: "not a dead-letter topic of this service",
-			Fields: []httpapi.FieldError{{Field: "topico", Message: "must be one of the service's dead-letter topics"}}})
+		httpapi.WriteError(w, r, h.log, &errkind.Error{Kind: errkind.Validation, Detail: "not a dead-letter topic of this service",
+			Fields: []errkind.FieldError{{Field: "topico", Message: "must be one of the service's dead-letter topics"}}})
 		return
 	}
 	f := dlt.Filter{Topic: topic}
@@ -141,13 +142,13 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 		p, perr := strconv.Atoi(q.Get("particao"))
 		o, oerr := strconv.ParseInt(q.Get("offset"), 10, 64)
 		if perr != nil || oerr != nil || p < 0 || o < 0 {
-			httpapi.WriteError(w, r, h.log, &httpapi.Error{Kind: httpapi.KindValidation, Detail: "choose one record (particao and offset) or a key (chave)",
-				Fields: []httpapi.FieldError{{Field: "offset", Message: "particao and offset must be non-negative integers"}}})
+			httpapi.WriteError(w, r, h.log, &errkind.Error{Kind: errkind.Validation, Detail: "choose one record (particao and offset) or a key (chave)",
+				Fields: []errkind.FieldError{{Field: "offset", Message: "particao and offset must be non-negative integers"}}})
 			return
 		}
 		f.Partitions, f.Offsets = []int{p}, []int64{o}
 	default:
-		httpapi.WriteError(w, r, h.log, &httpapi.Error{Kind: httpapi.KindValidation, Detail: "choose one record (particao and offset) or a key (chave), not both"})
+		httpapi.WriteError(w, r, h.log, &errkind.Error{Kind: errkind.Validation, Detail: "choose one record (particao and offset) or a key (chave), not both"})
 		return
 	}
 	a.Resource("topic", topic)
@@ -156,11 +157,11 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 	recs, err := dlt.List(ctx, h.cfg, f)
 	if err != nil {
 		h.log.WarnContext(r.Context(), "list dead-letter topic", "topic", topic, "err", err)
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindUnavailable, "the dead-letter topic cannot be read now"))
+		httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Unavailable, "the dead-letter topic cannot be read now"))
 		return
 	}
 	if len(recs) == 0 {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindNotFound, "no record of %s matches", topic))
+		httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.NotFound, "no record of %s matches", topic))
 		return
 	}
 	unverified := q.Get(ParamUnverified) == "true"
@@ -168,18 +169,18 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 	if err != nil {
 		if errors.Is(err, dlt.ErrRefused) {
 			a.Resource("refused", "origin")
-			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindConflict, "replay refused: %v", err))
+			httpapi.WriteError(w, r, h.log, err)
 			return
 		}
 		h.log.WarnContext(r.Context(), "check dead-letter records against their originals", "topic", topic, "err", err)
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindUnavailable, "the records' originals cannot be read now"))
+		httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Unavailable, "the records' originals cannot be read now"))
 		return
 	}
 	a.Resource("target", plan.Target)
 	a.Resource("unverified", plan.Unverified())
 	if plan.Unverified() > 0 && !unverified {
 		a.Resource("refused", "unverified")
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindConflict,
+		httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Conflict,
 			"replay refused: %d of %d record(s) match no record of %s at the offset their headers name (%s); "+
 				"replay them anyway with %s=true (audited)", plan.Unverified(), len(plan.Checks), plan.Target,
 			firstProblem(plan), ParamUnverified))
@@ -189,7 +190,7 @@ func (h *dltHandler) replay(w http.ResponseWriter, r *http.Request, _ auth.Princ
 	a.Resource("replayed", n)
 	if err != nil {
 		h.log.WarnContext(r.Context(), "replay dead-letter records", "topic", topic, "replayed", n, "err", err)
-		httpapi.WriteError(w, r, h.log, &httpapi.Error{Kind: httpapi.KindUnavailable,
+		httpapi.WriteError(w, r, h.log, &errkind.Error{Kind: errkind.Unavailable,
 			Detail: "the broker refused the replay after " + strconv.Itoa(n) + " record(s)"})
 		return
 	}

@@ -6,12 +6,12 @@
 package opsapi
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 )
@@ -90,6 +90,10 @@ func Routes(ob *outbox.Outbox, log *slog.Logger) []auth.Route {
 	}
 }
 
+// ErrNoOperator answers an operator action whose token names no operator
+// (no sub): every such action records who did it.
+var ErrNoOperator = errkind.Errorf(errkind.Validation, "the token names no operator (sub)")
+
 // Time formats t the way every JSON body of the suite does.
 func Time(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
@@ -152,12 +156,12 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request, p auth.Princip
 		return
 	}
 	a.Resource("evento_id", id)
-	n, err := h.ob.Requeue(r.Context(), outbox.RequeueFilter{ID: id},
-		outbox.Audit{Operator: p.Subject, Reason: r.URL.Query().Get("motivo")})
-	if errors.Is(err, outbox.ErrNoOperator) {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+	if p.Subject == "" {
+		httpapi.WriteError(w, r, h.log, ErrNoOperator)
 		return
 	}
+	n, err := h.ob.Requeue(r.Context(), outbox.RequeueFilter{ID: id},
+		outbox.Audit{Operator: p.Subject, Reason: r.URL.Query().Get("motivo")})
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return

@@ -1,11 +1,16 @@
 // Package validate holds the request rules that the transfers and ledger
 // APIs share (CONTRACTS.md): the shape of an account id and of a currency,
 // the bounds of an amount, and the error that lists every broken rule of a
-// request. The domains call it; their HTTP layers turn a *ValidationError
-// into a 422 with one entry per field.
+// request. The domains call it; a *ValidationError is of the kind
+// errkind.Validation (a 422 with one entry per field).
 package validate
 
-import "strings"
+import (
+	"cmp"
+	"strings"
+
+	"github.com/paysuite/payments/pkg/errkind"
+)
 
 // Bounds of an amount in cents: 1 to 10^15.
 const (
@@ -59,15 +64,18 @@ func Currency(c string) bool {
 // AmountCents reports whether n is within MinAmountCents..MaxAmountCents.
 func AmountCents(n int64) bool { return n >= MinAmountCents && n <= MaxAmountCents }
 
-// FieldError is one rule a request breaks.
-type FieldError struct {
-	Field   string // the JSON name of the field
-	Message string
+// ValidationError lists every rule a request breaks. Detail is what the
+// client is told of the request as a whole; empty, "the request breaks a
+// rule".
+type ValidationError struct {
+	Detail string
+	Fields []errkind.FieldError // Field is the JSON name of the field
 }
 
-// ValidationError lists every rule a request breaks.
-type ValidationError struct {
-	Fields []FieldError
+// Public is e as its client is told it: a validation failure naming
+// every broken field.
+func (e *ValidationError) Public() *errkind.Error {
+	return &errkind.Error{Kind: errkind.Validation, Detail: cmp.Or(e.Detail, "the request breaks a rule"), Fields: e.Fields}
 }
 
 func (e *ValidationError) Error() string {

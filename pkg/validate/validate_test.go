@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/validate"
 )
 
@@ -39,7 +40,7 @@ func TestRules(t *testing.T) {
 
 func TestValidationErrorNamesEveryField(t *testing.T) {
 	t.Parallel()
-	err := &validate.ValidationError{Fields: []validate.FieldError{{Field: "moeda", Message: validate.CurrencyRule}, {Field: "valorEmCentavos", Message: validate.AmountRule}}}
+	err := &validate.ValidationError{Fields: []errkind.FieldError{{Field: "moeda", Message: validate.CurrencyRule}, {Field: "valorEmCentavos", Message: validate.AmountRule}}}
 	want := "invalid request: moeda: " + validate.CurrencyRule + "; valorEmCentavos: " + validate.AmountRule
 	if err.Error() != want {
 		t.Errorf("Error() = %q, want %q", err.Error(), want)

@@ -13,7 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/test/ledgertest"
 )
 
@@ -52,7 +54,7 @@ func TestBadTokensMintNothing(t *testing.T) {
 		for _, r := range requests {
 			t.Run(tc.Name+" "+r.method+" "+r.path+" "+r.body, func(t *testing.T) {
 				st, body := s.call(t, r.method, r.path, r.body, "Authorization", tc.Authorization, "Idempotency-Key", uuid.NewString())
-				if st != 401 || body["type"] != httpapi.KindUnauthorized.TypeURI() {
+				if st != 401 || body["type"] != httpapi.TypeURI(errkind.Unauthorized) {
 					t.Errorf("%d %v, want a 401 unauthorized problem", st, body)
 				}
 			})
@@ -61,14 +63,14 @@ func TestBadTokensMintNothing(t *testing.T) {
 	reader := "Bearer " + s.iss.Token(t, ledgertest.Client, auth.ScopeAccountsRead, auth.ScopeTransfersCreate)
 	for _, r := range requests[:4] {
 		st, body := s.call(t, r.method, r.path, r.body, "Authorization", reader, "Idempotency-Key", uuid.NewString())
-		if st != 403 || body["type"] != httpapi.KindForbidden.TypeURI() {
+		if st != 403 || body["type"] != httpapi.TypeURI(errkind.Forbidden) {
 			t.Errorf("%s %s without contas:admin or contas:depositar: %d %v, want a 403 problem", r.method, r.path, st, body)
 		}
 	}
 	admin := "Bearer " + s.iss.Token(t, ledgertest.Client, auth.ScopeAccountsAdmin, auth.ScopeAccountsRead, auth.ScopeOperations)
 	for _, r := range requests[2:4] {
 		st, body := s.call(t, r.method, r.path, r.body, "Authorization", admin, "Idempotency-Key", uuid.NewString())
-		if st != 403 || body["type"] != httpapi.KindForbidden.TypeURI() || !strings.Contains(body["detail"].(string), auth.ScopeAccountsDeposit) {
+		if st != 403 || body["type"] != httpapi.TypeURI(errkind.Forbidden) || !strings.Contains(body["detail"].(string), auth.ScopeAccountsDeposit) {
 			t.Errorf("deposit with contas:admin and operacoes but not contas:depositar: %d %v, want a 403 naming contas:depositar", st, body)
 		}
 	}
@@ -107,7 +109,7 @@ func TestDepositsNeedTheirOwnScopeAndAreRecorded(t *testing.T) {
 	before := s.count(t)
 	st, body = s.call(t, http.MethodPost, "/contas/MINT-1/depositos", `{"valorEmCentavos":5001}`,
 		"Authorization", minter, "Idempotency-Key", uuid.NewString())
-	want := map[string]any{"type": httpapi.KindDepositCeiling.TypeURI(), "status": 422.0,
+	want := map[string]any{"type": httpapi.TypeURI(ledger.KindDepositCeiling), "status": 422.0,
 		"errors": []any{map[string]any{"field": "valorEmCentavos", "message": "must be at most 5000"}}}
 	got := map[string]any{"type": body["type"], "status": body["status"], "errors": body["errors"]}
 	if diff := cmp.Diff(want, got); st != 422 || diff != "" {
@@ -188,8 +190,8 @@ func TestDailyDepositCeiling(t *testing.T) {
 		switch {
 		case st == http.StatusCreated:
 			accepted, accKey, accAccount = accepted+1, keys[i], []string{"DAY-1", "DAY-2"}[i%2]
-		case st != 422 || types[i] != httpapi.KindDepositDailyCeiling.TypeURI():
-			t.Errorf("deposit %d: %d %v, want 201 or a 422 %s", i, st, types[i], httpapi.KindDepositDailyCeiling)
+		case st != 422 || types[i] != httpapi.TypeURI(ledger.KindDepositDailyCeiling):
+			t.Errorf("deposit %d: %d %v, want 201 or a 422 %s", i, st, types[i], ledger.KindDepositDailyCeiling)
 		}
 	}
 	if accepted != 3 {
@@ -214,8 +216,8 @@ func TestDailyDepositCeiling(t *testing.T) {
 		if st != tc.want {
 			t.Errorf("%s: %d %v, want %d", tc.name, st, body, tc.want)
 		}
-		if st == 422 && (body["type"] != httpapi.KindDepositDailyCeiling.TypeURI() || !strings.Contains(body["detail"].(string), "10000")) {
-			t.Errorf("%s: %v, want a %s problem naming the ceiling", tc.name, body, httpapi.KindDepositDailyCeiling)
+		if st == 422 && (body["type"] != httpapi.TypeURI(ledger.KindDepositDailyCeiling) || !strings.Contains(body["detail"].(string), "10000")) {
+			t.Errorf("%s: %v, want a %s problem naming the ceiling", tc.name, body, ledger.KindDepositDailyCeiling)
 		}
 	}
 	if got := s.balance(t, "DAY-1") + s.balance(t, "DAY-2"); got != 15000 {

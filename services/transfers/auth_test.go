@@ -12,6 +12,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -54,7 +55,7 @@ func TestBadTokensChangeNothing(t *testing.T) {
 			t.Run(tc.Name+" "+body[:14], func(t *testing.T) {
 				code, h, b := s.do(t, http.MethodPost, "/transferencias", map[string]string{"Authorization": tc.Authorization,
 					"Content-Type": "application/json", "Idempotency-Key": uuid.NewString()}, body)
-				if p := problem(t, b); code != 401 || h.Get("WWW-Authenticate") != tc.Challenge || p.Type != httpapi.KindUnauthorized.TypeURI() ||
+				if p := problem(t, b); code != 401 || h.Get("WWW-Authenticate") != tc.Challenge || p.Type != httpapi.TypeURI(errkind.Unauthorized) ||
 					h.Get("Content-Type") != "application/problem+json" {
 					t.Errorf("%d %q %q %+v, want 401 %q unauthorized problem", code, h.Get("WWW-Authenticate"), h.Get("Content-Type"), p, tc.Challenge)
 				}
@@ -73,7 +74,7 @@ func TestBadTokensChangeNothing(t *testing.T) {
 				"Authorization": s.iss.Bearer(t, "client-a", auth.ScopeTransfersRead), "Content-Type": "application/json",
 				"Idempotency-Key": uuid.NewString()}, body)
 			want := `Bearer realm="paysuite", error="insufficient_scope", scope="transferencias:criar"`
-			if p := problem(t, b); code != 403 || h.Get("WWW-Authenticate") != want || p.Type != httpapi.KindForbidden.TypeURI() {
+			if p := problem(t, b); code != 403 || h.Get("WWW-Authenticate") != want || p.Type != httpapi.TypeURI(errkind.Forbidden) {
 				t.Errorf("%d %q %+v, want 403 %q", code, h.Get("WWW-Authenticate"), p, want)
 			}
 		}
@@ -84,7 +85,7 @@ func TestBadTokensChangeNothing(t *testing.T) {
 	t.Run("valid token, malformed body", func(t *testing.T) {
 		code, _, b := s.do(t, http.MethodPost, "/transferencias", map[string]string{"Content-Type": "application/json",
 			"Idempotency-Key": uuid.NewString()}, `{"contaOrigem":`)
-		if p := problem(t, b); code != 400 || p.Type != httpapi.KindMalformed.TypeURI() {
+		if p := problem(t, b); code != 400 || p.Type != httpapi.TypeURI(errkind.Malformed) {
 			t.Errorf("%d %+v, want 400 malformed-request", code, p)
 		}
 	})

@@ -6,11 +6,12 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
 // overloadedType is the problem type of a request shed at the door.
-var overloadedType = httpapi.KindOverloaded.TypeURI()
+var overloadedType = httpapi.TypeURI(errkind.Overloaded)
 
 // overloadSteps offers, after the rates, each -overload multiple of the
 // plateau the rates found, and returns rows with those steps added. A step

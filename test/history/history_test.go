@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
@@ -121,14 +122,14 @@ func webhook(s float64, eventID string) Op {
 // duplicate record from a producer's retry, a record no relay published,
 // and a webhook delivered twice across a crash of its sender.
 func clean() History {
-	reused := Answer{Status: 422, Problem: httpapi.KindKeyReused.TypeURI()}
+	reused := Answer{Status: 422, Problem: httpapi.TypeURI(errkind.KeyReused)}
 	return History{
 		{Kind: KindDeposit, Invoke: at(0), Complete: at(0.1), Outcome: OK, Key: "dep-1", Deposit: &Deposit{"A1", "BRL", 1000}},
 		{Kind: KindDeposit, Invoke: at(0.1), Complete: at(0.2), Outcome: OK, Key: "dep-2", Deposit: &Deposit{"A2", "BRL", 1000}},
 		snapshot(0.5, 0.6, -2000, 1000, 1000),
 
 		post(1, 1.1, OK, "k1", body1, accepted("k1")),
-		post(1.05, 1.3, Fail, "k1", body1, Answer{Status: 409, Problem: httpapi.KindInProgress.TypeURI()}),
+		post(1.05, 1.3, Fail, "k1", body1, Answer{Status: 409, Problem: httpapi.TypeURI(errkind.InProgress)}),
 		get(1.5, 1.6, "k1", 200, StatusPending),
 		post(2, 2.1, OK, "k1", body1, accepted("k1")),
 		post(2.2, 2.3, OK, "k1", body4, reused),
@@ -142,7 +143,7 @@ func clean() History {
 
 		post(4, 4.5, Info, "k4", body4, Answer{Error: "connection reset by peer"}),
 
-		post(4, 4.1, Fail, "k5", body5, Answer{Status: 503, Problem: httpapi.KindUnavailable.TypeURI()}),
+		post(4, 4.1, Fail, "k5", body5, Answer{Status: 503, Problem: httpapi.TypeURI(errkind.Unavailable)}),
 		post(4.2, 4.3, OK, "k5", body5, accepted("k5")),
 
 		snapshot(10, 10.1, -2000, 850, 1150, "k1", "k2"),
@@ -202,7 +203,7 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 // history; each must be reported as its kind, and nothing else.
 func TestCheckCatchesEachAnomaly(t *testing.T) {
 	t.Parallel()
-	reused := Answer{Status: 422, Problem: httpapi.KindKeyReused.TypeURI()}
+	reused := Answer{Status: 422, Problem: httpapi.TypeURI(errkind.KeyReused)}
 	replace := func(h History, i int, op Op) History { h[i] = op; return h }
 	find := func(h History, pred func(Op) bool) int {
 		for i, op := range h {

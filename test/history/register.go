@@ -9,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 )
 
@@ -87,7 +88,7 @@ var keyModel = porcupine.NondeterministicModel{
 func checkRegisters(h History) (anomalies []Anomaly, undecided []string) {
 	byKey := map[string][]porcupine.Operation{}
 	origin := h.origin()
-	reusedType := httpapi.KindKeyReused.TypeURI()
+	reusedType := httpapi.TypeURI(errkind.KeyReused)
 	for i, op := range h {
 		if op.Kind != KindPost || op.Outcome == Fail {
 			continue

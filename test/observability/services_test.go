@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/test/poll"
@@ -86,7 +87,7 @@ func checkReadyzFollowsDatabase(t *testing.T, h *harness) {
 		}
 		return true, ""
 	})
-	if diff := cmp.Diff(httpapi.KindUnavailable.TypeURI(), problem.Type); diff != "" {
+	if diff := cmp.Diff(httpapi.TypeURI(errkind.Unavailable), problem.Type); diff != "" {
 		t.Errorf("problem type mismatch (-want +got):\n%s", diff)
 	}
 	if problem.Status != http.StatusServiceUnavailable || !strings.Contains(problem.Detail, "database") {

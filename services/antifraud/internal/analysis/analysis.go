@@ -31,6 +31,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
 )
@@ -81,7 +82,7 @@ type Decision struct {
 
 // ErrNotFound is returned by the store's Decision when the transfer has no
 // decision.
-var ErrNotFound = errors.New("decision not found")
+var ErrNotFound = errkind.Errorf(errkind.NotFound, "antifraud has not decided this transfer")
 
 // ErrDuplicate is returned by Tx.InsertAll when a transfer already has a
 // decision.

@@ -38,7 +38,6 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 		Handler: opsapi.GetByID(log, "transfer id",
 			// store is read at request time: Routes(nil, ...) lists the routes.
 			func(ctx context.Context, id uuid.UUID) (analysis.Decision, error) { return store.Decision(ctx, id) },
-			analysis.ErrNotFound, "antifraud has not decided this transfer",
 			func(id uuid.UUID, d analysis.Decision) any {
 				return Decision{TransferenciaID: id.String(), Pontuacao: d.Score, Limiar: d.Threshold, Resultado: string(d.Outcome),
 					Regras: d.Rules, EventoID: d.EventID.String(), DecididaEm: opsapi.Time(d.DecidedAt)}

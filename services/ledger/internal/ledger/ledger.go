@@ -7,11 +7,11 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/events"
 )
 
@@ -224,24 +224,26 @@ func (r Reader) Sees(a Account) bool {
 	return r.Operator || (a.Holder != "" && a.Holder == r.Client)
 }
 
-// Errors of the account operations.
+// Errors of the account operations, each with its kind and what the
+// client is told.
 var (
 	// ErrAccountNotFound: no account with that id.
-	ErrAccountNotFound = errors.New("account not found")
+	ErrAccountNotFound = errkind.Errorf(errkind.NotFound, "account not found")
 	// ErrCurrencyConflict: the account exists with another currency.
-	ErrCurrencyConflict = errors.New("account exists with another currency")
+	ErrCurrencyConflict = errkind.Errorf(errkind.Conflict, "the account exists with another currency")
 	// ErrHolderConflict: the account exists with another titular.
-	ErrHolderConflict = errors.New("account exists with another titular")
+	ErrHolderConflict = errkind.Errorf(errkind.Conflict, "the account exists with another titular")
 	// ErrNoTitular: the account exists without a titular, and only an
 	// operator may give it one.
-	ErrNoTitular = errors.New("account exists without a titular")
+	ErrNoTitular = errkind.Errorf(errkind.Conflict, "the account exists without a titular; only an operator can give it one")
 	// ErrKeyReused: the idempotency key was used for another request.
-	ErrKeyReused = errors.New("idempotency key reused with another request")
+	ErrKeyReused = errkind.Errorf(errkind.KeyReused, "this Idempotency-Key was used for another deposit")
 	// ErrFundingAccount: funding accounts do not take deposits.
-	ErrFundingAccount = errors.New("funding accounts do not take deposits")
+	ErrFundingAccount = errkind.Errorf(errkind.Validation, "funding accounts do not take deposits")
 	// ErrBalanceOverflow: the deposit would take a balance past what 64
 	// bits of cents hold.
-	ErrBalanceOverflow = errors.New("balance would overflow")
+	ErrBalanceOverflow = &errkind.Error{Kind: errkind.Validation, Detail: "the deposit would overflow a balance",
+		Fields: []errkind.FieldError{{Field: "valorEmCentavos", Message: "too large for this account"}}}
 )
 
 // Store keeps accounts, postings, settlement results and the outbox.

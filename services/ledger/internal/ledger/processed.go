@@ -1,15 +1,16 @@
 package ledger
 
 import (
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/errkind"
 )
 
 // ErrNotProcessed is returned by the store's Processed when the ledger has
 // not settled or rejected the transfer.
-var ErrNotProcessed = errors.New("transfer not processed")
+var ErrNotProcessed = errkind.Errorf(errkind.NotFound, "the ledger has not processed this transfer")
 
 // Processed is how the ledger decided one transfer, for operators: the
 // result, what the TransferenciaAnalisada asked it to move and for whom, as

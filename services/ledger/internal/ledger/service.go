@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/validate"
 )
 
@@ -22,7 +23,7 @@ const (
 )
 
 // FieldError is one invalid input field.
-type FieldError = validate.FieldError
+type FieldError = errkind.FieldError
 
 // ValidationError lists the invalid fields of a request.
 type ValidationError = validate.ValidationError
@@ -146,7 +147,15 @@ func (o OpenOutcome) String() string {
 	return "failed"
 }
 
-// CeilingError is a deposit over the configured ceiling of one deposit.
+// The ledger's own error kinds, validation failures with a problem type
+// and title of their own: only the ledger answers them.
+var (
+	KindDepositCeiling      = errkind.Refine(errkind.Validation, "deposit-over-ceiling", "Deposit over the ceiling of one deposit")
+	KindDepositDailyCeiling = errkind.Refine(errkind.Validation, "deposit-over-daily-ceiling", "Deposits over the client's daily ceiling")
+)
+
+// CeilingError is a deposit over the configured ceiling of one deposit
+// (KindDepositCeiling).
 type CeilingError struct {
 	// MaxCents is the ceiling.
 	MaxCents int64
@@ -154,6 +163,12 @@ type CeilingError struct {
 
 func (e *CeilingError) Error() string {
 	return fmt.Sprintf("a deposit may carry at most %d cents", e.MaxCents)
+}
+
+// Public is e as the client is told it, the ceiling on the amount's field.
+func (e *CeilingError) Public() *errkind.Error {
+	return &errkind.Error{Kind: KindDepositCeiling, Detail: "the deposit is above the ceiling of one deposit",
+		Fields: []errkind.FieldError{{Field: "valorEmCentavos", Message: fmt.Sprintf("must be at most %d", e.MaxCents)}}}
 }
 
 // DailyCeilingError is a deposit that would take its client's deposits
@@ -168,6 +183,12 @@ type DailyCeilingError struct {
 
 func (e *DailyCeilingError) Error() string {
 	return fmt.Sprintf("a client may deposit at most %d cents of %s per day (UTC)", e.MaxCents, e.Currency)
+}
+
+// Public is e as the client is told it (KindDepositDailyCeiling).
+func (e *DailyCeilingError) Public() *errkind.Error {
+	return errkind.Errorf(KindDepositDailyCeiling, "the deposit would take this client's deposits of %s today (UTC) "+
+		"over the daily ceiling of %d cents; nothing was written", e.Currency, e.MaxCents)
 }
 
 // MaxDepositCents is the ceiling of one deposit.

@@ -31,7 +31,6 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 		Handler: opsapi.GetByID(log, "transfer id",
 			// store is read at request time: Routes(nil, ...) lists the routes.
 			func(ctx context.Context, id uuid.UUID) (ledger.Processed, error) { return store.Processed(ctx, id) },
-			ledger.ErrNotProcessed, "the ledger has not processed this transfer",
 			func(_ uuid.UUID, p ledger.Processed) any { return settlement(p) })}}
 }
 

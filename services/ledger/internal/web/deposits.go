@@ -34,12 +34,12 @@ type DepositsPage struct {
 func (h *Handler) deposits(w http.ResponseWriter, r *http.Request) {
 	limit, err := limitParam(r)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	ds, err := h.svc.Deposits(r.Context(), limit)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	page := DepositsPage{Items: make([]DepositRecord, len(ds))}

@@ -1,7 +1,8 @@
 // Package web is the ledger's HTTP API (CONTRACTS.md section 2): open
 // accounts, deposit from the funding account, read balances and postings,
 // and list deposits for operators.
-// Errors are problem+json through pkg/httpapi.
+// Errors are problem+json through pkg/httpapi's one writer; the domain's
+// errors carry their kinds.
 package web
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
@@ -133,7 +135,7 @@ func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.P
 	}
 	a, outcome, err := h.svc.OpenAccount(r.Context(), req.ID, req.Currency, holder, p.Operator())
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	// A claim gives an account opened before ownership its titular, who
@@ -155,12 +157,12 @@ func (h *Handler) openAccountAs(w http.ResponseWriter, r *http.Request, p auth.P
 func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 	id, err := httpapi.PathParam(r, "id")
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	a, err := h.svc.Account(r.Context(), id, reader(r))
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, accountResponse(a))
@@ -169,7 +171,7 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord) {
 	id, err := httpapi.PathParam(r, "id")
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	if ledger.ValidAccountID(id) {
@@ -177,7 +179,7 @@ func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Princ
 	}
 	key, err := httpapi.IdempotencyKey(r)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	audit.Resource("deposit_id", key)
@@ -188,7 +190,7 @@ func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Princ
 	d, replayed, err := h.svc.Deposit(r.Context(), ledger.DepositRequest{ID: key, AccountID: id, AmountCents: req.AmountCents,
 		ClientID: p.Subject, RequestID: httpapi.RequestIDFrom(r.Context())})
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	if replayed {
@@ -204,30 +206,30 @@ func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Princ
 func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 	id, err := httpapi.PathParam(r, "id")
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	limit, err := limitParam(r)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	var before int64
 	v, _, err := httpapi.SearchParam(r, "cursor")
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	if v != "" {
 		if before, err = decodeCursor(v); err != nil {
-			h.fail(w, r, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
-				Fields: []httpapi.FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}})
+			httpapi.WriteError(w, r, h.log, &errkind.Error{Kind: errkind.Malformed, Detail: "invalid query parameter",
+				Fields: []errkind.FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}})
 			return
 		}
 	}
 	ps, more, err := h.svc.Postings(r.Context(), id, before, limit, reader(r))
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	page := PostingsPage{Items: make([]PostingResponse, len(ps))}
@@ -278,46 +280,6 @@ func accountResponse(a ledger.Account) AccountResponse {
 	return AccountResponse{ID: a.ID, Currency: a.Currency, BalanceCents: a.BalanceCents, Holder: a.Holder}
 }
 
-// fail maps domain errors to the suite's error kinds; anything else is a
-// 500 whose cause is logged, not shown.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var (
-		ve *ledger.ValidationError
-		ce *ledger.CeilingError
-		de *ledger.DailyCeilingError
-	)
-	switch {
-	case errors.As(err, &ve):
-		fields := make([]httpapi.FieldError, len(ve.Fields))
-		for i, f := range ve.Fields {
-			fields[i] = httpapi.FieldError{Field: f.Field, Message: f.Message}
-		}
-		err = &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the request breaks a rule", Fields: fields}
-	case errors.Is(err, ledger.ErrAccountNotFound):
-		err = httpapi.Errorf(httpapi.KindNotFound, "account not found")
-	case errors.Is(err, ledger.ErrCurrencyConflict):
-		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another currency")
-	case errors.Is(err, ledger.ErrHolderConflict):
-		err = httpapi.Errorf(httpapi.KindConflict, "the account exists with another titular")
-	case errors.Is(err, ledger.ErrNoTitular):
-		err = httpapi.Errorf(httpapi.KindConflict, "the account exists without a titular; only an operator can give it one")
-	case errors.As(err, &ce):
-		err = &httpapi.Error{Kind: httpapi.KindDepositCeiling, Detail: "the deposit is above the ceiling of one deposit",
-			Fields: []httpapi.FieldError{{Field: "valorEmCentavos", Message: fmt.Sprintf("must be at most %d", ce.MaxCents)}}}
-	case errors.As(err, &de):
-		err = httpapi.Errorf(httpapi.KindDepositDailyCeiling,
-			"the deposit would take this client's deposits of %s today (UTC) over the daily ceiling of %d cents; nothing was written", de.Currency, de.MaxCents)
-	case errors.Is(err, ledger.ErrKeyReused):
-		err = httpapi.Errorf(httpapi.KindKeyReused, "this %s was used for another deposit", HeaderIdempotencyKey)
-	case errors.Is(err, ledger.ErrFundingAccount):
-		err = httpapi.Errorf(httpapi.KindValidation, "funding accounts do not take deposits")
-	case errors.Is(err, ledger.ErrBalanceOverflow):
-		err = &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the deposit would overflow a balance",
-			Fields: []httpapi.FieldError{{Field: "valorEmCentavos", Message: "too large for this account"}}}
-	}
-	httpapi.WriteError(w, r, h.log, err)
-}
-
 // limitParam reads the page size of a listing: the query parameter limite,
 // given at most once, an integer when given (an empty value is not), and
 // ledger.DefaultPageSize when absent. The service checks its range.
@@ -328,8 +290,8 @@ func limitParam(r *http.Request) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return 0, &httpapi.Error{Kind: httpapi.KindMalformed, Detail: "invalid query parameter",
-			Fields: []httpapi.FieldError{{Field: "limite", Message: "must be an integer"}}}
+		return 0, &errkind.Error{Kind: errkind.Malformed, Detail: "invalid query parameter",
+			Fields: []errkind.FieldError{{Field: "limite", Message: "must be an integer"}}}
 	}
 	return n, nil
 }
@@ -343,7 +305,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
 		err = httpapi.DecodeStrict(body, dst)
 	}
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return false
 	}
 	return true

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
@@ -854,6 +856,53 @@ func TestDepositBalanceOnlyForTheTitular(t *testing.T) {
 		}
 		if r.body["valorEmCentavos"] != 350.0 || r.body["contaId"] != "CC-001" {
 			t.Errorf("deposit by %s: %s, want the deposit's amount and account", tc.name, r.rawBody)
+		}
+	}
+}
+
+// TestLedgerErrorsCarryTheirProblems: each error of the ledger's domain,
+// wrapped as the store wraps it, is answered through the one writer with
+// the status, type, title, detail and fields the API documents
+// (docs/api.md, openapi.yaml), the ceilings with the ledger's own types.
+func TestLedgerErrorsCarryTheirProblems(t *testing.T) {
+	t.Parallel()
+	const base = "https://paysuite.dev/problems/"
+	amount := func(msg string) []errkind.FieldError {
+		return []errkind.FieldError{{Field: "valorEmCentavos", Message: msg}}
+	}
+	for _, tt := range []struct {
+		err  error
+		want httpapi.Problem
+	}{
+		{&ledger.ValidationError{Fields: []ledger.FieldError{{Field: "limite", Message: "must be from 1 to 200"}}},
+			httpapi.Problem{Type: base + "validation-failed", Title: "Validation failed", Status: 422, Detail: "the request breaks a rule",
+				Errors: []errkind.FieldError{{Field: "limite", Message: "must be from 1 to 200"}}}},
+		{ledger.ErrAccountNotFound, httpapi.Problem{Type: base + "not-found", Title: "Not found", Status: 404, Detail: "account not found"}},
+		{ledger.ErrCurrencyConflict, httpapi.Problem{Type: base + "conflict", Title: "Conflict", Status: 409, Detail: "the account exists with another currency"}},
+		{ledger.ErrHolderConflict, httpapi.Problem{Type: base + "conflict", Title: "Conflict", Status: 409, Detail: "the account exists with another titular"}},
+		{ledger.ErrNoTitular, httpapi.Problem{Type: base + "conflict", Title: "Conflict", Status: 409,
+			Detail: "the account exists without a titular; only an operator can give it one"}},
+		{&ledger.CeilingError{MaxCents: 1000}, httpapi.Problem{Type: base + "deposit-over-ceiling", Title: "Deposit over the ceiling of one deposit",
+			Status: 422, Detail: "the deposit is above the ceiling of one deposit", Errors: amount("must be at most 1000")}},
+		{&ledger.DailyCeilingError{MaxCents: 10000, Currency: "BRL"}, httpapi.Problem{Type: base + "deposit-over-daily-ceiling",
+			Title: "Deposits over the client's daily ceiling", Status: 422,
+			Detail: "the deposit would take this client's deposits of BRL today (UTC) over the daily ceiling of 10000 cents; nothing was written"}},
+		{ledger.ErrKeyReused, httpapi.Problem{Type: base + "idempotency-key-reused", Title: "Idempotency-Key reused with another payload", Status: 422,
+			Detail: "this Idempotency-Key was used for another deposit"}},
+		{ledger.ErrFundingAccount, httpapi.Problem{Type: base + "validation-failed", Title: "Validation failed", Status: 422,
+			Detail: "funding accounts do not take deposits"}},
+		{ledger.ErrBalanceOverflow, httpapi.Problem{Type: base + "validation-failed", Title: "Validation failed", Status: 422,
+			Detail: "the deposit would overflow a balance", Errors: amount("too large for this account")}},
+		{ledger.ErrNotProcessed, httpapi.Problem{Type: base + "not-found", Title: "Not found", Status: 404, Detail: "the ledger has not processed this transfer"}},
+	} {
+		rec := httptest.NewRecorder()
+		httpapi.WriteError(rec, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/contas/CC-1/depositos", nil),
+			slog.New(slog.DiscardHandler), fmt.Errorf("deposit: %w", tt.err))
+		var got httpapi.Problem
+		err := json.Unmarshal(rec.Body.Bytes(), &got)
+		tt.want.Instance = "/contas/CC-1/depositos"
+		if diff := cmp.Diff(tt.want, got); err != nil || diff != "" || rec.Code != tt.want.Status {
+			t.Errorf("%v: status %d, %v, problem mismatch (-want +got):\n%s", tt.err, rec.Code, err, diff)
 		}
 	}
 }

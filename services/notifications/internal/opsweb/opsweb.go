@@ -58,7 +58,7 @@ func Routes(store Store, log *slog.Logger) []auth.Route {
 	return []auth.Route{{Method: http.MethodGet, Pattern: "/ops/notificacoes/{id}", Scope: auth.ScopeOperations,
 		Handler: opsapi.GetByID(log, "transfer id",
 			// store is read at request time: Routes(nil, ...) lists the routes.
-			func(ctx context.Context, id uuid.UUID) ([]notify.Record, error) { return store.Records(ctx, id) }, nil, "",
+			func(ctx context.Context, id uuid.UUID) ([]notify.Record, error) { return store.Records(ctx, id) },
 			func(_ uuid.UUID, rs []notify.Record) any {
 				out := Notifications{Notificacoes: make([]Notification, 0, len(rs))}
 				for _, n := range rs {

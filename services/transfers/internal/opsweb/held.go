@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -57,7 +58,6 @@ func heldRoutes(store HeldStore, ledger Ledger, log *slog.Logger) []auth.Route {
 			Handler: opsapi.GetByID(log, "event id",
 				// store is read at request time: routes of a nil store can be listed.
 				func(ctx context.Context, id uuid.UUID) (transfer.HeldResult, error) { return store.GetHeld(ctx, id) },
-				transfer.ErrHeldNotFound, "no held result has this event id",
 				func(_ uuid.UUID, x transfer.HeldResult) any { return toHeld(x) })},
 		{Method: http.MethodPost, Pattern: PathHeldApply, Scope: auth.ScopeOperations,
 			Handler: auth.Audited(log, "held_result.apply", h.apply)},
@@ -132,12 +132,12 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 	}
 	held, err := h.store.GetHeld(r.Context(), id)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	a.Resource("transfer_id", held.TransferID)
 	if held.Resolution != "" {
-		h.fail(w, r, transfer.ErrHeldResolved)
+		httpapi.WriteError(w, r, h.log, transfer.ErrHeldResolved)
 		return
 	}
 	// The middleware verified this token; the ledger checks its scope
@@ -146,15 +146,15 @@ func (h *heldHandler) apply(w http.ResponseWriter, r *http.Request, p auth.Princ
 	ledger, err := h.ledger.Settlement(r.Context(), bearer, held.TransferID)
 	if err != nil && !errors.Is(err, transfer.ErrNoSettlement) {
 		h.log.WarnContext(r.Context(), "read the ledger's record failed", "transfer_id", held.TransferID, "err", err)
-		err = httpapi.Errorf(httpapi.KindUnavailable, "the ledger's record of this transfer could not be read: nothing was changed; try again")
+		err = errkind.Errorf(errkind.Unavailable, "the ledger's record of this transfer could not be read: nothing was changed; try again")
 	}
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	t, err := h.store.ApplyHeld(r.Context(), id, ledger, transfer.Resolution{Operator: p.Subject, Note: reason(httpapi.FirstSearchParam(r, "motivo"))})
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, fromTransfer(t))
@@ -166,12 +166,12 @@ func (h *heldHandler) discard(w http.ResponseWriter, r *http.Request, p auth.Pri
 		return
 	}
 	if err := h.store.DiscardHeld(r.Context(), id, transfer.Resolution{Operator: p.Subject, Note: reason(httpapi.FirstSearchParam(r, "motivo"))}); err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	x, err := h.store.GetHeld(r.Context(), id)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, toHeld(x))
@@ -203,7 +203,7 @@ func (h *heldHandler) onlyReason(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	slices.Sort(others)
-	httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindMalformed,
+	httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Malformed,
 		"unknown parameters %s: a resolution names the held result (path) and the decision (aplicar or descartar), with an optional motivo; the ledger's record is read from the ledger",
 		strings.Join(others, ", ")))
 	return false
@@ -213,25 +213,10 @@ func (h *heldHandler) onlyReason(w http.ResponseWriter, r *http.Request) bool {
 // records who); false when it answered the request instead (400).
 func (h *heldHandler) named(w http.ResponseWriter, r *http.Request, p auth.Principal) bool {
 	if p.Subject == "" {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "the token names no operator (sub)"))
+		httpapi.WriteError(w, r, h.log, opsapi.ErrNoOperator)
 		return false
 	}
 	return true
-}
-
-// fail answers the held-result errors with their problem.
-func (h *heldHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, transfer.ErrHeldNotFound):
-		err = httpapi.Errorf(httpapi.KindNotFound, "no held result has this event id")
-	case errors.Is(err, transfer.ErrHeldResolved):
-		err = httpapi.Errorf(httpapi.KindConflict, "the held result was already applied or discarded")
-	case errors.Is(err, transfer.ErrNotTheSettledTransfer):
-		err = httpapi.Errorf(httpapi.KindConflict, "%s: the result stays held", err.Error())
-	case errors.Is(err, transfer.ErrNoSettlement):
-		err = httpapi.Errorf(httpapi.KindConflict, "the ledger has no record of this transfer id: there is no outcome to apply; the result stays held")
-	}
-	httpapi.WriteError(w, r, h.log, err)
 }
 
 // reason bounds an operator's reason to its column's 200 characters.

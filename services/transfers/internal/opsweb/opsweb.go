@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -62,7 +63,6 @@ func Routes(store Store, ledger Ledger, log *slog.Logger) []auth.Route {
 			Handler: opsapi.GetByID(log, "transfer id",
 				// store is read at request time: routes of a nil store can be listed.
 				func(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) { return store.Get(ctx, id) },
-				transfer.ErrNotFound, "no transfer with this id",
 				func(_ uuid.UUID, t transfer.Transfer) any { return fromTransfer(t) })},
 		{Method: http.MethodGet, Pattern: "/ops/contas/{id}/transferencias", Scope: auth.ScopeOperations, Handler: h.byAccount},
 	}, heldRoutes(store, ledger, log)...)
@@ -80,7 +80,7 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !validAccount(account) {
-		httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindInvalidID, "an account id is 1 to 32 of A-Z a-z 0-9 . _ -"))
+		httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.InvalidID, "an account id is 1 to 32 of A-Z a-z 0-9 . _ -"))
 		return
 	}
 	v, given, err := httpapi.SearchParam(r, "limite")
@@ -102,7 +102,7 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 	if v != "" {
 		at, id, ok := decodeCursor(v)
 		if !ok {
-			httpapi.WriteError(w, r, h.log, httpapi.Errorf(httpapi.KindValidation, "apos is not a cursor of this listing"))
+			httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Validation, "apos is not a cursor of this listing"))
 			return
 		}
 		after, afterID = &at, &id
@@ -160,7 +160,7 @@ func pageLimit(v string, given bool) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > MaxLimit {
-		return 0, httpapi.Errorf(httpapi.KindValidation, "limite must be an integer from 1 to %d", MaxLimit)
+		return 0, errkind.Errorf(errkind.Validation, "limite must be an integer from 1 to %d", MaxLimit)
 	}
 	return n, nil
 }

@@ -1,13 +1,14 @@
 package transfer
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/errkind"
 )
 
 // HeldResult is a result the projection kept because no visible transfer
@@ -80,17 +81,17 @@ type Resolution struct {
 // Errors of held results.
 var (
 	// ErrHeldNotFound: no held result has that event id.
-	ErrHeldNotFound = errors.New("no held result has this event id")
+	ErrHeldNotFound = errkind.Errorf(errkind.NotFound, "no held result has this event id")
 	// ErrHeldResolved: the held result was already applied or discarded.
-	ErrHeldResolved = errors.New("the held result was already resolved")
+	ErrHeldResolved = errkind.Errorf(errkind.Conflict, "the held result was already applied or discarded")
 	// ErrNotTheSettledTransfer: the transfer with the held result's id is
 	// not the one the ledger settled (id, accounts, amount, currency,
 	// client, request or result differ), is not PENDENTE, or does not
-	// exist.
-	ErrNotTheSettledTransfer = errors.New("the transfer is not the one the ledger settled")
+	// exist. The client is told the whole error, which says what differs.
+	ErrNotTheSettledTransfer = &errkind.Error{Kind: errkind.Conflict, Detail: "the transfer is not the one the ledger settled, so the result stays held", Whole: true}
 	// ErrNoSettlement: the ledger has no record of the transfer id (it
 	// never decided it): there is nothing to apply.
-	ErrNoSettlement = errors.New("the ledger has no record of this transfer")
+	ErrNoSettlement = errkind.Errorf(errkind.Conflict, "the ledger has no record of this transfer id: there is no outcome to apply; the result stays held")
 )
 
 // CheckSettlement returns nil when h may be applied to t with the

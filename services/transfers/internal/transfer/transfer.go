@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/validate"
 )
@@ -67,7 +68,7 @@ type Request struct {
 }
 
 // FieldError is one rule a request breaks.
-type FieldError = validate.FieldError
+type FieldError = errkind.FieldError
 
 // ValidationError lists every rule a request breaks.
 type ValidationError = validate.ValidationError
@@ -100,7 +101,7 @@ func (r Request) Validate() error {
 		fs = append(fs, FieldError{Field: "moeda", Message: validate.CurrencyRule})
 	}
 	if len(fs) > 0 {
-		return &ValidationError{Fields: fs}
+		return &ValidationError{Detail: "the transfer breaks the rules of its fields", Fields: fs}
 	}
 	return nil
 }
@@ -206,15 +207,16 @@ const (
 	Held
 )
 
-// Domain errors.
+// Domain errors, each with its kind and what the client is told.
 var (
 	// ErrNotFound: no transfer has that id.
-	ErrNotFound = errors.New("transfer not found")
+	ErrNotFound = errkind.Errorf(errkind.NotFound, "no transfer with this id")
 	// ErrInProgress: another request with the same key is being processed.
-	ErrInProgress = errors.New("a request with this idempotency key is in progress")
+	ErrInProgress = errkind.Errorf(errkind.InProgress, "a request with this Idempotency-Key is still in progress; retry later")
 	// ErrKeyReused: the key was already used with another request body, or
-	// by another client.
-	ErrKeyReused = errors.New("idempotency key reused with a different request")
+	// by another client: the same answer for both, so that nothing tells
+	// whose key it is.
+	ErrKeyReused = errkind.Errorf(errkind.KeyReused, "this Idempotency-Key was already used with a different request body")
 )
 
 // Store keeps transfers. Implementations: postgres.Store.

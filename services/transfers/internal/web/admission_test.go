@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/web"
@@ -101,8 +102,8 @@ func TestShedPostWritesNothingAndReadsAreServed(t *testing.T) {
 		if res.status != http.StatusServiceUnavailable {
 			t.Fatalf("past the bound: POST = %d %s, want 503", res.status, res.body)
 		}
-		if p := res.problem(t); p.Type != httpapi.KindOverloaded.TypeURI() || p.Status != http.StatusServiceUnavailable {
-			t.Errorf("problem %+v: want type %s", p, httpapi.KindOverloaded.TypeURI())
+		if p := res.problem(t); p.Type != httpapi.TypeURI(errkind.Overloaded) || p.Status != http.StatusServiceUnavailable {
+			t.Errorf("problem %+v: want type %s", p, httpapi.TypeURI(errkind.Overloaded))
 		}
 		secs, err := strconv.Atoi(res.header.Get("Retry-After"))
 		if err != nil || secs < 10 || secs > 16 {

@@ -7,7 +7,7 @@ import (
 	"math/big"
 	"testing"
 
-	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
 )
@@ -52,9 +52,9 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 			err = req.Validate()
 		}
 		if err != nil {
-			var pe *httpapi.Error
+			var pe *errkind.Error
 			var ve *transfer.ValidationError
-			if !errors.As(err, &ve) && (!errors.As(err, &pe) || pe.Kind != httpapi.KindMalformed) {
+			if !errors.As(err, &ve) && (!errors.As(err, &pe) || pe.Kind != errkind.Malformed) {
 				t.Fatalf("DecodeRequest(%q) error %v, want a malformed problem or a validation error", body, err)
 			}
 			return

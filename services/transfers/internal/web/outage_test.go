@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
@@ -52,8 +53,8 @@ func TestDatabaseOutageAnswers503WithRetryAfter(t *testing.T) {
 				t.Errorf("no Retry-After header")
 			}
 			p := res.problem(t)
-			if p.Type != httpapi.KindUnavailable.TypeURI() {
-				t.Errorf("problem type = %q, want %q", p.Type, httpapi.KindUnavailable.TypeURI())
+			if p.Type != httpapi.TypeURI(errkind.Unavailable) {
+				t.Errorf("problem type = %q, want %q", p.Type, httpapi.TypeURI(errkind.Unavailable))
 			}
 			for _, leak := range []string{proxy.Addr(), "127.0.0.1", "dial", "connect", "postgres"} {
 				if strings.Contains(string(res.body), leak) {

@@ -6,7 +6,6 @@ package web
 
 import (
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -100,7 +100,7 @@ type transferResponse struct {
 
 // DecodeRequest decodes a POST /transferencias body: strict JSON (one
 // object, no unknown fields, no nulls, integers only). Errors are
-// *httpapi.Error of KindMalformed (400) with field errors. The transfer
+// *errkind.Error of errkind.Malformed (400) with field errors. The transfer
 // rules are not checked here: Submit checks them, once, for every caller.
 func DecodeRequest(body []byte) (transfer.Request, error) {
 	var in createRequest
@@ -125,30 +125,30 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 	if h.admit != nil {
 		if ok, retry := h.admit.Admit(p.Subject); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(retry/time.Second)))
-			h.fail(w, r, httpapi.Errorf(httpapi.KindOverloaded,
+			httpapi.WriteError(w, r, h.log, errkind.Errorf(errkind.Overloaded,
 				"the service is behind with the transfers it has taken; retry after the Retry-After seconds"))
 			return
 		}
 	}
 	id, err := httpapi.IdempotencyKey(r)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	audit.Resource("transfer_id", id)
 	body, err := httpapi.ReadJSONBody(w, r)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	req, err := DecodeRequest(body)
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	first, err := json.Marshal(createResponse{ID: id.String(), Status: string(transfer.StatusPending)})
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	resp, replayed, err := h.svc.Submit(r.Context(), transfer.Submission{
@@ -160,10 +160,7 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 	})
 	h.idem.Submitted(replayed, err)
 	if err != nil {
-		if errors.Is(err, transfer.ErrInProgress) {
-			w.Header().Set("Retry-After", "1")
-		}
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	if replayed {
@@ -183,12 +180,12 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := httpapi.PathUUID(r, "id", "transfer id")
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	t, err := h.svc.Get(r.Context(), id, transfer.Viewer{Client: p.Subject, All: p.Operator()})
 	if err != nil {
-		h.fail(w, r, err)
+		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	out := transferResponse{
@@ -212,31 +209,4 @@ func (h *Handler) spec(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/yaml")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(h.openapi)
-}
-
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	httpapi.WriteError(w, r, h.log, problemOf(err))
-}
-
-// problemOf maps domain errors to the suite's error kinds; anything
-// unknown stays as it is and becomes a logged 500.
-func problemOf(err error) error {
-	var ve *transfer.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		fields := make([]httpapi.FieldError, len(ve.Fields))
-		for i, f := range ve.Fields {
-			fields[i] = httpapi.FieldError{Field: f.Field, Message: f.Message}
-		}
-		return &httpapi.Error{Kind: httpapi.KindValidation, Detail: "the transfer breaks the rules of its fields", Fields: fields}
-	case errors.Is(err, transfer.ErrKeyReused):
-		// The same answer for another body and for another client's key:
-		// nothing tells whose key it is.
-		return httpapi.Errorf(httpapi.KindKeyReused, "this Idempotency-Key was already used with a different request body")
-	case errors.Is(err, transfer.ErrInProgress):
-		return httpapi.Errorf(httpapi.KindInProgress, "a request with this Idempotency-Key is still in progress; retry later")
-	case errors.Is(err, transfer.ErrNotFound):
-		return httpapi.Errorf(httpapi.KindNotFound, "no transfer with this id")
-	}
-	return err
 }

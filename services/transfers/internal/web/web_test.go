@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
@@ -41,7 +42,7 @@ func TestStatusTable(t *testing.T) {
 		setup func(t *testing.T, h *harness, key string) func()
 		want  int
 		// For problems: the kind and the fields with errors.
-		kind   httpapi.Kind
+		kind   errkind.Kind
 		fields []string
 		// For 202s: whether it is a replay. Their body is always checked.
 		replayed bool
@@ -78,65 +79,65 @@ func TestStatusTable(t *testing.T) {
 			setup: created, want: 202, replayed: true, transfers: 1},
 		// same key, different body
 		{name: "key reused with other amount", body: body(`"CC-001"`, `"CC-002"`, "30001", `"BRL"`), setup: created,
-			want: 422, kind: httpapi.KindKeyReused, transfers: 1},
+			want: 422, kind: errkind.KeyReused, transfers: 1},
 		{name: "key reused with other destination", body: body(`"CC-001"`, `"CC-003"`, "30000", `"BRL"`), setup: created,
-			want: 422, kind: httpapi.KindKeyReused, transfers: 1},
+			want: 422, kind: errkind.KeyReused, transfers: 1},
 		// same key while the first is in flight
-		{name: "in flight", body: validBody, setup: inFlight, want: 409, kind: httpapi.KindInProgress, transfers: 1},
+		{name: "in flight", body: validBody, setup: inFlight, want: 409, kind: errkind.InProgress, transfers: 1},
 		{name: "in flight with other body", body: body(`"CC-001"`, `"CC-002"`, "5", `"BRL"`), setup: inFlight,
-			want: 409, kind: httpapi.KindInProgress, transfers: 1},
+			want: 409, kind: errkind.InProgress, transfers: 1},
 		// missing or non-UUID key
-		{name: "missing key", key: fixedKey(""), body: validBody, want: 400, kind: httpapi.KindInvalidKey},
-		{name: "non-UUID key", key: fixedKey("abc"), body: validBody, want: 400, kind: httpapi.KindInvalidKey},
+		{name: "missing key", key: fixedKey(""), body: validBody, want: 400, kind: errkind.InvalidKey},
+		{name: "non-UUID key", key: fixedKey("abc"), body: validBody, want: 400, kind: errkind.InvalidKey},
 		{name: "UUID without dashes", key: func(k string) string { return strings.ReplaceAll(k, "-", "") }, body: validBody,
-			want: 400, kind: httpapi.KindInvalidKey},
-		{name: "URN UUID", key: func(k string) string { return "urn:uuid:" + k }, body: validBody, want: 400, kind: httpapi.KindInvalidKey},
-		{name: "nil UUID", key: fixedKey(uuid.Nil.String()), body: validBody, want: 400, kind: httpapi.KindInvalidKey},
+			want: 400, kind: errkind.InvalidKey},
+		{name: "URN UUID", key: func(k string) string { return "urn:uuid:" + k }, body: validBody, want: 400, kind: errkind.InvalidKey},
+		{name: "nil UUID", key: fixedKey(uuid.Nil.String()), body: validBody, want: 400, kind: errkind.InvalidKey},
 		// malformed JSON, wrong types, unknown fields
-		{name: "malformed JSON", body: `{"contaOrigem":"CC-001",`, want: 400, kind: httpapi.KindMalformed},
-		{name: "empty body", body: ``, want: 400, kind: httpapi.KindMalformed},
-		{name: "array body", body: `[` + validBody + `]`, want: 400, kind: httpapi.KindMalformed},
-		{name: "null body", body: `null`, want: 400, kind: httpapi.KindMalformed},
-		{name: "trailing data", body: validBody + `{}`, want: 400, kind: httpapi.KindMalformed},
-		{name: "float amount", body: body(`"CC-001"`, `"CC-002"`, "300.5", `"BRL"`), want: 400, kind: httpapi.KindMalformed, fields: []string{"valorEmCentavos"}},
-		{name: "exponent fraction amount", body: body(`"CC-001"`, `"CC-002"`, "3005e-1", `"BRL"`), want: 400, kind: httpapi.KindMalformed, fields: []string{"valorEmCentavos"}},
-		{name: "string amount", body: body(`"CC-001"`, `"CC-002"`, `"30000"`, `"BRL"`), want: 400, kind: httpapi.KindMalformed, fields: []string{"valorEmCentavos"}},
-		{name: "overflowing amount", body: body(`"CC-001"`, `"CC-002"`, "9223372036854775808", `"BRL"`), want: 400, kind: httpapi.KindMalformed, fields: []string{"valorEmCentavos"}},
-		{name: "null amount", body: body(`"CC-001"`, `"CC-002"`, "null", `"BRL"`), want: 400, kind: httpapi.KindMalformed, fields: []string{"valorEmCentavos"}},
-		{name: "number account", body: body(`1`, `"CC-002"`, "30000", `"BRL"`), want: 400, kind: httpapi.KindMalformed, fields: []string{"contaOrigem"}},
+		{name: "malformed JSON", body: `{"contaOrigem":"CC-001",`, want: 400, kind: errkind.Malformed},
+		{name: "empty body", body: ``, want: 400, kind: errkind.Malformed},
+		{name: "array body", body: `[` + validBody + `]`, want: 400, kind: errkind.Malformed},
+		{name: "null body", body: `null`, want: 400, kind: errkind.Malformed},
+		{name: "trailing data", body: validBody + `{}`, want: 400, kind: errkind.Malformed},
+		{name: "float amount", body: body(`"CC-001"`, `"CC-002"`, "300.5", `"BRL"`), want: 400, kind: errkind.Malformed, fields: []string{"valorEmCentavos"}},
+		{name: "exponent fraction amount", body: body(`"CC-001"`, `"CC-002"`, "3005e-1", `"BRL"`), want: 400, kind: errkind.Malformed, fields: []string{"valorEmCentavos"}},
+		{name: "string amount", body: body(`"CC-001"`, `"CC-002"`, `"30000"`, `"BRL"`), want: 400, kind: errkind.Malformed, fields: []string{"valorEmCentavos"}},
+		{name: "overflowing amount", body: body(`"CC-001"`, `"CC-002"`, "9223372036854775808", `"BRL"`), want: 400, kind: errkind.Malformed, fields: []string{"valorEmCentavos"}},
+		{name: "null amount", body: body(`"CC-001"`, `"CC-002"`, "null", `"BRL"`), want: 400, kind: errkind.Malformed, fields: []string{"valorEmCentavos"}},
+		{name: "number account", body: body(`1`, `"CC-002"`, "30000", `"BRL"`), want: 400, kind: errkind.Malformed, fields: []string{"contaOrigem"}},
 		{name: "unknown field (typo)", body: `{"contaOrigem":"CC-001","contaDestino":"CC-002","valorCentavos":30000,"moeda":"BRL"}`,
-			want: 400, kind: httpapi.KindMalformed, fields: []string{"valorCentavos"}},
+			want: 400, kind: errkind.Malformed, fields: []string{"valorCentavos"}},
 		{name: "duplicate key", body: `{"contaOrigem":"CC-001","contaDestino":"CC-002","valorEmCentavos":1,"moeda":"BRL","valorEmCentavos":999999}`,
-			want: 400, kind: httpapi.KindMalformed, fields: []string{"valorEmCentavos"}},
+			want: 400, kind: errkind.Malformed, fields: []string{"valorEmCentavos"}},
 		{name: "field in other case", body: `{"contaOrigem":"CC-001","contaDestino":"CC-002","VALOREMCENTAVOS":30000,"moeda":"BRL"}`,
-			want: 400, kind: httpapi.KindMalformed, fields: []string{"VALOREMCENTAVOS"}},
+			want: 400, kind: errkind.Malformed, fields: []string{"VALOREMCENTAVOS"}},
 		// rule violations
-		{name: "same account", body: body(`"CC-001"`, `"CC-001"`, "30000", `"BRL"`), want: 422, kind: httpapi.KindValidation, fields: []string{"contaDestino"}},
-		{name: "lower-case currency", body: body(`"CC-001"`, `"CC-002"`, "30000", `"brl"`), want: 422, kind: httpapi.KindValidation, fields: []string{"moeda"}},
-		{name: "two-letter currency", body: body(`"CC-001"`, `"CC-002"`, "30000", `"BR"`), want: 422, kind: httpapi.KindValidation, fields: []string{"moeda"}},
-		{name: "zero amount", body: body(`"CC-001"`, `"CC-002"`, "0", `"BRL"`), want: 422, kind: httpapi.KindValidation, fields: []string{"valorEmCentavos"}},
-		{name: "negative amount", body: body(`"CC-001"`, `"CC-002"`, "-1", `"BRL"`), want: 422, kind: httpapi.KindValidation, fields: []string{"valorEmCentavos"}},
-		{name: "amount over 10^15", body: body(`"CC-001"`, `"CC-002"`, "1000000000000001", `"BRL"`), want: 422, kind: httpapi.KindValidation, fields: []string{"valorEmCentavos"}},
-		{name: "missing fields", body: `{}`, want: 422, kind: httpapi.KindValidation, fields: []string{"contaOrigem", "contaDestino", "valorEmCentavos", "moeda"}},
-		{name: "33-character account", body: body(`"`+strings.Repeat("a", 33)+`"`, `"CC-002"`, "30000", `"BRL"`), want: 422, kind: httpapi.KindValidation, fields: []string{"contaOrigem"}},
-		{name: "account with slash", body: body(`"CC-001"`, `"CC/002"`, "30000", `"BRL"`), want: 422, kind: httpapi.KindValidation, fields: []string{"contaDestino"}},
+		{name: "same account", body: body(`"CC-001"`, `"CC-001"`, "30000", `"BRL"`), want: 422, kind: errkind.Validation, fields: []string{"contaDestino"}},
+		{name: "lower-case currency", body: body(`"CC-001"`, `"CC-002"`, "30000", `"brl"`), want: 422, kind: errkind.Validation, fields: []string{"moeda"}},
+		{name: "two-letter currency", body: body(`"CC-001"`, `"CC-002"`, "30000", `"BR"`), want: 422, kind: errkind.Validation, fields: []string{"moeda"}},
+		{name: "zero amount", body: body(`"CC-001"`, `"CC-002"`, "0", `"BRL"`), want: 422, kind: errkind.Validation, fields: []string{"valorEmCentavos"}},
+		{name: "negative amount", body: body(`"CC-001"`, `"CC-002"`, "-1", `"BRL"`), want: 422, kind: errkind.Validation, fields: []string{"valorEmCentavos"}},
+		{name: "amount over 10^15", body: body(`"CC-001"`, `"CC-002"`, "1000000000000001", `"BRL"`), want: 422, kind: errkind.Validation, fields: []string{"valorEmCentavos"}},
+		{name: "missing fields", body: `{}`, want: 422, kind: errkind.Validation, fields: []string{"contaOrigem", "contaDestino", "valorEmCentavos", "moeda"}},
+		{name: "33-character account", body: body(`"`+strings.Repeat("a", 33)+`"`, `"CC-002"`, "30000", `"BRL"`), want: 422, kind: errkind.Validation, fields: []string{"contaOrigem"}},
+		{name: "account with slash", body: body(`"CC-001"`, `"CC/002"`, "30000", `"BRL"`), want: 422, kind: errkind.Validation, fields: []string{"contaDestino"}},
 		// body over 64 KiB
-		{name: "body over 64 KiB", body: `{"contaOrigem":"` + strings.Repeat("a", httpapi.MaxBodyBytes) + `"}`, want: 413, kind: httpapi.KindTooLarge},
+		{name: "body over 64 KiB", body: `{"contaOrigem":"` + strings.Repeat("a", httpapi.MaxBodyBytes) + `"}`, want: 413, kind: errkind.TooLarge},
 		// Content-Type not JSON
-		{name: "text/plain", contentType: "text/plain", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
-		{name: "form", contentType: "application/x-www-form-urlencoded", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
-		{name: "no Content-Type", contentType: "-", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
-		{name: "+json type", contentType: "application/vnd.api+json", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
-		{name: "other charset", contentType: "application/json; charset=iso-8859-1", body: validBody, want: 415, kind: httpapi.KindUnsupportedMedia},
-		{name: "braced key", key: func(k string) string { return "{" + k + "}" }, body: validBody, want: 400, kind: httpapi.KindInvalidKey},
+		{name: "text/plain", contentType: "text/plain", body: validBody, want: 415, kind: errkind.UnsupportedMedia},
+		{name: "form", contentType: "application/x-www-form-urlencoded", body: validBody, want: 415, kind: errkind.UnsupportedMedia},
+		{name: "no Content-Type", contentType: "-", body: validBody, want: 415, kind: errkind.UnsupportedMedia},
+		{name: "+json type", contentType: "application/vnd.api+json", body: validBody, want: 415, kind: errkind.UnsupportedMedia},
+		{name: "other charset", contentType: "application/json; charset=iso-8859-1", body: validBody, want: 415, kind: errkind.UnsupportedMedia},
+		{name: "braced key", key: func(k string) string { return "{" + k + "}" }, body: validBody, want: 400, kind: errkind.InvalidKey},
 		// encoded path ids
 		{name: "get with an escaped id", method: http.MethodGet, setup: created, want: 200, transfers: 1,
 			path: func(key string) string { return "/transferencias/%" + fmt.Sprintf("%02X", key[0]) + key[1:] }},
 		// GET
 		{name: "get found", method: http.MethodGet, path: getPath, setup: created, want: 200, transfers: 1},
-		{name: "get unknown", method: http.MethodGet, path: getPath, want: 404, kind: httpapi.KindNotFound},
-		{name: "get non-UUID", method: http.MethodGet, path: func(string) string { return "/transferencias/abc" }, want: 400, kind: httpapi.KindInvalidID},
-		{name: "get nil UUID", method: http.MethodGet, path: func(string) string { return "/transferencias/" + uuid.Nil.String() }, want: 400, kind: httpapi.KindInvalidID},
+		{name: "get unknown", method: http.MethodGet, path: getPath, want: 404, kind: errkind.NotFound},
+		{name: "get non-UUID", method: http.MethodGet, path: func(string) string { return "/transferencias/abc" }, want: 400, kind: errkind.InvalidID},
+		{name: "get nil UUID", method: http.MethodGet, path: func(string) string { return "/transferencias/" + uuid.Nil.String() }, want: 400, kind: errkind.InvalidID},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,10 +182,10 @@ func TestStatusTable(t *testing.T) {
 				t.Fatalf("status = %d, want %d; body %s", r.status, tt.want, r.body)
 			}
 			switch {
-			case tt.kind != "":
+			case tt.kind != (errkind.Kind{}):
 				p := r.problem(t)
-				if p.Type != tt.kind.TypeURI() || p.Status != tt.want || p.Detail == "" {
-					t.Errorf("problem = %+v, want type %s, status %d and a detail", p, tt.kind.TypeURI(), tt.want)
+				if p.Type != httpapi.TypeURI(tt.kind) || p.Status != tt.want || p.Detail == "" {
+					t.Errorf("problem = %+v, want type %s, status %d and a detail", p, httpapi.TypeURI(tt.kind), tt.want)
 				}
 				var got []string
 				for _, f := range p.Errors {
@@ -236,8 +237,8 @@ func TestTwoIdempotencyKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := response{status: res.StatusCode, header: res.Header, body: body}.problem(t)
-	if res.StatusCode != http.StatusBadRequest || p.Type != httpapi.KindInvalidKey.TypeURI() {
-		t.Errorf("got %d %+v, want 400 %s", res.StatusCode, p, httpapi.KindInvalidKey.TypeURI())
+	if res.StatusCode != http.StatusBadRequest || p.Type != httpapi.TypeURI(errkind.InvalidKey) {
+		t.Errorf("got %d %+v, want 400 %s", res.StatusCode, p, httpapi.TypeURI(errkind.InvalidKey))
 	}
 	if n := h.count(t, "transferencia"); n != 0 {
 		t.Errorf("%d transfers, want 0", n)
@@ -330,8 +331,8 @@ func TestConcurrentFirstRequests(t *testing.T) {
 			replays++
 		case r.status == http.StatusConflict:
 			conflicts++
-			if p := r.problem(t); p.Type != httpapi.KindInProgress.TypeURI() {
-				t.Errorf("request %d: problem %s, want %s", i, p.Type, httpapi.KindInProgress.TypeURI())
+			if p := r.problem(t); p.Type != httpapi.TypeURI(errkind.InProgress) {
+				t.Errorf("request %d: problem %s, want %s", i, p.Type, httpapi.TypeURI(errkind.InProgress))
 			}
 			continue
 		default:
@@ -522,7 +523,7 @@ func TestInternalErrors(t *testing.T) {
 				t.Fatalf("status = %d, want 500", res.status)
 			}
 			p := res.problem(t)
-			if p.Type != httpapi.KindInternal.TypeURI() || p.Detail != "internal error" || p.RequestID == "" {
+			if p.Type != httpapi.TypeURI(errkind.Internal) || p.Detail != "internal error" || p.RequestID == "" {
 				t.Errorf("problem = %+v, want internal-error, detail \"internal error\" and a request id", p)
 			}
 			if strings.Contains(string(res.body), "hunter2") {
