@@ -41,7 +41,7 @@ type Config struct {
 	Policy Policy
 	// Publisher writes DLT and retry records; default a
 	// broker.NewDLTProducer of Broker, closed when Run returns.
-	Publisher Publisher
+	Publisher broker.Publisher
 	Logger    *slog.Logger
 	Metrics   *Metrics
 	// Now is the clock, for tests; default time.Now.

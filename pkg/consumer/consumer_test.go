@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
@@ -39,7 +40,7 @@ type policyCase struct {
 var policies = []policyCase{
 	{
 		name:     "blocking",
-		policy:   consumer.Blocking{Backoff: consumer.Backoff{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 300 * time.Millisecond}, Retries: 3},
+		policy:   consumer.Blocking{Backoff: backoff.Exponential{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 300 * time.Millisecond}, Retries: 3},
 		attempts: 4, blocksPartition: true, minSpan: 100*time.Millisecond + 200*time.Millisecond + 300*time.Millisecond,
 	},
 	{
@@ -465,7 +466,7 @@ func partitionsMeet(t *testing.T) (order map[string][]string, timeouts []string)
 			}
 			return nil
 		},
-		Policy:    consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 0},
+		Policy:    consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 0},
 		Publisher: w,
 	}
 	m := startMember(t, cfg)

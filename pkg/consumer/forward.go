@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
@@ -13,7 +14,7 @@ import (
 
 // forwardBackoff paces the retries of a forward to a retry topic or the DLT
 // that the broker did not acknowledge.
-var forwardBackoff = Backoff{Initial: time.Second, Multiplier: 2, Max: 15 * time.Second}
+var forwardBackoff = backoff.Exponential{Initial: time.Second, Multiplier: 2, Max: 15 * time.Second}
 
 // mainTopic is the main topic m belongs to: the topic this loop consumes
 // it from at level 0, the topic whose retry topic that is otherwise. It is

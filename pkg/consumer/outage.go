@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/outage"
 )
 
@@ -30,7 +31,7 @@ import (
 // OutageBackoff paces the retries of a record while a dependency is
 // unavailable: short, so that the flow resumes within a couple of seconds
 // of the dependency's return.
-var OutageBackoff = Backoff{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 2 * time.Second}
+var OutageBackoff = backoff.Exponential{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 2 * time.Second}
 
 // outageMetrics are the consumer's outage figures.
 type outageMetrics struct {

@@ -73,13 +73,6 @@ func DecodeUntil[T any](ms []broker.Record, decode func(i int, m broker.Record) 
 	return vs, nil
 }
 
-// Publisher sends records (DLT and retry topics); broker.NewDLTProducer
-// returns the production one. A record the loop forwards names the
-// partition of the record it came from (broker.Record.Partition); that
-// producer keeps it there when the target topic has that partition, as
-// Spring does.
-type Publisher = broker.Publisher
-
 type permanentError struct{ err error }
 
 func (p permanentError) Error() string { return p.err.Error() }
@@ -101,17 +94,13 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p) || errors.Is(err, events.ErrMalformed)
 }
 
-// Backoff is an exponential delay: Initial, times Multiplier per retry, at
-// most Max; the suite's one retry delay (pkg/backoff).
-type Backoff = backoff.Exponential
-
 // Policy says what happens to a record whose handler failed.
 type Policy interface{ isPolicy() }
 
 // Blocking retries a failed record in place Retries times with Backoff while
 // its partition waits, then sends it to the DLT.
 type Blocking struct {
-	Backoff Backoff
+	Backoff backoff.Exponential
 	Retries int
 }
 
@@ -128,7 +117,7 @@ func (RetryTopics) isPolicy() {}
 // at most 15 s, 5 retries, then the DLT (CONTRACTS.md section 6). The
 // ledger, antifraud and the transfers projection use it, where order per
 // key matters.
-var BlockingRetries = Blocking{Backoff: Backoff{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 15 * time.Second}, Retries: 5}
+var BlockingRetries = Blocking{Backoff: backoff.Exponential{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 15 * time.Second}, Retries: 5}
 
 // DelayedRetryTopics moves a failed record aside to retry topics after 1 s,
 // 2 s and 4 s, 4 attempts in all, then the DLT (CONTRACTS.md section 7):

@@ -18,6 +18,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
@@ -84,7 +85,7 @@ func startWith(t *testing.T, extra map[string]string) *service {
 	cfg.Topics = topics
 	cfg.Group = kafkatest.Group(t, "ledger")
 	cfg.DLTMonitorGroup = kafkatest.Group(t, "ledger-dlt-monitor")
-	cfg.Policy = consumer.Blocking{Backoff: consumer.Backoff{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2}
+	cfg.Policy = consumer.Blocking{Backoff: backoff.Exponential{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2}
 
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	a, _ := background.Serve(t, "ledger", func(ctx context.Context, listening func(net.Addr)) error {

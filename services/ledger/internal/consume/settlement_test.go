@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
@@ -230,7 +231,7 @@ func TestFailingTransferIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 	failing := analysed(t, e.failing.failID, "A", "B", 100)
 	nextID := uuid.New()
 	e.produce(t, failing, analysed(t, nextID, "A", "B", 200))
-	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 500 * time.Millisecond}, Retries: 3}
+	policy := consumer.Blocking{Backoff: backoff.Exponential{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 500 * time.Millisecond}, Retries: 3}
 	e.run(t, policy, false)
 
 	dead := e.readDLT(t, 1)[0]
@@ -298,7 +299,7 @@ func TestPoisonRecordsAreDeadLetteredAtOnce(t *testing.T) {
 		broker.Record{Key: []byte("A"), Value: missing},
 		analysed(t, okID, "A", "B", 100))
 	// A retry would wait 10 s: the test would notice.
-	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
+	policy := consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
 	e.run(t, policy, true)
 
 	dead := e.readDLT(t, 2)
@@ -340,7 +341,7 @@ func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 		analysed(t, ca, "C", "A", 1000), // more than C will hold
 	}
 	e.produce(t, recs...)
-	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 100 * time.Millisecond}, Retries: 2}
+	policy := consumer.Blocking{Backoff: backoff.Exponential{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 100 * time.Millisecond}, Retries: 2}
 	e.run(t, policy, true)
 
 	if o, _ := dlt.ClaimedOrigin(e.readDLT(t, 1)[0]); o.Offset != 1 {
@@ -398,7 +399,7 @@ func TestPoisonInABatchSettlesTheGoodRecordsOnce(t *testing.T) {
 	}
 	e.produce(t, recs...)
 	// A retry would wait 10 s: the test would notice.
-	policy := consumer.Blocking{Backoff: consumer.Backoff{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
+	policy := consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Second, Multiplier: 2, Max: 10 * time.Second}, Retries: 5}
 	start := time.Now()
 	e.run(t, policy, true)
 

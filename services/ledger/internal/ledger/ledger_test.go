@@ -13,6 +13,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/transfersig"
+	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/test/ledgertest"
 )
@@ -185,7 +186,7 @@ func TestServiceValidatesBeforeTheStore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &stubStore{}
 			err := tc.call(ledger.NewService(store, ledger.Rules{}, time.Now))
-			var ve *ledger.ValidationError
+			var ve *validate.ValidationError
 			var fields []string
 			if errors.As(err, &ve) {
 				for _, f := range ve.Fields {

@@ -22,12 +22,6 @@ const (
 	MaxPageSize     = 200
 )
 
-// FieldError is one invalid input field.
-type FieldError = errkind.FieldError
-
-// ValidationError lists the invalid fields of a request.
-type ValidationError = validate.ValidationError
-
 // ValidAccountID reports whether id has the shape of an account id: 1 to 32
 // characters of [A-Za-z0-9._-].
 func ValidAccountID(id string) bool { return validate.AccountID(id) }
@@ -79,22 +73,22 @@ const MaxHolderLen = 255
 // than MaxHolderLen characters, or holding a NUL), ErrCurrencyConflict, ErrHolderConflict and, for a
 // caller who is not an operator, ErrNoTitular.
 func (s *Service) OpenAccount(ctx context.Context, id, currency, holder string, operator bool) (Account, OpenOutcome, error) {
-	var fields []FieldError
+	var fields []errkind.FieldError
 	switch {
 	case !ValidAccountID(id):
-		fields = append(fields, FieldError{Field: "id", Message: validate.AccountRule})
+		fields = append(fields, errkind.FieldError{Field: "id", Message: validate.AccountRule})
 	case strings.HasPrefix(id, FundingPrefix):
-		fields = append(fields, FieldError{Field: "id", Message: "the prefix " + FundingPrefix + " is reserved"})
+		fields = append(fields, errkind.FieldError{Field: "id", Message: "the prefix " + FundingPrefix + " is reserved"})
 	}
 	if !validate.Currency(currency) {
-		fields = append(fields, FieldError{Field: "moeda", Message: validate.CurrencyRule})
+		fields = append(fields, errkind.FieldError{Field: "moeda", Message: validate.CurrencyRule})
 	}
 	// PostgreSQL's text holds no NUL character.
 	if holder == "" || utf8.RuneCountInString(holder) > MaxHolderLen || strings.ContainsRune(holder, 0) {
-		fields = append(fields, FieldError{Field: "titular", Message: fmt.Sprintf("must be a client id of 1 to %d characters, with no NUL", MaxHolderLen)})
+		fields = append(fields, errkind.FieldError{Field: "titular", Message: fmt.Sprintf("must be a client id of 1 to %d characters, with no NUL", MaxHolderLen)})
 	}
 	if len(fields) > 0 {
-		return Account{}, OpenFailed, &ValidationError{Fields: fields}
+		return Account{}, OpenFailed, &validate.ValidationError{Fields: fields}
 	}
 	a, created, err := s.store.CreateAccount(ctx, id, currency, holder)
 	if errors.Is(err, ErrNoTitular) && operator {
@@ -211,7 +205,7 @@ func (s *Service) MaxDepositCents() int64 {
 // replay is not counted again against the daily ceiling.
 func (s *Service) Deposit(ctx context.Context, req DepositRequest) (Deposit, bool, error) {
 	if !validate.AmountCents(req.AmountCents) {
-		return Deposit{}, false, &ValidationError{Fields: []FieldError{{Field: "valorEmCentavos", Message: validate.AmountRule}}}
+		return Deposit{}, false, &validate.ValidationError{Fields: []errkind.FieldError{{Field: "valorEmCentavos", Message: validate.AmountRule}}}
 	}
 	if ceiling := s.MaxDepositCents(); req.AmountCents > ceiling {
 		return Deposit{}, false, &CeilingError{MaxCents: ceiling}
@@ -227,7 +221,7 @@ func (s *Service) Deposit(ctx context.Context, req DepositRequest) (Deposit, boo
 // Returns *ValidationError for a limit outside 1..MaxPageSize.
 func (s *Service) Deposits(ctx context.Context, limit int) ([]Deposit, error) {
 	if limit < 1 || limit > MaxPageSize {
-		return nil, &ValidationError{Fields: []FieldError{{Field: "limite", Message: fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
+		return nil, &validate.ValidationError{Fields: []errkind.FieldError{{Field: "limite", Message: fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
 	}
 	return s.store.Deposits(ctx, limit)
 }
@@ -256,7 +250,7 @@ func (s *Service) Account(ctx context.Context, id string, r Reader) (Account, er
 // limit outside 1..MaxPageSize, and ErrAccountNotFound as Account does.
 func (s *Service) Postings(ctx context.Context, accountID string, before int64, limit int, r Reader) ([]Posting, bool, error) {
 	if limit < 1 || limit > MaxPageSize {
-		return nil, false, &ValidationError{Fields: []FieldError{{Field: "limite", Message: fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
+		return nil, false, &validate.ValidationError{Fields: []errkind.FieldError{{Field: "limite", Message: fmt.Sprintf("must be from 1 to %d", MaxPageSize)}}}
 	}
 	if _, err := s.Account(ctx, accountID, r); err != nil {
 		return nil, false, err

@@ -25,6 +25,7 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/pkg/transfersig"
+	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/web"
@@ -874,7 +875,7 @@ func TestLedgerErrorsCarryTheirProblems(t *testing.T) {
 		err  error
 		want httpapi.Problem
 	}{
-		{&ledger.ValidationError{Fields: []ledger.FieldError{{Field: "limite", Message: "must be from 1 to 200"}}},
+		{&validate.ValidationError{Fields: []errkind.FieldError{{Field: "limite", Message: "must be from 1 to 200"}}},
 			httpapi.Problem{Type: base + "validation-failed", Title: "Validation failed", Status: 422, Detail: "the request breaks a rule",
 				Errors: []errkind.FieldError{{Field: "limite", Message: "must be from 1 to 200"}}}},
 		{ledger.ErrAccountNotFound, httpapi.Problem{Type: base + "not-found", Title: "Not found", Status: 404, Detail: "account not found"}},

@@ -42,12 +42,6 @@ const (
 	PathHeldDiscard = PathHeldOne + "/descartar"
 )
 
-// Held is a held result as operators see it.
-type Held = opsapi.Held
-
-// HeldList is the body of GET /ops/resultados-retidos.
-type HeldList = opsapi.HeldList
-
 // heldRoutes are the routes of held results: list, one, apply (against
 // ledger's record), discard.
 func heldRoutes(store HeldStore, ledger Ledger, log *slog.Logger) []auth.Route {
@@ -72,8 +66,8 @@ type heldHandler struct {
 	log    *slog.Logger
 }
 
-func toHeld(h transfer.HeldResult) Held {
-	out := Held{EventoID: h.EventID.String(), Tipo: h.Type, TransferenciaID: h.TransferID.String(),
+func toHeld(h transfer.HeldResult) opsapi.Held {
+	out := opsapi.Held{EventoID: h.EventID.String(), Tipo: h.Type, TransferenciaID: h.TransferID.String(),
 		Status: string(h.Status), Motivo: h.Reason, Payload: h.Payload, RecebidoEm: opsapi.Time(h.ReceivedAt),
 		Resolucao: h.Resolution, ResolvidoPor: h.ResolvedBy, MotivoResolucao: h.Note}
 	if !json.Valid(out.Payload) {
@@ -89,8 +83,8 @@ func toHeld(h transfer.HeldResult) Held {
 	return out
 }
 
-func fromTransfer(t transfer.Transfer) Transfer {
-	return Transfer{
+func fromTransfer(t transfer.Transfer) opsapi.OperatorTransfer {
+	return opsapi.OperatorTransfer{
 		Transfer: opsapi.Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination,
 			ValorEmCentavos: t.AmountCents, Moeda: t.Currency, Status: string(t.Status), Motivo: t.Reason},
 		ClienteID:     t.Client,
@@ -111,7 +105,7 @@ func (h *heldHandler) list(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	out := HeldList{Resultados: make([]Held, 0, len(rs))}
+	out := opsapi.HeldList{Resultados: make([]opsapi.Held, 0, len(rs))}
 	for _, x := range rs {
 		out.Resultados = append(out.Resultados, toHeld(x))
 	}

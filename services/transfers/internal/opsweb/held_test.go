@@ -14,6 +14,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
@@ -102,7 +103,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 		Payload: []byte(`{"eventoId":"` + evSame.String() + `","transferenciaId":"` + same.String() + `","ocorridoEm":"2026-12-01T10:00:00Z"}`)})
 	hold(transfer.Result{EventID: evOther, TransferID: other, Status: transfer.StatusSettled})
 
-	var list opsweb.HeldList
+	var list opsapi.HeldList
 	if code := ops.Call(http.MethodGet, "/ops/resultados-retidos", &list); code != http.StatusOK || len(list.Resultados) != 2 {
 		t.Fatalf("GET list = %d %+v, want 2 held", code, list)
 	}
@@ -164,14 +165,14 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 		t.Fatalf("after refused applies the transfer is %s, want PENDENTE", s)
 	}
 
-	var applied opsweb.Transfer
+	var applied opsapi.OperatorTransfer
 	if code := apply(evSame, reason, &applied); code != http.StatusOK || applied.Status != "LIQUIDADA" || applied.ID != same.String() {
 		t.Fatalf("apply to the settled transfer = %d %+v, want 200 LIQUIDADA", code, applied)
 	}
 	if s := status(same); s != transfer.StatusSettled {
 		t.Errorf("the settled transfer is %s, want LIQUIDADA", s)
 	}
-	var one opsweb.Held
+	var one opsapi.Held
 	if code := ops.Call(http.MethodGet, "/ops/resultados-retidos/"+evSame.String(), &one); code != http.StatusOK ||
 		one.Resolucao != transfer.ResolutionApplied || one.ResolvidoPor != "ana" || one.MotivoResolucao != "INC-7" || one.ResolvidoEm == "" {
 		t.Errorf("GET the applied one = %d %+v", code, one)
@@ -181,13 +182,13 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	}
 
 	// The other one stays held, listed with the transfer that has its id.
-	list = opsweb.HeldList{}
+	list = opsapi.HeldList{}
 	if code := ops.Call(http.MethodGet, "/ops/resultados-retidos", &list); code != http.StatusOK || len(list.Resultados) != 1 ||
 		list.Resultados[0].EventoID != evOther.String() || list.Resultados[0].Transferencia == nil ||
 		list.Resultados[0].Transferencia.ValorEmCentavos != 100 {
 		t.Fatalf("GET list after the apply = %d %+v, want the other one with its transfer", code, list)
 	}
-	var discarded opsweb.Held
+	var discarded opsapi.Held
 	if code := ops.Call(http.MethodPost, "/ops/resultados-retidos/"+evOther.String()+"/descartar?motivo=not+ours", &discarded); code != http.StatusOK ||
 		discarded.Resolucao != transfer.ResolutionDiscarded || discarded.ResolvidoPor != "ana" {
 		t.Errorf("discard = %d %+v", code, discarded)

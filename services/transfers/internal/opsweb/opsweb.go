@@ -24,13 +24,9 @@ import (
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
-// Transfer is one transfer as operators see it: the fields every view
-// shows, with its client and request id.
-type Transfer = opsapi.OperatorTransfer
-
 // Page is the body of GET /ops/contas/{id}/transferencias.
 type Page struct {
-	Transferencias []Transfer `json:"transferencias"`
+	Transferencias []opsapi.OperatorTransfer `json:"transferencias"`
 	// Proxima is the cursor of the next page (query "apos"); empty on the
 	// last page.
 	Proxima string `json:"proxima,omitempty"`
@@ -112,7 +108,7 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	out := Page{Transferencias: make([]Transfer, 0, len(ts))}
+	out := Page{Transferencias: make([]opsapi.OperatorTransfer, 0, len(ts))}
 	for _, t := range ts {
 		out.Transferencias = append(out.Transferencias, fromTransfer(t))
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/test/opstest"
@@ -63,7 +64,7 @@ VALUES ($1, $2, $3, 100, 'BRL', 'PENDENTE', $4, $4, decode(repeat('ab', 32), 'he
 		t.Errorf("transfers of CC-A mismatch (-want +got):\n%s", diff)
 	}
 
-	var one opsweb.Transfer
+	var one opsapi.OperatorTransfer
 	if code := ops.Get("/ops/transferencias/"+want[0], &one); code != http.StatusOK || one.ClienteID != "loja" || one.ContaOrigem != "CC-A" {
 		t.Errorf("GET one = %d %+v", code, one)
 	}

@@ -67,41 +67,35 @@ type Request struct {
 	Currency    string
 }
 
-// FieldError is one rule a request breaks.
-type FieldError = errkind.FieldError
-
-// ValidationError lists every rule a request breaks.
-type ValidationError = validate.ValidationError
-
 // Validate returns a *ValidationError listing every broken rule, or nil:
 // accounts of 1..32 characters of [A-Za-z0-9._-] and different from each
 // other, an amount of 1..10^15 cents, a currency of three upper-case letters.
 func (r Request) Validate() error {
-	var fs []FieldError
+	var fs []errkind.FieldError
 	account := func(field, v string) {
 		switch {
 		case v == "":
-			fs = append(fs, FieldError{Field: field, Message: "is required"})
+			fs = append(fs, errkind.FieldError{Field: field, Message: "is required"})
 		case !validate.AccountID(v):
-			fs = append(fs, FieldError{Field: field, Message: validate.AccountRule})
+			fs = append(fs, errkind.FieldError{Field: field, Message: validate.AccountRule})
 		}
 	}
 	account("contaOrigem", r.Source)
 	account("contaDestino", r.Destination)
 	if r.Source != "" && r.Source == r.Destination {
-		fs = append(fs, FieldError{Field: "contaDestino", Message: "must differ from contaOrigem"})
+		fs = append(fs, errkind.FieldError{Field: "contaDestino", Message: "must differ from contaOrigem"})
 	}
 	if !validate.AmountCents(r.AmountCents) {
-		fs = append(fs, FieldError{Field: "valorEmCentavos", Message: validate.AmountRule})
+		fs = append(fs, errkind.FieldError{Field: "valorEmCentavos", Message: validate.AmountRule})
 	}
 	switch {
 	case r.Currency == "":
-		fs = append(fs, FieldError{Field: "moeda", Message: "is required"})
+		fs = append(fs, errkind.FieldError{Field: "moeda", Message: "is required"})
 	case !validate.Currency(r.Currency):
-		fs = append(fs, FieldError{Field: "moeda", Message: validate.CurrencyRule})
+		fs = append(fs, errkind.FieldError{Field: "moeda", Message: validate.CurrencyRule})
 	}
 	if len(fs) > 0 {
-		return &ValidationError{Detail: "the transfer breaks the rules of its fields", Fields: fs}
+		return &validate.ValidationError{Detail: "the transfer breaks the rules of its fields", Fields: fs}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
@@ -48,7 +49,7 @@ func TestValidate(t *testing.T) {
 			err := r.Validate()
 			var got []string
 			if err != nil {
-				ve, ok := err.(*transfer.ValidationError)
+				ve, ok := err.(*validate.ValidationError)
 				if !ok {
 					t.Fatalf("Validate() = %T %v, want *ValidationError", err, err)
 				}

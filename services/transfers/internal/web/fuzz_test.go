@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/paysuite/payments/pkg/errkind"
+	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
 )
@@ -53,7 +54,7 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 		}
 		if err != nil {
 			var pe *errkind.Error
-			var ve *transfer.ValidationError
+			var ve *validate.ValidationError
 			if !errors.As(err, &ve) && (!errors.As(err, &pe) || pe.Kind != errkind.Malformed) {
 				t.Fatalf("DecodeRequest(%q) error %v, want a malformed problem or a validation error", body, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
 )
@@ -50,7 +51,7 @@ func TestIdempotencyMetricsCountSubmitsDecision(t *testing.T) {
 		{"replay", true, nil, map[string]float64{"replays": 1, web.ConflictKeyReused: 0, web.ConflictInProgress: 0}},
 		{"key reused", false, transfer.ErrKeyReused, map[string]float64{"replays": 0, web.ConflictKeyReused: 1, web.ConflictInProgress: 0}},
 		{"in progress", false, fmt.Errorf("create: %w", transfer.ErrInProgress), map[string]float64{"replays": 0, web.ConflictKeyReused: 0, web.ConflictInProgress: 1}},
-		{"invalid", false, &transfer.ValidationError{}, map[string]float64{"replays": 0, web.ConflictKeyReused: 0, web.ConflictInProgress: 0}},
+		{"invalid", false, &validate.ValidationError{}, map[string]float64{"replays": 0, web.ConflictKeyReused: 0, web.ConflictInProgress: 0}},
 		{"database error", false, errors.New("connection refused"), map[string]float64{"replays": 0, web.ConflictKeyReused: 0, web.ConflictInProgress: 0}},
 	}
 	for _, tc := range tests {
