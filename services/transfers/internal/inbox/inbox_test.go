@@ -18,8 +18,8 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/services/transfers"
 	"github.com/paysuite/payments/services/transfers/internal/inbox"
 	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/kafkatest"
@@ -176,7 +176,7 @@ func TestCleanup(t *testing.T) {
 		  FROM unnest(ARRAY['a', 'b']) c, unnest(ARRAY[1, 13, 15, 20, 30]) d`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := inbox.Cleanup(ctx, db, platform.DefaultInboxRetention, 2)
+	n, err := inbox.Cleanup(ctx, db, transfers.DefaultInboxRetention, 2)
 	if err != nil || n != 6 {
 		t.Fatalf("Cleanup = %d, %v; want 6", n, err)
 	}
