@@ -126,8 +126,11 @@ func DefaultConfig(service, httpAddr string) Config {
 	return Config{
 		Service:        service,
 		HTTPAddr:       httpAddr,
+		Kafka:          broker.DefaultConfig(),
 		Relay:          outbox.DefaultRelayConfig(),
 		Logical:        outbox.DefaultLogicalConfig(),
+		Auth:           auth.DefaultConfig(),
+		AuthRefusals:   auth.DefaultRefusalLimit,
 		ShutdownDrain:  DefaultShutdownDrain,
 		RequestTimeout: httpapi.DefaultRequestTimeout,
 	}

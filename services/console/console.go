@@ -60,7 +60,7 @@ type Config struct {
 
 // DefaultConfig is the configuration before the environment is read: the
 // defaults that are Go values (the envDefault tags give the others).
-func DefaultConfig() Config { return Config{HTTPAddr: DefaultHTTPAddr} }
+func DefaultConfig() Config { return Config{HTTPAddr: DefaultHTTPAddr, Auth: auth.DefaultConfig()} }
 
 // Variables are the variables ConfigFromEnv reads, with their defaults and
 // descriptions (the binary's --help).
