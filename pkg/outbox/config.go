@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// RelayConfig tunes a relay. DefaultRelayConfig holds every default; a
-// zero field of a RelayConfig built in code takes it.
+// RelayConfig tunes a relay. A zero or negative field takes its default
+// (DefaultRelayConfig).
 type RelayConfig struct {
 	// Name identifies this relay in logs and in locked_by, where each claim
 	// adds its own number ("<name>/<n>"); default host-pid-random.
@@ -61,46 +61,35 @@ type RelayConfig struct {
 // DefaultBatchSize is RelayConfig.BatchSize's default.
 const DefaultBatchSize = 500
 
-// DefaultRelayConfig is a relay's configuration when nothing is set: the
-// one declaration of RelayConfig's defaults, which the OUTBOX_* variables
-// show and withDefaults gives a zero field.
-func DefaultRelayConfig() RelayConfig {
-	return RelayConfig{
-		BatchSize:       DefaultBatchSize,
-		Workers:         2,
-		Lease:           30 * time.Second,
-		SendTimeout:     15 * time.Second,
-		PollInterval:    500 * time.Millisecond,
-		MaxAttempts:     12,
-		BackoffBase:     500 * time.Millisecond,
-		BackoffMax:      time.Minute,
-		Retention:       7 * 24 * time.Hour,
-		CleanupInterval: time.Minute,
-		CleanupBatch:    1000,
-		StatsInterval:   2 * time.Second,
-	}
-}
+// DefaultRelayConfig is a relay's configuration when nothing is set (but
+// its Name): what the OUTBOX_* variables default to.
+func DefaultRelayConfig() RelayConfig { return RelayConfig{}.withDefaultValues() }
 
-// withDefaults is c with every zero or negative field set from
-// DefaultRelayConfig, and a Name made up when it has none.
+// withDefaults is c with a Name made up when it has none, and every zero or
+// negative field set to its default.
 func (c RelayConfig) withDefaults() RelayConfig {
 	if c.Name == "" {
 		host, _ := os.Hostname()
 		c.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
 	}
-	d := DefaultRelayConfig()
-	setDefault(&c.BatchSize, d.BatchSize)
-	setDefault(&c.Workers, d.Workers)
-	setDefault(&c.MaxAttempts, d.MaxAttempts)
-	setDefault(&c.CleanupBatch, d.CleanupBatch)
-	setDefault(&c.Lease, d.Lease)
-	setDefault(&c.SendTimeout, d.SendTimeout)
-	setDefault(&c.PollInterval, d.PollInterval)
-	setDefault(&c.BackoffBase, d.BackoffBase)
-	setDefault(&c.BackoffMax, d.BackoffMax)
-	setDefault(&c.Retention, d.Retention)
-	setDefault(&c.CleanupInterval, d.CleanupInterval)
-	setDefault(&c.StatsInterval, d.StatsInterval)
+	return c.withDefaultValues()
+}
+
+// withDefaultValues is c with every zero or negative field set to its
+// default: the one declaration of RelayConfig's defaults.
+func (c RelayConfig) withDefaultValues() RelayConfig {
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.Workers, 2)
+	setDefault(&c.MaxAttempts, 12)
+	setDefault(&c.CleanupBatch, 1000)
+	setDefault(&c.Lease, 30*time.Second)
+	setDefault(&c.SendTimeout, 15*time.Second)
+	setDefault(&c.PollInterval, 500*time.Millisecond)
+	setDefault(&c.BackoffBase, 500*time.Millisecond)
+	setDefault(&c.BackoffMax, time.Minute)
+	setDefault(&c.Retention, 7*24*time.Hour)
+	setDefault(&c.CleanupInterval, time.Minute)
+	setDefault(&c.StatsInterval, 2*time.Second)
 	return c
 }
 
@@ -132,8 +121,8 @@ func (c RelayConfig) Validate() error {
 	return nil
 }
 
-// LogicalConfig tunes the logical relay. DefaultLogicalConfig holds every
-// default; a zero field of a LogicalConfig built in code takes it.
+// LogicalConfig tunes the logical relay. An empty, zero or negative field
+// takes its default (DefaultLogicalConfig).
 type LogicalConfig struct {
 	// Slot is the replication slot's name (DefaultSlot by default). One
 	// per database: every service has a database of its own.
@@ -167,35 +156,23 @@ type LogicalConfig struct {
 const DefaultSlot = "paysuite_outbox"
 
 // DefaultLogicalConfig is the logical relay's configuration when nothing
-// is set: the one declaration of LogicalConfig's defaults, which the
-// OUTBOX_LOGICAL_* variables show and withDefaults gives a zero field.
-func DefaultLogicalConfig() LogicalConfig {
-	return LogicalConfig{
-		Slot:            DefaultSlot,
-		Publication:     DefaultSlot,
-		StatusInterval:  time.Second,
-		Heartbeat:       10 * time.Second,
-		SettleInterval:  time.Second,
-		RefusalAttempts: 3,
-		TakeoverRetry:   250 * time.Millisecond,
-	}
-}
+// is set: what the OUTBOX_LOGICAL_* variables default to.
+func DefaultLogicalConfig() LogicalConfig { return LogicalConfig{}.withDefaults() }
 
-// withDefaults is c with every empty, zero or negative field set from
-// DefaultLogicalConfig.
+// withDefaults is c with every empty, zero or negative field set to its
+// default: the one declaration of LogicalConfig's defaults.
 func (c LogicalConfig) withDefaults() LogicalConfig {
-	d := DefaultLogicalConfig()
 	if c.Slot == "" {
-		c.Slot = d.Slot
+		c.Slot = DefaultSlot
 	}
 	if c.Publication == "" {
-		c.Publication = d.Publication
+		c.Publication = DefaultSlot
 	}
-	setDefault(&c.StatusInterval, d.StatusInterval)
-	setDefault(&c.Heartbeat, d.Heartbeat)
-	setDefault(&c.SettleInterval, d.SettleInterval)
-	setDefault(&c.TakeoverRetry, d.TakeoverRetry)
-	setDefault(&c.RefusalAttempts, d.RefusalAttempts)
+	setDefault(&c.StatusInterval, time.Second)
+	setDefault(&c.Heartbeat, 10*time.Second)
+	setDefault(&c.SettleInterval, time.Second)
+	setDefault(&c.TakeoverRetry, 250*time.Millisecond)
+	setDefault(&c.RefusalAttempts, 3)
 	return c
 }
 
