@@ -209,13 +209,6 @@ func allLed(meta *kafka.MetadataResponse, specs []TopicSpec) bool {
 // KAFKA_BROKERS is not set: a local development broker.
 const DefaultAddr = "localhost:9092"
 
-// DefaultMaxMessageBytes is the largest record a producer sends when
-// KAFKA_MAX_MESSAGE_BYTES is not set: 1 MiB, the broker's default
-// message.max.bytes.
+// DefaultMaxMessageBytes is KAFKA_MAX_MESSAGE_BYTES' default: 1 MiB, the
+// broker's default message.max.bytes.
 const DefaultMaxMessageBytes = 1 << 20
-
-// DefaultConfig is the configuration before the environment is read: the
-// one declaration of KAFKA_BROKERS' and KAFKA_MAX_MESSAGE_BYTES' defaults.
-func DefaultConfig() Config {
-	return Config{Brokers: []string{DefaultAddr}, MaxMessageBytes: DefaultMaxMessageBytes}
-}

@@ -142,11 +142,10 @@ func Parse(getenv func(string) string, cfg any, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	var twice []error
 	environ := map[string]string{}
 	for _, v := range vars {
 		if v.tagged && !v.value.IsZero() {
-			twice = append(twice, fmt.Errorf("envconfig: %s has two defaults, its envDefault tag and the value %s; declare one", v.Name, format(v.value)))
+			return fmt.Errorf("envconfig: %s has two defaults, its envDefault tag and the value %s; declare one", v.Name, format(v.value))
 		}
 		raw := getenv(v.Name)
 		if !v.keepRaw {
@@ -155,9 +154,6 @@ func Parse(getenv func(string) string, cfg any, opts ...Option) error {
 		if raw != "" {
 			environ[v.Name] = raw
 		}
-	}
-	if len(twice) > 0 {
-		return errors.Join(twice...)
 	}
 	parsers := baseParsers()
 	for _, o := range opts {

@@ -126,7 +126,7 @@ func DefaultConfig(service, httpAddr string) Config {
 	return Config{
 		Service:        service,
 		HTTPAddr:       httpAddr,
-		Kafka:          broker.DefaultConfig(),
+		Kafka:          broker.Config{Brokers: []string{broker.DefaultAddr}, MaxMessageBytes: broker.DefaultMaxMessageBytes},
 		Relay:          outbox.DefaultRelayConfig(),
 		Logical:        outbox.DefaultLogicalConfig(),
 		Auth:           auth.DefaultConfig(),

@@ -86,10 +86,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if _, err := risk.New(cfg.Risk); err != nil {
 		errs = append(errs, err)
 	}
-	if err := envconfig.Join(errs...); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return cfg, envconfig.Join(errs...)
 }
 
 // Run runs the service with cfg, as ConfigFromEnv gives it (Run checks

@@ -143,16 +143,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.MaxDepositCentsPerDay < 1 || cfg.MaxDepositCentsPerDay > MaxDepositCentsPerDayLimit {
 		errs = append(errs, fmt.Errorf("LEDGER_MAX_DEPOSIT_CENTS_PER_DAY: %d is not within 1..%d", cfg.MaxDepositCentsPerDay, int64(MaxDepositCentsPerDayLimit)))
 	}
-	if err := envconfig.Join(errs...); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return cfg, envconfig.Join(errs...)
 }
 
-// policy handles records whose settlement failed for a reason that is not
-// a business rejection: blocking retries, the same record again until it
-// settles. Only this package's tests run the ledger with another
-// (export_test.go), with shorter delays.
+// policy retries a failed settlement (not a business rejection) in place
+// until it settles; only this package's tests run another (export_test.go).
 var policy consumer.Policy = consumer.BlockingRetries
 
 // Run runs the ledger with cfg, as ConfigFromEnv gives it (Run checks

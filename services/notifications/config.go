@@ -166,10 +166,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		cfg.Webhook.Destinations = append(cfg.Webhook.Destinations, d)
 	}
 	errs = append(errs, cfg.validate())
-	if err := envconfig.Join(errs...); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return cfg, envconfig.Join(errs...)
 }
 
 // readSecrets reads the comma-separated secrets of variable name (raw), or
