@@ -58,15 +58,15 @@ type Config struct {
 	Issuer string `env:"AUTH_ISSUER" help:"the iss every token must carry (required)"`
 	// Audience must be one of a token's aud values; DefaultAudience when
 	// empty.
-	Audience string `env:"AUTH_AUDIENCE" envDefault:"paysuite" help:"a value the token's aud must contain"`
+	Audience string `env:"AUTH_AUDIENCE" help:"a value the token's aud must contain"`
 	// RateRPS and RateBurst bound the requests of one client to one
 	// instance (a token bucket per subject).
-	RateRPS   float64 `env:"RATE_LIMIT_RPS" envDefault:"50" help:"requests per second per client and instance"`
-	RateBurst int     `env:"RATE_LIMIT_BURST" envDefault:"100" help:"burst per client and instance"`
+	RateRPS   float64 `env:"RATE_LIMIT_RPS" help:"requests per second per client and instance"`
+	RateBurst int     `env:"RATE_LIMIT_BURST" help:"burst per client and instance"`
 	// MaxTokenLifetime is the longest lifetime a token may claim: exp -
 	// iat, or exp - now (with Leeway) for a token without iat. Zero means
 	// DefaultMaxTokenLifetime.
-	MaxTokenLifetime time.Duration `env:"AUTH_MAX_TOKEN_LIFETIME" envDefault:"24h" help:"longest token lifetime accepted (exp - iat, or exp - now without iat)"`
+	MaxTokenLifetime time.Duration `env:"AUTH_MAX_TOKEN_LIFETIME" help:"longest token lifetime accepted (exp - iat, or exp - now without iat)"`
 	// RequiredType, when set, is the typ header every token must carry
 	// (at+jwt for RFC 9068 access tokens; compared without case and without
 	// an application/ prefix). Empty accepts any typ, as most providers
@@ -75,7 +75,7 @@ type Config struct {
 	// TokenCacheSize is how many verified tokens are remembered, so that a
 	// client's next requests with the same token skip the signature check;
 	// 0 turns the cache off.
-	TokenCacheSize int `env:"AUTH_TOKEN_CACHE_SIZE" envDefault:"10000" help:"verified tokens remembered per instance (0: off)"`
+	TokenCacheSize int `env:"AUTH_TOKEN_CACHE_SIZE" help:"verified tokens remembered per instance (0: off)"`
 }
 
 // Default rate limits per client and instance, and defaults of the token
@@ -90,6 +90,13 @@ const (
 	// AUTH_TOKEN_CACHE_SIZE is not set.
 	DefaultTokenCacheSize = 10_000
 )
+
+// DefaultConfig is the configuration before the environment is read: the
+// one declaration of the AUTH_* and RATE_LIMIT_* defaults.
+func DefaultConfig() Config {
+	return Config{Audience: DefaultAudience, RateRPS: DefaultRateRPS, RateBurst: DefaultRateBurst,
+		MaxTokenLifetime: DefaultMaxTokenLifetime, TokenCacheSize: DefaultTokenCacheSize}
+}
 
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {

@@ -151,8 +151,8 @@ func (l *Limiter) size() int {
 // DefaultRefusalLimit.
 type RefusalLimit struct {
 	// RPS and Burst are the token bucket of one source address.
-	RPS   float64 `env:"AUTH_REFUSED_RATE_RPS" envDefault:"10" help:"refused (401) requests per second per source address and instance; over it, 429"`
-	Burst int     `env:"AUTH_REFUSED_RATE_BURST" envDefault:"100" help:"burst of refused requests per source address and instance"`
+	RPS   float64 `env:"AUTH_REFUSED_RATE_RPS" help:"refused (401) requests per second per source address and instance; over it, 429"`
+	Burst int     `env:"AUTH_REFUSED_RATE_BURST" help:"burst of refused requests per source address and instance"`
 	// ClientIPHeader, when set, is the header in which a trusted proxy in
 	// front of the service puts the client's address (X-Forwarded-For,
 	// X-Real-IP). It is believed only on a connection whose peer is in
@@ -166,7 +166,8 @@ type RefusalLimit struct {
 	TrustedProxies []string `env:"AUTH_TRUSTED_PROXY_CIDRS" help:"comma-separated networks (10.0.0.0/8, 2001:db8::/32, 192.0.2.7) of the proxies whose AUTH_TRUSTED_PROXY_HEADER is believed; required with it"`
 }
 
-// DefaultRefusalLimit is what an unset RefusalLimit means.
+// DefaultRefusalLimit is what an unset RefusalLimit means, and the
+// defaults of AUTH_REFUSED_RATE_RPS and AUTH_REFUSED_RATE_BURST.
 var DefaultRefusalLimit = RefusalLimit{RPS: 10, Burst: 100}
 
 // isZero reports whether l is unset.

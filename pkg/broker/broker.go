@@ -30,12 +30,12 @@ type DialFunc func(ctx context.Context, network, address string) (net.Conn, erro
 // Config says how to reach the cluster.
 type Config struct {
 	// Brokers are the bootstrap brokers; default DefaultAddr.
-	Brokers []string `env:"KAFKA_BROKERS" envDefault:"localhost:9092" help:"comma-separated bootstrap brokers"`
+	Brokers []string `env:"KAFKA_BROKERS" help:"comma-separated bootstrap brokers"`
 	// Dial replaces the default dialer when set (tests).
 	Dial DialFunc `env:"-"`
 	// MaxMessageBytes is the largest record a producer sends; default
-	// 1 MiB, the broker's default message.max.bytes.
-	MaxMessageBytes int64 `env:"KAFKA_MAX_MESSAGE_BYTES" envDefault:"1048576" help:"largest record a producer sends"`
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int64 `env:"KAFKA_MAX_MESSAGE_BYTES" help:"largest record a producer sends"`
 	// Security is the SASL credential and TLS of every connection
 	// (SecuritySettings.Security); the zero value is plaintext without
 	// credentials.
@@ -208,3 +208,7 @@ func allLed(meta *kafka.MetadataResponse, specs []TopicSpec) bool {
 // DefaultAddr is the broker every component and command uses when
 // KAFKA_BROKERS is not set: a local development broker.
 const DefaultAddr = "localhost:9092"
+
+// DefaultMaxMessageBytes is KAFKA_MAX_MESSAGE_BYTES' default: 1 MiB, the
+// broker's default message.max.bytes.
+const DefaultMaxMessageBytes = 1 << 20

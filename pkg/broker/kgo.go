@@ -42,7 +42,7 @@ func (c Config) kgoOpts() ([]kgo.Opt, error) {
 
 func (c Config) maxMessageBytes() int64 {
 	if c.MaxMessageBytes <= 0 {
-		return 1 << 20
+		return DefaultMaxMessageBytes
 	}
 	return c.MaxMessageBytes
 }

@@ -20,7 +20,9 @@
 //
 // A default is the envDefault tag or, without one, the value the struct
 // held before parsing (so a default can be a Go constant, and a service can
-// give a shared field its own default). An empty variable is an unset one.
+// give a shared field its own default), never both: a field with a tag and
+// a value is a declaration error, so that each default is written once. An
+// empty variable is an unset one.
 package envconfig
 
 import (
@@ -29,7 +31,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -54,6 +55,7 @@ type Var struct {
 
 	mask    func(string) string
 	keepRaw bool
+	tagged  bool // the default is an envDefault tag
 	value   reflect.Value
 }
 
@@ -142,6 +144,9 @@ func Parse(getenv func(string) string, cfg any, opts ...Option) error {
 	}
 	environ := map[string]string{}
 	for _, v := range vars {
+		if v.tagged && !v.value.IsZero() {
+			return fmt.Errorf("envconfig: %s has two defaults, its envDefault tag and the value %s; declare one", v.Name, format(v.value))
+		}
 		raw := getenv(v.Name)
 		if !v.keepRaw {
 			raw = strings.TrimSpace(raw)
@@ -223,7 +228,8 @@ func Join(errs ...error) error {
 
 // Vars lists the variables cfg (a struct or a pointer to one) declares, in
 // declaration order, with their defaults. A declaration error (a variable
-// without help) is Parse's to report: the service does not start.
+// without help, or with two defaults) is Parse's to report: the service
+// does not start.
 func Vars(cfg any) []Var {
 	vars, _ := walk(cfg)
 	for i := range vars {
@@ -283,7 +289,7 @@ func walk(cfg any) ([]Var, error) {
 				errs = append(errs, fmt.Errorf("envconfig: %s has no help tag", name))
 			}
 			if def, ok := f.Tag.Lookup("envDefault"); ok {
-				d.Default = def
+				d.Default, d.tagged = def, true
 			} else if !fv.IsZero() {
 				d.Default = format(fv)
 			}
@@ -320,53 +326,6 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// RedactURL is an endpoint URL as logs and stored records may show it:
-// scheme, host and path, without user info, query or fragment, where
-// receivers put their tokens (secret:"endpoint"). A value that does not
-// parse as a URL with a scheme and a host is hidden whole.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return "***"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
-}
-
-// RedactDSN is a database or broker URL as messages may show it: the
-// password of its user info and the value of every query parameter whose
-// name holds "password", "secret" or "token" (any case: password,
-// sslpassword, auth_token) show as xxxxx; host, user, database and the
-// other options stay, so that the message still says where it connected
-// (secret:"url"). A value that does not parse as a URL with a scheme (a
-// key=value DSN may hold a password) is hidden whole.
-func RedactDSN(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
-		return "***"
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		hidden := false
-		for k := range q {
-			if secretParam(k) {
-				q[k] = []string{"xxxxx"}
-				hidden = true
-			}
-		}
-		if hidden {
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.Redacted() // user:xxxxx@
-}
-
-// secretParam reports whether a URL query parameter named k carries a
-// credential.
-func secretParam(k string) bool {
-	k = strings.ToLower(k)
-	return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "token")
 }
 
 // LogValue is the effective configuration of cfg (a struct or a pointer to

@@ -162,6 +162,20 @@ func TestParseRefusesAnUndocumentedVariable(t *testing.T) {
 	}
 }
 
+// A default is declared once: a field with both an envDefault tag and a
+// value before parsing is refused, whichever value it holds.
+func TestParseRefusesTwoDefaults(t *testing.T) {
+	t.Parallel()
+	c := config{URL: "postgres://h/db", Count: 3}
+	err := envconfig.Parse(getenv(nil), &c)
+	if err == nil || !strings.Contains(err.Error(), "T_COUNT has two defaults, its envDefault tag and the value 3") {
+		t.Errorf("Parse = %v, want a refusal of T_COUNT's second default", err)
+	}
+	if err := envconfig.Parse(getenv(map[string]string{"T_URL": "postgres://h/db"}), new(config), envconfig.WithParser(parseLevel)); err != nil {
+		t.Errorf("Parse of a declaration with one default each = %v", err)
+	}
+}
+
 // The configuration logged at start shows every variable and no secret.
 func TestLogValueMasksSecrets(t *testing.T) {
 	t.Parallel()

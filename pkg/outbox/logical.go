@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync/atomic"
 	"time"
 
@@ -47,66 +46,6 @@ import (
 //     provably passed are marked PUBLISHED in one statement (settle.go), so
 //     the gauges, the retention cleanup and the polling relay, if the
 //     service switches back, see the truth.
-
-// LogicalConfig tunes the logical relay. Zero values take the defaults
-// documented on each field.
-type LogicalConfig struct {
-	// Slot is the replication slot's name; default "paysuite_outbox".
-	// One per database: every service has a database of its own.
-	Slot string `env:"OUTBOX_LOGICAL_SLOT" envDefault:"paysuite_outbox" help:"logical replication slot of the logical relay"`
-	// Publication is the publication on outbox_event; default
-	// "paysuite_outbox".
-	Publication string `env:"OUTBOX_LOGICAL_PUBLICATION" envDefault:"paysuite_outbox" help:"publication on outbox_event read by the logical relay"`
-	// StatusInterval is how often the relay reports its position to the
-	// server (and so how far behind confirmed_flush_lsn may be); default 1s.
-	// It must be well under the server's wal_sender_timeout.
-	StatusInterval time.Duration `env:"OUTBOX_LOGICAL_STATUS_INTERVAL" envDefault:"1s" help:"how often the logical relay confirms its position"`
-	// Heartbeat is how often an idle relay writes a heartbeat message into
-	// the WAL so that its slot advances; default 10s.
-	Heartbeat time.Duration `env:"OUTBOX_LOGICAL_HEARTBEAT" envDefault:"10s" help:"heartbeat of an idle logical relay, so its slot releases WAL"`
-	// SettleInterval is how often published rows are marked PUBLISHED in
-	// the table, in one statement; default 1s. Each settle's statement
-	// writes every row published since the last one, and the stream then
-	// decodes that write: the shorter the interval, the smaller each burst
-	// in front of newer commits.
-	SettleInterval time.Duration `env:"OUTBOX_LOGICAL_SETTLE_INTERVAL" envDefault:"1s" help:"how often the logical relay marks the rows it published"`
-	// RefusalAttempts is how many times an event the broker refuses (too
-	// large, unknown topic, missing ACL) is tried before it turns DEAD;
-	// default 3. The stream waits meanwhile, so it is small.
-	RefusalAttempts int `env:"OUTBOX_LOGICAL_REFUSAL_ATTEMPTS" envDefault:"3" help:"tries of an event the broker refuses before the logical relay sets it DEAD"`
-	// TakeoverRetry is how often a standby instance tries to take the slot
-	// over; default 250ms.
-	TakeoverRetry time.Duration `env:"OUTBOX_LOGICAL_TAKEOVER_RETRY" envDefault:"250ms" help:"how often a waiting logical relay tries to take the slot"`
-}
-
-func (c LogicalConfig) withDefaults() LogicalConfig {
-	if c.Slot == "" {
-		c.Slot = "paysuite_outbox"
-	}
-	if c.Publication == "" {
-		c.Publication = "paysuite_outbox"
-	}
-	setDefault(&c.StatusInterval, time.Second)
-	setDefault(&c.Heartbeat, 10*time.Second)
-	setDefault(&c.SettleInterval, time.Second)
-	setDefault(&c.TakeoverRetry, 250*time.Millisecond)
-	setDefault(&c.RefusalAttempts, 3)
-	return c
-}
-
-var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
-
-// Validate reports a slot or publication name PostgreSQL would not take
-// as a plain identifier.
-func (c LogicalConfig) Validate() error {
-	d := c.withDefaults()
-	for _, n := range []string{d.Slot, d.Publication} {
-		if !identifierRE.MatchString(n) {
-			return fmt.Errorf("outbox logical relay: %q is not a valid slot or publication name (lower case letters, digits, _)", n)
-		}
-	}
-	return nil
-}
 
 // LogicalRelay publishes committed outbox events read from the WAL. Any
 // number may run against one database: one streams, the others wait.

@@ -26,7 +26,7 @@ const slotUnlockSQL = `SELECT pg_advisory_unlock(hashtext('outbox_logical_slot')
 // slotName is the configured slot, or one derived from the database name:
 // slots are per cluster, and every service database needs its own.
 func (r *LogicalRelay) slotName() string {
-	if r.cfg.Slot != "paysuite_outbox" {
+	if r.cfg.Slot != DefaultSlot {
 		return r.cfg.Slot
 	}
 	return SlotFor(r.ob.db.Config().ConnConfig.Database, r.cfg.Slot)
@@ -212,7 +212,7 @@ func (r *LogicalRelay) readDrain(ctx context.Context, after, maxSeq int64) ([]cl
 func LeftBehindSlot(ctx context.Context, db *postgres.DB, cfg LogicalConfig) (string, bool, error) {
 	cfg = cfg.withDefaults()
 	slot := cfg.Slot
-	if slot == "paysuite_outbox" {
+	if slot == DefaultSlot {
 		slot = SlotFor(db.Config().ConnConfig.Database, slot)
 	}
 	var found bool

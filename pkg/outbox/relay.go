@@ -2,15 +2,12 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/broker"
@@ -22,106 +19,6 @@ import (
 // record was acknowledged, or broker.PublishErrors (aligned with the
 // records) or another error.
 type Publisher = broker.Publisher
-
-// RelayConfig tunes a relay. Zero values take the defaults documented on
-// each field.
-type RelayConfig struct {
-	// Name identifies this relay in logs and in locked_by, where each claim
-	// adds its own number ("<name>/<n>"); default host-pid-random.
-	Name string
-	// BatchSize is how many events one claim takes, and so the records of
-	// one Publish call; default DefaultBatchSize.
-	BatchSize int `env:"OUTBOX_BATCH_SIZE" envDefault:"500" help:"events claimed per relay batch"`
-	// Workers is how many claim-send-mark loops run at once; default 2.
-	Workers int `env:"OUTBOX_WORKERS" envDefault:"2" help:"claim-send-mark loops per relay"`
-	// Lease is the longest a claim is owned by a live relay before another
-	// relay may reclaim it; default 30s. A dead relay's claims are free at
-	// once (see liveness.go), so the lease only bounds a relay that is alive
-	// but stuck. The relay never sends past its lease: the sends of a batch
-	// stop LeaseMargin before it ends, and what is left goes back to the
-	// queue. It must be at least SendTimeout + LeaseMargin + 1s (Validate).
-	Lease time.Duration `env:"OUTBOX_LEASE" envDefault:"30s" help:"longest a claimed batch belongs to a live relay; at least OUTBOX_SEND_TIMEOUT + 2s"`
-	// SendTimeout bounds one publish call; default 15s.
-	SendTimeout time.Duration `env:"OUTBOX_SEND_TIMEOUT" envDefault:"15s" help:"bound of one broker call of the relay"`
-	// PollInterval is the fallback scan when no wake-up arrives, and so the
-	// longest a dead relay's claims wait to be taken over; default 500ms.
-	PollInterval time.Duration `env:"OUTBOX_POLL_INTERVAL" envDefault:"500ms" help:"fallback scan when no wake-up arrives"`
-	// MaxAttempts is how many times the broker may refuse an event itself
-	// (too large, corrupt, invalid: see Refused) before it turns DEAD;
-	// default 12. Other failures (broker unreachable, leader moving,
-	// authorization, unknown topic) are retried with the backoff for as
-	// long as they last and never count toward DEAD: an outage never kills
-	// events, it shows as the age of the oldest pending event and as
-	// outbox_send_failures_total{cause}. Events that failed because the
-	// broker could not be reached are due again as soon as the broker takes
-	// a send (waiting.go).
-	MaxAttempts int `env:"OUTBOX_MAX_ATTEMPTS" envDefault:"12" help:"broker refusals of an event before it goes DEAD"`
-	// BackoffBase and BackoffMax shape the exponential retry delay (with
-	// jitter); defaults 500ms and 60s.
-	BackoffBase time.Duration `env:"OUTBOX_BACKOFF_BASE" envDefault:"500ms" help:"first retry delay, doubled per attempt, with jitter"`
-	BackoffMax  time.Duration `env:"OUTBOX_BACKOFF_MAX" envDefault:"1m" help:"retry delay cap"`
-	// Retention is how long PUBLISHED rows are kept; default 7 days.
-	Retention time.Duration `env:"OUTBOX_RETENTION" envDefault:"168h" help:"how long PUBLISHED rows are kept"`
-	// CleanupInterval and CleanupBatch pace the deletion of old published
-	// rows; defaults 1 minute and 1000 rows per statement.
-	CleanupInterval time.Duration
-	CleanupBatch    int
-	// StatsInterval is how often the gauges are refreshed; default 2s.
-	StatsInterval time.Duration
-	// DisableListen turns off LISTEN (cross-process wake-ups).
-	DisableListen bool
-}
-
-func (c RelayConfig) withDefaults() RelayConfig {
-	if c.Name == "" {
-		host, _ := os.Hostname()
-		c.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
-	}
-	setDefault(&c.BatchSize, DefaultBatchSize)
-	setDefault(&c.Workers, 2)
-	setDefault(&c.MaxAttempts, 12)
-	setDefault(&c.CleanupBatch, 1000)
-	setDefault(&c.Lease, 30*time.Second)
-	setDefault(&c.SendTimeout, 15*time.Second)
-	setDefault(&c.PollInterval, 500*time.Millisecond)
-	setDefault(&c.BackoffBase, 500*time.Millisecond)
-	setDefault(&c.BackoffMax, 60*time.Second)
-	setDefault(&c.Retention, 7*24*time.Hour)
-	setDefault(&c.CleanupInterval, time.Minute)
-	setDefault(&c.StatsInterval, 2*time.Second)
-	return c
-}
-
-// setDefault sets *v to d when *v is zero or negative: the rule of every
-// numeric field of RelayConfig and LogicalConfig.
-func setDefault[T int | time.Duration](v *T, d T) {
-	if *v <= 0 {
-		*v = d
-	}
-}
-
-// DefaultBatchSize is RelayConfig.BatchSize's default.
-const DefaultBatchSize = 500
-
-// LeaseMargin is how long before its lease ends a relay stops sending the
-// batch: room for the last send to be cut off and for the marks.
-const LeaseMargin = time.Second
-
-// Validate reports a configuration under which a relay could still be
-// sending when its lease ends, so that another relay would send the same
-// events again, possibly ahead of the older ones of their key. Services
-// refuse to start with it. Zero values are read as their defaults.
-func (c RelayConfig) Validate() error {
-	d := c.withDefaults()
-	if min := d.SendTimeout + LeaseMargin + time.Second; d.Lease < min {
-		return fmt.Errorf("outbox relay: lease %v must be at least the send timeout %v + %v (OUTBOX_LEASE >= OUTBOX_SEND_TIMEOUT + %v)",
-			d.Lease, d.SendTimeout, LeaseMargin+time.Second, LeaseMargin+time.Second)
-	}
-	if d.BackoffBase > d.BackoffMax {
-		return fmt.Errorf("outbox relay: backoff base %v exceeds backoff max %v", d.BackoffBase, d.BackoffMax)
-	}
-	return nil
-}
 
 // Relay publishes committed outbox events. Any number of relays, in one
 // process or many, may run against one database.

@@ -13,12 +13,6 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 )
 
-// DefaultInboxRetention is how long processed-event rows are kept by
-// default: longer than a record can come back (the topics' 7-day
-// retention, then a DLT record replayed up to 7 days later), so that a
-// redelivery still finds its row.
-const DefaultInboxRetention = 14 * 24 * time.Hour
-
 // Config is what every service reads the same way: the one declaration of
 // the common variables (pkg/envconfig's tags), embedded in each service's
 // configuration. DefaultConfig gives a service's defaults.
@@ -47,9 +41,6 @@ type Config struct {
 	Logical outbox.LogicalConfig
 	// MigrateOnStart applies migrations at start.
 	MigrateOnStart bool `env:"MIGRATE_ON_START" envDefault:"true" help:"apply the migrations at start (<service> migrate applies them and exits)"`
-	// InboxRetention is how long the transfers projection's processed-event
-	// rows are kept (default DefaultInboxRetention).
-	InboxRetention time.Duration `env:"INBOX_RETENTION" help:"how long the transfers projection's processed-event rows are kept"`
 	// RelayDisabled turns the outbox relay off (OUTBOX_RELAY_ENABLED=false)
 	// when Debezium's outbox router publishes instead. The zero value runs
 	// the relay.
@@ -72,7 +63,7 @@ type Config struct {
 	// a database or broker that does not answer, or a commit waiting for
 	// a stopped synchronous standby, gets a 503 within it rather than a
 	// client left hanging. Shorter than clients' timeouts.
-	RequestTimeout time.Duration `env:"HTTP_REQUEST_TIMEOUT" envDefault:"3s" help:"longest a request's work may take before it is answered 503; 100ms to 1m"`
+	RequestTimeout time.Duration `env:"HTTP_REQUEST_TIMEOUT" help:"longest a request's work may take before it is answered 503; 100ms to 1m"`
 }
 
 // Negated is a boolean variable that says the opposite of its field
@@ -129,12 +120,17 @@ func ValidateRequestTimeout(d time.Duration) error {
 
 // DefaultConfig is the common configuration of service, listening on
 // httpAddr, before the environment is read: the defaults that are Go
-// constants (the envDefault tags give the others).
+// values (the envDefault tags give the others; a field has one or the
+// other, never both).
 func DefaultConfig(service, httpAddr string) Config {
 	return Config{
 		Service:        service,
 		HTTPAddr:       httpAddr,
-		InboxRetention: DefaultInboxRetention,
+		Kafka:          broker.Config{Brokers: []string{broker.DefaultAddr}, MaxMessageBytes: broker.DefaultMaxMessageBytes},
+		Relay:          outbox.DefaultRelayConfig(),
+		Logical:        outbox.DefaultLogicalConfig(),
+		Auth:           auth.DefaultConfig(),
+		AuthRefusals:   auth.DefaultRefusalLimit,
 		ShutdownDrain:  DefaultShutdownDrain,
 		RequestTimeout: httpapi.DefaultRequestTimeout,
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/broker"
@@ -19,6 +20,8 @@ import (
 type serviceConfig struct {
 	platform.Config
 	Token string `env:"TEST_SERVICE_TOKEN" secret:"true" help:"a service secret"`
+	// InboxRetention is a setting of the service's own, beside the common ones.
+	InboxRetention time.Duration `env:"INBOX_RETENTION" envDefault:"336h" help:"how long processed-event rows are kept"`
 }
 
 // The effective configuration is logged once at start, in one

@@ -86,14 +86,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if _, err := risk.New(cfg.Risk); err != nil {
 		errs = append(errs, err)
 	}
-	if err := envconfig.Join(errs...); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return cfg, envconfig.Join(errs...)
 }
 
-// Run runs the service with cfg and log (platform.Main reads them and
-// starts tracing) until ctx is cancelled. It builds, in order, the risk
+// Run runs the service with cfg, as ConfigFromEnv gives it (Run checks
+// nothing again), and log (platform.Main reads them and starts tracing)
+// until ctx is cancelled. It builds, in order, the risk
 // engine, the metrics registry and the authenticator, the pool and its
 // migrations, the Kafka producer, the outbox and its relay, the analysis
 // service, the consumer of the requested topic and the router (/healthz,
@@ -102,13 +100,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // pool and the authenticator. listening, if not nil, receives the HTTP
 // address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
-	cfg.Service = Service
-	if cfg.Group == "" {
-		cfg.Group = DefaultGroup
-	}
-	if cfg.BatchMax < 1 {
-		cfg.BatchMax = DefaultBatchMax
-	}
 	engine, err := risk.New(cfg.Risk)
 	if err != nil {
 		return err

@@ -58,15 +58,19 @@ type Config struct {
 	OIDC OIDCConfig
 }
 
+// DefaultConfig is the configuration before the environment is read: the
+// defaults that are Go values (the envDefault tags give the others).
+func DefaultConfig() Config { return Config{HTTPAddr: DefaultHTTPAddr, Auth: auth.DefaultConfig()} }
+
 // Variables are the variables ConfigFromEnv reads, with their defaults and
 // descriptions (the binary's --help).
-func Variables() []envconfig.Var { return envconfig.Vars(Config{HTTPAddr: DefaultHTTPAddr}) }
+func Variables() []envconfig.Var { return envconfig.Vars(DefaultConfig()) }
 
 // ConfigFromEnv reads the configuration declared by Config's tags. Every
 // problem is reported at once. The access token an OpenID provider issues
 // must pass the same check as a pasted one (AUTH_*, scope operacoes).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	cfg := Config{HTTPAddr: DefaultHTTPAddr}
+	cfg := DefaultConfig()
 	errs := []error{envconfig.Parse(getenv, &cfg), cfg.Auth.Validate(), cfg.checkUpstreams()}
 	errs = append(errs, cfg.OIDC.complete()...)
 	if cfg.SampleInterval < 100*time.Millisecond {

@@ -95,12 +95,6 @@ type Config struct {
 	// deposit that would pass it is refused (422
 	// deposit-over-daily-ceiling) and writes nothing.
 	MaxDepositCentsPerDay int64 `env:"LEDGER_MAX_DEPOSIT_CENTS_PER_DAY" help:"most one client may deposit in one currency per UTC day, 1..10^18 cents; past it: 422 deposit-over-daily-ceiling"`
-	// Policy handles records whose settlement failed for a reason that is
-	// not a business rejection; default consumer.BlockingRetries. Tests set
-	// shorter delays.
-	Policy consumer.Policy
-	// Now is the clock stamped on result events; default time.Now.
-	Now func() time.Time
 }
 
 // DefaultConfig is the configuration before the environment is read.
@@ -113,7 +107,6 @@ func DefaultConfig() Config {
 		BatchMax:              DefaultBatchMax,
 		MaxDepositCents:       DefaultMaxDepositCents,
 		MaxDepositCentsPerDay: DefaultMaxDepositCentsPerDay,
-		Policy:                consumer.BlockingRetries,
 	}
 }
 
@@ -150,14 +143,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.MaxDepositCentsPerDay < 1 || cfg.MaxDepositCentsPerDay > MaxDepositCentsPerDayLimit {
 		errs = append(errs, fmt.Errorf("LEDGER_MAX_DEPOSIT_CENTS_PER_DAY: %d is not within 1..%d", cfg.MaxDepositCentsPerDay, int64(MaxDepositCentsPerDayLimit)))
 	}
-	if err := envconfig.Join(errs...); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return cfg, envconfig.Join(errs...)
 }
 
-// Run runs the ledger with cfg and log (platform.Main reads them and
-// starts tracing) until ctx is cancelled. It builds, in order, the metrics
+// policy retries a failed settlement (not a business rejection) in place
+// until it settles; only this package's tests run another (export_test.go).
+var policy consumer.Policy = consumer.BlockingRetries
+
+// Run runs the ledger with cfg, as ConfigFromEnv gives it (Run checks
+// nothing again), and log (platform.Main reads them and starts tracing)
+// until ctx is cancelled. It builds, in order, the metrics
 // registry, the authenticator and the authorization keys, the pool and its
 // migrations, the Kafka producer, the outbox and its relay, the ledger's service, the settlement
 // consumer and the DLT monitor, and the router with the accounts API;
@@ -165,28 +160,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // defers close the producer, the pool and the authenticator. listening, if
 // not nil, receives the HTTP address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
-	if cfg.Topics.Analysed == "" || cfg.Topics.Settled == "" || cfg.Topics.Rejected == "" {
-		return errors.New("ledger: topics are required")
-	}
-	if cfg.Group == "" {
-		cfg.Group = DefaultGroup
-	}
-	if cfg.DLTMonitorGroup == "" {
-		cfg.DLTMonitorGroup = DefaultDLTMonitorGroup
-	}
-	if cfg.Policy == nil {
-		cfg.Policy = consumer.BlockingRetries
-	}
-	if cfg.BatchMax < 1 {
-		cfg.BatchMax = DefaultBatchMax
-	}
-	if cfg.MaxDepositCents < 1 {
-		cfg.MaxDepositCents = DefaultMaxDepositCents
-	}
-	if cfg.MaxDepositCentsPerDay < 1 {
-		cfg.MaxDepositCentsPerDay = DefaultMaxDepositCentsPerDay
-	}
-	cfg.Service = Service
+	return run(ctx, cfg, log, listening, policy)
+}
+
+// run is Run with the policy of failed settlements given.
+func run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr), policy consumer.Policy) error {
 	log = log.With("service", cfg.Service)
 	reg := platform.NewRegistry()
 	// The authenticator first: a JWKS that cannot be read stops the
@@ -228,16 +206,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 
 	store := postgres.New(db, ob)
 	svc := domain.NewService(store, domain.Rules{Ownership: cfg.Ownership, Keys: keys, Topics: cfg.Topics,
-		MaxDepositCents: cfg.MaxDepositCents, MaxDepositCentsPerDay: cfg.MaxDepositCentsPerDay}, cfg.Now)
+		MaxDepositCents: cfg.MaxDepositCents, MaxDepositCentsPerDay: cfg.MaxDepositCentsPerDay}, time.Now)
 
 	metrics := consume.NewMetrics(reg)
 	consumerMetrics := consumer.NewMetrics(reg)
 	settlement := consume.NewSettlement(svc, log, metrics)
 	settle := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Analysed},
-		Handler: settlement.Handle, MaxBatch: cfg.BatchMax, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
+		Handler: settlement.Handle, MaxBatch: cfg.BatchMax, Policy: policy, Logger: log, Metrics: consumerMetrics}
 	monitor := consume.NewDLTMonitor(log, metrics)
 	dlt := consumer.Config{Broker: cfg.Kafka, Group: cfg.DLTMonitorGroup, Topics: []string{events.DLT(cfg.Topics.Analysed)},
-		Handler: monitor.Handle, Policy: cfg.Policy, Logger: log, Metrics: consumerMetrics}
+		Handler: monitor.Handle, Policy: policy, Logger: log, Metrics: consumerMetrics}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)

@@ -85,11 +85,11 @@ func startWith(t *testing.T, extra map[string]string) *service {
 	cfg.Topics = topics
 	cfg.Group = kafkatest.Group(t, "ledger")
 	cfg.DLTMonitorGroup = kafkatest.Group(t, "ledger-dlt-monitor")
-	cfg.Policy = consumer.Blocking{Backoff: backoff.Exponential{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2}
+	policy := consumer.Blocking{Backoff: backoff.Exponential{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2}
 
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	a, _ := background.Serve(t, "ledger", func(ctx context.Context, listening func(net.Addr)) error {
-		return ledger.Run(ctx, cfg, log, listening)
+		return ledger.RunWithPolicy(ctx, cfg, log, listening, policy)
 	})
 	s := &service{url: "http://" + a.String(), topics: topics, brokers: brokers,
 		bearer: iss.Bearer(t, "client-a", authtest.AllScopes...), iss: iss}
@@ -382,7 +382,7 @@ func TestConfigFromEnv(t *testing.T) {
 	}{
 		{name: "defaults", env: base, check: func(t *testing.T, c ledger.Config) {
 			want := []any{":8081", 50, "ledger", "ledger-dlt-monitor", events.DefaultTopics, consumer.Policy(consumer.BlockingRetries), "ledger"}
-			got := []any{c.HTTPAddr, c.BatchMax, c.Group, c.DLTMonitorGroup, c.Topics, c.Policy, c.Service}
+			got := []any{c.HTTPAddr, c.BatchMax, c.Group, c.DLTMonitorGroup, c.Topics, ledger.Policy, c.Service}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("defaults mismatch (-want +got):\n%s", diff)
 			}

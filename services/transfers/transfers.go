@@ -60,6 +60,12 @@ const heldReapplyInterval = time.Second
 // automatically before it is left to an operator.
 const DefaultHeldReapplyWindow = 5 * time.Minute
 
+// DefaultInboxRetention is how long processed-event rows are kept by
+// default: longer than a record can come back (the topics' 7-day
+// retention, then a DLT record replayed up to 7 days later), so that a
+// redelivery still finds its row.
+const DefaultInboxRetention = 14 * 24 * time.Hour
+
 // projectionBatchMax is the most results of one partition the projection
 // applies in one statement.
 const projectionBatchMax = 100
@@ -94,16 +100,17 @@ type Config struct {
 	AuthorizationKeyFile string `env:"TRANSFERS_AUTHORIZATION_KEY_FILE,required" help:"the private key (JWK, payments auth transfer-keygen) that signs each transfer for the ledger; only this service holds it"`
 	// HeldReapplyWindow is how long a held result is re-applied
 	// automatically once its transfer becomes visible; older ones wait for
-	// an operator, and alert. <= 0 in a literal Config means
-	// DefaultHeldReapplyWindow.
+	// an operator, and alert.
 	HeldReapplyWindow time.Duration `env:"HELD_REAPPLY_WINDOW" help:"how long a held settlement result is re-applied automatically once the transfer of its request becomes visible; past it, an operator applies or discards it (alert TransfersResultsHeld)"`
 	// LedgerURL is the ledger's base URL: an operator's apply of a held
 	// result reads the ledger's record of the transfer there, with the
 	// operator's own token (scope operacoes). https://, or http:// to the
 	// loopback or with DEV_INSECURE_HTTP (auth.CheckURL): the token must
-	// not cross a network in clear. Empty in a literal Config means
-	// DefaultLedgerURL.
+	// not cross a network in clear.
 	LedgerURL string `env:"TRANSFERS_LEDGER_URL" help:"the ledger's base URL: applying a held result reads the ledger's record of the transfer there, with the operator's own token; https://, http:// only to the loopback or with DEV_INSECURE_HTTP"`
+	// InboxRetention is how long the projection's processed-event rows
+	// are kept.
+	InboxRetention time.Duration `env:"INBOX_RETENTION" help:"how long the transfers projection's processed-event rows are kept"`
 }
 
 // DefaultLedgerURL is the ledger's base URL by default: its port on this
@@ -122,6 +129,7 @@ func DefaultConfig() Config {
 		AdmissionRefresh:    admission.DefaultRefresh,
 		HeldReapplyWindow:   DefaultHeldReapplyWindow,
 		LedgerURL:           DefaultLedgerURL,
+		InboxRetention:      DefaultInboxRetention,
 	}
 }
 
@@ -140,6 +148,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.HeldReapplyWindow <= 0 {
 		errs = append(errs, errors.New("HELD_REAPPLY_WINDOW must be positive"))
 	}
+	if cfg.InboxRetention <= 0 {
+		errs = append(errs, errors.New("INBOX_RETENTION must be positive"))
+	}
 	errs = append(errs, auth.CheckURL("TRANSFERS_LEDGER_URL", cfg.LedgerURL, cfg.Auth.InsecureHTTP))
 	if cfg.AdmissionMaxAge < 0 || cfg.AdmissionMaxPending < 0 || cfg.AdmissionMaxLatency < 0 || cfg.AdmissionRefresh <= 0 {
 		errs = append(errs, errors.New("ADMISSION_MAX_OUTBOX_AGE, ADMISSION_MAX_OUTBOX_PENDING and ADMISSION_MAX_LATENCY must not be negative, ADMISSION_REFRESH must be positive"))
@@ -147,24 +158,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, envconfig.Join(errs...)
 }
 
-// Run runs the service with cfg and log (platform.Main reads them and
-// starts tracing) until ctx is cancelled. It builds, in order, the metrics
+// Run runs the service with cfg, as ConfigFromEnv gives it (Run checks
+// nothing again), and log (platform.Main reads them and starts tracing)
+// until ctx is cancelled. It builds, in order, the metrics
 // registry and the authenticator, the pool and its migrations, the Kafka
 // producer, the outbox and its relay, the service, its consumers and its
 // router; platform.Serve runs them and stops them in its stated order, and
 // the defers close the producer, the pool and the authenticator.
 // listening, if not nil, gets the HTTP address once bound.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.Addr)) error {
-	if cfg.Topics.Requested == "" || cfg.Topics.Settled == "" || cfg.Topics.Rejected == "" || cfg.ProjectionGroup == "" {
-		return errors.New("transfers: topics and projection group are required")
-	}
-	ledgerURL := cfg.LedgerURL
-	if ledgerURL == "" {
-		ledgerURL = DefaultLedgerURL
-	}
-	if err := auth.CheckURL("TRANSFERS_LEDGER_URL", ledgerURL, cfg.Auth.InsecureHTTP); err != nil {
-		return err
-	}
 	log = log.With("service", cfg.Service)
 	reg := platform.NewRegistry()
 	// The keys first: a JWKS or a signing key that cannot be read stops
@@ -220,18 +222,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		// The results of one partition fetched together are applied in
 		// one statement.
 		Handler: projection.Handle, MaxBatch: projectionBatchMax}
-	retention := cfg.InboxRetention
-	if retention <= 0 {
-		retention = platform.DefaultInboxRetention
-	}
-	heldWindow := cfg.HeldReapplyWindow
-	if heldWindow <= 0 {
-		heldWindow = DefaultHeldReapplyWindow
-	}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
-	mount(router, svc, admit, web.NewIdempotencyMetrics(reg), opsRoutes(ob, store, ledgerhttp.New(ledgerURL), log), log)
+	mount(router, svc, admit, web.NewIdempotencyMetrics(reg), opsRoutes(ob, store, ledgerhttp.New(cfg.LedgerURL), log), log)
 
 	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
 		Router:    router,
@@ -240,9 +234,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Tasks: []platform.Task{
 			admit.Run,
 			func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
-			func(ctx context.Context) error { return store.CleanupInboxLoop(ctx, retention, time.Minute, log) },
-			func(ctx context.Context) error { return store.HeldGaugesLoop(ctx, heldWindow, heldGaugeInterval, log) },
-			func(ctx context.Context) error { return projection.ReapplyLoop(ctx, heldWindow, heldReapplyInterval) },
+			func(ctx context.Context) error { return store.CleanupInboxLoop(ctx, cfg.InboxRetention, time.Minute, log) },
+			func(ctx context.Context) error { return store.HeldGaugesLoop(ctx, cfg.HeldReapplyWindow, heldGaugeInterval, log) },
+			func(ctx context.Context) error { return projection.ReapplyLoop(ctx, cfg.HeldReapplyWindow, heldReapplyInterval) },
 		},
 	})
 }
@@ -254,9 +248,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 func publishDelay(cfg platform.Config) time.Duration {
 	if cfg.RelayMode != platform.RelayLogical {
 		return 0
-	}
-	if cfg.Logical.SettleInterval <= 0 {
-		return time.Second // the logical relay's default settle interval
 	}
 	return cfg.Logical.SettleInterval
 }

@@ -84,6 +84,9 @@ func startOn(t *testing.T, dsn string, tweak func(*transfers.Config)) *service {
 		ProjectionGroup:      kafkatest.Group(t, "transferencias-projecao"),
 		ClaimTimeout:         10 * time.Second,
 		AuthorizationKeyFile: iss.Env()["TRANSFERS_AUTHORIZATION_KEY_FILE"],
+		HeldReapplyWindow:    transfers.DefaultHeldReapplyWindow,
+		LedgerURL:            transfers.DefaultLedgerURL,
+		InboxRetention:       transfers.DefaultInboxRetention,
 	}
 	if tweak != nil {
 		tweak(&cfg)

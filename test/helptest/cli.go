@@ -14,13 +14,13 @@ import (
 
 // ServiceVars are the --help lines every service with a database has
 // besides its own variables: the HTTP address (addr, its default), the
-// database, the logger's, the outbox, inbox and shutdown settings, the
+// database, the logger's, the outbox and shutdown settings, the
 // Kafka SASL secret file and the rate limit, with the defaults a reader
 // expects.
 func ServiceVars(addr string) []envconfig.Var {
 	return []envconfig.Var{
 		{Name: "HTTP_ADDR", Default: addr}, {Name: "DATABASE_URL", Default: "(required)"}, {Name: "LOG_LEVEL", Default: "info"},
-		{Name: "LOG_FORMAT"}, {Name: "OUTBOX_LEASE", Default: "30s"}, {Name: "INBOX_RETENTION", Default: "336h"},
+		{Name: "LOG_FORMAT"}, {Name: "OUTBOX_LEASE", Default: "30s"},
 		{Name: "SHUTDOWN_DRAIN", Default: "5s"}, {Name: "KAFKA_SASL_PASSWORD_FILE"}, {Name: "RATE_LIMIT_RPS", Default: "50"},
 	}
 }

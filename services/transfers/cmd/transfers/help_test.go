@@ -14,6 +14,7 @@ import (
 // as a reader expects them, are checked besides the declared variables.
 func TestHelpListsEveryVariable(t *testing.T) {
 	t.Parallel()
-	checks := append(helptest.ServiceVars(":8080"), envconfig.Var{Name: "IDEMPOTENCY_CLAIM_TIMEOUT", Default: "30s"})
+	checks := append(helptest.ServiceVars(":8080"), envconfig.Var{Name: "IDEMPOTENCY_CLAIM_TIMEOUT", Default: "30s"},
+		envconfig.Var{Name: "INBOX_RETENTION", Default: "336h"})
 	helptest.ListsEveryVariable(t, run, "transfers", append(transfers.Variables(), checks...))
 }
