@@ -234,9 +234,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Tasks: []platform.Task{
 			admit.Run,
 			func(ctx context.Context) error { return consumer.Run(ctx, pcfg) },
-			func(ctx context.Context) error { return store.CleanupInboxLoop(ctx, cfg.InboxRetention, time.Minute, log) },
-			func(ctx context.Context) error { return store.HeldGaugesLoop(ctx, cfg.HeldReapplyWindow, heldGaugeInterval, log) },
-			func(ctx context.Context) error { return projection.ReapplyLoop(ctx, cfg.HeldReapplyWindow, heldReapplyInterval) },
+			func(ctx context.Context) error {
+				return store.CleanupInboxLoop(ctx, cfg.InboxRetention, time.Minute, log)
+			},
+			func(ctx context.Context) error {
+				return store.HeldGaugesLoop(ctx, cfg.HeldReapplyWindow, heldGaugeInterval, log)
+			},
+			func(ctx context.Context) error {
+				return projection.ReapplyLoop(ctx, cfg.HeldReapplyWindow, heldReapplyInterval)
+			},
 		},
 	})
 }
