@@ -16,6 +16,7 @@ import (
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/outbox"
@@ -58,7 +59,7 @@ func (e *env) enqueue(t *testing.T, agg string) uuid.UUID {
 	t.Helper()
 	id := uuid.New()
 	err := e.db.InTx(t.Context(), func(tx pgx.Tx) error {
-		return e.ob.Enqueue(t.Context(), tx, outbox.Message{ID: id, AggregateType: "transfer", AggregateID: agg,
+		return e.ob.Enqueue(t.Context(), tx, events.Message{ID: id, AggregateType: "transfer", AggregateID: agg,
 			Topic: "t", Key: "k-" + agg, Type: "TransferenciaSolicitada", Payload: []byte(`{}`)})
 	})
 	if err != nil {

@@ -32,7 +32,7 @@ import (
 // the acks while holding the transaction, marks them published and commits.
 type seedRelay struct {
 	db  *postgres.DB
-	pub outbox.Publisher
+	pub broker.Publisher
 }
 
 func (s *seedRelay) run(ctx context.Context) {
@@ -79,7 +79,7 @@ func (s *seedRelay) run(ctx context.Context) {
 // a fresh topic's leaders still moving, say) still acknowledged the others,
 // and the relay marks those published and never sends them again.
 type ackClock struct {
-	next outbox.Publisher
+	next broker.Publisher
 	mu   sync.Mutex
 	at   map[string]time.Time
 }
@@ -112,7 +112,7 @@ type benchEnv struct {
 	db     *postgres.DB
 	ob     *outbox.Outbox
 	topic  string
-	writer outbox.Publisher
+	writer broker.Publisher
 }
 
 // The producers BenchmarkProducerChoice compares: kafka-go's Writer
@@ -143,7 +143,7 @@ func newBenchEnvWith(b *testing.B, partitions int, producer string) *benchEnv {
 	}
 	b.Cleanup(db.Close)
 	kcfg := broker.Config{Brokers: kafkatest.Brokers(b)}
-	var w outbox.Publisher
+	var w broker.Publisher
 	switch producer {
 	case kafkaGo:
 		kw := newKafkaGoWriter(kcfg)
@@ -187,9 +187,9 @@ func (e *benchEnv) enqueueBulk(b *testing.B, n, keys int) {
 	b.Helper()
 	for done := 0; done < n; {
 		k := min(1000, n-done)
-		msgs := make([]outbox.Message, k)
+		msgs := make([]events.Message, k)
 		for i := range msgs {
-			msgs[i] = outbox.Message{Topic: e.topic, Key: "CC-" + strconv.Itoa((done+i)%keys), Type: "Bench",
+			msgs[i] = events.Message{Topic: e.topic, Key: "CC-" + strconv.Itoa((done+i)%keys), Type: "Bench",
 				Payload: []byte(`{"transferenciaId":"00000000-0000-0000-0000-000000000000","valorEmCentavos":30000}`)}
 		}
 		if err := e.db.InTx(context.Background(), func(tx pgx.Tx) error { return e.ob.Enqueue(context.Background(), tx, msgs...) }); err != nil {
@@ -372,7 +372,7 @@ func relayLatency(b *testing.B, e *benchEnv, relay string) float64 {
 				next = next.Add(interval)
 				id := uuid.New()
 				err := e.db.InTx(ctx, func(tx pgx.Tx) error {
-					return e.ob.Enqueue(ctx, tx, outbox.Message{ID: id, Topic: e.topic, Key: "CC-" + strconv.Itoa(i%1000),
+					return e.ob.Enqueue(ctx, tx, events.Message{ID: id, Topic: e.topic, Key: "CC-" + strconv.Itoa(i%1000),
 						Type: "Bench", Payload: []byte(`{"n":1}`)})
 				})
 				if err != nil {

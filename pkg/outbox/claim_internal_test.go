@@ -18,6 +18,7 @@ import (
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/pgtest"
 	"github.com/paysuite/payments/test/poll"
@@ -33,7 +34,7 @@ func TestClaimAsksTheLockManagerWhoIsAlive(t *testing.T) {
 	db := openPlatformDB(t, dsn, 5)
 	ob := New(db)
 	if err := db.InTx(ctx, func(tx pgx.Tx) error {
-		return ob.Enqueue(ctx, tx, Message{AggregateType: "t", AggregateID: "1", Topic: "t", Key: "k", Type: "T", Payload: []byte(`{}`)})
+		return ob.Enqueue(ctx, tx, events.Message{AggregateType: "t", AggregateID: "1", Topic: "t", Key: "k", Type: "T", Payload: []byte(`{}`)})
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -273,7 +273,7 @@ func TestRelaySlowButAliveKeepsItsLease(t *testing.T) {
 
 // delayed holds each call for delay (honouring its context), then forwards.
 type delayed struct {
-	next  outbox.Publisher
+	next  broker.Publisher
 	delay time.Duration
 }
 

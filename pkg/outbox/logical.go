@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paysuite/payments/pkg/backoff"
+	"github.com/paysuite/payments/pkg/broker"
 )
 
 // The logical relay reads the outbox from PostgreSQL's write-ahead log
@@ -51,7 +52,7 @@ import (
 // number may run against one database: one streams, the others wait.
 type LogicalRelay struct {
 	ob      *Outbox
-	pub     Publisher
+	pub     broker.Publisher
 	cfg     LogicalConfig
 	poll    *Relay // the polling relay's send path, DEAD rules and drain
 	log     *slog.Logger
@@ -70,7 +71,7 @@ type LogicalRelay struct {
 // NewLogicalRelay returns a logical relay publishing ob's events through
 // pub. pollCfg gives the send timeout, backoff, batch size and retention it
 // shares with the polling relay. metrics and lm may be nil.
-func NewLogicalRelay(ob *Outbox, pub Publisher, cfg LogicalConfig, pollCfg RelayConfig, log *slog.Logger, metrics *Metrics, lm *LogicalMetrics) *LogicalRelay {
+func NewLogicalRelay(ob *Outbox, pub broker.Publisher, cfg LogicalConfig, pollCfg RelayConfig, log *slog.Logger, metrics *Metrics, lm *LogicalMetrics) *LogicalRelay {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}

@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/background"
@@ -64,7 +65,7 @@ func TestLogicalRelayIsNeverTheSynchronousStandby(t *testing.T) {
 		body, _ := json.Marshal(payload{Key: "k"})
 		var lsn string
 		err := db.InTx(cctx, func(tx pgx.Tx) error {
-			if err := ob.Enqueue(cctx, tx, outbox.Message{ID: id, AggregateType: "widget", AggregateID: id.String(),
+			if err := ob.Enqueue(cctx, tx, events.Message{ID: id, AggregateType: "widget", AggregateID: id.String(),
 				Topic: "t", Key: "k", Type: "WidgetCreated", Payload: body}); err != nil {
 				return err
 			}

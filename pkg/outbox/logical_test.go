@@ -50,7 +50,7 @@ func dropSlotOf(tb testing.TB, db *postgres.DB) string {
 	return slot
 }
 
-func newLogical(t *testing.T, e *env, pub outbox.Publisher) *outbox.LogicalRelay {
+func newLogical(t *testing.T, e *env, pub broker.Publisher) *outbox.LogicalRelay {
 	return outbox.NewLogicalRelay(e.ob, pub, logicalConfig(), fastRelay("logical"), testLogger(t), nil, nil)
 }
 
@@ -108,7 +108,7 @@ func TestLogicalRelayPublishesInCommitOrder(t *testing.T) {
 // outagePublisher fails every call as an unreachable broker would, until
 // opened; then it passes to next.
 type outagePublisher struct {
-	next outbox.Publisher
+	next broker.Publisher
 	open chan struct{}
 }
 

@@ -62,7 +62,7 @@ func TestLogicalRelaySendsOnlyVisibleCommits(t *testing.T) {
 	enqueue := func(id uuid.UUID) error {
 		body, _ := json.Marshal(payload{Key: "k"})
 		return db.InTx(ctx, func(tx pgx.Tx) error {
-			return ob.Enqueue(ctx, tx, outbox.Message{ID: id, AggregateType: "widget", AggregateID: id.String(),
+			return ob.Enqueue(ctx, tx, events.Message{ID: id, AggregateType: "widget", AggregateID: id.String(),
 				Topic: "t", Key: "k", Type: "WidgetCreated", Payload: body})
 		})
 	}

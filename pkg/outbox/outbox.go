@@ -30,11 +30,6 @@ import (
 // DefaultChannel is the PostgreSQL NOTIFY channel that wakes relays.
 const DefaultChannel = "outbox_event"
 
-// Message is one event to enqueue: the event a domain package builds
-// (events.Message), which the stores hand to Enqueue or Queue in their
-// transaction.
-type Message = events.Message
-
 // Outbox enqueues events and wakes the relays of this process, and, by a
 // NOTIFY sent after commit, those of other processes.
 type Outbox struct {
@@ -89,7 +84,7 @@ SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
 // and only if tx commits. There is deliberately no way to enqueue outside a
 // transaction. When tx came from postgres.DB.InTx, the relays are woken right
 // after the commit. Returns ErrInvalidMessage for a malformed message.
-func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
+func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...events.Message) error {
 	b := &pgx.Batch{}
 	if err := o.Queue(ctx, tx, b, msgs...); err != nil || b.Len() == 0 {
 		return err
@@ -107,7 +102,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 // place in the batch. Like Enqueue, it needs tx: the events commit or roll
 // back with it. Returns ErrInvalidMessage for a malformed message, having
 // queued nothing.
-func (o *Outbox) Queue(ctx context.Context, tx pgx.Tx, b *pgx.Batch, msgs ...Message) error {
+func (o *Outbox) Queue(ctx context.Context, tx pgx.Tx, b *pgx.Batch, msgs ...events.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -126,7 +121,7 @@ func (o *Outbox) Queue(ctx context.Context, tx pgx.Tx, b *pgx.Batch, msgs ...Mes
 
 // insertArgs validates msgs and returns the arguments of insertSQL. The
 // traceparent of ctx (the enqueue span) goes into each message's headers.
-func insertArgs(ctx context.Context, msgs []Message) ([]any, error) {
+func insertArgs(ctx context.Context, msgs []events.Message) ([]any, error) {
 	traceparent := tracing.Traceparent(ctx)
 	n := len(msgs)
 	// UUIDs as [16]byte, which pgx encodes natively (uuid.UUID would go

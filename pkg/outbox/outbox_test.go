@@ -104,14 +104,14 @@ func (e *env) enqueue(t *testing.T, items ...payload) []uuid.UUID {
 	t.Helper()
 	ids := make([]uuid.UUID, len(items))
 	err := e.db.InTx(context.Background(), func(tx pgx.Tx) error {
-		msgs := make([]outbox.Message, len(items))
+		msgs := make([]events.Message, len(items))
 		for i, it := range items {
 			ids[i] = uuid.New()
 			if _, err := tx.Exec(context.Background(), `INSERT INTO widget (id, name) VALUES ($1, $2)`, ids[i], it.Key); err != nil {
 				return err
 			}
 			body, _ := json.Marshal(it)
-			msgs[i] = outbox.Message{ID: ids[i], AggregateType: "widget", AggregateID: ids[i].String(),
+			msgs[i] = events.Message{ID: ids[i], AggregateType: "widget", AggregateID: ids[i].String(),
 				Topic: e.topic, Key: it.Key, Type: "WidgetCreated", Payload: body,
 				Headers: map[string]string{events.HeaderCorrelationID: ids[i].String()}}
 		}
@@ -190,7 +190,7 @@ func TestOutboxSuccess(t *testing.T) {
 		if _, err := tx.Exec(context.Background(), `INSERT INTO widget (id, name) VALUES ($1, 'w')`, id); err != nil {
 			return err
 		}
-		return e.ob.Enqueue(context.Background(), tx, outbox.Message{
+		return e.ob.Enqueue(context.Background(), tx, events.Message{
 			ID: id, AggregateType: "widget", AggregateID: id.String(), Topic: e.topic, Key: "CC-001",
 			Type: "WidgetCreated", Payload: []byte(`{"a":1}`),
 			Headers: map[string]string{events.HeaderTraceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
@@ -233,7 +233,7 @@ func TestOutboxRollback(t *testing.T) {
 		if _, err := tx.Exec(context.Background(), `INSERT INTO widget (id, name) VALUES ($1, 'w')`, id); err != nil {
 			return err
 		}
-		if err := e.ob.Enqueue(context.Background(), tx, outbox.Message{ID: id, Topic: e.topic, Key: "k", Type: "T", Payload: []byte(`{}`)}); err != nil {
+		if err := e.ob.Enqueue(context.Background(), tx, events.Message{ID: id, Topic: e.topic, Key: "k", Type: "T", Payload: []byte(`{}`)}); err != nil {
 			return err
 		}
 		return boom
@@ -252,12 +252,12 @@ func TestEnqueueRejectsInvalidMessages(t *testing.T) {
 	ob := outbox.New(db)
 	tests := []struct {
 		name string
-		msg  outbox.Message
+		msg  events.Message
 	}{
-		{"no topic", outbox.Message{Key: "k", Type: "T", Payload: []byte(`{}`)}},
-		{"no key", outbox.Message{Topic: "t", Type: "T", Payload: []byte(`{}`)}},
-		{"no type", outbox.Message{Topic: "t", Key: "k", Payload: []byte(`{}`)}},
-		{"not json", outbox.Message{Topic: "t", Key: "k", Type: "T", Payload: []byte(`{`)}},
+		{"no topic", events.Message{Key: "k", Type: "T", Payload: []byte(`{}`)}},
+		{"no key", events.Message{Topic: "t", Type: "T", Payload: []byte(`{}`)}},
+		{"no type", events.Message{Topic: "t", Key: "k", Payload: []byte(`{}`)}},
+		{"not json", events.Message{Topic: "t", Key: "k", Type: "T", Payload: []byte(`{`)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -321,7 +321,7 @@ func TestOutboxBrokerDown(t *testing.T) {
 // recordingPublisher wraps a publisher and records who sends what, to prove
 // that no event is sent by two relays at once.
 type recordingPublisher struct {
-	next     outbox.Publisher
+	next     broker.Publisher
 	name     string
 	mu       *sync.Mutex
 	inFlight map[string]string // event id -> relay sending it
@@ -450,12 +450,12 @@ func TestOutboxPoisonEventGoesDead(t *testing.T) {
 	var goodIDs []uuid.UUID
 	err := e.db.InTx(context.Background(), func(tx pgx.Tx) error {
 		poisonID = uuid.New()
-		msgs := []outbox.Message{{ID: poisonID, Topic: small, Key: "p", Type: "Big",
+		msgs := []events.Message{{ID: poisonID, Topic: small, Key: "p", Type: "Big",
 			Payload: []byte(`{"blob":"` + big + `"}`)}}
 		for i := range 10 {
 			id := uuid.New()
 			goodIDs = append(goodIDs, id)
-			msgs = append(msgs, outbox.Message{ID: id, Topic: small, Key: "k" + strconv.Itoa(i%3), Type: "Small", Payload: []byte(`{"n":1}`)})
+			msgs = append(msgs, events.Message{ID: id, Topic: small, Key: "k" + strconv.Itoa(i%3), Type: "Small", Payload: []byte(`{"n":1}`)})
 		}
 		return e.ob.Enqueue(context.Background(), tx, msgs...)
 	})
@@ -488,7 +488,7 @@ func TestOutboxPoisonEventGoesDead(t *testing.T) {
 // failingPublisher fails every send of the events of some keys until the
 // test heals it, and passes everything else through.
 type failingPublisher struct {
-	next     outbox.Publisher
+	next     broker.Publisher
 	mu       sync.Mutex
 	failKeys map[string]bool
 	healed   bool
@@ -642,7 +642,7 @@ func TestRelayClaimYieldsToConcurrentMark(t *testing.T) {
 		for n := range 2 {
 			id := uuid.New()
 			ids = append(ids, id)
-			if err := ob.Enqueue(context.Background(), tx, outbox.Message{ID: id, Topic: "t", Key: "a", Type: "T",
+			if err := ob.Enqueue(context.Background(), tx, events.Message{ID: id, Topic: "t", Key: "a", Type: "T",
 				Payload: []byte(`{"n":` + strconv.Itoa(n) + `}`)}); err != nil {
 				return err
 			}

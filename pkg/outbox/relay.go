@@ -14,17 +14,11 @@ import (
 	"github.com/paysuite/payments/pkg/postgres"
 )
 
-// Publisher sends records to Kafka; *broker.Producer from
-// broker.NewProducer is the production one. Publish returns nil when every
-// record was acknowledged, or broker.PublishErrors (aligned with the
-// records) or another error.
-type Publisher = broker.Publisher
-
 // Relay publishes committed outbox events. Any number of relays, in one
 // process or many, may run against one database.
 type Relay struct {
 	ob      *Outbox
-	pub     Publisher
+	pub     broker.Publisher
 	cfg     RelayConfig
 	log     *slog.Logger
 	metrics *Metrics
@@ -48,7 +42,7 @@ type Relay struct {
 
 // NewRelay returns a relay publishing ob's events through pub. metrics may be
 // nil. Run refuses a configuration that Validate refuses.
-func NewRelay(ob *Outbox, pub Publisher, cfg RelayConfig, log *slog.Logger, metrics *Metrics) *Relay {
+func NewRelay(ob *Outbox, pub broker.Publisher, cfg RelayConfig, log *slog.Logger, metrics *Metrics) *Relay {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/envconfig"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
@@ -307,7 +308,7 @@ func TestStopOrderConsumersThenRelayThenPool(t *testing.T) {
 func enqueue(ctx context.Context, b *service, topic string) (string, error) {
 	var id string
 	err := b.db.InTx(ctx, func(tx pgx.Tx) error {
-		if err := b.outbox.Enqueue(ctx, tx, outbox.Message{AggregateType: "test", AggregateID: "a1",
+		if err := b.outbox.Enqueue(ctx, tx, events.Message{AggregateType: "test", AggregateID: "a1",
 			Topic: topic, Key: "a1", Type: "teste", Payload: []byte(`{}`)}); err != nil {
 			return err
 		}

@@ -131,11 +131,11 @@ func (e *env) enqueueBulk(b *testing.B, n int) []string {
 	ids := make([]string, 0, n)
 	for done := 0; done < n; {
 		k := min(1000, n-done)
-		msgs := make([]outbox.Message, k)
+		msgs := make([]events.Message, k)
 		for i := range msgs {
 			id := uuid.New()
 			ids = append(ids, id.String())
-			msgs[i] = outbox.Message{ID: id, Topic: e.topic, Key: "CC-" + strconv.Itoa((done+i)%1000), Type: "Bench",
+			msgs[i] = events.Message{ID: id, Topic: e.topic, Key: "CC-" + strconv.Itoa((done+i)%1000), Type: "Bench",
 				Payload: []byte(`{"transferenciaId":"00000000-0000-0000-0000-000000000000","valorEmCentavos":30000}`)}
 		}
 		if err := e.db.InTx(context.Background(), func(tx pgx.Tx) error { return e.ob.Enqueue(context.Background(), tx, msgs...) }); err != nil {
@@ -296,7 +296,7 @@ func BenchmarkDebeziumLatency(b *testing.B) {
 						next = next.Add(interval)
 						id := uuid.New()
 						err := e.db.InTx(context.Background(), func(tx pgx.Tx) error {
-							return e.ob.Enqueue(context.Background(), tx, outbox.Message{ID: id, Topic: e.topic,
+							return e.ob.Enqueue(context.Background(), tx, events.Message{ID: id, Topic: e.topic,
 								Key: "CC-" + strconv.Itoa(i%1000), Type: "Bench", Payload: []byte(`{"n":1}`)})
 						})
 						if err != nil {

@@ -47,27 +47,27 @@ func openDB(tb testing.TB) *postgres.DB {
 // the source account, correlation-id the transfer id), then
 // TransferenciaAnalisada (antifraud) and TransferenciaLiquidada or
 // TransferenciaRejeitada (ledger), each keyed as its service keys it.
-func serviceEvents(tb testing.TB, t events.Topics, transfers int) [][]outbox.Message {
+func serviceEvents(tb testing.TB, t events.Topics, transfers int) [][]events.Message {
 	tb.Helper()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	var out [][]outbox.Message
+	var out [][]events.Message
 	for i := range transfers {
 		id := uuid.New()
 		src, dst := fmt.Sprintf("CC-%04d", i%4), fmt.Sprintf("CC-%04d", 100+i)
-		msg := func(topic, typ string, ev any) outbox.Message {
+		msg := func(topic, typ string, ev any) events.Message {
 			payload, err := json.Marshal(ev)
 			if err != nil {
 				tb.Fatal(err)
 			}
 			eid := reflect.ValueOf(ev).Elem().FieldByName("EventID").Interface().(uuid.UUID)
-			return outbox.Message{ID: eid, AggregateType: "transfer", AggregateID: id.String(), Topic: topic, Key: src, Type: typ,
+			return events.Message{ID: eid, AggregateType: "transfer", AggregateID: id.String(), Topic: topic, Key: src, Type: typ,
 				Payload: payload, Headers: map[string]string{events.HeaderCorrelationID: id.String()}, OccurredAt: now}
 		}
 		req := &events.Requested{EventID: uuid.New(), TransferID: id, SourceAccount: src, DestAccount: dst,
 			AmountCents: int64(1000 + i), Currency: "BRL", OccurredAt: now, ClientID: "client-1"}
 		an := &events.Analysed{EventID: events.DerivedID("analisada", id), TransferID: id, SourceAccount: src, DestAccount: dst,
 			AmountCents: req.AmountCents, Currency: "BRL", RiskScore: 10, OccurredAt: now, ClientID: "client-1"}
-		ts := []outbox.Message{msg(t.Requested, events.TypeRequested, req), msg(t.Analysed, events.TypeAnalysed, an)}
+		ts := []events.Message{msg(t.Requested, events.TypeRequested, req), msg(t.Analysed, events.TypeAnalysed, an)}
 		if i%3 == 0 {
 			ts = append(ts, msg(t.Rejected, events.TypeRejected, &events.Rejected{EventID: events.DerivedID(events.KindRejectedLedger, id),
 				TransferID: id, Reason: events.ReasonInsufficientFunds, OccurredAt: now}))
@@ -159,7 +159,7 @@ func TestDebeziumRecordsAsTheRelays(t *testing.T) {
 	topics := kafkatest.SuiteTopics(t, 3)
 	w := startConnect(t, db, nil)
 
-	var want []outbox.Message
+	var want []events.Message
 	for _, ms := range serviceEvents(t, topics, 12) {
 		// One transaction per event, as each service writes its own.
 		for _, m := range ms {
@@ -314,7 +314,7 @@ func TestDebeziumTraceparentColumn(t *testing.T) {
 	placement := "transforms.outbox.table.fields.additional.placement"
 	w := startConnect(t, db, map[string]string{placement: cfg[placement] + ",traceparent:header:traceparent"})
 
-	var want []outbox.Message
+	var want []events.Message
 	for _, ms := range serviceEvents(t, topics, 3) {
 		for _, m := range ms {
 			if err := db.InTx(context.Background(), func(tx pgx.Tx) error { return ob.Enqueue(context.Background(), tx, m) }); err != nil {

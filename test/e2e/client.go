@@ -60,25 +60,22 @@ const (
 	StatusRejected = "REJEITADA"
 )
 
-// Response is an HTTP answer, read whole.
-type Response = apiclient.Response
-
 // ErrStopped is returned by Do when the target service is stopped.
 var ErrStopped = errors.New("service stopped")
 
 // Do sends one request to the service and reads the answer. body, if not
 // nil, is sent as JSON; key, if not empty, as the Idempotency-Key.
-func (s *Suite) Do(ctx context.Context, svc *Service, method, path, key string, body any) (Response, error) {
+func (s *Suite) Do(ctx context.Context, svc *Service, method, path, key string, body any) (apiclient.Response, error) {
 	base := svc.URL()
 	if base == "" {
-		return Response{}, fmt.Errorf("%s %s: %w", method, path, ErrStopped)
+		return apiclient.Response{}, fmt.Errorf("%s %s: %w", method, path, ErrStopped)
 	}
 	return apiclient.Client{HTTP: s.client, Authorization: s.bearer}.Do(ctx, method, base+path, key, body)
 }
 
 // must sends a request and fails the test unless the status is one of want;
 // the body is decoded into out when out is not nil.
-func (s *Suite) must(tb testing.TB, svc *Service, method, path, key string, body, out any, want ...int) Response {
+func (s *Suite) must(tb testing.TB, svc *Service, method, path, key string, body, out any, want ...int) apiclient.Response {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -159,7 +156,7 @@ func (s *Suite) Transfer(tb testing.TB, id string) Transfer {
 }
 
 // PostTransfer sends POST /transferencias once.
-func (s *Suite) PostTransfer(ctx context.Context, key string, req TransferRequest) (Response, error) {
+func (s *Suite) PostTransfer(ctx context.Context, key string, req TransferRequest) (apiclient.Response, error) {
 	return s.Do(ctx, s.Transfers, http.MethodPost, "/transferencias", key, req)
 }
 

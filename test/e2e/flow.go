@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/apiclient"
 	"github.com/paysuite/payments/pkg/events"
 )
 
@@ -98,7 +99,7 @@ func (f *Flow) Request(key string) TransferRequest {
 // how many were answered 409 because the same key was in flight; how many
 // found the service stopped.
 type SubmitResult struct {
-	Response  Response
+	Response  apiclient.Response
 	Lost      int
 	Conflicts int
 	Stopped   int
@@ -138,7 +139,7 @@ func (s *Suite) Submit(ctx context.Context, key string, req TransferRequest) (Su
 
 // CheckAccepted checks a 202 answer: body {"id": key, "status": "PENDENTE"}
 // and Location /transferencias/{key}.
-func CheckAccepted(key string, r Response) error {
+func CheckAccepted(key string, r apiclient.Response) error {
 	var body map[string]any
 	if err := json.Unmarshal(r.Body, &body); err != nil {
 		return fmt.Errorf("202 body %s: %v", r.Body, err)

@@ -266,7 +266,7 @@ func (h *harness) enqueue() uuid.UUID {
 	id := uuid.New()
 	db := postgres.Wrap(h.pool)
 	err := db.InTx(context.Background(), func(tx pgx.Tx) error {
-		return outbox.New(db).Enqueue(context.Background(), tx, outbox.Message{
+		return outbox.New(db).Enqueue(context.Background(), tx, events.Message{
 			ID: id, AggregateType: "observability", AggregateID: id.String(),
 			Topic: h.probeTopic, Key: "probe", Type: "ObservabilityProbe", Payload: []byte(`{"probe":true}`),
 		})

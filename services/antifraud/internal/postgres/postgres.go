@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
@@ -211,7 +212,7 @@ func readHistories(br pgx.BatchResults, n int) ([]risk.History, error) {
 
 // InsertAll implements analysis.Tx: the decisions and their events in one
 // round trip.
-func (t *tx) InsertAll(ctx context.Context, ds []analysis.Decision, msgs []outbox.Message) error {
+func (t *tx) InsertAll(ctx context.Context, ds []analysis.Decision, msgs []events.Message) error {
 	n := len(ds)
 	var (
 		ids, reqs, eventIDs = make([][16]byte, n), make([][16]byte, n), make([][16]byte, n)

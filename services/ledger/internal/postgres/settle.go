@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
@@ -153,7 +153,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 
 	results := make([]ledger.Result, len(ts))
 	var (
-		msgs                   []outbox.Message
+		msgs                   []events.Message
 		pEntries               [][16]byte
 		pAccounts, pDirections []string
 		pAmounts               []int64

@@ -176,7 +176,7 @@ func TestOutboxListDeadAndRequeue(t *testing.T) {
 	id := uuid.New()
 	payload := `{"eventoId":"` + id.String() + `","transferenciaId":"` + uuid.NewString() + `","ocorridoEm":"2026-11-29T22:00:00Z"}`
 	err = db.InTx(context.Background(), func(tx pgx.Tx) error {
-		return ob.Enqueue(context.Background(), tx, outbox.Message{
+		return ob.Enqueue(context.Background(), tx, events.Message{
 			ID: id, AggregateType: "transferencia", AggregateID: id.String(), Topic: topic, Key: "CC-001",
 			Type: events.TypeSettled, Payload: []byte(payload), Headers: map[string]string{events.HeaderCorrelationID: "c-1"},
 		})

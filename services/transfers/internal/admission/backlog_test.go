@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
@@ -60,11 +61,11 @@ func (o *outboxDB) enqueue(tb testing.TB, keys ...string) []uuid.UUID {
 	if len(keys) == 0 {
 		return nil
 	}
-	msgs := make([]outbox.Message, len(keys))
+	msgs := make([]events.Message, len(keys))
 	ids := make([]uuid.UUID, len(keys))
 	for i, k := range keys {
 		ids[i] = uuid.New()
-		msgs[i] = outbox.Message{ID: ids[i], Topic: testTopic, Key: k, Type: "TransferenciaSolicitada", Payload: []byte(`{}`)}
+		msgs[i] = events.Message{ID: ids[i], Topic: testTopic, Key: k, Type: "TransferenciaSolicitada", Payload: []byte(`{}`)}
 	}
 	err := o.db.InTx(context.Background(), func(tx pgx.Tx) error { return o.ob.Enqueue(context.Background(), tx, msgs...) })
 	if err != nil {

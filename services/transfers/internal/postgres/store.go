@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/events"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
@@ -55,7 +55,7 @@ type Store struct {
 // if and only if it commits. *outbox.Outbox is the one the service runs
 // with; Create's enqueue is its last write before the commit.
 type Enqueuer interface {
-	Enqueue(ctx context.Context, tx pgx.Tx, msgs ...outbox.Message) error
+	Enqueue(ctx context.Context, tx pgx.Tx, msgs ...events.Message) error
 }
 
 // NewStore returns a Store on db that enqueues events in ob, records the

@@ -22,7 +22,6 @@ import (
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
@@ -134,7 +133,7 @@ func creation(i int) transfer.Creation {
 			Currency: "BRL", Status: transfer.StatusPending, CreatedAt: now, UpdatedAt: now, Client: "bench"},
 		Fingerprint: req.Fingerprint(),
 		Response:    transfer.Response{StatusCode: http.StatusAccepted, Body: append(resp, '\n')},
-		Event: outbox.Message{Topic: events.DefaultTopics.Requested, Key: src, Type: events.TypeRequested, Payload: payload,
+		Event: events.Message{Topic: events.DefaultTopics.Requested, Key: src, Type: events.TypeRequested, Payload: payload,
 			AggregateType: transfer.AggregateType, AggregateID: id.String(),
 			Headers: map[string]string{events.HeaderCorrelationID: id.String()}},
 	}

@@ -143,7 +143,7 @@ func (h *holder) hold(id uuid.UUID) *hold {
 
 // Enqueue implements postgres.Enqueuer: the real outbox's Enqueue, then the
 // hold of the transfer whose event it is, if one was asked for.
-func (h *holder) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...outbox.Message) error {
+func (h *holder) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...events.Message) error {
 	if err := h.Outbox.Enqueue(ctx, tx, msgs...); err != nil {
 		return err
 	}
