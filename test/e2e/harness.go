@@ -256,7 +256,7 @@ func NewSuite(tb testing.TB, opts Options) *Suite {
 	return s
 }
 
-type runFunc = func(ctx context.Context, log *slog.Logger, listening func(net.Addr)) error
+type runFunc func(ctx context.Context, log *slog.Logger, listening func(net.Addr)) error
 
 func (s *Suite) newService(name string, build func(dsn string) runFunc) *Service {
 	tb := s.tb
