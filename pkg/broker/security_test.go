@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paysuite/payments/pkg/broker"
-	"github.com/paysuite/payments/test/tlstest"
+	"github.com/paysuite/payments/test/support/tlstest"
 )
 
 const secretPassword = "s3cr3t-p4ssw0rd-never-printed" //nolint:gosec // a test's secret

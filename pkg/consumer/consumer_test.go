@@ -18,8 +18,8 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // The consumer error-handling contract: the same suite runs against every

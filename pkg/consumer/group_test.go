@@ -19,8 +19,8 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
-	"github.com/paysuite/payments/test/logtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/logtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // A member that stops gracefully leaves its group: the other member gets

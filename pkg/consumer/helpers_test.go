@@ -11,7 +11,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
-	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/support/kafkatest"
 )
 
 // member is one consumer.Run in a group, stopped by stop or at cleanup.

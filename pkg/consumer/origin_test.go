@@ -10,7 +10,7 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/support/kafkatest"
 )
 
 // forgedHeaders are the dead-letter and retry headers a record's writer

@@ -19,8 +19,8 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/netfault"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/netfault"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // While the handler's database is unreachable, its records wait it out

@@ -20,9 +20,9 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // fixture is a main topic whose consumer dead-letters every record at

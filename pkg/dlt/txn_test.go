@@ -11,7 +11,7 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/support/kafkatest"
 )
 
 // A DLT written by a transactional producer (a Spring application's

@@ -11,7 +11,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // A request whose database call does not return (here pg_sleep; in

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/test/spantest"
+	"github.com/paysuite/payments/test/support/spantest"
 )
 
 // TestServerSpans checks the router's server span of each request: named

@@ -20,9 +20,9 @@ import (
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/outbox/outboxtest"
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/outboxtest"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 type env struct {

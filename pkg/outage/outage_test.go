@@ -16,7 +16,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/outage"
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 func TestUnavailableClassifies(t *testing.T) {

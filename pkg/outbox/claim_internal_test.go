@@ -20,8 +20,8 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // The claim asks the lock manager whether a lease's owner is alive

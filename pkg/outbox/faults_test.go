@@ -22,10 +22,10 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/pkg/outbox/outboxtest"
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/outboxtest"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // sendLog records every record a fake broker was asked to send, and

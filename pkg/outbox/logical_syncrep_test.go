@@ -19,9 +19,9 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // With synchronous_standby_names = '*' every replication connection is a

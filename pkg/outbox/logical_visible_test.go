@@ -16,9 +16,9 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/background"
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // sentPublisher reports the event id of every record it is given.

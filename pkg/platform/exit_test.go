@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/platform"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // TestMain lets a test run this binary as a service that never finishes

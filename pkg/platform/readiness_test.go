@@ -15,10 +15,10 @@ import (
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/platform"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/netfault"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/netfault"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // probe runs b's readiness probe until the test ends.

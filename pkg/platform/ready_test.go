@@ -18,11 +18,11 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/platform"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/logtest"
-	"github.com/paysuite/payments/test/netfault"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/logtest"
+	"github.com/paysuite/payments/test/support/netfault"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // /readyz names the failing check and never the driver's error (host,

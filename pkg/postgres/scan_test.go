@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // TestScanOne: the row's value when there is one, the caller's not-found

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/tlstest"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/tlstest"
 )
 
 // TestVerifyFullThroughDatabaseURL: sslmode=verify-full with sslrootcert in

@@ -13,8 +13,8 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
-	"github.com/paysuite/payments/test/netfault"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/netfault"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // TestBatchWithARecordTheDatabaseRefuses hands the service one fetched

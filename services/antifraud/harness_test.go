@@ -25,10 +25,10 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // headerPartition makes the test writer put a record on a chosen partition,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // TestTransactionalRequests: requests written in Kafka transactions are

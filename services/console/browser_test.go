@@ -27,9 +27,9 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/console"
 	"github.com/paysuite/payments/test/e2e"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/logtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/logtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // EnvDocsScreenshots, when set to a folder (docs/console), receives one

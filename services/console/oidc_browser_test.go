@@ -14,10 +14,10 @@ import (
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/services/console"
+	"github.com/paysuite/payments/services/console/internal/oidcprovider"
 	"github.com/paysuite/payments/test/e2e"
-	"github.com/paysuite/payments/test/logtest"
-	"github.com/paysuite/payments/test/oidcprovider"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/logtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // freeAddr returns a loopback address no one listens on now: the

@@ -16,7 +16,7 @@ import (
 	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 )
 
 // count describes what the ledger holds: accounts, deposits and cents

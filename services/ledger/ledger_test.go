@@ -28,11 +28,11 @@ import (
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger"
 	domain "github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/ledgertest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/test/openapitest"
+	"github.com/paysuite/payments/test/support/openapitest"
 )
 
 // router builds the service's router as Run does: the platform router

@@ -26,10 +26,10 @@ import (
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 const testSecret = "test-webhook-secret-0123456789" //nolint:gosec // a test's secret

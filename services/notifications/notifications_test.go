@@ -19,7 +19,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/notifications/webhook"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // A result event produces one signed webhook, at the account's URL or the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paysuite/payments/test/mdtest"
+	"github.com/paysuite/payments/test/support/mdtest"
 )
 
 // Every relative link of the repository's Markdown files names a file that

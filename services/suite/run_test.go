@@ -11,9 +11,9 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/services/suite"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // The all-in-one suite on a real PostgreSQL and a real Kafka: every

@@ -12,7 +12,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/test/openapitest"
+	"github.com/paysuite/payments/test/support/openapitest"
 )
 
 // document is the part of an OpenAPI document the tests read.

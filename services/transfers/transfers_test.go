@@ -30,10 +30,10 @@ import (
 	"github.com/paysuite/payments/pkg/platform"
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // service is a running transfers service on its own database and topics.

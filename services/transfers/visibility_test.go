@@ -17,8 +17,8 @@ import (
 	"github.com/paysuite/payments/services/transfers"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // outboxIDRE finds the event id of an outbox row in test_decoding's text.

@@ -32,9 +32,9 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/notifications/webhook"
+	"github.com/paysuite/payments/test/chaos/history"
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/history"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 var (
@@ -159,7 +159,7 @@ type suite struct {
 	writer   *kafka.Writer
 	load     *load
 	faults   []*fault
-	// The run's history (test/history): every client operation, snapshot,
+	// The run's history (test/chaos/history): every client operation, snapshot,
 	// record, webhook and fault, checked at the end.
 	rec         *history.Recorder
 	historyPath string

@@ -11,7 +11,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // startProm starts Prometheus scraping every process of the suite with

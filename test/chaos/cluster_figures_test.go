@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paysuite/payments/test/history"
+	"github.com/paysuite/payments/test/chaos/history"
 )
 
 // faultFigures are what one fault did to the clients, measured from the

@@ -20,9 +20,9 @@ import (
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/postgres"
+	"github.com/paysuite/payments/test/chaos/history"
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/history"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 var (

@@ -9,7 +9,7 @@
 // database, poison and duplicate records); the outcome is checked by SQL and
 // by reading Kafka, and a table of figures is printed. Every client
 // operation, balance snapshot, record and webhook is also recorded as it
-// happens in history.jsonl next to the logs and judged by test/history; any
+// happens in history.jsonl next to the logs and judged by test/chaos/history; any
 // anomaly fails the test.
 //
 // The test is behind the "chaos" build tag, so `go test ./...` does not run

@@ -16,7 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/history"
+	"github.com/paysuite/payments/test/chaos/history"
 )
 
 var (

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paysuite/payments/test/history"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/chaos/history"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 var flagInject = flag.String("chaos.inject", injectStaleRead,

@@ -21,7 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/backoff"
-	"github.com/paysuite/payments/test/history"
+	"github.com/paysuite/payments/test/chaos/history"
 )
 
 // transferReq is the body of POST /transferencias.

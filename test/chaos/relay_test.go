@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // flagRelay is the outbox relay every service runs (OUTBOX_RELAY).

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // storeFigures are what checkStores counted.

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // KafkaJVMFlags are the JVM flags of every node: a small heap, the serial

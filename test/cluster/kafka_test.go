@@ -13,8 +13,8 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // producer writes numbered records one at a time with the suite's writer

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paysuite/payments/test/netfault"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/netfault"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // Mode is how a Pair's primary waits for its standby at commit.

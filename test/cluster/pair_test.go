@@ -19,7 +19,7 @@ import (
 	"github.com/paysuite/payments/pkg/outage"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/cluster"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // openPair creates database app on the pair, a table t and a pool on the

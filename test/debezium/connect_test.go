@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/postgres"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 var (

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/apiclient"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // TransferRequest is the body of POST /transferencias.

@@ -45,8 +45,8 @@ import (
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // WebhookSecret signs the webhooks of every suite the harness starts.

@@ -6,7 +6,7 @@
 // dashboard only name metrics that exist, with runbooks that exist.
 //
 // The tests start the real services (Run) on a fresh PostgreSQL database and
-// unique Kafka topics each (test/pgtest, test/kafkatest), with a TCP proxy in
+// unique Kafka topics each (test/support/pgtest, test/support/kafkatest), with a TCP proxy in
 // front of the database and a kafkatest.Dialer in front of Kafka so that a
 // test can cut either one.
 package observability

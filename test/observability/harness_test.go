@@ -31,11 +31,11 @@ import (
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/netfault"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/netfault"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // harness is one service running on its own database (behind a proxy that

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/paysuite/payments/test/mdtest"
+	"github.com/paysuite/payments/test/support/mdtest"
 )
 
 // runbookPrefix is what every runbook_url starts with: the operations guide

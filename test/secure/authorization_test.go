@@ -16,8 +16,8 @@ import (
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/transfersig"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // TestForgedTransferRequests runs the four services as their own

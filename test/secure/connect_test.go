@@ -15,8 +15,8 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/tlstest"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/tlstest"
 )
 
 // kgoClient is a franz-go client with cfg's brokers and security options,

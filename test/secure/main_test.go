@@ -9,7 +9,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/kafkatest"
+	"github.com/paysuite/payments/test/support/kafkatest"
 )
 
 // sb is the package's secured broker: one per test binary (it takes some

@@ -22,10 +22,10 @@ import (
 	"github.com/paysuite/payments/services/ledger"
 	"github.com/paysuite/payments/services/notifications"
 	"github.com/paysuite/payments/services/transfers"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/logtest"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/logtest"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // service is one of the four services running on the secured broker as its

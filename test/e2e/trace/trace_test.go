@@ -25,8 +25,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paysuite/payments/test/e2e"
-	"github.com/paysuite/payments/test/poll"
-	"github.com/paysuite/payments/test/spantest"
+	"github.com/paysuite/payments/test/support/poll"
+	"github.com/paysuite/payments/test/support/spantest"
 )
 
 // span is what the test compares of a recorded span: its name, kind and

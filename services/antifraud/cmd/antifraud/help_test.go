@@ -5,7 +5,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/services/antifraud"
-	"github.com/paysuite/payments/test/helptest"
+	"github.com/paysuite/payments/test/support/helptest"
 )
 
 // --help lists every variable the service reads, from its declaration,

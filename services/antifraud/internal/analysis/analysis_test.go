@@ -22,7 +22,7 @@ import (
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 var topics = events.DefaultTopics

@@ -12,7 +12,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // verdict is what a decision says, without its clock readings.

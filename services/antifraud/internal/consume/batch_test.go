@@ -21,7 +21,7 @@ import (
 	"github.com/paysuite/payments/services/antifraud/internal/consume"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/risk"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // TestBatchStoppedByAPoisonRecord hands the handler, on a real

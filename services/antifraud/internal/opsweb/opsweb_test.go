@@ -11,7 +11,7 @@ import (
 
 	"github.com/paysuite/payments/services/antifraud/internal/opsweb"
 	store "github.com/paysuite/payments/services/antifraud/internal/postgres"
-	"github.com/paysuite/payments/test/opstest"
+	"github.com/paysuite/payments/test/support/opstest"
 )
 
 // TestDecisionOfTransfer: the decision with its score, threshold, outcome

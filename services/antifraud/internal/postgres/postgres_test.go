@@ -12,7 +12,7 @@ import (
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/antifraud/internal/analysis"
 	"github.com/paysuite/payments/services/antifraud/internal/postgres"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // TestLoadFindsItsRowsByKey: Load's statements get their plans while the

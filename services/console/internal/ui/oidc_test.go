@@ -18,8 +18,8 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/auth/authtest"
-	"github.com/paysuite/payments/test/logtest"
-	"github.com/paysuite/payments/test/oidcprovider"
+	"github.com/paysuite/payments/services/console/internal/oidcprovider"
+	"github.com/paysuite/payments/test/support/logtest"
 )
 
 // oidcEnv is a console with OpenID Connect sign-in, its real pkg/auth

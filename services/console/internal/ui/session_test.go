@@ -12,7 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/paysuite/payments/pkg/auth"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // TestAnonymousVisitsKeepNothing: a flood of anonymous sign-in pages and

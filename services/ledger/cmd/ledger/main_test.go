@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/paysuite/payments/test/helptest"
+	"github.com/paysuite/payments/test/support/helptest"
 )
 
 func TestRunRejectsBadInvocations(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 )
 
 // analysedBy is analysed with clienteId client, signed for client as the

@@ -27,12 +27,12 @@ import (
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/consume"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/ledgertest"
-	"github.com/paysuite/payments/test/logtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/logtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // failingStore fails every settlement that includes the transfer failID, as

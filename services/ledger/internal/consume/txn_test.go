@@ -14,9 +14,9 @@ import (
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/ledgertest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // TestTransactionalAntifraud: the reference design's antifraud writes each

@@ -15,7 +15,7 @@ import (
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 )
 
 func TestDecide(t *testing.T) {

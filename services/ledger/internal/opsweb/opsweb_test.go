@@ -12,7 +12,7 @@ import (
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
 	store "github.com/paysuite/payments/services/ledger/internal/postgres"
-	"github.com/paysuite/payments/test/opstest"
+	"github.com/paysuite/payments/test/support/opstest"
 )
 
 // TestSettlementWithBalancesAfter: the settlement of a transfer lists its

@@ -12,8 +12,8 @@ import (
 
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
-	"github.com/paysuite/payments/test/ledgertest"
 )
 
 // BenchmarkSettlement measures settlements per second against one database,

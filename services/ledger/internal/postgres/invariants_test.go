@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
-	"github.com/paysuite/payments/test/ledgertest"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 )
 
 // errorsOf records the failures of the checks it is handed to, instead of

@@ -14,8 +14,8 @@ import (
 
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
-	"github.com/paysuite/payments/test/ledgertest"
 )
 
 // TestCrossedTransfersNeverDeadlock runs 8 workers settling transfers in

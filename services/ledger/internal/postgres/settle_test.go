@@ -20,8 +20,8 @@ import (
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
-	"github.com/paysuite/payments/test/ledgertest"
 )
 
 // at is the fixed settlement time of the tests.

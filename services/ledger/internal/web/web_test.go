@@ -27,10 +27,10 @@ import (
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/pkg/validate"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
+	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/web"
-	"github.com/paysuite/payments/test/ledgertest"
-	"github.com/paysuite/payments/test/logtest"
+	"github.com/paysuite/payments/test/support/logtest"
 )
 
 type api struct {

@@ -15,7 +15,7 @@ import (
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // attemptRow is one notification_attempt row, without its time.

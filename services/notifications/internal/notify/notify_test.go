@@ -23,9 +23,9 @@ import (
 	"github.com/paysuite/payments/services/notifications/internal/channels"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/internal/postgres"
-	"github.com/paysuite/payments/test/netfault"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/netfault"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 func newStore(tb testing.TB) *postgres.Store {

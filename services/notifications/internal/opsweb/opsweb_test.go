@@ -10,7 +10,7 @@ import (
 
 	"github.com/paysuite/payments/services/notifications/internal/opsweb"
 	store "github.com/paysuite/payments/services/notifications/internal/postgres"
-	"github.com/paysuite/payments/test/opstest"
+	"github.com/paysuite/payments/test/support/opstest"
 )
 
 // TestNotificationsOfTransfer: each notification of a transfer with its

@@ -29,10 +29,10 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/suite/internal/cli"
-	"github.com/paysuite/payments/test/background"
-	"github.com/paysuite/payments/test/kafkatest"
-	"github.com/paysuite/payments/test/pgtest"
-	"github.com/paysuite/payments/test/poll"
+	"github.com/paysuite/payments/test/support/background"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // runCLI runs the command line as main does and returns its exit code and

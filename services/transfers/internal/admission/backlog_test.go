@@ -17,7 +17,7 @@ import (
 	"github.com/paysuite/payments/pkg/outbox"
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 const testTopic = "test.transferencia.solicitada"

@@ -22,7 +22,7 @@ import (
 	"github.com/paysuite/payments/services/transfers/internal/consume"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 var topics = events.DefaultTopics.WithSuffix(".test")

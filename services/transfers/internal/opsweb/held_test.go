@@ -19,7 +19,7 @@ import (
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
-	"github.com/paysuite/payments/test/opstest"
+	"github.com/paysuite/payments/test/support/opstest"
 )
 
 // ledgerRecords is the Ledger of these tests: the ledger's records by

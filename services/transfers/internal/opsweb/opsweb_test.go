@@ -13,7 +13,7 @@ import (
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	tpg "github.com/paysuite/payments/services/transfers/internal/postgres"
-	"github.com/paysuite/payments/test/opstest"
+	"github.com/paysuite/payments/test/support/opstest"
 )
 
 // TestAccountTransfersPaged: an account's transfers, from and to it,

@@ -18,7 +18,7 @@ import (
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
-	"github.com/paysuite/payments/test/pgtest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // newStore is a Store on a fresh transfers database, recording processed

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/test/logtest"
+	"github.com/paysuite/payments/test/support/logtest"
 )
 
 // as returns the headers of a request by client (operator: with the

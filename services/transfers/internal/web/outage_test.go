@@ -15,7 +15,7 @@ import (
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 	"github.com/paysuite/payments/services/transfers/internal/web"
-	"github.com/paysuite/payments/test/netfault"
+	"github.com/paysuite/payments/test/support/netfault"
 )
 
 // With its database unreachable, the API answers 503 with Retry-After (a
