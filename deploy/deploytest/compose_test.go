@@ -14,6 +14,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/paysuite/payments/test/support/repo"
 )
 
 // appImage is the image every suite program of the compose file runs.
@@ -40,7 +41,7 @@ func loadCompose(tb testing.TB, path string) (*types.Project, error) {
 
 func composeProject(tb testing.TB) *types.Project {
 	tb.Helper()
-	p, err := loadCompose(tb, filepath.Join(repoRoot(tb), "docker-compose.yml"))
+	p, err := loadCompose(tb, filepath.Join(repo.Path(tb), "docker-compose.yml"))
 	if err != nil {
 		tb.Fatalf("docker-compose.yml does not load: %v", err)
 	}
@@ -97,7 +98,7 @@ func TestComposeServices(t *testing.T) {
 
 func TestComposeImages(t *testing.T) {
 	p := composeProject(t)
-	root := repoRoot(t)
+	root := repo.Path(t)
 	for _, tc := range []struct {
 		service, image string
 		built          bool
@@ -400,7 +401,7 @@ func TestComposeKafka(t *testing.T) {
 	if diff := cmp.Diff(want, secrets); diff != "" {
 		t.Errorf("kafka secrets mismatch (-want +got):\n%s", diff)
 	}
-	script, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "compose", "kafka", "start.sh"))
+	script, err := os.ReadFile(filepath.Join(repo.Path(t), "deploy", "compose", "kafka", "start.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +495,7 @@ func TestComposeOneShots(t *testing.T) {
 // name, with the same passwords.
 func TestComposePostgresInit(t *testing.T) {
 	p := composeProject(t)
-	root := repoRoot(t)
+	root := repo.Path(t)
 	pg := composeService(t, p, "postgres")
 	initDir := filepath.Join(root, "deploy", "compose", "initdb")
 	var mounted bool
@@ -851,7 +852,7 @@ volumes: {key: {}, jwks: {}}
 // pulled from a registry the machine cannot reach, or built on the
 // engine's bridge network, which the private engine does not have.
 func TestComposeLocalOverrideCoversEveryImage(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Path(t)
 	opts, err := cli.NewProjectOptions(
 		[]string{filepath.Join(root, "docker-compose.yml"), filepath.Join(root, "deploy", "compose", "local", "override.yml")},
 		cli.WithWorkingDirectory(root),

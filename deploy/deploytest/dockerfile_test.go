@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
+	"github.com/paysuite/payments/test/support/repo"
 	"golang.org/x/mod/modfile"
 )
 
@@ -43,7 +44,7 @@ type dockerfile struct {
 
 func parseDockerfile(tb testing.TB) dockerfile {
 	tb.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(tb), "Dockerfile"))
+	raw, err := os.ReadFile(filepath.Join(repo.Path(tb), "Dockerfile"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestDockerfileStages(t *testing.T) {
 	build, final := df.stages[0], df.stages[len(df.stages)-1]
 
 	// The builder's Go is the one go.mod asks for.
-	modBytes, err := os.ReadFile(filepath.Join(repoRoot(t), "go.mod"))
+	modBytes, err := os.ReadFile(filepath.Join(repo.Path(t), "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestDockerfileStages(t *testing.T) {
 // would send it: without what .dockerignore excludes.
 func dockerContext(tb testing.TB) (string, *patternmatcher.PatternMatcher) {
 	tb.Helper()
-	root := repoRoot(tb)
+	root := repo.Path(tb)
 	f, err := os.Open(filepath.Join(root, ".dockerignore"))
 	if err != nil {
 		tb.Fatal(err)
@@ -400,7 +401,7 @@ func contains(list []string, s string) bool {
 // frontend handles its RUN --mount, and a named one is pulled on every
 // build, which fails where no registry is reachable (make compose-demo).
 func TestDockerfileNoSyntaxDirective(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
+	b, err := os.ReadFile(filepath.Join(repo.Path(t), "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}

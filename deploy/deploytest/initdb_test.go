@@ -19,6 +19,7 @@ import (
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/repo"
 )
 
 // initScript is what the compose init script creates.
@@ -36,7 +37,7 @@ var (
 
 func readInitScript(tb testing.TB) initScript {
 	tb.Helper()
-	path := filepath.Join(repoRoot(tb), "deploy", "compose", "initdb", "01-databases.sql")
+	path := filepath.Join(repo.Path(tb), "deploy", "compose", "initdb", "01-databases.sql")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paysuite/payments/pkg/transfersig"
+	"github.com/paysuite/payments/test/support/repo"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -185,7 +186,7 @@ type built struct {
 // would, and decodes the result.
 func kustomizeBuild(tb testing.TB, dir string) built {
 	tb.Helper()
-	path := filepath.Join(repoRoot(tb), "deploy", "k8s", dir)
+	path := filepath.Join(repo.Path(tb), "deploy", "k8s", dir)
 	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), path)
 	if err != nil {
 		tb.Fatalf("kustomize build %s: %v", dir, err)
@@ -749,7 +750,7 @@ func checkTopicsJob(t *testing.T, b built, ov overlay) {
 // secret.example.yaml shows every Secret key that a Deployment of any
 // overlay reads (it is what an operator copies), and no overlay renders it.
 func TestSecretExample(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "k8s", "base", "secret.example.yaml"))
+	raw, err := os.ReadFile(filepath.Join(repo.Path(t), "deploy", "k8s", "base", "secret.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"github.com/paysuite/payments/test/support/repo"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -51,7 +52,7 @@ func TestImageHoldsNoFakeKafka(t *testing.T) {
 	defer cancel()
 	args := append([]string{"list", "-tags", tags, "-deps"}, targets...)
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = repoRoot(t)
+	cmd.Dir = repo.Path(t)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go %v: %v\n%s", args, err, out)

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"github.com/paysuite/payments/test/support/repo"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +24,7 @@ func promtool(t *testing.T, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = repoRoot(t)
+	cmd.Dir = repo.Path(t)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -35,13 +36,13 @@ func promtool(t *testing.T, args ...string) string {
 // shows it firing on the first failure and quiet otherwise, one file per
 // alert group, and every group has one.
 func TestAlertRulesUnitTests(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(repoRoot(t), "deploy/prometheus/tests/*_test.yml"))
+	files, err := filepath.Glob(filepath.Join(repo.Path(t), "deploy/prometheus/tests/*_test.yml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no promtool test files under deploy/prometheus/tests: %v", err)
 	}
 	args := []string{"test", "rules"}
 	for _, f := range files {
-		rel, _ := filepath.Rel(repoRoot(t), f)
+		rel, _ := filepath.Rel(repo.Path(t), f)
 		args = append(args, rel)
 	}
 	out := promtool(t, args...)
@@ -56,7 +57,7 @@ func TestAlertRulesUnitTests(t *testing.T) {
 			}
 		}
 	}
-	for _, line := range strings.Split(readFile(t, filepath.Join(repoRoot(t), "deploy/prometheus/alerts.yml")), "\n") {
+	for _, line := range strings.Split(readFile(t, filepath.Join(repo.Path(t), "deploy/prometheus/alerts.yml")), "\n") {
 		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "- alert: "); ok && !tested[name] {
 			t.Errorf("alert %s has no promtool unit test in deploy/prometheus/tests", name)
 		}

@@ -1,8 +1,6 @@
 package deploytest
 
 import (
-	"os"
-	"path/filepath"
 	"sort"
 	"testing"
 
@@ -33,25 +31,6 @@ var services = []service{
 
 // suiteBinary is the operator / all-in-one program inside the image.
 const suiteBinary = "/usr/local/bin/payments"
-
-// repoRoot returns the module root: the nearest parent with go.mod.
-func repoRoot(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
-}
 
 // knownEnv returns every environment variable a suite program reads, so that
 // a misspelt name in an artefact (KAFKA_BROKER, say) fails a test instead of

@@ -35,6 +35,7 @@ import (
 	"github.com/paysuite/payments/test/chaos/history"
 	"github.com/paysuite/payments/test/cluster"
 	"github.com/paysuite/payments/test/support/poll"
+	"github.com/paysuite/payments/test/support/repo"
 )
 
 var (
@@ -199,7 +200,7 @@ func TestChaos(t *testing.T) {
 	if *flagRelay != "polling" && *flagRelay != "logical" {
 		t.Fatalf("-chaos.relay=%q: want polling or logical", *flagRelay)
 	}
-	root := repoRoot(t)
+	root := repo.Path(t)
 	logDir := *flagKeepLogs
 	if logDir == "" {
 		logDir = t.TempDir()

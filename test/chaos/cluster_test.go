@@ -23,6 +23,7 @@ import (
 	"github.com/paysuite/payments/test/chaos/history"
 	"github.com/paysuite/payments/test/cluster"
 	"github.com/paysuite/payments/test/support/poll"
+	"github.com/paysuite/payments/test/support/repo"
 )
 
 var (
@@ -78,7 +79,7 @@ func TestChaosCluster(t *testing.T) {
 	}
 	pairOpts := relayPairOpts(t)
 	began := time.Now()
-	root := repoRoot(t)
+	root := repo.Path(t)
 	logDir := *flagKeepLogs
 	if logDir == "" {
 		logDir = t.TempDir()

@@ -32,25 +32,6 @@ func freePort(tb testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// repoRoot is the folder holding go.mod (the test runs in test/chaos).
-func repoRoot(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // -------------------------------------------------------------- services
 
 // buildBinaries builds the four services' commands into dir.

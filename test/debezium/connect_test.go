@@ -24,6 +24,7 @@ import (
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/support/kafkatest"
 	"github.com/paysuite/payments/test/support/poll"
+	"github.com/paysuite/payments/test/support/repo"
 )
 
 var (
@@ -32,32 +33,13 @@ var (
 	flagJVM  = flag.String("debezium.jvm", "-Xmx768m -XX:+UseSerialGC", "JVM flags of the Connect worker")
 )
 
-// repoRoot is the folder holding go.mod (the test runs in test/debezium).
-func repoRoot(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // documentedConnector returns the connector configuration of
 // deploy/README.md: the first JSON block of its section "Debezium instead of
 // the polling relay", so that what runs here is what the docs tell
 // operators to deploy.
 func documentedConnector(tb testing.TB) (name string, config map[string]string) {
 	tb.Helper()
-	doc, err := os.ReadFile(filepath.Join(repoRoot(tb), "deploy", "README.md"))
+	doc, err := os.ReadFile(filepath.Join(repo.Path(tb), "deploy", "README.md"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -104,7 +86,7 @@ func startConnect(tb testing.TB, db *postgres.DB, extra map[string]string) *conn
 	tb.Helper()
 	libs := *flagLibs
 	if libs == "" {
-		libs = filepath.Join(repoRoot(tb), ".cache", "debezium", "3.6.1.Final", "libs")
+		libs = filepath.Join(repo.Path(tb), ".cache", "debezium", "3.6.1.Final", "libs")
 	}
 	if _, err := os.Stat(filepath.Join(libs, ".complete")); err != nil {
 		tb.Fatalf("no Kafka Connect and Debezium jars in %s (%v): run `make debezium`, which resolves them with test/infra/debezium/resolve.sh", libs, err)
@@ -177,7 +159,7 @@ func (w *connectWorker) libsDir() string {
 	if *flagLibs != "" {
 		return *flagLibs
 	}
-	return filepath.Join(repoRoot(w.tb), ".cache", "debezium", "3.6.1.Final", "libs")
+	return filepath.Join(repo.Path(w.tb), ".cache", "debezium", "3.6.1.Final", "libs")
 }
 
 // waitSlot waits until the connector's slot is streamed (active) or not.

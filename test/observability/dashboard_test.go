@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/paysuite/payments/test/support/repo"
 )
 
 // dashboard is the part of a Grafana dashboard JSON model the test reads.
@@ -58,7 +59,7 @@ var grafanaVars = strings.NewReplacer(
 // with expressions that parse and name only metrics and labels the services
 // expose, and together the panels show every family the services expose.
 func TestDashboard(t *testing.T) {
-	b, err := os.ReadFile(repoFile(t, "deploy/grafana/payments.json"))
+	b, err := os.ReadFile(repo.Path(t, "deploy/grafana/payments.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

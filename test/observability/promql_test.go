@@ -2,8 +2,6 @@ package observability
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -101,25 +99,6 @@ func selectorFamilies(known map[string]family, node parser.Node) []family {
 		return nil
 	})
 	return out
-}
-
-// repoFile returns the path of a file given relative to the module root.
-func repoFile(tb testing.TB, rel string) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, filepath.FromSlash(rel))
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // TestCheckExprFindsMistakes proves checkExpr is not a rubber stamp: each of

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/paysuite/payments/test/support/mdtest"
+	"github.com/paysuite/payments/test/support/repo"
 )
 
 // runbookPrefix is what every runbook_url starts with: the operations guide
@@ -28,12 +29,12 @@ const runbookPrefix = "https://github.com/paysuite/payments/blob/main/docs/opera
 // promises, a runbook that exists, and only metrics and labels the services
 // expose.
 func TestAlertRules(t *testing.T) {
-	path := repoFile(t, "deploy/prometheus/alerts.yml")
+	path := repo.Path(t, "deploy/prometheus/alerts.yml")
 	groups, errs := rulefmt.ParseFile(path, false, model.UTF8Validation, promQL, slog.New(slog.DiscardHandler))
 	if len(errs) > 0 {
 		t.Fatalf("rulefmt.ParseFile(%s): %v", path, errs)
 	}
-	anchors := markdownAnchors(t, repoFile(t, "docs/operations.md"))
+	anchors := markdownAnchors(t, repo.Path(t, "docs/operations.md"))
 	known := knownFamilies()
 
 	type want struct {
@@ -135,7 +136,7 @@ func TestAlertRules(t *testing.T) {
 // (503 overloaded) over all POST /transferencias. (TestServiceObservability proves that these label values
 // are the ones the transfers service reports.)
 func TestTransfersErrorRatioSelectsPostServerErrors(t *testing.T) {
-	path := repoFile(t, "deploy/prometheus/alerts.yml")
+	path := repo.Path(t, "deploy/prometheus/alerts.yml")
 	groups, errs := rulefmt.ParseFile(path, false, model.UTF8Validation, promQL, slog.New(slog.DiscardHandler))
 	if len(errs) > 0 {
 		t.Fatalf("parse: %v", errs)
@@ -223,7 +224,7 @@ func markdownAnchors(tb testing.TB, path string) map[string]bool {
 // service named after it (the alerts group by job), scraping /metrics on the
 // service's port, and the rule file loaded.
 func TestPrometheusConfig(t *testing.T) {
-	path := repoFile(t, "deploy/prometheus/prometheus.yml")
+	path := repo.Path(t, "deploy/prometheus/prometheus.yml")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

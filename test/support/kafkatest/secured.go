@@ -22,6 +22,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paysuite/payments/pkg/broker"
+	"github.com/paysuite/payments/test/support/repo"
 	"github.com/paysuite/payments/test/support/tlstest"
 )
 
@@ -327,7 +328,7 @@ func KafkaLibs(ctx context.Context) (string, error) {
 	if v := os.Getenv(EnvKafkaLibs); v != "" {
 		return v, nil
 	}
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}
@@ -351,23 +352,6 @@ func KafkaLibs(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return libs, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("kafkatest: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // freePorts returns two ports nothing listens on now.

@@ -46,6 +46,7 @@ import (
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/envconfig"
+	"github.com/paysuite/payments/test/support/repo"
 )
 
 // EnvDatabaseURL names the variable holding the URL of the PostgreSQL server
@@ -366,29 +367,19 @@ func templateName(sets []migrations.Set) (string, error) {
 	return "pgtpl_" + hex.EncodeToString(h.Sum(nil))[:24], nil
 }
 
-// migrationsDir finds the repository's migrations folder by walking up from
-// the working directory (go test runs in the package's folder) to go.mod.
-// The migrations package embeds its files privately, so the hash reads the
-// same files from the source tree.
+// migrationsDir is the repository's migrations folder. The migrations
+// package embeds its files privately, so the hash reads the same files from
+// the source tree.
 func migrationsDir() (string, error) {
-	dir, err := os.Getwd()
+	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			m := filepath.Join(dir, "migrations")
-			if _, err := os.Stat(m); err != nil {
-				return "", fmt.Errorf("no migrations folder beside %s: %w", filepath.Join(dir, "go.mod"), err)
-			}
-			return m, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory; run from inside the repository")
-		}
-		dir = parent
+	m := filepath.Join(root, "migrations")
+	if _, err := os.Stat(m); err != nil {
+		return "", fmt.Errorf("no migrations folder beside %s: %w", filepath.Join(root, "go.mod"), err)
 	}
+	return m, nil
 }
 
 // databaseName makes a unique, valid database name from a test name:
