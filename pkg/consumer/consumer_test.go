@@ -125,11 +125,6 @@ func (f *fixture) run(t *testing.T, pc policyCase, h func(context.Context, broke
 	return func() { m.stop(t) }
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	poll.True(t, within, what, cond)
-}
-
 func readDLT(t *testing.T, f *fixture, want int) []broker.Record {
 	t.Helper()
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: f.kcfg.Brokers, Topic: events.DLT(f.topic), Partition: 0, MaxWait: 100 * time.Millisecond})
@@ -178,7 +173,7 @@ func testCommits(t *testing.T, pc policyCase) {
 	f.produce(t, "a", "b", "c")
 	rec := &recorder{}
 	stop := f.run(t, pc, func(_ context.Context, m broker.Record) error { rec.record(string(m.Value)); return nil })
-	waitFor(t, 60*time.Second, "three records handled", func() bool { return rec.count("c") == 1 })
+	poll.True(t, 60*time.Second, "three records handled", func() bool { return rec.count("c") == 1 })
 	stop()
 	if diff := cmp.Diff([]string{"a", "b", "c"}, rec.order); diff != "" {
 		t.Fatalf("order (-want +got):\n%s", diff)
@@ -186,7 +181,7 @@ func testCommits(t *testing.T, pc policyCase) {
 	f.produce(t, "d")
 	rec2 := &recorder{}
 	f.run(t, pc, func(_ context.Context, m broker.Record) error { rec2.record(string(m.Value)); return nil })
-	waitFor(t, 60*time.Second, "the new record handled", func() bool { return rec2.count("d") == 1 })
+	poll.True(t, 60*time.Second, "the new record handled", func() bool { return rec2.count("d") == 1 })
 	if diff := cmp.Diff([]string{"d"}, rec2.order); diff != "" {
 		t.Fatalf("after restart (-want +got):\n%s", diff)
 	}
@@ -224,7 +219,7 @@ func testRetryThenDLT(t *testing.T, pc policyCase) {
 	if span := calls[len(calls)-1].Sub(calls[0]); span < pc.minSpan-slack {
 		t.Errorf("attempts spanned %v, want at least %v", span, pc.minSpan-slack)
 	}
-	waitFor(t, 30*time.Second, "next handled", func() bool { return rec.count("next") == 1 })
+	poll.True(t, 30*time.Second, "next handled", func() bool { return rec.count("next") == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if pc.blocksPartition && nextAt.Before(calls[len(calls)-1]) {
@@ -279,7 +274,7 @@ func testPoison(t *testing.T, pc policyCase) {
 		return nil
 	})
 	dead := readDLT(t, f, 1)[0]
-	waitFor(t, 30*time.Second, "after handled", func() bool { return rec.count("after") == 1 })
+	poll.True(t, 30*time.Second, "after handled", func() bool { return rec.count("after") == 1 })
 	if n := rec.count("poison"); n != 1 {
 		t.Errorf("poison handled %d times, want 1", n)
 	}
@@ -301,7 +296,7 @@ func testRecovers(t *testing.T, pc policyCase) {
 		}
 		return nil
 	})
-	waitFor(t, 30*time.Second, "third attempt", func() bool { return rec.count("flaky") == 3 })
+	poll.True(t, 30*time.Second, "third attempt", func() bool { return rec.count("flaky") == 3 })
 	if end := dltEnd(t, f); end != 0 {
 		t.Errorf("DLT holds %d records, want 0", end)
 	}
@@ -364,7 +359,7 @@ func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
 		Publisher: f.writer, MaxBatch: 10,
 	}
 	m := startMember(t, cfg)
-	waitFor(t, 30*time.Second, "c handled, and the failed record from its retry topic", func() bool {
+	poll.True(t, 30*time.Second, "c handled, and the failed record from its retry topic", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Contains(calls, "bad@retry") && slices.Contains(calls, "c@main")
@@ -470,7 +465,7 @@ func partitionsMeet(t *testing.T) (order map[string][]string, timeouts []string)
 		Publisher: w,
 	}
 	m := startMember(t, cfg)
-	waitFor(t, 60*time.Second, "every record handled", func() bool {
+	poll.True(t, 60*time.Second, "every record handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order["a"]) >= 3 && len(order["b"]) >= 3

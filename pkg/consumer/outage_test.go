@@ -21,6 +21,7 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/support/netfault"
 	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // While the handler's database is unreachable, its records wait it out
@@ -86,7 +87,7 @@ func waitsOut(t *testing.T, pc policyCase, f *fixture, pool *pgxpool.Pool, durin
 		return err
 	})
 	// Far more tries than the policy allows a failing record.
-	waitFor(t, 60*time.Second, "the record tried "+during, func() bool { return rec.count("a") >= 3*pc.attempts })
+	poll.True(t, 60*time.Second, "the record tried "+during, func() bool { return rec.count("a") >= 3*pc.attempts })
 	if end := dltEnd(t, f); end != 0 {
 		t.Fatalf("%d records dead-lettered %s", end, during)
 	}
@@ -104,12 +105,12 @@ func waitsOut(t *testing.T, pc policyCase, f *fixture, pool *pgxpool.Pool, durin
 		t.Fatalf("offset %d committed before any record was handled", off)
 	}
 	back()
-	waitFor(t, 30*time.Second, "both records handled once the database takes writes", func() bool {
+	poll.True(t, 30*time.Second, "both records handled once the database takes writes", func() bool {
 		var n int
 		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM handled`).Scan(&n)
 		return n == 2
 	})
-	waitFor(t, 30*time.Second, "offsets committed after handling", func() bool { return committed(t, f) == 2 })
+	poll.True(t, 30*time.Second, "offsets committed after handling", func() bool { return committed(t, f) == 2 })
 	if end := dltEnd(t, f); end != 0 {
 		t.Errorf("%d records dead-lettered", end)
 	}
@@ -191,7 +192,7 @@ func TestRetryRecordDueTooFarAheadIsPoison(t *testing.T) {
 			if string(dead.Value) != "forged" || !strings.Contains(dlt.ExceptionMessage(dead), "ahead") {
 				t.Errorf("DLT record %q (%s), want the forged one with its cause", dead.Value, dlt.ExceptionMessage(dead))
 			}
-			waitFor(t, 30*time.Second, "the honest retry handled", func() bool { return handled.count("honest") == 1 })
+			poll.True(t, 30*time.Second, "the honest retry handled", func() bool { return handled.count("honest") == 1 })
 			if n := handled.count("forged"); n != 0 {
 				t.Errorf("the forged record was handled %d times", n)
 			}

@@ -176,7 +176,7 @@ func testOpenTxn(t *testing.T, mode txnMode) {
 	f.prod.Begin()
 	f.prod.InTxn(f.msgs("t1")...)
 	f.prod.Plain(f.msgs("n1")...)
-	waitFor(t, 60*time.Second, "n0 handled", func() bool { return f.rec.count("rec-n0") == 1 })
+	poll.True(t, 60*time.Second, "n0 handled", func() bool { return f.rec.count("rec-n0") == 1 })
 	poll.Never(t, 2*time.Second, "a record behind the open transaction handled", func() (bool, string) {
 		o := f.order()
 		return len(o) != 1, fmt.Sprint(o)

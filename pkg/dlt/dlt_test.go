@@ -74,16 +74,16 @@ func newFixture(t *testing.T) *fixture {
 	})
 
 	f.phase1 = f.publish(t, "K1", "K1", "K2")
-	waitFor(t, func() (bool, string) {
+	poll.Until(t, 30*time.Second, "the DLT condition", func() (bool, string) {
 		n := len(list(t, cfg, dlt.Filter{Topic: f.dlt}))
 		return n == 3, fmt.Sprintf("%d records on the DLT", n)
 	})
 	// A millisecond-aligned instant after every phase-1 record was written
 	// (record times are in milliseconds) and before any phase-2 one.
 	f.boundary = time.Now().Truncate(time.Millisecond).Add(time.Millisecond)
-	waitFor(t, func() (bool, string) { return time.Now().After(f.boundary), "clock before boundary" })
+	poll.Until(t, 30*time.Second, "the DLT condition", func() (bool, string) { return time.Now().After(f.boundary), "clock before boundary" })
 	f.phase2 = f.publish(t, "K1", "K3")
-	waitFor(t, func() (bool, string) {
+	poll.Until(t, 30*time.Second, "the DLT condition", func() (bool, string) {
 		n := len(list(t, cfg, dlt.Filter{Topic: f.dlt}))
 		return n == 5, fmt.Sprintf("%d records on the DLT", n)
 	})
@@ -128,11 +128,6 @@ func ids(recs []dlt.Record) []string {
 		out[i] = r.EventID
 	}
 	return out
-}
-
-func waitFor(t *testing.T, cond func() (bool, string)) {
-	t.Helper()
-	poll.Until(t, 30*time.Second, "the DLT condition", cond)
 }
 
 func TestDLT(t *testing.T) {
@@ -244,7 +239,7 @@ func testReplay(t *testing.T, f *fixture) {
 		t.Errorf("3 records replayed in %s at 20/s, want >= 100ms", d)
 	}
 	var replayed []dlt.Record
-	waitFor(t, func() (bool, string) {
+	poll.Until(t, 30*time.Second, "the DLT condition", func() (bool, string) {
 		replayed = nil
 		for _, r := range list(t, f.cfg, dlt.Filter{Topic: f.main, Key: "K1"}) {
 			if r.ReplayedAt != "" {
@@ -268,7 +263,7 @@ func testReplay(t *testing.T, f *fixture) {
 	}
 	// The consumer fails them again: back on the DLT, marked as replays,
 	// with the main-topic records of the replay as their origin.
-	waitFor(t, func() (bool, string) {
+	poll.Until(t, 30*time.Second, "the DLT condition", func() (bool, string) {
 		var again int
 		for _, r := range list(t, f.cfg, dlt.Filter{Topic: f.dlt, Key: "K1"}) {
 			if r.ReplayedAt != "" && r.Origin.Topic == f.main {

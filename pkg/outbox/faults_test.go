@@ -165,8 +165,8 @@ func TestRelayTakeoverWithinASecondOfOwnerDeath(t *testing.T) {
 	cfgA := fastRelay("doomed")
 	cfgA.Lease, cfgA.SendTimeout = 30*time.Second, 20*time.Second
 	stopA := startRelay(t, outbox.NewRelay(e.ob, stuck, cfgA, testLogger(t), nil))
-	waitFor(t, 10*time.Second, "relay A leases every event", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PROCESSING' AND locked_by LIKE 'doomed/%' AND lease_owner IS NOT NULL`) == len(ids), nil
+	poll.True(t, 10*time.Second, "relay A leases every event", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PROCESSING' AND locked_by LIKE 'doomed/%' AND lease_owner IS NOT NULL`) == len(ids)
 	})
 
 	survivor := newSendLog()
@@ -191,8 +191,8 @@ func TestRelayTakeoverWithinASecondOfOwnerDeath(t *testing.T) {
 		   AND l.objid IN (SELECT DISTINCT lease_owner::oid FROM outbox_event WHERE status = 'PROCESSING')`); n != 1 {
 		t.Fatalf("terminated %d liveness sessions, want relay A's one", n)
 	}
-	waitFor(t, 10*time.Second, "survivor publishes A's events", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids), nil
+	poll.True(t, 10*time.Second, "survivor publishes A's events", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids)
 	})
 	if took := time.Since(killed); took > time.Second {
 		t.Errorf("takeover took %v after the owner's session died, want under 1s", took)
@@ -255,13 +255,13 @@ func TestRelaySlowButAliveKeepsItsLease(t *testing.T) {
 	cfgA.Workers = 1
 	cfgA.Lease, cfgA.SendTimeout = 4*time.Second, 2*time.Second
 	startRelay(t, outbox.NewRelay(e.ob, slow, cfgA, testLogger(t), nil))
-	waitFor(t, 10*time.Second, "the slow relay leases every event", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE locked_by LIKE 'slow/%'`) == len(ids), nil
+	poll.True(t, 10*time.Second, "the slow relay leases every event", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE locked_by LIKE 'slow/%'`) == len(ids)
 	})
 	cfgB := fastRelay("fast")
 	startRelay(t, outbox.NewRelay(e.ob, log, cfgB, testLogger(t), nil))
-	waitFor(t, 60*time.Second, "every event published", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids), nil
+	poll.True(t, 60*time.Second, "every event published", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids)
 	})
 	sent, _ := log.snapshot()
 	for i, id := range ids {
@@ -304,12 +304,12 @@ func TestRelayClaimsNeverTouchEachOthersRows(t *testing.T) {
 		return done
 	}
 	first := publish()
-	waitFor(t, 10*time.Second, "the first claim's lease runs out", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE locked_by = 'twins/1' AND locked_until < now()`) == len(ids), nil
+	poll.True(t, 10*time.Second, "the first claim's lease runs out", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE locked_by = 'twins/1' AND locked_until < now()`) == len(ids)
 	})
 	second := publish()
-	waitFor(t, 10*time.Second, "the second claim leases the rows", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE locked_by = 'twins/2'`) == len(ids), nil
+	poll.True(t, 10*time.Second, "the second claim leases the rows", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE locked_by = 'twins/2'`) == len(ids)
 	})
 	gate.open(t, 0, broker.RecordError(kerr.NotEnoughReplicas)) // the stale claim fails late
 	if err := <-first; err != nil {

@@ -70,7 +70,7 @@ func TestLogicalRelayPublishesInCommitOrder(t *testing.T) {
 	}
 	r := newLogical(t, e, e.writer)
 	background.Go(t, "logical relay", r.Run)
-	waitFor(t, 30*time.Second, "the relay streams", func() (bool, error) { return r.Active(), nil })
+	poll.True(t, 30*time.Second, "the relay streams", func() bool { return r.Active() })
 	for i := 20; i < 200; i++ {
 		for _, id := range e.enqueue(t, payload{Key: "k" + strconv.Itoa(i%4), N: i}, payload{Key: "k" + strconv.Itoa(i%4), N: i}) {
 			all = append(all, id.String())
@@ -100,8 +100,8 @@ func TestLogicalRelayPublishesInCommitOrder(t *testing.T) {
 			t.Fatalf("event %s never published", id)
 		}
 	}
-	waitFor(t, 20*time.Second, "rows settled as PUBLISHED", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(all), nil
+	poll.True(t, 20*time.Second, "rows settled as PUBLISHED", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(all)
 	})
 }
 
@@ -131,7 +131,7 @@ func TestLogicalRelayConfirmsOnlyAcknowledgedEvents(t *testing.T) {
 	slot := dropSlotOnCleanup(t, e)
 	first := newLogical(t, e, &outagePublisher{next: e.writer, open: make(chan struct{})})
 	task := background.Go(t, "first relay", first.Run)
-	waitFor(t, 30*time.Second, "the relay streams", func() (bool, error) { return first.Active(), nil })
+	poll.True(t, 30*time.Second, "the relay streams", func() bool { return first.Active() })
 	var before string
 	if err := e.db.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&before); err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestLogicalRelayStandbyTakesOver(t *testing.T) {
 	dropSlotOnCleanup(t, e)
 	first := newLogical(t, e, e.writer)
 	firstTask := background.Go(t, "first relay", first.Run)
-	waitFor(t, 30*time.Second, "the first relay streams", func() (bool, error) { return first.Active(), nil })
+	poll.True(t, 30*time.Second, "the first relay streams", func() bool { return first.Active() })
 	second := newLogical(t, e, e.writer)
 	background.Go(t, "second relay", second.Run)
 	// The second one is refused the slot for as long as the first holds it.
@@ -180,7 +180,7 @@ func TestLogicalRelayStandbyTakesOver(t *testing.T) {
 	readTopic(t, e.kcfg, e.topic, 1, 30*time.Second)
 	stopped := time.Now()
 	firstTask.Stop(t)
-	waitFor(t, 5*time.Second, "the second relay streams", func() (bool, error) { return second.Active(), nil })
+	poll.True(t, 5*time.Second, "the second relay streams", func() bool { return second.Active() })
 	if took := time.Since(stopped); took > 2*time.Second {
 		t.Fatalf("takeover took %v, want under 2s", took)
 	}
@@ -221,9 +221,9 @@ func TestLogicalRelaySetsRefusedEventsAsideAndHoldsTheirKey(t *testing.T) {
 	poison = bad[0].String()
 	later := e.enqueue(t, payload{Key: "held", N: 2})
 	other := e.enqueue(t, payload{Key: "free", N: 1})
-	waitFor(t, 30*time.Second, "the other key's event published", func() (bool, error) { return sent.sends(other[0]) > 0, nil })
-	waitFor(t, 10*time.Second, "the refused event DEAD", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD' AND id = $1`, bad[0]) == 1, nil
+	poll.True(t, 30*time.Second, "the other key's event published", func() bool { return sent.sends(other[0]) > 0 })
+	poll.True(t, 10*time.Second, "the refused event DEAD", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD' AND id = $1`, bad[0]) == 1
 	})
 	if n := sent.sends(later[0]); n != 0 {
 		t.Fatalf("the event behind a DEAD one was sent %d times", n)
@@ -233,7 +233,7 @@ func TestLogicalRelaySetsRefusedEventsAsideAndHoldsTheirKey(t *testing.T) {
 	background.Go(t, "restarted relay", r.Run)
 	more := e.enqueue(t, payload{Key: "held", N: 3})
 	free := e.enqueue(t, payload{Key: "free", N: 2})
-	waitFor(t, 30*time.Second, "the other key's later event published", func() (bool, error) { return sent.sends(free[0]) > 0, nil })
+	poll.True(t, 30*time.Second, "the other key's later event published", func() bool { return sent.sends(free[0]) > 0 })
 	if n := sent.sends(later[0]) + sent.sends(more[0]); n != 0 {
 		t.Fatalf("events behind a DEAD one sent %d times after a restart", n)
 	}
@@ -241,8 +241,8 @@ func TestLogicalRelaySetsRefusedEventsAsideAndHoldsTheirKey(t *testing.T) {
 	if _, err := e.ob.Requeue(context.Background(), outbox.RequeueFilter{ID: bad[0]}, outbox.Audit{Operator: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the key's events published after the requeue", func() (bool, error) {
-		return sent.sends(bad[0]) > 0 && sent.sends(later[0]) > 0 && sent.sends(more[0]) > 0, nil
+	poll.True(t, 30*time.Second, "the key's events published after the requeue", func() bool {
+		return sent.sends(bad[0]) > 0 && sent.sends(later[0]) > 0 && sent.sends(more[0]) > 0
 	})
 	_, order := sent.snapshot()
 	at := map[string]int{}
@@ -264,7 +264,7 @@ func TestLogicalRelaySlotAdvancesWhenIdle(t *testing.T) {
 	slot := dropSlotOnCleanup(t, e)
 	r := newLogical(t, e, newSendLog())
 	background.Go(t, "relay", r.Run)
-	waitFor(t, 30*time.Second, "the relay streams", func() (bool, error) { return r.Active(), nil })
+	poll.True(t, 30*time.Second, "the relay streams", func() bool { return r.Active() })
 	for i := range 200 {
 		if _, err := e.db.Exec(context.Background(), `INSERT INTO widget (id, name)
 SELECT gen_random_uuid(), (SELECT string_agg(md5(random()::text || g::text || n::text), '') FROM generate_series(1, 64) g)
@@ -279,10 +279,12 @@ SELECT gen_random_uuid(), (SELECT string_agg(md5(random()::text || g::text || n:
 	if written < 1<<20 {
 		t.Fatalf("the writes produced only %d bytes of WAL behind the slot; the test needs more", written)
 	}
-	waitFor(t, 10*time.Second, "the slot retains under 64 KiB", func() (bool, error) {
+	poll.True(t, 10*time.Second, "the slot retains under 64 KiB", func() bool {
 		var lag int64
-		err := e.db.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag)
-		return lag < 64<<10, err
+		if err := e.db.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag); err != nil {
+			t.Fatal(err)
+		}
+		return lag < 64<<10
 	})
 }
 
@@ -315,8 +317,8 @@ func TestSwitchFromLogicalBackToPollingLosesNothing(t *testing.T) {
 			ids = append(ids, id.String())
 		}
 	}
-	waitFor(t, 60*time.Second, "every event PUBLISHED by the polling relay", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids), nil
+	poll.True(t, 60*time.Second, "every event PUBLISHED by the polling relay", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids)
 	})
 }
 
@@ -328,7 +330,7 @@ func TestLogicalRelayRecreatesALostSlot(t *testing.T) {
 	slot := dropSlotOnCleanup(t, e)
 	r := newLogical(t, e, e.writer)
 	background.Go(t, "logical relay", r.Run)
-	waitFor(t, 30*time.Second, "the relay streams", func() (bool, error) { return r.Active(), nil })
+	poll.True(t, 30*time.Second, "the relay streams", func() bool { return r.Active() })
 	ids := e.enqueue(t, payload{Key: "a", N: 1})
 	readTopic(t, e.kcfg, e.topic, 1, 30*time.Second)
 	// Lose the slot: end its walsender and drop it before the relay is back.
@@ -393,13 +395,13 @@ func TestLogicalRelayLeavesAHungServer(t *testing.T) {
 	t.Cleanup(pdb.Close)
 	r := outbox.NewLogicalRelay(outbox.New(pdb), e.writer, logicalConfig(), fastRelay("logical"), testLogger(t), nil, nil)
 	background.Go(t, "logical relay", r.Run)
-	waitFor(t, 30*time.Second, "the relay streams", func() (bool, error) { return r.Active(), nil })
+	poll.True(t, 30*time.Second, "the relay streams", func() bool { return r.Active() })
 	before := e.enqueue(t, payload{Key: "k", N: 1})
 	readTopic(t, e.kcfg, e.topic, len(before), 30*time.Second)
 
 	proxy.Hang()
 	hung := time.Now()
-	waitFor(t, 20*time.Second, "the stream ended on the silent server", func() (bool, error) { return !r.Active(), nil })
+	poll.True(t, 20*time.Second, "the stream ended on the silent server", func() bool { return !r.Active() })
 	t.Logf("the stream left the hung server after %v", time.Since(hung).Round(time.Millisecond))
 	var during []uuid.UUID
 	for i := range 5 {

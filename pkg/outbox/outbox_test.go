@@ -145,19 +145,6 @@ func readTopic(t *testing.T, kcfg broker.Config, topic string, want int, within 
 	return out
 }
 
-// waitFor polls cond until it is true or the deadline passes; an error
-// from cond fails the test at once.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	poll.Until(t, within, what, func() (bool, string) {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return ok, ""
-	})
-}
-
 func count(t *testing.T, db *postgres.DB, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -218,8 +205,8 @@ func TestOutboxSuccess(t *testing.T) {
 	if got.Partition != wantPartition {
 		t.Errorf("partition = %d, want murmur2 partition %d", got.Partition, wantPartition)
 	}
-	waitFor(t, 10*time.Second, "event marked PUBLISHED", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'PUBLISHED' AND published_at IS NOT NULL`, id) == 1, nil
+	poll.True(t, 10*time.Second, "event marked PUBLISHED", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'PUBLISHED' AND published_at IS NOT NULL`, id) == 1
 	})
 }
 
@@ -289,8 +276,8 @@ func TestOutboxBrokerDown(t *testing.T) {
 	ids := e.enqueue(t, items...)
 	// Every event keeps failing while the broker is unreachable: attempts
 	// grow, nothing goes DEAD, nothing is published.
-	waitFor(t, 30*time.Second, "three failed attempts on the head events", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE attempts >= 3`) >= 5, nil
+	poll.True(t, 30*time.Second, "three failed attempts on the head events", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE attempts >= 3`) >= 5
 	})
 	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status IN ('PUBLISHED', 'DEAD')`); n != 0 {
 		t.Fatalf("%d events published or dead while the broker was down", n)
@@ -313,8 +300,8 @@ func TestOutboxBrokerDown(t *testing.T) {
 			t.Errorf("event %s never arrived after the broker came back", id)
 		}
 	}
-	waitFor(t, 20*time.Second, "all events PUBLISHED", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids), nil
+	poll.True(t, 20*time.Second, "all events PUBLISHED", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == len(ids)
 	})
 }
 
@@ -393,8 +380,8 @@ func TestOutboxConcurrentRelays(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, 20*time.Second, "all PUBLISHED", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == total, nil
+	poll.True(t, 20*time.Second, "all PUBLISHED", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED'`) == total
 	})
 }
 
@@ -426,8 +413,8 @@ func TestOutboxDeadRelayLeaseExpires(t *testing.T) {
 	if diff := cmp.Diff([]string{ids[0].String(), ids[1].String()}, aOrder); diff != "" {
 		t.Errorf("key a order mismatch (-want +got):\n%s", diff)
 	}
-	waitFor(t, 10*time.Second, "survivor marks them PUBLISHED", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED' AND locked_by IS NULL`) == len(ids), nil
+	poll.True(t, 10*time.Second, "survivor marks them PUBLISHED", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE status = 'PUBLISHED' AND locked_by IS NULL`) == len(ids)
 	})
 }
 
@@ -468,8 +455,8 @@ func TestOutboxPoisonEventGoesDead(t *testing.T) {
 			t.Fatalf("the oversized event reached Kafka")
 		}
 	}
-	waitFor(t, 30*time.Second, "poison event DEAD", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND refusals = 3 AND last_error <> ''`, poisonID) == 1, nil
+	poll.True(t, 30*time.Second, "poison event DEAD", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND refusals = 3 AND last_error <> ''`, poisonID) == 1
 	})
 	dead, err := e.ob.ListDead(context.Background(), 10)
 	if err != nil || len(dead) != 1 || dead[0].ID != poisonID {
@@ -480,8 +467,8 @@ func TestOutboxPoisonEventGoesDead(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Requeue = %d, %v; want 1", n, err)
 	}
-	waitFor(t, 30*time.Second, "poison event DEAD again", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND refusals = 3`, poisonID) == 1, nil
+	poll.True(t, 30*time.Second, "poison event DEAD again", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE id = $1 AND status = 'DEAD' AND refusals = 3`, poisonID) == 1
 	})
 }
 
@@ -561,8 +548,8 @@ func TestOutboxPerKeyOrderUnderFailures(t *testing.T) {
 		runRelay(t, outbox.NewRelay(e.ob, pub, cfg, testLogger(t), nil))
 	}
 	// Every good-key event is published while the bad keys keep failing.
-	waitFor(t, 60*time.Second, "every good-key event published", func() (bool, error) {
-		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE key LIKE 'good-%' AND status = 'PUBLISHED'`) == 12*40, nil
+	poll.True(t, 60*time.Second, "every good-key event published", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM outbox_event WHERE key LIKE 'good-%' AND status = 'PUBLISHED'`) == 12*40
 	})
 	if n := count(t, e.db, `SELECT count(*) FROM outbox_event WHERE key LIKE 'bad-%' AND status = 'PUBLISHED'`); n != 0 {
 		t.Fatalf("%d events of failing keys published while their sends failed", n)

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/paysuite/payments/pkg/outbox"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // TestRelayWakeUps: with polling out of the picture, each commit of the
@@ -44,10 +45,12 @@ func TestRelayWakeUps(t *testing.T) {
 	const n = 20
 	for i := range n {
 		ids := e.enqueue(t, payload{Key: "k", N: i})
-		waitFor(t, 10*time.Second, "the event published", func() (bool, error) {
+		poll.True(t, 10*time.Second, "the event published", func() bool {
 			var status string
-			err := e.db.QueryRow(context.Background(), `SELECT status FROM outbox_event WHERE id = $1`, ids[0]).Scan(&status)
-			return status == "PUBLISHED", err
+			if err := e.db.QueryRow(context.Background(), `SELECT status FROM outbox_event WHERE id = $1`, ids[0]).Scan(&status); err != nil {
+				t.Fatal(err)
+			}
+			return status == "PUBLISHED"
 		})
 	}
 	// Each worker claims once as it starts; a batch's end may still race
@@ -69,7 +72,7 @@ func TestRelayWakeUps(t *testing.T) {
 	if _, err := e.db.Exec(context.Background(), `SELECT pg_notify($1, 'another process')`, outbox.DefaultChannel); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the event sent after the NOTIFY", func() (bool, error) { return sent(id), nil })
+	poll.True(t, 10*time.Second, "the event sent after the NOTIFY", func() bool { return sent(id) })
 }
 
 // TestRelayWakesForHeldBackEvents: an event committed while a batch of
@@ -91,17 +94,17 @@ func TestRelayWakesForHeldBackEvents(t *testing.T) {
 		return c.GetCounter().GetValue()
 	}
 
-	waitFor(t, 10*time.Second, "each worker's first claim", func() (bool, error) { return empty() >= 2, nil })
+	poll.True(t, 10*time.Second, "each worker's first claim", func() bool { return empty() >= 2 })
 	e.enqueue(t, payload{Key: "h", N: 1})
-	waitFor(t, 10*time.Second, "the first batch in flight", func() (bool, error) {
+	poll.True(t, 10*time.Second, "the first batch in flight", func() bool {
 		gate.mu.Lock()
 		defer gate.mu.Unlock()
-		return gate.calls == 1, nil
+		return gate.calls == 1
 	})
 	before := empty()
 	e.enqueue(t, payload{Key: "h", N: 2})
-	waitFor(t, 10*time.Second, "the second event's claim, which skips it", func() (bool, error) {
-		return empty() > before, nil
+	poll.True(t, 10*time.Second, "the second event's claim, which skips it", func() bool {
+		return empty() > before
 	})
 	gate.open(t, 0, nil)
 	gate.open(t, 1, nil) // fails unless the first batch's end claimed the second event

@@ -175,12 +175,6 @@ func (s *service) status(t *testing.T, id string) map[string]any {
 	return m
 }
 
-// eventually polls f until it returns true, for at most 30 seconds.
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	poll.True(t, 30*time.Second, what, f)
-}
-
 func body(origem, destino string, valor int64) string {
 	b, _ := json.Marshal(map[string]any{"contaOrigem": origem, "contaDestino": destino, "valorEmCentavos": valor, "moeda": "BRL"})
 	return string(b)
@@ -292,7 +286,7 @@ func TestPostPublishesOneRequestedEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	eventually(t, "the outbox to drain", func() bool {
+	poll.True(t, 30*time.Second, "the outbox to drain", func() bool {
 		var total, unpublished int
 		err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'PUBLISHED') FROM outbox_event`).Scan(&total, &unpublished)
 		if err != nil {
@@ -358,7 +352,7 @@ func TestProjectionThroughKafka(t *testing.T) {
 	settledA := events.Settled{EventID: events.DerivedID(events.KindSettled, uuid.MustParse(a)), TransferID: uuid.MustParse(a), OccurredAt: time.Now().UTC()}
 
 	produce(t, w, s.topics.Settled, events.TypeSettled, settledA)
-	eventually(t, "transfer A to be LIQUIDADA", func() bool { return s.status(t, a)["status"] == "LIQUIDADA" })
+	poll.True(t, 30*time.Second, "transfer A to be LIQUIDADA", func() bool { return s.status(t, a)["status"] == "LIQUIDADA" })
 	before := s.status(t, a)
 
 	// The same event again, a poison record, a late rejection of A; then B
@@ -373,8 +367,8 @@ func TestProjectionThroughKafka(t *testing.T) {
 	produce(t, w, s.topics.Rejected, events.TypeRejected, events.Rejected{EventID: events.DerivedID(events.KindRejectedAntifraud, uuid.MustParse(c)), TransferID: uuid.MustParse(c),
 		Reason: events.ReasonBlockedByAntifraud, OccurredAt: time.Now().UTC()})
 
-	eventually(t, "transfer B to be LIQUIDADA", func() bool { return s.status(t, b)["status"] == "LIQUIDADA" })
-	eventually(t, "transfer C to be REJEITADA", func() bool { return s.status(t, c)["status"] == "REJEITADA" })
+	poll.True(t, 30*time.Second, "transfer B to be LIQUIDADA", func() bool { return s.status(t, b)["status"] == "LIQUIDADA" })
+	poll.True(t, 30*time.Second, "transfer C to be REJEITADA", func() bool { return s.status(t, c)["status"] == "REJEITADA" })
 	if diff := cmp.Diff(before, s.status(t, a)); diff != "" {
 		t.Errorf("transfer A changed after its settlement (-before +after):\n%s", diff)
 	}

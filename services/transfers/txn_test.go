@@ -46,7 +46,7 @@ func TestProjectionReadsCommitted(t *testing.T) {
 	prod.InTxn(settled("committed"))
 	prod.Plain(settled("plain"))
 	prod.Commit()
-	eventually(t, "committed and plain LIQUIDADA", func() bool {
+	poll.True(t, 30*time.Second, "committed and plain LIQUIDADA", func() bool {
 		return statusOf("committed") == "LIQUIDADA" && statusOf("plain") == "LIQUIDADA"
 	})
 	prod.Begin()
@@ -57,7 +57,7 @@ func TestProjectionReadsCommitted(t *testing.T) {
 		return st != "PENDENTE/PENDENTE", st
 	})
 	prod.Commit()
-	eventually(t, "open and after LIQUIDADA", func() bool {
+	poll.True(t, 30*time.Second, "open and after LIQUIDADA", func() bool {
 		return statusOf("open") == "LIQUIDADA" && statusOf("after") == "LIQUIDADA"
 	})
 	poll.Until(t, 60*time.Second, "the group commits past the last marker", func() (bool, string) {

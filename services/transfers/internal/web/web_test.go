@@ -369,9 +369,10 @@ func TestCrashedRequestFreesKey(t *testing.T) {
 	if err != nil || !killed {
 		t.Fatalf("terminate the claiming backend: %v %v", killed, err)
 	}
-	r := waitFor(t, func() (response, bool) {
-		r := h.post(t, key, validBody)
-		return r, r.status != http.StatusConflict
+	var r response
+	poll.Until(t, 15*time.Second, "a POST answered other than 409", func() (bool, string) {
+		r = h.post(t, key, validBody)
+		return r.status != http.StatusConflict, fmt.Sprintf("%+v", r)
 	})
 	if r.status != http.StatusAccepted || r.header.Get(web.HeaderReplayed) != "" {
 		t.Fatalf("request after the crash = %d %v %s, want a first 202", r.status, r.header, r.body)
@@ -399,9 +400,10 @@ func TestStalledRequestClaimExpires(t *testing.T) {
 	if r := h.post(t, key, validBody); r.status != http.StatusConflict {
 		t.Fatalf("while the first holds its claim = %d, want 409", r.status)
 	}
-	r := waitFor(t, func() (response, bool) {
-		r := h.post(t, key, validBody)
-		return r, r.status != http.StatusConflict
+	var r response
+	poll.Until(t, 15*time.Second, "a POST answered other than 409", func() (bool, string) {
+		r = h.post(t, key, validBody)
+		return r.status != http.StatusConflict, fmt.Sprintf("%+v", r)
 	})
 	if r.status != http.StatusAccepted || r.header.Get(web.HeaderReplayed) != "" {
 		t.Fatalf("request after the claim expired = %d %v %s, want a first 202", r.status, r.header, r.body)
@@ -409,18 +411,6 @@ func TestStalledRequestClaimExpires(t *testing.T) {
 	if got := h.count(t, "transferencia"); got != 1 {
 		t.Errorf("%d transfers, want 1", got)
 	}
-}
-
-// waitFor polls f until it reports done, for at most 15 seconds.
-func waitFor[T any](tb testing.TB, f func() (T, bool)) T {
-	tb.Helper()
-	var v T
-	poll.Until(tb, 15*time.Second, "the condition", func() (bool, string) {
-		var ok bool
-		v, ok = f()
-		return ok, fmt.Sprintf("%+v", v)
-	})
-	return v
 }
 
 // TestGetRepresentation checks every field of GET /transferencias/{id}.
