@@ -1,8 +1,7 @@
 // Package ledgertest holds what the ledger's tests share: a fresh migrated
 // database per test, a snapshot of every ledger table, and the check of the
-// ledger's invariants that the schema cannot enforce. It lives under test/,
-// beside pgtest and kafkatest, because it imports testing: only tests import
-// it.
+// ledger's invariants that the schema cannot enforce. Only the ledger's
+// tests import it (it imports testing); internal/ keeps it the ledger's.
 package ledgertest
 
 import (
