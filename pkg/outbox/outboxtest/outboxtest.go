@@ -1,7 +1,8 @@
 // Package outboxtest holds what the tests of the outbox's operator actions
 // share: a reading of the outbox_audit table that those actions write
-// (outbox.Requeue, outbox.Discard). It lives under test/ because no
-// production code reads the table back.
+// (outbox.Requeue, outbox.Discard). It is a package of its own, beside the
+// outbox, because no production code reads the table back; the outbox's
+// and pkg/opsapi's tests import it.
 package outboxtest
 
 import (
