@@ -110,9 +110,10 @@ func (h *harness) rowAbout(query string) func(id uuid.UUID) (bool, error) {
 // committed transaction reach each topic its consumer reads, and the
 // committed one must be applied, the aborted one never, the group's offset
 // must move past both transaction markers, and nothing may be
-// dead-lettered.
+// dead-lettered. It is not parallel with the package's other tests: four
+// more services at once would slow TestServiceObservability's, whose
+// transfers service sheds requests when its flow runs late.
 func TestConsumersReadCommitted(t *testing.T) {
-	t.Parallel()
 	for _, service := range serviceNames {
 		t.Run(service, func(t *testing.T) {
 			t.Parallel()
