@@ -8,10 +8,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/events"
@@ -140,68 +142,50 @@ FROM processed_transfer ORDER BY transfer_id`
 // ReadState reads every ledger table.
 func ReadState(tb testing.TB, db *postgres.DB) State {
 	tb.Helper()
-	ctx := context.Background()
-	var s State
-	rows, err := db.Query(ctx, accountsSQL)
+	return State{
+		Accounts: readRows(tb, db, "accounts", accountsSQL, func(r pgx.CollectableRow) (a Account, err error) {
+			err = r.Scan(&a.ID, &a.Moeda, &a.Funding, &a.Balance)
+			return a, err
+		}),
+		Postings: readRows(tb, db, "postings", postingsSQL, func(r pgx.CollectableRow) (p Posting, err error) {
+			err = r.Scan(&p.ID, &p.EntryType, &p.EntryID, &p.Account, &p.Direction, &p.Amount)
+			return p, err
+		}),
+		Markers: readRows(tb, db, "markers", markersSQL, func(r pgx.CollectableRow) (m Marker, err error) {
+			err = r.Scan(&m.TransferID, &m.Result, &m.Reason, &m.Source, &m.Dest, &m.Amount, &m.Currency,
+				&m.EventID, &m.ResultEventID)
+			return m, err
+		}),
+		Events: readRows(tb, db, "outbox", eventsSQL, func(r pgx.CollectableRow) (e Event, err error) {
+			var payload, headers []byte
+			if err := r.Scan(&e.ID, &e.Topic, &e.Key, &e.Type, &payload, &headers, &e.OccurredAt); err != nil {
+				return e, err
+			}
+			if err := json.Unmarshal(payload, &e.Payload); err != nil {
+				return e, fmt.Errorf("outbox payload: %w", err)
+			}
+			if err := json.Unmarshal(headers, &e.Headers); err != nil {
+				return e, fmt.Errorf("outbox headers: %w", err)
+			}
+			e.OccurredAt = e.OccurredAt.UTC()
+			return e, nil
+		}),
+	}
+}
+
+// readRows runs query and scans each of its rows with scan, failing tb on
+// any error; no rows give a nil slice.
+func readRows[T any](tb testing.TB, db *postgres.DB, what, query string, scan pgx.RowToFunc[T]) []T {
+	tb.Helper()
+	rows, err := db.Query(context.Background(), query)
 	if err != nil {
-		tb.Fatalf("read accounts: %v", err)
+		tb.Fatalf("read %s: %v", what, err)
 	}
-	for rows.Next() {
-		var a Account
-		if err := rows.Scan(&a.ID, &a.Moeda, &a.Funding, &a.Balance); err != nil {
-			tb.Fatalf("scan account: %v", err)
-		}
-		s.Accounts = append(s.Accounts, a)
+	out, err := pgx.AppendRows([]T(nil), rows, scan)
+	if err != nil {
+		tb.Fatalf("read %s: %v", what, err)
 	}
-	rows.Close()
-	if rows, err = db.Query(ctx, postingsSQL); err != nil {
-		tb.Fatalf("read postings: %v", err)
-	}
-	for rows.Next() {
-		var p Posting
-		if err := rows.Scan(&p.ID, &p.EntryType, &p.EntryID, &p.Account, &p.Direction, &p.Amount); err != nil {
-			tb.Fatalf("scan posting: %v", err)
-		}
-		s.Postings = append(s.Postings, p)
-	}
-	rows.Close()
-	if rows, err = db.Query(ctx, markersSQL); err != nil {
-		tb.Fatalf("read markers: %v", err)
-	}
-	for rows.Next() {
-		var m Marker
-		if err := rows.Scan(&m.TransferID, &m.Result, &m.Reason, &m.Source, &m.Dest, &m.Amount, &m.Currency,
-			&m.EventID, &m.ResultEventID); err != nil {
-			tb.Fatalf("scan marker: %v", err)
-		}
-		s.Markers = append(s.Markers, m)
-	}
-	rows.Close()
-	if rows, err = db.Query(ctx, eventsSQL); err != nil {
-		tb.Fatalf("read outbox: %v", err)
-	}
-	for rows.Next() {
-		var (
-			e                Event
-			payload, headers []byte
-		)
-		if err := rows.Scan(&e.ID, &e.Topic, &e.Key, &e.Type, &payload, &headers, &e.OccurredAt); err != nil {
-			tb.Fatalf("scan outbox event: %v", err)
-		}
-		if err := json.Unmarshal(payload, &e.Payload); err != nil {
-			tb.Fatalf("outbox payload: %v", err)
-		}
-		if err := json.Unmarshal(headers, &e.Headers); err != nil {
-			tb.Fatalf("outbox headers: %v", err)
-		}
-		e.OccurredAt = e.OccurredAt.UTC()
-		s.Events = append(s.Events, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		tb.Fatalf("read state: %v", err)
-	}
-	return s
+	return out
 }
 
 // invariants are queries that must return no rows; each names what it
