@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paysuite/payments/test/support/poll"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
@@ -95,7 +96,7 @@ func testBatchStopsPartWay(t *testing.T, pc policyCase) {
 		return nil
 	})
 	dead := readDLT(t, f, 1)[0]
-	waitFor(t, 30*time.Second, "every offset committed", func() bool { return committed(t, f) == 5 })
+	poll.True(t, 30*time.Second, "every offset committed", func() bool { return committed(t, f) == 5 })
 	m.stop(t)
 
 	got := calls.get()
@@ -135,7 +136,7 @@ func testBatchPlainError(t *testing.T, pc policyCase) {
 		return nil
 	})
 	dead := readDLT(t, f, 1)[0]
-	waitFor(t, 30*time.Second, "every offset committed", func() bool { return committed(t, f) == 2 })
+	poll.True(t, 30*time.Second, "every offset committed", func() bool { return committed(t, f) == 2 })
 	m.stop(t)
 	if diff := cmp.Diff([][]string{{"x", "y"}, {"y"}}, calls.get()); diff != "" {
 		t.Errorf("handler calls (-want +got):\n%s", diff)
@@ -153,7 +154,7 @@ func testBatchOfOne(t *testing.T, pc policyCase) {
 		}
 		return nil
 	})
-	waitFor(t, 30*time.Second, "solo retried and committed", func() bool { return len(calls.get()) == 2 && committed(t, f) == 1 })
+	poll.True(t, 30*time.Second, "solo retried and committed", func() bool { return len(calls.get()) == 2 && committed(t, f) == 1 })
 	m.stop(t)
 	if diff := cmp.Diff([][]string{{"solo"}, {"solo"}}, calls.get()); diff != "" {
 		t.Errorf("handler calls (-want +got):\n%s", diff)
