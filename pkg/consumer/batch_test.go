@@ -11,10 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/paysuite/payments/test/support/poll"
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // The one handler shape: a handler is given the records of one partition
