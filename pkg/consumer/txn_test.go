@@ -145,9 +145,7 @@ func testCommittedTxn(t *testing.T, mode txnMode) {
 	f.prod.InTxn(f.msgs("t3")...)
 	f.prod.Commit()
 	f.prod.Plain(f.msgs("n2")...)
-	f.prod.Begin()
-	f.prod.InTxn(f.msgs("t4")...)
-	f.prod.Commit() // the partition ends with a commit marker
+	f.prod.Committed(f.msgs("t4")...) // the partition ends with a commit marker
 	f.check(t, "n0", "t1", "t2", "n1", "t3", "n2", "t4")
 }
 
@@ -157,13 +155,9 @@ func testCommittedTxn(t *testing.T, mode txnMode) {
 func testAbortedTxn(t *testing.T, mode txnMode) {
 	f := newTxnFixture(t, mode)
 	f.prod.Plain(f.msgs("n0")...)
-	f.prod.Begin()
-	f.prod.InTxn(f.msgs("a1", "a2")...)
-	f.prod.Abort()
+	f.prod.Aborted(f.msgs("a1", "a2")...)
 	f.prod.Plain(f.msgs("n1")...)
-	f.prod.Begin()
-	f.prod.InTxn(f.msgs("a3")...)
-	f.prod.Abort()
+	f.prod.Aborted(f.msgs("a3")...)
 	f.check(t, "n0", "n1")
 }
 
@@ -276,12 +270,8 @@ func TestReadCommittedOnKfake(t *testing.T) {
 	handled := m.handled
 
 	prod.Plain(msg("n0"))
-	prod.Begin()
-	prod.InTxn(msg("t1"), msg("t2"))
-	prod.Commit()
-	prod.Begin()
-	prod.InTxn(msg("a1"))
-	prod.Abort()
+	prod.Committed(msg("t1"), msg("t2"))
+	prod.Aborted(msg("a1"))
 	prod.Plain(msg("n1"))
 	prod.Begin()
 	prod.InTxn(msg("t3"))

@@ -28,16 +28,10 @@ func TestListReadsCommitted(t *testing.T) {
 			Headers: []kafka.Header{{Key: events.HeaderEventID, Value: []byte(id)}}}
 	}
 	prod.Plain(msg("plain-1"))
-	prod.Begin()
-	prod.InTxn(msg("committed-1"), msg("committed-2"))
-	prod.Commit()
-	prod.Begin()
-	prod.InTxn(msg("aborted-1"))
-	prod.Abort()
+	prod.Committed(msg("committed-1"), msg("committed-2"))
+	prod.Aborted(msg("aborted-1"))
 	prod.Plain(msg("plain-2"))
-	prod.Begin()
-	prod.InTxn(msg("committed-3"))
-	prod.Commit()
+	prod.Committed(msg("committed-3"))
 
 	tests := []struct {
 		name string

@@ -180,26 +180,23 @@ func Decode(data []byte, v interface{ validate() error }) error {
 }
 
 func (e *Requested) validate() error {
-	return firstErr(
-		need(e.EventID != uuid.Nil, "eventoId"),
-		need(e.TransferID != uuid.Nil, "transferenciaId"),
-		need(e.SourceAccount != "", "contaOrigem"),
-		need(e.DestAccount != "", "contaDestino"),
-		need(e.AmountCents > 0, "valorEmCentavos"),
-		need(e.Currency != "", "moeda"),
-		need(!e.OccurredAt.IsZero(), "ocorridoEm"),
-	)
+	return transferFields(e.EventID, e.TransferID, e.SourceAccount, e.DestAccount, e.AmountCents, e.Currency, e.OccurredAt)
 }
 
 func (e *Analysed) validate() error {
+	return transferFields(e.EventID, e.TransferID, e.SourceAccount, e.DestAccount, e.AmountCents, e.Currency, e.OccurredAt)
+}
+
+// transferFields checks the fields a request and its analysis both carry.
+func transferFields(eventID, transferID uuid.UUID, source, dest string, cents int64, currency string, at time.Time) error {
 	return firstErr(
-		need(e.EventID != uuid.Nil, "eventoId"),
-		need(e.TransferID != uuid.Nil, "transferenciaId"),
-		need(e.SourceAccount != "", "contaOrigem"),
-		need(e.DestAccount != "", "contaDestino"),
-		need(e.AmountCents > 0, "valorEmCentavos"),
-		need(e.Currency != "", "moeda"),
-		need(!e.OccurredAt.IsZero(), "ocorridoEm"),
+		need(eventID != uuid.Nil, "eventoId"),
+		need(transferID != uuid.Nil, "transferenciaId"),
+		need(source != "", "contaOrigem"),
+		need(dest != "", "contaDestino"),
+		need(cents > 0, "valorEmCentavos"),
+		need(currency != "", "moeda"),
+		need(!at.IsZero(), "ocorridoEm"),
 	)
 }
 

@@ -11,14 +11,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/outbox"
-	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/test/cluster"
 	"github.com/paysuite/payments/test/support/background"
 	"github.com/paysuite/payments/test/support/poll"
@@ -41,21 +38,7 @@ func TestLogicalRelayIsNeverTheSynchronousStandby(t *testing.T) {
 	pair := cluster.StartPair(t, "", cluster.Sync, cluster.LogicalOpts...)
 	pair.CreateDB("app")
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(pair.Primary().DSN("app", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB := stdlib.OpenDB(*cfg)
-	err = migrations.Apply(ctx, sqlDB, migrations.Platform)
-	_ = sqlDB.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := postgres.Open(ctx, pair.Primary().DSN("app", "syncrep-test"), 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := openPlatformDB(ctx, t, pair.Primary().DSN("app", ""), pair.Primary().DSN("app", "syncrep-test"))
 	ob := outbox.New(db)
 	// enqueue commits one event within 15 s (a commit waiting longer waits
 	// for a standby that will not confirm) and returns the commit's LSN.

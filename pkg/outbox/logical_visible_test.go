@@ -43,21 +43,7 @@ func TestLogicalRelaySendsOnlyVisibleCommits(t *testing.T) {
 	pg := cluster.StartPG(t, "pg-visible", "-c", "wal_level=logical", "-c", "max_replication_slots=4", "-c", "max_wal_senders=4")
 	pg.CreateDB("app")
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(pg.DSN("app", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB := stdlib.OpenDB(*cfg)
-	err = migrations.Apply(ctx, sqlDB, migrations.Platform)
-	_ = sqlDB.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := postgres.Open(ctx, pg.DSN("app", "visibility-test"), 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := openPlatformDB(ctx, t, pg.DSN("app", ""), pg.DSN("app", "visibility-test"))
 	ob := outbox.New(db)
 	enqueue := func(id uuid.UUID) error {
 		body, _ := json.Marshal(payload{Key: "k"})
@@ -139,4 +125,26 @@ func waitSent(t *testing.T, pub sentPublisher, id uuid.UUID) {
 			t.Fatalf("event %s not sent", id)
 		}
 	}
+}
+
+// openPlatformDB applies the platform migrations through adminDSN and opens
+// a pool on dsn, closed when the test ends.
+func openPlatformDB(ctx context.Context, t *testing.T, adminDSN, dsn string) *postgres.DB {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB := stdlib.OpenDB(*cfg)
+	err = migrations.Apply(ctx, sqlDB, migrations.Platform)
+	_ = sqlDB.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := postgres.Open(ctx, dsn, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
 }

@@ -155,12 +155,8 @@ func readsCommittedOnly(tb testing.TB, c consumerUnderTest) error {
 	aborted, committed := uuid.New(), uuid.New()
 	prod := kafkatest.NewProducer(tb)
 	abortedRecord, committedRecord := c.input(aborted), c.input(committed)
-	prod.Begin()
-	prod.InTxn(abortedRecord)
-	prod.Abort()
-	prod.Begin()
-	prod.InTxn(committedRecord)
-	prod.Commit()
+	prod.Aborted(abortedRecord)
+	prod.Committed(committedRecord)
 
 	var lookErr error
 	look := func(id uuid.UUID) bool {

@@ -81,6 +81,22 @@ func (p *Producer) Abort() {
 	p.end(kgo.TryAbort)
 }
 
+// Committed writes ms in a transaction of their own and commits it.
+func (p *Producer) Committed(ms ...kafka.Message) {
+	p.tb.Helper()
+	p.Begin()
+	p.InTxn(ms...)
+	p.Commit()
+}
+
+// Aborted writes ms in a transaction of their own and aborts it.
+func (p *Producer) Aborted(ms ...kafka.Message) {
+	p.tb.Helper()
+	p.Begin()
+	p.InTxn(ms...)
+	p.Abort()
+}
+
 func (p *Producer) end(commit kgo.TransactionEndTry) {
 	p.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
