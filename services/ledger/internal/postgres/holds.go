@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
@@ -90,22 +89,7 @@ func (s *Store) Close(ctx context.Context, cs []ledger.Command, close ledger.Clo
 		b.Queue(postgres.GenericPlanSQL)
 		b.Queue(lockReservationsSQL, ids)
 		b.Queue(lockHoldAccountsSQL, ids)
-		br := tx.SendBatch(ctx, b)
-		_, err := br.Exec()
-		if err != nil {
-			err = fmt.Errorf("plan setting: %w", err)
-		}
-		var held map[uuid.UUID]*ledger.Reservation
-		if err == nil {
-			held, err = readReservations(br.Query())
-		}
-		var accounts map[string]*ledger.Account
-		if err == nil {
-			accounts, err = readLocked(br)
-		}
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("lock reservations: %w", cerr)
-		}
+		held, accounts, err := lockReservations(ctx, tx, b)
 		if err != nil {
 			return err
 		}
@@ -127,20 +111,9 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int, close l
 		b := &pgx.Batch{}
 		b.Queue(postgres.GenericPlanSQL)
 		b.Queue(lockDueSQL, now, limit)
-		br := tx.SendBatch(ctx, b)
-		_, err := br.Exec()
-		var held map[uuid.UUID]*ledger.Reservation
-		if err == nil {
-			held, err = readReservations(br.Query())
-		}
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("lock due reservations: %w", err)
-		}
-		if len(held) == 0 {
-			return nil
+		held, _, err := lockReservations(ctx, tx, b)
+		if err != nil || len(held) == 0 {
+			return err
 		}
 		cs := make([]ledger.Command, 0, len(held))
 		var accountIDs []string
@@ -149,13 +122,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int, close l
 			accountIDs = append(accountIDs, r.Source, r.Dest)
 		}
 		slices.SortFunc(cs, func(a, b ledger.Command) int { return slices.Compare(a.TransferID[:], b.TransferID[:]) })
-		ab := &pgx.Batch{}
-		ab.Queue(lockAccountsSQL, accountIDs)
-		abr := tx.SendBatch(ctx, ab)
-		accounts, err := readLocked(abr)
-		if cerr := abr.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("lock accounts: %w", cerr)
-		}
+		accounts, err := readLocked(tx.Query(ctx, lockAccountsSQL, accountIDs))
 		if err != nil {
 			return err
 		}
@@ -176,15 +143,11 @@ func (s *Store) close(ctx context.Context, tx pgx.Tx, cs []ledger.Command, held 
 	accounts map[string]*ledger.Account, close ledger.Closer) ([]ledger.Result, error) {
 	results := make([]ledger.Result, len(cs))
 	var (
-		msgs                   []outbox.Message
-		pEntries               [][16]byte
-		pAccounts, pDirections []string
-		pAmounts               []int64
-		moved                  = map[string]bool{}
-		cIDs, cBy, cEvents     [][16]byte
-		cStates                []string
-		cCaptured              []int64
-		cAt                    []time.Time
+		m                  = newMoves()
+		cIDs, cBy, cEvents [][16]byte
+		cStates            []string
+		cCaptured          []int64
+		cAt                []time.Time
 	)
 	for i, c := range cs {
 		r := held[c.TransferID] // nil: not reserved
@@ -200,42 +163,43 @@ func (s *Store) close(ctx context.Context, tx pgx.Tx, cs []ledger.Command, held 
 		if cl.Outcome == ledger.AlreadyClosed {
 			continue
 		}
-		for _, e := range cl.Entries {
-			pEntries = append(pEntries, [16]byte(c.TransferID))
-			pAccounts = append(pAccounts, e.AccountID)
-			pDirections = append(pDirections, string(e.Direction))
-			pAmounts = append(pAmounts, e.AmountCents)
-			moved[e.AccountID] = true
-		}
-		moved[r.Source] = true
-		msgs = append(msgs, cl.Event)
+		m.add(c.TransferID, cl.Entries, cl.Event)
+		m.moved[r.Source] = true
 		cIDs, cBy, cEvents = append(cIDs, [16]byte(r.TransferID)), append(cBy, [16]byte(r.ClosedBy)), append(cEvents, [16]byte(r.ClosedEventID))
 		cStates, cCaptured, cAt = append(cStates, string(r.State)), append(cCaptured, r.CapturedCents), append(cAt, r.ClosedAt)
 	}
-	if len(msgs) == 0 {
+	if len(m.events) == 0 {
 		return results, nil // every command found its reservation closed
 	}
-	wb := &pgx.Batch{}
-	if err := s.outbox.Queue(ctx, tx, wb, msgs...); err != nil {
-		return nil, err
-	}
-	bIDs, bBalances, bReserved := balances(accounts, moved)
-	wb.Queue(closeSQL, pEntries, pAccounts, pDirections, pAmounts, bIDs, bBalances, bReserved,
-		cIDs, cStates, cCaptured, cBy, cEvents, cAt)
-	wr := tx.SendBatch(ctx, wb)
-	_, err := wr.Exec()
-	if err != nil {
-		err = fmt.Errorf("enqueue %d closing events: %w", len(msgs), err)
-	} else if _, err = wr.Exec(); err != nil {
-		err = fmt.Errorf("write closed reservations: %w", err)
-	}
-	if cerr := wr.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("write closed reservations: %w", cerr)
-	}
-	if err != nil {
+	if err := s.write(ctx, tx, accounts, m, "closed reservations", closeSQL, cIDs, cStates, cCaptured, cBy, cEvents, cAt); err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// lockReservations sends b, which holds the plan setting, a statement
+// that locks reservations and, when it holds a third, one that locks their
+// accounts, and reads what they locked.
+func lockReservations(ctx context.Context, tx pgx.Tx, b *pgx.Batch) (map[uuid.UUID]*ledger.Reservation, map[string]*ledger.Account, error) {
+	br := tx.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var (
+		held     map[uuid.UUID]*ledger.Reservation
+		accounts map[string]*ledger.Account
+	)
+	if err == nil {
+		held, err = readReservations(br.Query())
+	}
+	if err == nil && b.Len() > 2 {
+		accounts, err = readLocked(br.Query())
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock reservations: %w", err)
+	}
+	return held, accounts, nil
 }
 
 // readReservations reads the locked reservations of rows, by transfer id.

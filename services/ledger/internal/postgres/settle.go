@@ -152,7 +152,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 	}
 	var accounts map[string]*ledger.Account
 	if err == nil {
-		accounts, err = readLocked(br)
+		accounts, err = readLocked(br.Query())
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("claim and lock: %w", cerr)
@@ -163,14 +163,10 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 
 	results := make([]ledger.Result, len(ts))
 	var (
-		msgs                   []outbox.Message
-		pEntries               [][16]byte
-		pAccounts, pDirections []string
-		pAmounts               []int64
-		rIDs, rEventIDs        [][16]byte
-		rResults, rReasons     []string
-		moved                  = map[string]bool{}
-		holds                  reservationRows
+		m                  = newMoves()
+		rIDs, rEventIDs    [][16]byte
+		rResults, rReasons []string
+		holds              reservationRows
 	)
 	for i, t := range ts {
 		if first[t.ID] != i || !claimed[t.ID] {
@@ -182,47 +178,69 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 			return nil, err
 		}
 		results[i] = d.Result
-		for _, e := range d.Entries {
-			pEntries = append(pEntries, [16]byte(t.ID))
-			pAccounts = append(pAccounts, e.AccountID)
-			pDirections = append(pDirections, string(e.Direction))
-			pAmounts = append(pAmounts, e.AmountCents)
-			moved[e.AccountID] = true
-		}
+		m.add(t.ID, d.Entries, d.Event)
 		if d.Reservation != nil {
 			holds.add(d.Reservation)
-			moved[t.Source] = true
+			m.moved[t.Source] = true
 		}
-		msgs = append(msgs, d.Event)
 		rIDs, rEventIDs = append(rIDs, [16]byte(t.ID)), append(rEventIDs, [16]byte(d.Event.ID))
 		rResults, rReasons = append(rResults, string(d.Outcome)), append(rReasons, d.Reason)
 	}
-	if len(msgs) == 0 {
+	if len(m.events) == 0 {
 		return results, nil // every transfer was a duplicate
 	}
-
-	// The result events and the writes go in one round trip.
-	wb := &pgx.Batch{}
-	if err := s.outbox.Queue(ctx, tx, wb, msgs...); err != nil {
-		return nil, err
-	}
-	bIDs, bBalances, bReserved := balances(accounts, moved)
-	wb.Queue(writeSQL, pEntries, pAccounts, pDirections, pAmounts, bIDs, bBalances, bReserved, rIDs, rResults, rReasons,
-		holds.ids, holds.sources, holds.dests, holds.currencies, holds.amounts, holds.expires, rEventIDs)
-	wr := tx.SendBatch(ctx, wb)
-	_, err = wr.Exec()
-	if err != nil {
-		err = fmt.Errorf("enqueue %d result events: %w", len(msgs), err)
-	} else if _, err = wr.Exec(); err != nil {
-		err = fmt.Errorf("write postings and results: %w", err)
-	}
-	if cerr := wr.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("write postings and results: %w", cerr)
-	}
-	if err != nil {
+	if err := s.write(ctx, tx, accounts, m, "postings and results", writeSQL, rIDs, rResults, rReasons,
+		holds.ids, holds.sources, holds.dests, holds.currencies, holds.amounts, holds.expires, rEventIDs); err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// moves are what a transaction's decisions wrote: the postings of their
+// entries, the accounts they moved and the events that announce them.
+type moves struct {
+	entries              [][16]byte
+	accounts, directions []string
+	amounts              []int64
+	moved                map[string]bool
+	events               []outbox.Message
+}
+
+func newMoves() *moves { return &moves{moved: map[string]bool{}} }
+
+// add records the entries of the entry id (a transfer) and its event.
+func (m *moves) add(id uuid.UUID, entries []ledger.Entry, event outbox.Message) {
+	for _, e := range entries {
+		m.entries = append(m.entries, [16]byte(id))
+		m.accounts = append(m.accounts, e.AccountID)
+		m.directions = append(m.directions, string(e.Direction))
+		m.amounts = append(m.amounts, e.AmountCents)
+		m.moved[e.AccountID] = true
+	}
+	m.events = append(m.events, event)
+}
+
+// write enqueues m's events and runs stmt, a statement that begins with
+// postingsAndBalances, with m's postings and the balances it left on
+// accounts ($1-$7) and then rest, in one round trip.
+func (s *Store) write(ctx context.Context, tx pgx.Tx, accounts map[string]*ledger.Account, m *moves, what, stmt string, rest ...any) error {
+	wb := &pgx.Batch{}
+	if err := s.outbox.Queue(ctx, tx, wb, m.events...); err != nil {
+		return err
+	}
+	bIDs, bBalances, bReserved := balances(accounts, m.moved)
+	wb.Queue(stmt, append([]any{m.entries, m.accounts, m.directions, m.amounts, bIDs, bBalances, bReserved}, rest...)...)
+	wr := tx.SendBatch(ctx, wb)
+	_, err := wr.Exec()
+	if err != nil {
+		err = fmt.Errorf("enqueue %d events: %w", len(m.events), err)
+	} else if _, err = wr.Exec(); err != nil {
+		err = fmt.Errorf("write %s: %w", what, err)
+	}
+	if cerr := wr.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write %s: %w", what, cerr)
+	}
+	return err
 }
 
 func readClaimed(br pgx.BatchResults) (map[uuid.UUID]bool, error) {
@@ -245,8 +263,9 @@ func readClaimed(br pgx.BatchResults) (map[uuid.UUID]bool, error) {
 	return claimed, nil
 }
 
-func readLocked(br pgx.BatchResults) (map[string]*ledger.Account, error) {
-	rows, err := br.Query()
+// readLocked reads the accounts that lockAccountsSQL (or
+// lockHoldAccountsSQL) locked, by id.
+func readLocked(rows pgx.Rows, err error) (map[string]*ledger.Account, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock accounts: %w", err)
 	}
