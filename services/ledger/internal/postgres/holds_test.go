@@ -42,6 +42,20 @@ func cancelOf(t ledger.Transfer) ledger.Command {
 	return ledger.Command{Kind: ledger.Cancel, TransferID: t.ID, EventID: uuid.New(), Source: t.Source, ClientID: ledgertest.Client}
 }
 
+// held is a ledger where CC-001 holds 60,000 of its 100,000 for CC-002:
+// the store, its database and the hold.
+func held(tb testing.TB) (*postgres.Store, *pgplatform.DB, ledger.Transfer) {
+	tb.Helper()
+	s, db := newStore(tb)
+	open(tb, s, "CC-001", "BRL", 100_000)
+	open(tb, s, "CC-002", "BRL", 0)
+	h := hold("CC-001", "CC-002", 60_000)
+	if rs := settle(tb, s, h); rs[0].Outcome != ledger.Reserved {
+		tb.Fatalf("hold: %+v, want reserved", rs[0])
+	}
+	return s, db, h
+}
+
 // closeAt applies cs at now and fails the test on error.
 func closeAt(tb testing.TB, s *postgres.Store, now time.Time, cs ...ledger.Command) []ledger.Result {
 	tb.Helper()
@@ -192,11 +206,7 @@ func TestCloseReservation(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, db := newStore(t)
-			open(t, s, "CC-001", "BRL", 100_000)
-			open(t, s, "CC-002", "BRL", 0)
-			h := hold("CC-001", "CC-002", 60_000)
-			settle(t, s, h)
+			s, db, h := held(t)
 			c := tc.command(h)
 			rs := closeAt(t, s, tc.now, c)
 			if rs[0].TransferID != h.ID || rs[0].Outcome != tc.want {
@@ -240,11 +250,7 @@ func TestCloseReservation(t *testing.T) {
 // again, or any other, changes nothing and says AlreadyClosed.
 func TestCloseIsIdempotent(t *testing.T) {
 	t.Parallel()
-	s, db := newStore(t)
-	open(t, s, "CC-001", "BRL", 100_000)
-	open(t, s, "CC-002", "BRL", 0)
-	h := hold("CC-001", "CC-002", 60_000)
-	settle(t, s, h)
+	s, db, h := held(t)
 	c := captureOf(h, 10_000)
 	closeAt(t, s, at, c)
 	before := ledgertest.ReadState(t, db)
