@@ -9,26 +9,26 @@ import (
 	"github.com/paysuite/payments/pkg/periodic"
 )
 
-// Close applies one capture or cancellation in its own transaction.
+// CloseReservation applies one capture or cancellation in its own transaction.
 // AlreadyClosed is a result, not an error; ErrNotReserved,
 // ErrCaptureAmount and ErrForeignCommand are permanent (the record is a
 // dead letter); any other error is a failure worth retrying.
-func (s *Service) Close(ctx context.Context, c Command) (Result, error) {
-	rs, err := s.store.Close(ctx, []Command{c}, s.rules.Closer(s.now().UTC()))
+func (s *Service) CloseReservation(ctx context.Context, c Command) (Result, error) {
+	rs, err := s.store.CloseReservations(ctx, []Command{c}, s.rules.Closer(s.now().UTC()))
 	if err != nil {
 		return Result{}, fmt.Errorf("close the reservation of %s: %w", c.TransferID, err)
 	}
 	return rs[0], nil
 }
 
-// CloseBatch applies cs, in order, in one transaction: all or nothing,
+// CloseReservations applies cs, in order, in one transaction: all or nothing,
 // with the results of applying them one by one. A permanent error of one
 // command fails the batch, so that each can then be applied alone.
-func (s *Service) CloseBatch(ctx context.Context, cs []Command) ([]Result, error) {
+func (s *Service) CloseReservations(ctx context.Context, cs []Command) ([]Result, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	rs, err := s.store.Close(ctx, cs, s.rules.Closer(s.now().UTC()))
+	rs, err := s.store.CloseReservations(ctx, cs, s.rules.Closer(s.now().UTC()))
 	if err != nil {
 		return nil, fmt.Errorf("close a batch of %d reservations (first %s): %w", len(cs), cs[0].TransferID, err)
 	}

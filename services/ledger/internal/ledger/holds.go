@@ -14,7 +14,7 @@ import (
 // reserved (CONTRACTS.md section 9's default).
 const DefaultHoldTTL = 7 * 24 * time.Hour
 
-// Outcomes of closing a reservation (Close). A capture is Settled.
+// Outcomes of closing a reservation (DecideClosing). A capture is Settled.
 const (
 	// Cancelled: the client's cancellation released the reservation.
 	Cancelled Outcome = "CANCELADA"
@@ -122,7 +122,7 @@ var (
 	ErrForeignCommand = errors.New("the command names another client or source account than the hold")
 )
 
-// Close decides command c on reservation r, locked with its accounts (r
+// DecideClosing decides command c on reservation r, locked with its accounts (r
 // nil when the ledger has none), at now. It is the one place where
 // capture, cancellation and expiry of a reservation race: whichever is
 // decided first on an open reservation closes it, and every later one
@@ -145,7 +145,7 @@ var (
 // On a closing it releases the whole reservation from the source's
 // ReservedCents, applies the entries to the balances and records the
 // closing in r, in place, as Decide does.
-func Close(r *Reservation, source, dest *Account, c Command, own Ownership, now time.Time) (Outcome, string, []Entry, error) {
+func DecideClosing(r *Reservation, source, dest *Account, c Command, own Ownership, now time.Time) (Outcome, string, []Entry, error) {
 	if r == nil {
 		return "", "", nil, ErrNotReserved
 	}
@@ -202,14 +202,14 @@ type Closing struct {
 
 // Closer decides one command on its locked reservation and accounts (nil
 // when absent), moving balances, reservations and the Reservation in
-// place as Close does. The store calls it inside its transaction.
+// place as DecideClosing does. The store calls it inside its transaction.
 type Closer func(r *Reservation, source, dest *Account, c Command) (Closing, error)
 
 // Closer returns the Closer that applies r's ownership rule, with events
 // stamped at now.
 func (r Rules) Closer(now time.Time) Closer {
 	return func(res *Reservation, source, dest *Account, c Command) (Closing, error) {
-		outcome, reason, entries, err := Close(res, source, dest, c, r.Ownership, now)
+		outcome, reason, entries, err := DecideClosing(res, source, dest, c, r.Ownership, now)
 		if err != nil {
 			return Closing{}, fmt.Errorf("close the reservation of %s: %w", c.TransferID, err)
 		}

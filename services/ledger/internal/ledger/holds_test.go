@@ -75,7 +75,7 @@ func TestClose(t *testing.T) {
 	for _, tc := range tests {
 		src := &ledger.Account{ID: "CC-001", Currency: "BRL", BalanceCents: 100, ReservedCents: 60}
 		dst := &ledger.Account{ID: "CC-002", Currency: "BRL"}
-		got, _, entries, err := ledger.Close(tc.r, src, dst, tc.c, tc.own, tc.at)
+		got, _, entries, err := ledger.DecideClosing(tc.r, src, dst, tc.c, tc.own, tc.at)
 		if got != tc.want || !errors.Is(err, tc.err) || len(entries) != tc.entries {
 			t.Errorf("%s: %q, %v, %d entries; want %q, %v, %d entries", tc.name, got, err, len(entries), tc.want, tc.err, tc.entries)
 		}
@@ -84,7 +84,7 @@ func TestClose(t *testing.T) {
 		}
 	}
 	// An expiry of a reservation not yet due is a fault of the sweep.
-	if _, _, _, err := ledger.Close(open(), &ledger.Account{ID: "CC-001"}, &ledger.Account{ID: "CC-002"},
+	if _, _, _, err := ledger.DecideClosing(open(), &ledger.Account{ID: "CC-001"}, &ledger.Account{ID: "CC-002"},
 		ledger.Command{Kind: ledger.Expire, TransferID: id}, 0, now); err == nil {
 		t.Error("an expiry before the reservation is due: no error")
 	}

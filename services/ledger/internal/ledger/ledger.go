@@ -273,7 +273,7 @@ type Store interface {
 	// transfer, in the order of ts. On error nothing was written.
 	Settle(ctx context.Context, ts []Transfer, decide Decider) ([]Result, error)
 
-	// Close applies cs, in order, in one database transaction, exactly as
+	// CloseReservations applies cs, in order, in one database transaction, exactly as
 	// if each were applied alone one after the other: it locks the
 	// reservations they name ORDER BY transfer id FOR UPDATE, then the
 	// accounts of the open ones ORDER BY id FOR UPDATE, asks close for
@@ -283,9 +283,9 @@ type Store interface {
 	// closed reservations, and enqueues each closing event in the outbox.
 	// It returns one Result per command, in the order of cs. On error
 	// (close's included) nothing was written.
-	Close(ctx context.Context, cs []Command, close Closer) ([]Result, error)
+	CloseReservations(ctx context.Context, cs []Command, close Closer) ([]Result, error)
 
-	// ExpireDue closes, as Close does with Expire commands, up to limit
+	// ExpireDue closes, as CloseReservations does with Expire commands, up to limit
 	// open reservations whose expiry is at or before now, oldest first,
 	// skipping those another transaction has locked (FOR UPDATE SKIP
 	// LOCKED), so that concurrent sweeps share the work and never wait

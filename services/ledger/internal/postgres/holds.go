@@ -67,13 +67,13 @@ FROM unnest($8::uuid[], $9::text[], $10::bigint[], $11::uuid[], $12::uuid[], $13
 WHERE r.transfer_id = ANY($8::uuid[]) AND r.transfer_id = c.id`
 )
 
-// Close implements ledger.Store.
+// CloseReservations implements ledger.Store.
 //
 // Round trips: begin; lock the reservations and their accounts
 // (pipelined, the reservations first); enqueue the closing events and
 // write postings, balances and reservations (pipelined, the writes in one
 // statement); commit: as many as a settlement.
-func (s *Store) Close(ctx context.Context, cs []ledger.Command, close ledger.Closer) ([]ledger.Result, error) {
+func (s *Store) CloseReservations(ctx context.Context, cs []ledger.Command, close ledger.Closer) ([]ledger.Result, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}

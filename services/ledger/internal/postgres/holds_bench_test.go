@@ -63,7 +63,7 @@ func BenchmarkHolds(b *testing.B) {
 							cs[i] = ledger.Command{Kind: kind, TransferID: t.ID, EventID: uuid.New(), Source: t.Source,
 								AmountCents: t.AmountCents, ClientID: t.ClientID}
 						}
-						rs, err := s.Close(ctx, cs, rules.Closer(time.Now()))
+						rs, err := s.CloseReservations(ctx, cs, rules.Closer(time.Now()))
 						return expect(rs, err, want)
 					}
 				}

@@ -59,7 +59,7 @@ func held(tb testing.TB) (*postgres.Store, *pgplatform.DB, ledger.Transfer) {
 // closeAt applies cs at now and fails the test on error.
 func closeAt(tb testing.TB, s *postgres.Store, now time.Time, cs ...ledger.Command) []ledger.Result {
 	tb.Helper()
-	rs, err := s.Close(context.Background(), cs, rules.Closer(now))
+	rs, err := s.CloseReservations(context.Background(), cs, rules.Closer(now))
 	if err != nil {
 		tb.Fatalf("close: %v", err)
 	}
@@ -296,12 +296,12 @@ func TestCloseRefusesWhatIsNotAHold(t *testing.T) {
 	}
 	before := ledgertest.ReadState(t, db)
 	for _, tc := range tests {
-		_, err := s.Close(context.Background(), []ledger.Command{tc.c}, rules.Closer(at))
+		_, err := s.CloseReservations(context.Background(), []ledger.Command{tc.c}, rules.Closer(at))
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 		// In a batch, the bad command fails the whole batch.
-		_, err = s.Close(context.Background(), []ledger.Command{cancelOf(h), tc.c}, rules.Closer(at))
+		_, err = s.CloseReservations(context.Background(), []ledger.Command{cancelOf(h), tc.c}, rules.Closer(at))
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s in a batch: %v, want %v", tc.name, err, tc.want)
 		}
@@ -311,7 +311,7 @@ func TestCloseRefusesWhatIsNotAHold(t *testing.T) {
 	}
 	// With ownership off, the client is not checked.
 	off := ledger.Rules{Topics: ledgertest.Topics, Ownership: ledger.OwnershipOff}
-	if rs, err := s.Close(context.Background(), []ledger.Command{otherClient}, off.Closer(at)); err != nil || rs[0].Outcome != ledger.Cancelled {
+	if rs, err := s.CloseReservations(context.Background(), []ledger.Command{otherClient}, off.Closer(at)); err != nil || rs[0].Outcome != ledger.Cancelled {
 		t.Errorf("another client's cancellation with ownership off: %v, %v; want cancelled", rs, err)
 	}
 	ledgertest.CheckInvariants(t, db)
@@ -448,8 +448,8 @@ func TestHoldRace(t *testing.T) {
 				won = append(won, r.Outcome)
 			}
 		}
-		wg.Go(func() { record(commands.Close(ctx, captureOf(h, int64(1+i*13%1_000)))) })
-		wg.Go(func() { record(commands.Close(ctx, cancelOf(h))) })
+		wg.Go(func() { record(commands.CloseReservation(ctx, captureOf(h, int64(1+i*13%1_000)))) })
+		wg.Go(func() { record(commands.CloseReservation(ctx, cancelOf(h))) })
 		wg.Go(func() {
 			rs, err := sweeper.ExpireDue(ctx, 5)
 			for _, r := range rs {

@@ -35,7 +35,7 @@ func TestAccountShowsReservedAndAvailable(t *testing.T) {
 		t.Errorf("while held: %d, mismatch (-want +got):\n%s", r.status, cmp.Diff(want, r.body))
 	}
 	c := ledger.Command{Kind: ledger.Capture, TransferID: h.ID, EventID: uuid.New(), Source: "CC-001", AmountCents: 100}
-	if rs, err := a.store.Close(ctx, []ledger.Command{c}, rules.Closer(now)); err != nil || rs[0].Outcome != ledger.Settled {
+	if rs, err := a.store.CloseReservations(ctx, []ledger.Command{c}, rules.Closer(now)); err != nil || rs[0].Outcome != ledger.Settled {
 		t.Fatalf("capture: %v, %v", rs, err)
 	}
 	want["saldoEmCentavos"], want["reservadoEmCentavos"], want["disponivelEmCentavos"] = 900.0, 0.0, 900.0
