@@ -49,6 +49,11 @@ type Topics struct {
 	Analysed  string // pagamentos.transferencia.analisada.v1
 	Settled   string // pagamentos.transferencia.liquidada.v1
 	Rejected  string // pagamentos.transferencia.rejeitada.v1
+	// The topics of holds (CONTRACTS.md section 9).
+	Reserved         string // pagamentos.transferencia.reservada.v1
+	CaptureRequested string // pagamentos.transferencia.captura-solicitada.v1
+	CancelRequested  string // pagamentos.transferencia.cancelamento-solicitado.v1
+	Cancelled        string // pagamentos.transferencia.cancelada.v1
 }
 
 // DefaultTopics are the topic names of CONTRACTS.md section 3.
@@ -57,6 +62,11 @@ var DefaultTopics = Topics{
 	Analysed:  "pagamentos.transferencia.analisada.v1",
 	Settled:   "pagamentos.transferencia.liquidada.v1",
 	Rejected:  "pagamentos.transferencia.rejeitada.v1",
+
+	Reserved:         "pagamentos.transferencia.reservada.v1",
+	CaptureRequested: "pagamentos.transferencia.captura-solicitada.v1",
+	CancelRequested:  "pagamentos.transferencia.cancelamento-solicitado.v1",
+	Cancelled:        "pagamentos.transferencia.cancelada.v1",
 }
 
 // WithSuffix returns the topics with suffix appended to every name.
@@ -66,10 +76,16 @@ func (t Topics) WithSuffix(suffix string) Topics {
 		Analysed:  t.Analysed + suffix,
 		Settled:   t.Settled + suffix,
 		Rejected:  t.Rejected + suffix,
+
+		Reserved:         t.Reserved + suffix,
+		CaptureRequested: t.CaptureRequested + suffix,
+		CancelRequested:  t.CancelRequested + suffix,
+		Cancelled:        t.Cancelled + suffix,
 	}
 }
 
-// All returns the four main topics.
+// All returns the four main topics of CONTRACTS.md section 3; the topics
+// of holds are Holds.
 func (t Topics) All() []string {
 	return []string{t.Requested, t.Analysed, t.Settled, t.Rejected}
 }
@@ -105,6 +121,12 @@ type Requested struct {
 	// ClientID asked for (pkg/transfersig). Additive: without it, or
 	// with one that does not verify, the ledger debits nothing.
 	Authorization *Authorization `json:"autorizacao,omitempty"`
+	// Capture and ExpiresAt make the transfer a hold (CONTRACTS.md
+	// section 9): captura is CaptureAutomatic (or absent: an immediate
+	// transfer) or CaptureManual, expiraEm when the ledger releases the
+	// hold by itself. Additive.
+	Capture   string    `json:"captura,omitempty"`
+	ExpiresAt time.Time `json:"expiraEm,omitzero"`
 }
 
 // Analysed is the payload of TransferenciaAnalisada.
@@ -126,6 +148,10 @@ type Analysed struct {
 	// RequestEventID is the eventoId of the TransferenciaSolicitada this
 	// analysis was decided for (the binding, see Settled). Additive.
 	RequestEventID uuid.UUID `json:"eventoSolicitacaoId,omitzero"`
+	// Capture and ExpiresAt are copied from the TransferenciaSolicitada:
+	// with CaptureManual the ledger reserves instead of posting. Additive.
+	Capture   string    `json:"captura,omitempty"`
+	ExpiresAt time.Time `json:"expiraEm,omitzero"`
 }
 
 // Authorization is the proof that a client asked for a transfer: the
@@ -151,6 +177,10 @@ type Settled struct {
 	// to the transfer created with that request event. Additive: uuid.Nil
 	// (absent) for older producers and the reference design.
 	RequestEventID uuid.UUID `json:"eventoSolicitacaoId,omitzero"`
+	// AmountCents is the amount a hold's capture moved (valorEmCentavos,
+	// CONTRACTS.md section 9); absent (0) for an immediate transfer,
+	// which moves the amount it asked. Additive.
+	AmountCents int64 `json:"valorEmCentavos,omitempty"`
 }
 
 // Rejected is the payload of TransferenciaRejeitada.
@@ -180,11 +210,13 @@ func Decode(data []byte, v interface{ validate() error }) error {
 }
 
 func (e *Requested) validate() error {
-	return transferFields(e.EventID, e.TransferID, e.SourceAccount, e.DestAccount, e.AmountCents, e.Currency, e.OccurredAt)
+	return firstErr(transferFields(e.EventID, e.TransferID, e.SourceAccount, e.DestAccount, e.AmountCents, e.Currency, e.OccurredAt),
+		validCapture(e.Capture))
 }
 
 func (e *Analysed) validate() error {
-	return transferFields(e.EventID, e.TransferID, e.SourceAccount, e.DestAccount, e.AmountCents, e.Currency, e.OccurredAt)
+	return firstErr(transferFields(e.EventID, e.TransferID, e.SourceAccount, e.DestAccount, e.AmountCents, e.Currency, e.OccurredAt),
+		validCapture(e.Capture))
 }
 
 // transferFields checks the fields a request and its analysis both carry.
@@ -240,6 +272,8 @@ const (
 	KindRejectedAntifraud = "rejeitada-antifraude"
 	KindSettled           = "liquidada"
 	KindRejectedLedger    = "rejeitada-ledger"
+	KindReserved          = "reservada"
+	KindCancelled         = "cancelada"
 )
 
 // ErrUnderivedID marks a result whose eventoId is not one DerivedID gives
@@ -250,7 +284,8 @@ var ErrUnderivedID = errors.New("eventoId is not derived from the transfer id")
 // CheckResultID returns nil when eventID is the id derived for transferID
 // and the result type typ (TypeSettled: KindSettled; TypeRejected:
 // KindRejectedAntifraud or KindRejectedLedger, since antifraud and the
-// ledger both reject), otherwise an error wrapping ErrUnderivedID. So an
+// ledger both reject; TypeReserved: KindReserved; TypeCancelled:
+// KindCancelled), otherwise an error wrapping ErrUnderivedID. So an
 // event id names one transfer and one kind: a record for one transfer
 // cannot take, and so burn in a deduplication log, the id of another
 // transfer's result.
@@ -261,6 +296,10 @@ func CheckResultID(typ string, eventID, transferID uuid.UUID) error {
 		kinds = []string{KindSettled}
 	case TypeRejected:
 		kinds = []string{KindRejectedAntifraud, KindRejectedLedger}
+	case TypeReserved:
+		kinds = []string{KindReserved}
+	case TypeCancelled:
+		kinds = []string{KindCancelled}
 	default:
 		return fmt.Errorf("%w: %w: %s is not a result type", ErrMalformed, ErrUnderivedID, typ)
 	}

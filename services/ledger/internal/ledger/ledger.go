@@ -49,6 +49,12 @@ type Transfer struct {
 	// belong to as many traces, and one ctx cannot carry them. A single
 	// transfer leaves it empty and the outbox takes ctx's.
 	Traceparent string
+	// Hold makes the transfer a hold (captura MANUAL): approved, it
+	// reserves the amount on the source account until ExpiresAt instead
+	// of posting it. A zero ExpiresAt is DefaultHoldTTL after the
+	// decision.
+	Hold      bool
+	ExpiresAt time.Time
 }
 
 // Outcome is what settling a transfer did.
@@ -61,6 +67,8 @@ const (
 	// Duplicate: the transfer had already been decided (settled or
 	// rejected) by an earlier delivery; nothing was done.
 	Duplicate Outcome = "DUPLICADA"
+	// Reserved: a hold's amount was reserved on its source account.
+	Reserved Outcome = "RESERVADA"
 )
 
 // Rejection reasons the ledger gives, in the order its rules apply.
@@ -123,6 +131,9 @@ type Account struct {
 	ID           string
 	Currency     string
 	BalanceCents int64
+	// ReservedCents is the sum of the account's open reservations (holds):
+	// of its balance, only AvailableCents may be debited.
+	ReservedCents int64
 	// Holder is the titular: the client whose transfers may debit the
 	// account. Empty for funding accounts and for accounts opened before
 	// ownership existed.
@@ -158,6 +169,10 @@ func (e Entry) apply(a *Account) {
 		a.BalanceCents += e.AmountCents
 	}
 }
+
+// AvailableCents is what a transfer or a hold may take from the account:
+// its balance less its reservations.
+func (a Account) AvailableCents() int64 { return a.BalanceCents - a.ReservedCents }
 
 // Posting is one line of an account's history.
 type Posting struct {
@@ -260,6 +275,25 @@ type Store interface {
 	// transfer, in the order of ts. On error nothing was written.
 	Settle(ctx context.Context, ts []Transfer, decide Decider) ([]Result, error)
 
+	// CloseReservations applies cs, in order, in one database transaction, exactly as
+	// if each were applied alone one after the other: it locks the
+	// reservations they name ORDER BY transfer id FOR UPDATE, then the
+	// accounts of the open ones ORDER BY id FOR UPDATE, asks close for
+	// each command's Closing (a reservation unknown to the store is
+	// passed as nil), writes each capture's Entries as postings, the
+	// balances and reservations close left on the locked Accounts, the
+	// closed reservations, and enqueues each closing event in the outbox.
+	// It returns one Result per command, in the order of cs. On error
+	// (close's included) nothing was written.
+	CloseReservations(ctx context.Context, cs []Command, close Closer) ([]Result, error)
+
+	// ExpireDue closes, as CloseReservations does with Expire commands, up to limit
+	// open reservations whose expiry is at or before now, oldest first,
+	// skipping those another transaction has locked (FOR UPDATE SKIP
+	// LOCKED), so that concurrent sweeps share the work and never wait
+	// for each other. It returns one Result per reservation it closed.
+	ExpireDue(ctx context.Context, now time.Time, limit int, close Closer) ([]Result, error)
+
 	// CreateAccount creates a customer account of holder with a zero
 	// balance (and the funding account of its currency if needed). created
 	// is false when the account already existed with that currency and
@@ -302,14 +336,16 @@ type Store interface {
 // the locked accounts (nil when absent), given the proof of who asked for
 // t (Rules.Prove), and returns the outcome (Settled or Rejected), the
 // reason of a rejection and, when Settled, the double entry (a debit of
-// the source and a credit of the destination for the amount):
+// the source and a credit of the destination for the amount); a hold
+// (t.Hold) is Reserved instead, with no entries:
 //
 //  1. proof is Unproven: ORIGEM_NAO_AUTORIZADA;
 //  2. either account missing, or a funding account: CONTA_INEXISTENTE;
 //  3. with proof Signed, t names no client or a client that is not the
 //     source account's titular: ORIGEM_NAO_AUTORIZADA;
 //  4. either account in another currency than t: MOEDA_INCOMPATIVEL;
-//  5. source balance below the amount: SALDO_INSUFICIENTE.
+//  5. source available balance (AvailableCents: the balance less the
+//     open reservations) below the amount: SALDO_INSUFICIENTE.
 //
 // The proof comes first so that a record the transfers service did not
 // sign (forged with a principal's broker credentials or written into an
@@ -319,10 +355,11 @@ type Store interface {
 // who does not hold the source account learns nothing of its currency or
 // balance from the motivo.
 //
-// On Settled it applies the entries to the two balances in place, so that
-// the next transfer of a batch sees them as a later transaction would, and
-// so that the store writes the balances it is given: this is the one place
-// a settlement's amounts are computed.
+// On Settled it applies the entries to the two balances in place, and on
+// Reserved it adds the amount to the source's ReservedCents, so that the
+// next transfer of a batch sees them as a later transaction would, and so
+// that the store writes the balances it is given: this is the one place a
+// settlement's or a reservation's amounts are computed.
 func Decide(source, dest *Account, t Transfer, proof Proof) (Outcome, string, []Entry) {
 	if proof == Unproven {
 		return Rejected, ReasonUnauthorized, nil
@@ -336,8 +373,12 @@ func Decide(source, dest *Account, t Transfer, proof Proof) (Outcome, string, []
 	if source.Currency != t.Currency || dest.Currency != t.Currency {
 		return Rejected, ReasonCurrencyMismatch, nil
 	}
-	if source.BalanceCents < t.AmountCents {
+	if source.AvailableCents() < t.AmountCents {
 		return Rejected, ReasonInsufficientFunds, nil
+	}
+	if t.Hold {
+		source.ReservedCents += t.AmountCents
+		return Reserved, "", nil
 	}
 	entries := []Entry{
 		{AccountID: source.ID, Direction: Debit, AmountCents: t.AmountCents},

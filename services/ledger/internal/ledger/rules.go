@@ -5,25 +5,33 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/transfersig"
 )
 
 // Derived event id kinds (events.DerivedID) of the ledger's result events.
 const (
-	KindSettled  = events.KindSettled
-	KindRejected = events.KindRejectedLedger
+	KindSettled   = events.KindSettled
+	KindRejected  = events.KindRejectedLedger
+	KindReserved  = events.KindReserved
+	KindCancelled = events.KindCancelled
 )
 
 // Decision is the settlement of one claimed transfer: its Result, the
-// double entry it writes (none unless Settled) and the event that announces
-// it, which the store writes to its outbox.
+// double entry it writes (none unless Settled), the reservation it opens
+// (only when Reserved) and the event that announces it, which the store
+// writes to its outbox.
 type Decision struct {
 	Result
 	// Entries are Decide's debit and credit, already applied to the
 	// balances of the Accounts the Decider was given.
 	Entries []Entry
-	Event   events.Message
+	// Reservation is the hold Decide reserved, already added to the
+	// source's ReservedCents; nil unless Reserved.
+	Reservation *Reservation
+	Event       events.Message
 }
 
 // Decider decides one claimed transfer against its locked accounts (nil
@@ -46,8 +54,8 @@ type Rules struct {
 	// MaxDepositCentsPerDay is the most one client may deposit in one
 	// currency in one UTC day; 0: no ceiling.
 	MaxDepositCentsPerDay int64
-	// Topics names the topics of the result events; only Settled and
-	// Rejected are used.
+	// Topics names the topics of the result events; Settled, Rejected,
+	// Reserved and Cancelled are used.
 	Topics events.Topics
 }
 
@@ -91,6 +99,10 @@ func (r Rules) decider(now time.Time, proofs map[Transfer]Proof) Decider {
 		}
 		outcome, reason, entries := Decide(source, dest, t, proof)
 		d := Decision{Result: Result{TransferID: t.ID, Outcome: outcome, Reason: reason}, Entries: entries}
+		if outcome == Reserved {
+			d.Reservation = newReservation(t, now)
+			t.ExpiresAt = d.Reservation.ExpiresAt
+		}
 		var err error
 		d.Event, err = r.resultEvent(t, outcome, reason, now)
 		return d, err
@@ -98,21 +110,13 @@ func (r Rules) decider(now time.Time, proofs map[Transfer]Proof) Decider {
 }
 
 // resultEvent is the event of a decided transfer:
-// TransferenciaLiquidada or TransferenciaRejeitada, keyed by the source
+// TransferenciaLiquidada, TransferenciaRejeitada or TransferenciaReservada
+// (with t.ExpiresAt, the reservation's), keyed by the source
 // account, with an id derived from the transfer id so that a second
 // decision (which the processed marker prevents anyway) could not make a
 // second event.
 func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.Time) (events.Message, error) {
-	m := events.Message{
-		AggregateType: "transfer",
-		AggregateID:   t.ID.String(),
-		Key:           t.Source,
-		Headers:       map[string]string{events.HeaderCorrelationID: t.ID.String()},
-		OccurredAt:    now,
-	}
-	if t.Traceparent != "" {
-		m.Headers[events.HeaderTraceparent] = t.Traceparent
-	}
+	m := transferMessage(t.ID, t.Source, t.Traceparent, now)
 	var payload any
 	switch outcome {
 	case Settled:
@@ -123,12 +127,39 @@ func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.
 		m.ID = events.DerivedID(KindRejected, t.ID)
 		m.Topic, m.Type = r.Topics.Rejected, events.TypeRejected
 		payload = events.Rejected{EventID: m.ID, TransferID: t.ID, Reason: reason, OccurredAt: now, RequestEventID: t.RequestEventID}
+	case Reserved:
+		m.ID = events.DerivedID(KindReserved, t.ID)
+		m.Topic, m.Type = r.Topics.Reserved, events.TypeReserved
+		payload = events.Reserved{EventID: m.ID, TransferID: t.ID, AmountCents: t.AmountCents, ExpiresAt: t.ExpiresAt,
+			OccurredAt: now, RequestEventID: t.RequestEventID}
 	default:
 		return events.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
 	}
+	return withPayload(m, payload)
+}
+
+// transferMessage is the frame of an event about transfer id: keyed by its
+// source account, correlated by its id, with the trace context traceparent
+// when there is one (otherwise the outbox takes ctx's).
+func transferMessage(id uuid.UUID, source, traceparent string, now time.Time) events.Message {
+	m := events.Message{
+		AggregateType: "transfer",
+		AggregateID:   id.String(),
+		Key:           source,
+		Headers:       map[string]string{events.HeaderCorrelationID: id.String()},
+		OccurredAt:    now,
+	}
+	if traceparent != "" {
+		m.Headers[events.HeaderTraceparent] = traceparent
+	}
+	return m
+}
+
+// withPayload is m carrying payload as JSON.
+func withPayload(m events.Message, payload any) (events.Message, error) {
 	var err error
 	if m.Payload, err = json.Marshal(payload); err != nil {
-		return events.Message{}, fmt.Errorf("encode result event of %s: %w", t.ID, err)
+		return events.Message{}, fmt.Errorf("encode %s event of %s: %w", m.Type, m.AggregateID, err)
 	}
 	return m, nil
 }

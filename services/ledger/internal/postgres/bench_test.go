@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/outbox"
+	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 	"github.com/paysuite/payments/services/ledger/internal/postgres"
@@ -27,23 +28,9 @@ import (
 // so they all sit in one partition and its one worker settles them in
 // order; its row lock is what one-per-transaction serialises on.
 func BenchmarkSettlement(b *testing.B) {
-	const (
-		accounts = 1000
-		spreadW  = 8
-	)
-	db := ledgertest.NewDB(b)
-	s := postgres.New(db, outbox.New(db))
+	const spreadW = 8
+	s, db, ids := benchAccounts(b)
 	ctx := context.Background()
-	ids := make([]string, accounts)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("ACC-%04d", i)
-		if _, _, err := s.CreateAccount(ctx, ids[i], "BRL", ledgertest.Client); err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: ids[i], AmountCents: 1_000_000_000_000, ClientID: ledgertest.Client}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	if _, _, err := s.CreateAccount(ctx, "HOT", "BRL", ledgertest.Client); err != nil {
 		b.Fatal(err)
 	}
@@ -72,14 +59,9 @@ func BenchmarkSettlement(b *testing.B) {
 				src := "HOT"
 				if !c.hot {
 					// a source of worker w's partition
-					src = ids[(rnd.IntN(accounts/c.workers))*c.workers+w]
+					src = ids[(rnd.IntN(benchAccountCount/c.workers))*c.workers+w]
 				}
-				dst := ids[rnd.IntN(accounts)]
-				if dst == src {
-					dst = ids[(rnd.IntN(accounts-1)+1+indexOf(src))%accounts]
-				}
-				streams[w] = append(streams[w], signed(ledger.Transfer{ID: uuid.New(), EventID: uuid.New(),
-					Source: src, Dest: dst, AmountCents: 1 + rnd.Int64N(1000), Currency: "BRL", ClientID: ledgertest.Client}))
+				streams[w] = append(streams[w], benchTransfer(rnd, ids, src))
 			}
 			// Every measured run starts from the same state: the previous
 			// runs' dead rows vacuumed and statistics fresh, so that no
@@ -133,6 +115,40 @@ func BenchmarkSettlement(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchAccountCount is how many accounts benchAccounts opens.
+const benchAccountCount = 1000
+
+// benchAccounts opens benchAccountCount accounts, ACC-0000 and on, each
+// funded with 10^12 cents, on a fresh database.
+func benchAccounts(b *testing.B) (*postgres.Store, *pgplatform.DB, []string) {
+	b.Helper()
+	db := ledgertest.NewDB(b)
+	s := postgres.New(db, outbox.New(db))
+	ctx := context.Background()
+	ids := make([]string, benchAccountCount)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ACC-%04d", i)
+		if _, _, err := s.CreateAccount(ctx, ids[i], "BRL", ledgertest.Client); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := s.Deposit(ctx, ledger.DepositRequest{ID: uuid.New(), AccountID: ids[i], AmountCents: 1_000_000_000_000, ClientID: ledgertest.Client}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s, db, ids
+}
+
+// benchTransfer is a signed transfer of 1 to 1,000 cents from src to
+// another of ids.
+func benchTransfer(rnd *rand.Rand, ids []string, src string) ledger.Transfer {
+	dst := ids[rnd.IntN(len(ids))]
+	if dst == src {
+		dst = ids[(rnd.IntN(len(ids)-1)+1+indexOf(src))%len(ids)]
+	}
+	return signed(ledger.Transfer{ID: uuid.New(), EventID: uuid.New(),
+		Source: src, Dest: dst, AmountCents: 1 + rnd.Int64N(1000), Currency: "BRL", ClientID: ledgertest.Client})
 }
 
 func indexOf(id string) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -34,15 +35,14 @@ ORDER BY u.id
 ON CONFLICT (transfer_id) DO NOTHING
 RETURNING transfer_id`
 
-	// writeSQL writes the postings, the balances (one per account, as the
-	// domain left them) and the results in one statement: they do not read each other's
-	// rows, so data-modifying CTEs apply them together, and a batch costs
-	// one statement whatever its size. The markers and the accounts are
-	// found by "= ANY", which can only probe the primary key, not by a join
-	// with the unnested arrays alone: with statistics taken while the table
-	// was small, the planner answers the join by hashing every row,
-	// sequential scans off or not.
-	writeSQL = `
+	// postingsAndBalances are the first two CTEs of writeSQL and of the
+	// closing of reservations: the postings ($1-$4) and the balances and
+	// reservations of each account moved ($5-$7), as the domain left them.
+	// The accounts are found by "= ANY", which can only probe the primary
+	// key, not by a join with the unnested arrays alone: with statistics
+	// taken while the table was small, the planner answers the join by
+	// hashing every row, sequential scans off or not.
+	postingsAndBalances = `
 WITH postings AS (
     INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
     SELECT 'TRANSFER', p.entry_id, p.account_id, p.direction, p.amount
@@ -50,15 +50,25 @@ WITH postings AS (
          AS p(entry_id, account_id, direction, amount, n)
     ORDER BY p.n
 ), balances AS (
-    UPDATE account AS a SET balance_cents = b.balance
-    FROM unnest($5::text[], $6::bigint[]) AS b(id, balance)
+    UPDATE account AS a SET balance_cents = b.balance, reserved_cents = b.reserved
+    FROM unnest($5::text[], $6::bigint[], $7::bigint[]) AS b(id, balance, reserved)
     WHERE a.id = ANY($5::text[]) AND a.id = b.id
+)`
+
+	// writeSQL writes the postings, the balances, the reservations of the
+	// holds ($11-$16) and the results ($8-$10, the markers found by
+	// "= ANY" as the accounts are) in one statement: they do not read
+	// each other's rows, so data-modifying CTEs apply them together, and
+	// a batch costs one statement whatever its size.
+	writeSQL = postingsAndBalances + `, reservations AS (
+    INSERT INTO reservation (transfer_id, source_account, dest_account, currency, amount_cents, expires_at)
+    SELECT * FROM unnest($11::uuid[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::timestamptz[])
 )
 UPDATE processed_transfer AS m
-SET result = ($8::text[])[array_position($7::uuid[], m.transfer_id)],
-    reason = NULLIF(($9::text[])[array_position($7::uuid[], m.transfer_id)], ''),
-    result_event_id = ($10::uuid[])[array_position($7::uuid[], m.transfer_id)]
-WHERE m.transfer_id = ANY($7::uuid[])`
+SET result = ($9::text[])[array_position($8::uuid[], m.transfer_id)],
+    reason = NULLIF(($10::text[])[array_position($8::uuid[], m.transfer_id)], ''),
+    result_event_id = ($17::uuid[])[array_position($8::uuid[], m.transfer_id)]
+WHERE m.transfer_id = ANY($8::uuid[])`
 )
 
 // Settle implements ledger.Store: one transaction for all of ts.
@@ -142,7 +152,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 	}
 	var accounts map[string]*ledger.Account
 	if err == nil {
-		accounts, err = readLocked(br)
+		accounts, err = readLocked(br.Query())
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("claim and lock: %w", cerr)
@@ -153,13 +163,10 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 
 	results := make([]ledger.Result, len(ts))
 	var (
-		msgs                   []events.Message
-		pEntries               [][16]byte
-		pAccounts, pDirections []string
-		pAmounts               []int64
-		rIDs, rEventIDs        [][16]byte
-		rResults, rReasons     []string
-		moved                  = map[string]bool{}
+		m                  = newMoves()
+		rIDs, rEventIDs    [][16]byte
+		rResults, rReasons []string
+		holds              reservationRows
 	)
 	for i, t := range ts {
 		if first[t.ID] != i || !claimed[t.ID] {
@@ -171,42 +178,69 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 			return nil, err
 		}
 		results[i] = d.Result
-		for _, e := range d.Entries {
-			pEntries = append(pEntries, [16]byte(t.ID))
-			pAccounts = append(pAccounts, e.AccountID)
-			pDirections = append(pDirections, string(e.Direction))
-			pAmounts = append(pAmounts, e.AmountCents)
-			moved[e.AccountID] = true
+		m.add(t.ID, d.Entries, d.Event)
+		if d.Reservation != nil {
+			holds.add(d.Reservation)
+			m.moved[t.Source] = true
 		}
-		msgs = append(msgs, d.Event)
 		rIDs, rEventIDs = append(rIDs, [16]byte(t.ID)), append(rEventIDs, [16]byte(d.Event.ID))
 		rResults, rReasons = append(rResults, string(d.Outcome)), append(rReasons, d.Reason)
 	}
-	if len(msgs) == 0 {
+	if len(m.events) == 0 {
 		return results, nil // every transfer was a duplicate
 	}
-
-	// The result events and the writes go in one round trip.
-	wb := &pgx.Batch{}
-	if err := s.outbox.Queue(ctx, tx, wb, msgs...); err != nil {
-		return nil, err
-	}
-	bIDs, bBalances := balances(accounts, moved)
-	wb.Queue(writeSQL, pEntries, pAccounts, pDirections, pAmounts, bIDs, bBalances, rIDs, rResults, rReasons, rEventIDs)
-	wr := tx.SendBatch(ctx, wb)
-	_, err = wr.Exec()
-	if err != nil {
-		err = fmt.Errorf("enqueue %d result events: %w", len(msgs), err)
-	} else if _, err = wr.Exec(); err != nil {
-		err = fmt.Errorf("write postings and results: %w", err)
-	}
-	if cerr := wr.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("write postings and results: %w", cerr)
-	}
-	if err != nil {
+	if err := s.write(ctx, tx, accounts, m, "postings and results", writeSQL, rIDs, rResults, rReasons,
+		holds.ids, holds.sources, holds.dests, holds.currencies, holds.amounts, holds.expires, rEventIDs); err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// moves are what a transaction's decisions wrote: the postings of their
+// entries, the accounts they moved and the events that announce them.
+type moves struct {
+	entries              [][16]byte
+	accounts, directions []string
+	amounts              []int64
+	moved                map[string]bool
+	events               []outbox.Message
+}
+
+func newMoves() *moves { return &moves{moved: map[string]bool{}} }
+
+// add records the entries of the entry id (a transfer) and its event.
+func (m *moves) add(id uuid.UUID, entries []ledger.Entry, event outbox.Message) {
+	for _, e := range entries {
+		m.entries = append(m.entries, [16]byte(id))
+		m.accounts = append(m.accounts, e.AccountID)
+		m.directions = append(m.directions, string(e.Direction))
+		m.amounts = append(m.amounts, e.AmountCents)
+		m.moved[e.AccountID] = true
+	}
+	m.events = append(m.events, event)
+}
+
+// write enqueues m's events and runs stmt, a statement that begins with
+// postingsAndBalances, with m's postings and the balances it left on
+// accounts ($1-$7) and then rest, in one round trip.
+func (s *Store) write(ctx context.Context, tx pgx.Tx, accounts map[string]*ledger.Account, m *moves, what, stmt string, rest ...any) error {
+	wb := &pgx.Batch{}
+	if err := s.outbox.Queue(ctx, tx, wb, m.events...); err != nil {
+		return err
+	}
+	bIDs, bBalances, bReserved := balances(accounts, m.moved)
+	wb.Queue(stmt, append([]any{m.entries, m.accounts, m.directions, m.amounts, bIDs, bBalances, bReserved}, rest...)...)
+	wr := tx.SendBatch(ctx, wb)
+	_, err := wr.Exec()
+	if err != nil {
+		err = fmt.Errorf("enqueue %d events: %w", len(m.events), err)
+	} else if _, err = wr.Exec(); err != nil {
+		err = fmt.Errorf("write %s: %w", what, err)
+	}
+	if cerr := wr.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write %s: %w", what, cerr)
+	}
+	return err
 }
 
 func readClaimed(br pgx.BatchResults) (map[uuid.UUID]bool, error) {
@@ -229,8 +263,9 @@ func readClaimed(br pgx.BatchResults) (map[uuid.UUID]bool, error) {
 	return claimed, nil
 }
 
-func readLocked(br pgx.BatchResults) (map[string]*ledger.Account, error) {
-	rows, err := br.Query()
+// readLocked reads the accounts that lockAccountsSQL (or
+// lockHoldAccountsSQL) locked, by id.
+func readLocked(rows pgx.Rows, err error) (map[string]*ledger.Account, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock accounts: %w", err)
 	}
@@ -238,7 +273,7 @@ func readLocked(br pgx.BatchResults) (map[string]*ledger.Account, error) {
 	accounts := map[string]*ledger.Account{}
 	for rows.Next() {
 		a := &ledger.Account{}
-		if err := rows.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.Holder, &a.Funding); err != nil {
+		if err := rows.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.ReservedCents, &a.Holder, &a.Funding); err != nil {
 			return nil, fmt.Errorf("scan account: %w", err)
 		}
 		accounts[a.ID] = a
@@ -249,17 +284,31 @@ func readLocked(br pgx.BatchResults) (map[string]*ledger.Account, error) {
 	return accounts, nil
 }
 
-// balances returns, in account order, the balances the decisions left on
-// the locked accounts that their entries moved.
-func balances(accounts map[string]*ledger.Account, moved map[string]bool) ([]string, []int64) {
+// balances returns, in account order, the balances and reserved amounts
+// the decisions left on the locked accounts that they moved.
+func balances(accounts map[string]*ledger.Account, moved map[string]bool) ([]string, []int64, []int64) {
 	ids := make([]string, 0, len(moved))
 	for id := range moved {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	amounts := make([]int64, len(ids))
+	amounts, reserved := make([]int64, len(ids)), make([]int64, len(ids))
 	for i, id := range ids {
-		amounts[i] = accounts[id].BalanceCents
+		amounts[i], reserved[i] = accounts[id].BalanceCents, accounts[id].ReservedCents
 	}
-	return ids, amounts
+	return ids, amounts, reserved
+}
+
+// reservationRows are the columns of the reservations a settlement opens.
+type reservationRows struct {
+	ids                        [][16]byte
+	sources, dests, currencies []string
+	amounts                    []int64
+	expires                    []time.Time
+}
+
+func (h *reservationRows) add(r *ledger.Reservation) {
+	h.ids = append(h.ids, [16]byte(r.TransferID))
+	h.sources, h.dests, h.currencies = append(h.sources, r.Source), append(h.dests, r.Dest), append(h.currencies, r.Currency)
+	h.amounts, h.expires = append(h.amounts, r.AmountCents), append(h.expires, r.ExpiresAt)
 }

@@ -37,16 +37,17 @@ ON CONFLICT (id) DO NOTHING`
 	createAccountSQL = `
 INSERT INTO account (id, currency, holder) VALUES ($1, $2, $3)
 ON CONFLICT (id) DO NOTHING
-RETURNING id, currency, balance_cents, coalesce(holder, ''), funding, created_at`
+RETURNING ` + accountColumns
 
-	accountSQL = `
-SELECT id, currency, balance_cents, coalesce(holder, ''), funding, created_at FROM account WHERE id = $1`
+	accountColumns = `id, currency, balance_cents, reserved_cents, coalesce(holder, ''), funding, created_at`
+
+	accountSQL = `SELECT ` + accountColumns + ` FROM account WHERE id = $1`
 
 	// claimHolderSQL gives a titular to an account opened before ownership
 	// existed; a titular, once set, never changes (a trigger enforces it).
 	claimHolderSQL = `
 UPDATE account SET holder = $2 WHERE id = $1 AND holder IS NULL AND NOT funding
-RETURNING id, currency, balance_cents, coalesce(holder, ''), funding, created_at`
+RETURNING ` + accountColumns
 
 	insertDepositSQL = `
 INSERT INTO deposit (id, account_id, currency, amount_cents, balance_after_cents, client_id, request_id)
@@ -74,7 +75,7 @@ WHERE deposit_daily.total_cents + EXCLUDED.total_cents <= $4::bigint
 RETURNING total_cents`
 
 	lockAccountsSQL = `
-SELECT id, currency, balance_cents, coalesce(holder, ''), funding FROM account
+SELECT id, currency, balance_cents, reserved_cents, coalesce(holder, ''), funding FROM account
 WHERE id = ANY($1::text[])
 ORDER BY id
 FOR UPDATE`
@@ -309,7 +310,7 @@ func (s *Store) Postings(ctx context.Context, accountID string, before int64, li
 
 func scanAccount(row pgx.Row) (ledger.Account, error) {
 	var a ledger.Account
-	err := row.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.Holder, &a.Funding, &a.CreatedAt)
+	err := row.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.ReservedCents, &a.Holder, &a.Funding, &a.CreatedAt)
 	return a, err
 }
 

@@ -71,6 +71,15 @@ type AccountResponse struct {
 	Holder       string `json:"titular,omitempty"`
 }
 
+// AccountBalanceResponse is GET /contas/{id}: the account with its
+// reserved and available balances (CONTRACTS.md section 9), as the account
+// row keeps them.
+type AccountBalanceResponse struct {
+	AccountResponse
+	ReservedCents  int64 `json:"reservadoEmCentavos"`
+	AvailableCents int64 `json:"disponivelEmCentavos"`
+}
+
 // DepositResponse is a deposit on the wire. BalanceAfterCents, the
 // account's balance after the deposit, is there only for the account's
 // titular (or an operator): a minting client learns nothing else of an
@@ -165,7 +174,8 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, accountResponse(a))
+	httpapi.WriteJSON(w, http.StatusOK, AccountBalanceResponse{AccountResponse: accountResponse(a),
+		ReservedCents: a.ReservedCents, AvailableCents: a.AvailableCents()})
 }
 
 func (h *Handler) depositAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord) {

@@ -414,10 +414,13 @@ func TestGetAccount(t *testing.T) {
 		status int
 		want   map[string]any
 	}{
-		{"/contas/CC-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client}},
+		{"/contas/CC-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client,
+			"reservadoEmCentavos": 0.0, "disponivelEmCentavos": 42.0}},
 		{"/contas/__FUNDING__BRL", 404, nil}, // no titular: operators only
-		{"/contas/%43C-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client}},
-		{"/contas/%43%43%2D001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client}},
+		{"/contas/%43C-001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client,
+			"reservadoEmCentavos": 0.0, "disponivelEmCentavos": 42.0}},
+		{"/contas/%43%43%2D001", 200, map[string]any{"id": "CC-001", "moeda": "BRL", "saldoEmCentavos": 42.0, "titular": ledgertest.Client,
+			"reservadoEmCentavos": 0.0, "disponivelEmCentavos": 42.0}},
 		{"/contas/CC-404", 404, nil},
 		{"/contas/CC%2F001", 404, nil},
 		{"/contas/" + strings.Repeat("x", 40), 404, nil},
@@ -440,7 +443,8 @@ func TestGetAccount(t *testing.T) {
 		})
 	}
 	r := a.do(t, "GET", "/contas/__FUNDING__BRL", "", operator...)
-	if diff := cmp.Diff(map[string]any{"id": "__FUNDING__BRL", "moeda": "BRL", "saldoEmCentavos": -42.0}, r.body); r.status != 200 || diff != "" {
+	if diff := cmp.Diff(map[string]any{"id": "__FUNDING__BRL", "moeda": "BRL", "saldoEmCentavos": -42.0,
+		"reservadoEmCentavos": 0.0, "disponivelEmCentavos": -42.0}, r.body); r.status != 200 || diff != "" {
 		t.Errorf("the funding account read by an operator: %d, mismatch (-want +got):\n%s", r.status, diff)
 	}
 }
