@@ -101,7 +101,7 @@ type Figures struct {
 	Published, Consumed int
 	Webhooks, Crashes   int
 	// Holds are the transfers accepted as holds; Captures and Cancels the
-	// commands answered 202.
+	// command keys answered 202.
 	Holds, Captures, Cancels int
 }
 
@@ -213,8 +213,7 @@ func Check(h History) (Report, error) {
 	dup, explained := checkWebhooks(h)
 	add(dup)
 	rep.Explained = explained
-	add(checkHoldSnapshots(h))
-	add(checkHoldOutcomes(h))
+	add(checkHolds(h))
 	add(checkMinimums(h))
 	rep.Windows = windows(h)
 	rep.checkedFor = time.Since(began)
@@ -260,6 +259,7 @@ func validate(h History) error {
 func figures(h History) Figures {
 	var f Figures
 	accepted, holds := map[string]bool{}, map[string]bool{}
+	captures, cancels := map[string]bool{}, map[string]bool{}
 	for _, op := range h {
 		f.Ops++
 		switch op.Outcome {
@@ -280,13 +280,9 @@ func figures(h History) Figures {
 				}
 			}
 		case KindCapture:
-			if commandAccepted(op) {
-				f.Captures++
-			}
+			captures[op.Key] = captures[op.Key] || commandAccepted(op)
 		case KindCancel:
-			if commandAccepted(op) {
-				f.Cancels++
-			}
+			cancels[op.Key] = cancels[op.Key] || commandAccepted(op)
 		case KindGet:
 			f.Gets++
 		case KindSnapshot:
@@ -302,6 +298,16 @@ func figures(h History) Figures {
 		}
 	}
 	f.Transfers, f.Holds = len(accepted), len(holds)
+	for _, ok := range captures {
+		if ok {
+			f.Captures++
+		}
+	}
+	for _, ok := range cancels {
+		if ok {
+			f.Cancels++
+		}
+	}
 	return f
 }
 

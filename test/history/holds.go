@@ -50,8 +50,23 @@ const (
 	// transfer that was not RESERVADA: not a hold, never reserved by the
 	// ledger, read terminal before the command was sent, or answered with
 	// another status.
-	CommandNotReserved = "command-not-reserved"
+	CommandNotReserved = "not-reserved"
 )
+
+// checkHolds runs the checks of holds (holdsnap.go, holdevents.go) and
+// reports each kind once per account, transfer or command key: one broken
+// hold is often seen by a snapshot, a result and a read at once.
+func checkHolds(h History) []Anomaly {
+	var out []Anomaly
+	seen := map[string]bool{}
+	for _, a := range append(checkHoldSnapshots(h), checkHoldOutcomes(h)...) {
+		if k := a.Kind + " " + a.About; !seen[k] {
+			seen[k] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // holdInfo is what the clients asked of one hold.
 type holdInfo struct {
