@@ -32,6 +32,17 @@
 //	t.Log(report.Table())
 //	if err != nil || !report.OK() { t.Fail() }
 //
+// A run with holds in its mix records besides: each POST's captura and
+// expiraEm as sent (Transfer.Capture, ExpiresAt); each capture and
+// cancellation with Recorder.Capture and Recorder.Cancel (the command's
+// own Idempotency-Key, the transfer and the amount asked, the answer with
+// the status its body names); a read's valorLiquidadoEmCentavos
+// (Answer.SettledCents); in each snapshot every balance's reservado
+// (Balance.ReservedCents) and the ledger's reservations (Snapshot.Holds,
+// at least the open ones); the amount and motivo of each published result
+// (Record.AmountCents, Reason), the reservada and cancelada topics among
+// those recorded, with their consumer groups.
+//
 // An operation whose outcome the client did not learn (a timeout, a reset
 // connection) is recorded with Outcome Info: it may or may not have taken
 // effect, and every check allows both. A Fail is a definite refusal that
