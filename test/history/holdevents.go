@@ -17,9 +17,7 @@ import (
 // HoldStatus); every read of a released hold the status the ledger
 // published, a capture's amount with it, and no expiry read before
 // expiraEm (HoldStatus); a hold's status only on a hold (HoldStatus).
-// Then checkCommands.
-func checkHoldOutcomes(h History) []Anomaly {
-	holds := holdsAsked(h)
+func checkHoldOutcomes(h History, holds map[string]*holdInfo, f *findings) {
 	bodies := requestBodies(h)
 	releases := map[string][]Record{} // hold id -> its distinct release results
 	seen := map[string]bool{}
@@ -43,14 +41,6 @@ func checkHoldOutcomes(h History) []Anomaly {
 			}
 		}
 	}
-	var out []Anomaly
-	reported := map[string]bool{}
-	report := func(kind, about, format string, args ...any) {
-		if k := kind + " " + about; !reported[k] {
-			reported[k] = true
-			out = append(out, Anomaly{kind, about, fmt.Sprintf(format, args...)})
-		}
-	}
 	for _, id := range sortedKeys(releases) {
 		rs, hi := releases[id], holds[id]
 		if len(rs) > 1 {
@@ -58,24 +48,24 @@ func checkHoldOutcomes(h History) []Anomaly {
 			for _, r := range rs {
 				names = append(names, fmt.Sprintf("%s %s (%s)", r.EventType, r.EventID, releaseStatus(r)))
 			}
-			report(ReleasedTwice, id, "released by %d results: %s", len(rs), strings.Join(names, ", "))
+			f.add(ReleasedTwice, id, "released by %d results: %s", len(rs), strings.Join(names, ", "))
 			continue
 		}
 		r := rs[0]
 		st := releaseStatus(r)
 		switch p, isPosted := posted[id]; {
 		case hi == nil:
-			report(HoldStatus, id, "%s %s for a transfer no client asked to hold", r.EventType, st)
+			f.add(HoldStatus, id, "%s %s for a transfer no client asked to hold", r.EventType, st)
 		case !terminal(st):
-			report(HoldStatus, id, "%s with %s", r.EventType, st)
+			f.add(HoldStatus, id, "%s with %s", r.EventType, st)
 		case st == StatusSettled && r.AmountCents > hi.reserved:
-			report(OverCapture, id, "the ledger published a capture of %d, the hold reserved %d", r.AmountCents, hi.reserved)
+			f.add(OverCapture, id, "the ledger published a capture of %d, the hold reserved %d", r.AmountCents, hi.reserved)
 		case st == StatusSettled && len(hi.captures) == 0:
-			report(HoldStatus, id, "the ledger published a capture no client asked for")
+			f.add(HoldStatus, id, "the ledger published a capture no client asked for")
 		case st == StatusSettled && r.AmountCents != 0 && isPosted && p != r.AmountCents:
-			report(HoldStatus, id, "the ledger published a capture of %d, its postings move %d", r.AmountCents, p)
+			f.add(HoldStatus, id, "the ledger published a capture of %d, its postings move %d", r.AmountCents, p)
 		case st == StatusCancelled && hi.cancels == 0:
-			report(HoldStatus, id, "the ledger published a cancellation no client asked for")
+			f.add(HoldStatus, id, "the ledger published a cancellation no client asked for")
 		}
 	}
 	for _, op := range h {
@@ -86,7 +76,7 @@ func checkHoldOutcomes(h History) []Anomaly {
 		when := op.Complete.UTC().Format(time.RFC3339Nano)
 		if hi == nil {
 			if holdStatus(st) && len(bodies[id]) > 0 {
-				report(HoldStatus, id, "an immediate transfer read %s at %s", st, when)
+				f.add(HoldStatus, id, "an immediate transfer read %s at %s", st, when)
 			}
 			continue
 		}
@@ -98,20 +88,19 @@ func checkHoldOutcomes(h History) []Anomaly {
 		switch got := op.Answer.SettledCents; {
 		case !terminal(st) || st == StatusRejected:
 		case st == StatusSettled && got > hi.reserved:
-			report(OverCapture, id, "read LIQUIDADA at %s having captured %d, the hold reserved %d", when, got, hi.reserved)
+			f.add(OverCapture, id, "read LIQUIDADA at %s having captured %d, the hold reserved %d", when, got, hi.reserved)
 		case published != "" && published != st:
-			report(HoldStatus, id, "read %s at %s, the ledger published %s", st, when, published)
+			f.add(HoldStatus, id, "read %s at %s, the ledger published %s", st, when, published)
 		case st == StatusSettled && got != 0 && publishedCents != 0 && got != publishedCents:
-			report(HoldStatus, id, "read LIQUIDADA at %s having captured %d, the ledger published %d", when, got, publishedCents)
+			f.add(HoldStatus, id, "read LIQUIDADA at %s having captured %d, the ledger published %d", when, got, publishedCents)
 		case st == StatusSettled && len(hi.captures) == 0:
-			report(HoldStatus, id, "read LIQUIDADA at %s, no client asked to capture it", when)
+			f.add(HoldStatus, id, "read LIQUIDADA at %s, no client asked to capture it", when)
 		case st == StatusCancelled && hi.cancels == 0:
-			report(HoldStatus, id, "read CANCELADA at %s, no client asked to cancel it", when)
+			f.add(HoldStatus, id, "read CANCELADA at %s, no client asked to cancel it", when)
 		case st == StatusExpired && !hi.expires.IsZero() && op.Complete.Before(hi.expires):
-			report(HoldStatus, id, "read EXPIRADA at %s, it expires at %s", when, hi.expires.UTC().Format(time.RFC3339Nano))
+			f.add(HoldStatus, id, "read EXPIRADA at %s, it expires at %s", when, hi.expires.UTC().Format(time.RFC3339Nano))
 		}
 	}
-	return append(out, checkCommands(h, holds)...)
 }
 
 // checkCommands finds captures and cancellations answered 202 for a
@@ -121,8 +110,8 @@ func checkHoldOutcomes(h History) []Anomaly {
 // command was first sent (its key's first try: a replay answers that
 // first answer again), or a 202 whose body names another status; and
 // captures answered 202 for more than was reserved (OverCapture). Each is
-// reported once per command key.
-func checkCommands(h History, holds map[string]*holdInfo) []Anomaly {
+// reported about its command key.
+func checkCommands(h History, holds map[string]*holdInfo, f *findings) {
 	reserved := map[string]bool{}
 	firstTerminal := map[string]time.Time{} // transfer id -> when a read first completed terminal
 	firstSent := map[string]time.Time{}     // command key -> its first try that may have taken effect
@@ -147,10 +136,8 @@ func checkCommands(h History, holds map[string]*holdInfo) []Anomaly {
 			}
 		}
 	}
-	var out []Anomaly
-	reported := map[string]bool{}
 	for _, op := range h {
-		if !commandAccepted(op) || reported[op.Key] {
+		if !commandAccepted(op) {
 			continue
 		}
 		id, hi := op.Command.TransferID, holds[op.Command.TransferID]
@@ -170,9 +157,7 @@ func checkCommands(h History, holds map[string]*holdInfo) []Anomaly {
 			kind, why = OverCapture, fmt.Sprintf("asking %d, the hold reserved %d", op.Command.AmountCents, hi.reserved)
 		}
 		if why != "" {
-			reported[op.Key] = true
-			out = append(out, Anomaly{kind, op.Key, what + ": " + why})
+			f.add(kind, op.Key, "%s: %s", what, why)
 		}
 	}
-	return out
 }

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -57,15 +58,25 @@ const (
 // reports each kind once per account, transfer or command key: one broken
 // hold is often seen by a snapshot, a result and a read at once.
 func checkHolds(h History) []Anomaly {
-	var out []Anomaly
-	seen := map[string]bool{}
-	for _, a := range append(checkHoldSnapshots(h), checkHoldOutcomes(h)...) {
-		if k := a.Kind + " " + a.About; !seen[k] {
-			seen[k] = true
-			out = append(out, a)
-		}
+	f := &findings{seen: map[string]bool{}}
+	holds := holdsAsked(h)
+	checkHoldSnapshots(h, holds, f)
+	checkHoldOutcomes(h, holds, f)
+	checkCommands(h, holds, f)
+	return f.out
+}
+
+// findings collects anomalies, each kind once per subject (About).
+type findings struct {
+	out  []Anomaly
+	seen map[string]bool
+}
+
+func (f *findings) add(kind, about, format string, args ...any) {
+	if k := kind + " " + about; !f.seen[k] {
+		f.seen[k] = true
+		f.out = append(f.out, Anomaly{kind, about, fmt.Sprintf(format, args...)})
 	}
-	return out
 }
 
 // holdInfo is what the clients asked of one hold.

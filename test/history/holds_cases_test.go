@@ -88,6 +88,21 @@ func TestCheckCatchesEachHoldAnomaly(t *testing.T) {
 			}
 		}
 	}
+	// posted adds to the snapshot at s postings of cents of hold id and
+	// moves the balances with them.
+	posted := func(h History, s float64, id, from, to string, cents int64) History {
+		i := findOp(t, h, snapAt(s))
+		for j, b := range h[i].Snapshot.Balances {
+			switch b.Account {
+			case from:
+				h[i].Snapshot.Balances[j].Cents -= cents
+			case to:
+				h[i].Snapshot.Balances[j].Cents += cents
+			}
+		}
+		h[i].Snapshot.Entries = append(h[i].Snapshot.Entries, Entry{Type: EntryTransfer, ID: id, Debit: from, DebitCents: cents, Credit: to, CreditCents: cents})
+		return h
+	}
 	release := func(h History, seq int64, id, key, reason string) History {
 		ev := "again-" + id
 		p := published("ledger", seq, topicCan, 0, key, ev, TypeCancelled, id)
@@ -124,22 +139,18 @@ func TestCheckCatchesEachHoldAnomaly(t *testing.T) {
 			{id: "h1", body: hold("A1", "A2", 300, 0), ending: StatusSettled, capture: 120, captured: 350},
 			holdCases()[1], holdCases()[2], holdCases()[3], holdCases()[4]}, nil,
 			map[string]int{OverCapture: 1}},
+		{"a capture in part posted in whole", []holdCase{
+			{id: "h1", body: hold("A1", "A2", 300, 0), ending: StatusSettled, capture: 120, captured: 300},
+			holdCases()[1], holdCases()[2], holdCases()[3], holdCases()[4]}, nil,
+			map[string]int{PostingAmount: 1}},
 		{"a capture of more than reserved answered 202", nil, func(h History) History {
 			return append(h, command(KindCapture, 26.5, OK, "c-h1-big", "h1", 400, http.StatusAccepted))
 		}, map[string]int{OverCapture: 1}},
 		{"postings of a cancelled hold", nil, func(h History) History {
-			i := findOp(t, h, snapAt(37))
-			balance(h, i, "A1", 889, 0)
-			balance(h, i, "A2", 1111, 0)
-			h[i].Snapshot.Entries = append(h[i].Snapshot.Entries, Entry{Type: EntryTransfer, ID: "h2", Debit: "A2", DebitCents: 200, Credit: "A1", CreditCents: 200})
-			return h
+			return posted(h, 37, "h2", "A2", "A1", 200)
 		}, map[string]int{HoldPosting: 1}},
 		{"postings of a hold still reserved", nil, func(h History) History {
-			i := findOp(t, h, snapAt(25))
-			balance(h, i, "A1", 809, 380)
-			balance(h, i, "A2", 1191, 240)
-			h[i].Snapshot.Entries = append(h[i].Snapshot.Entries, Entry{Type: EntryTransfer, ID: "h5", Debit: "A1", DebitCents: 30, Credit: "A2", CreditCents: 30})
-			return h
+			return posted(h, 25, "h5", "A1", "A2", 30)
 		}, map[string]int{HoldPosting: 1}},
 		{"a reservation captured without its postings, read LIQUIDADA", nil, func(h History) History {
 			i := findOp(t, h, snapAt(37))

@@ -1,7 +1,6 @@
 package history
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 )
@@ -17,10 +16,9 @@ import (
 // read released before the snapshot began released in it (ReservedOpen),
 // as the read said (HoldStatus). A snapshot lists at least the open
 // reservations; released ones where the ledger keeps them. Each kind is
-// reported once per account or transfer, at the first snapshot that shows
-// it.
-func checkHoldSnapshots(h History) []Anomaly {
-	holds := holdsAsked(h)
+// reported once per account or transfer (f), at the first snapshot that
+// shows it.
+func checkHoldSnapshots(h History, holds map[string]*holdInfo, f *findings) {
 	bodies := requestBodies(h)
 	type released struct {
 		at     time.Time
@@ -30,14 +28,6 @@ func checkHoldSnapshots(h History) []Anomaly {
 	for _, op := range h {
 		if op.Kind == KindGet && op.Outcome == OK && op.Answer.Status == http.StatusOK && terminal(op.Answer.TransferStatus) && holds[op.Key] != nil {
 			reads[op.Key] = append(reads[op.Key], released{op.Complete, op.Answer.TransferStatus})
-		}
-	}
-	var out []Anomaly
-	reported := map[string]bool{}
-	report := func(kind, about, format string, args ...any) {
-		if k := kind + " " + about; !reported[k] {
-			reported[k] = true
-			out = append(out, Anomaly{kind, about, fmt.Sprintf(format, args...)})
 		}
 	}
 	for _, s := range sortedSnapshots(h) {
@@ -60,29 +50,29 @@ func checkHoldSnapshots(h History) []Anomaly {
 			r := rows[id]
 			hi := holds[id]
 			if hi == nil {
-				report(StrayPosting, id, "a reservation of %d on %s for a transfer no client asked to hold (%s)", r.AmountCents, r.Account, at)
+				f.add(StrayPosting, id, "a reservation of %d on %s for a transfer no client asked to hold (%s)", r.AmountCents, r.Account, at)
 				continue
 			}
 			if kind := askedReservation(bodies[id], r); kind != "" {
-				report(kind, id, "a reservation of %d on %s, the hold asked %s (%s)", r.AmountCents, r.Account, describeTransfer(bodies[id][0]), at)
+				f.add(kind, id, "a reservation of %d on %s, the hold asked %s (%s)", r.AmountCents, r.Account, describeTransfer(bodies[id][0]), at)
 			}
 			e, isPosted := posted[id]
 			switch r.State {
 			case StatusSettled:
 				switch {
 				case r.CapturedCents > r.AmountCents:
-					report(OverCapture, id, "captured %d of a reservation of %d (%s)", r.CapturedCents, r.AmountCents, at)
+					f.add(OverCapture, id, "captured %d of a reservation of %d (%s)", r.CapturedCents, r.AmountCents, at)
 				case !isPosted:
-					report(HoldPosting, id, "reservation captured (%d), no postings (%s)", r.CapturedCents, at)
+					f.add(HoldPosting, id, "reservation captured (%d), no postings (%s)", r.CapturedCents, at)
 				case r.CapturedCents != 0 && (e.DebitCents != r.CapturedCents || e.CreditCents != r.CapturedCents):
-					report(HoldPosting, id, "reservation captured %d, its postings debit %d and credit %d (%s)", r.CapturedCents, e.DebitCents, e.CreditCents, at)
+					f.add(HoldPosting, id, "reservation captured %d, its postings debit %d and credit %d (%s)", r.CapturedCents, e.DebitCents, e.CreditCents, at)
 				}
 			case StatusReserved, StatusCancelled, StatusExpired:
 				if isPosted {
-					report(HoldPosting, id, "postings of a reservation %s (%s)", r.State, at)
+					f.add(HoldPosting, id, "postings of a reservation %s (%s)", r.State, at)
 				}
 			default:
-				report(HoldStatus, id, "a reservation in state %q (%s)", r.State, at)
+				f.add(HoldStatus, id, "a reservation in state %q (%s)", r.State, at)
 			}
 		}
 		accounts := map[string]bool{}
@@ -90,15 +80,15 @@ func checkHoldSnapshots(h History) []Anomaly {
 			accounts[b.Account] = true
 			// A negative balance with nothing reserved is BankNegative's.
 			if !b.Funding && (b.ReservedCents < 0 || (b.ReservedCents > 0 && b.ReservedCents > b.Cents)) {
-				report(ReservedRange, b.Account, "reserves %d of a balance of %d (%s)", b.ReservedCents, b.Cents, at)
+				f.add(ReservedRange, b.Account, "reserves %d of a balance of %d (%s)", b.ReservedCents, b.Cents, at)
 			}
 			if b.ReservedCents != open[b.Account] {
-				report(ReservedOpen, b.Account, "reserves %d, its open reservations sum to %d (%s)", b.ReservedCents, open[b.Account], at)
+				f.add(ReservedOpen, b.Account, "reserves %d, its open reservations sum to %d (%s)", b.ReservedCents, open[b.Account], at)
 			}
 		}
 		for _, a := range sortedKeys(open) {
 			if !accounts[a] {
-				report(ReservedOpen, a, "open reservations summing to %d on an account with no balance (%s)", open[a], at)
+				f.add(ReservedOpen, a, "open reservations summing to %d on an account with no balance (%s)", open[a], at)
 			}
 		}
 		for _, id := range sortedKeys(posted) {
@@ -106,9 +96,9 @@ func checkHoldSnapshots(h History) []Anomaly {
 			switch {
 			case hi == nil:
 			case e.DebitCents > hi.reserved || e.CreditCents > hi.reserved:
-				report(OverCapture, id, "postings debit %d and credit %d, the hold reserved %d (%s)", e.DebitCents, e.CreditCents, hi.reserved, at)
+				f.add(OverCapture, id, "postings debit %d and credit %d, the hold reserved %d (%s)", e.DebitCents, e.CreditCents, hi.reserved, at)
 			case len(hi.captures) == 0:
-				report(HoldPosting, id, "postings of a hold no client asked to capture (%s)", at)
+				f.add(HoldPosting, id, "postings of a hold no client asked to capture (%s)", at)
 			}
 		}
 		for _, id := range sortedKeys(reads) {
@@ -120,14 +110,13 @@ func checkHoldSnapshots(h History) []Anomaly {
 				switch {
 				case !rd.at.Before(s.Invoke):
 				case r.State == StatusReserved:
-					report(ReservedOpen, id, "read %s at %s, still reserved in %s", rd.status, rd.at.UTC().Format(time.RFC3339Nano), at)
+					f.add(ReservedOpen, id, "read %s at %s, still reserved in %s", rd.status, rd.at.UTC().Format(time.RFC3339Nano), at)
 				case r.State != rd.status:
-					report(HoldStatus, id, "read %s at %s, the reservation is %s in %s", rd.status, rd.at.UTC().Format(time.RFC3339Nano), r.State, at)
+					f.add(HoldStatus, id, "read %s at %s, the reservation is %s in %s", rd.status, rd.at.UTC().Format(time.RFC3339Nano), r.State, at)
 				}
 			}
 		}
 	}
-	return out
 }
 
 // askedReservation returns "" when a hold request of the transfer asked
