@@ -91,20 +91,18 @@ type holdInfo struct {
 // transfer some accepted (or possibly accepted) request created as a hold.
 func holdsAsked(h History) map[string]*holdInfo {
 	out := map[string]*holdInfo{}
-	for id, bs := range requestBodies(h) {
-		for _, b := range bs {
-			if !b.Hold() {
-				continue
-			}
-			hi := out[id]
-			if hi == nil {
-				hi = &holdInfo{}
-				out[id] = hi
-			}
-			hi.reserved = max(hi.reserved, b.AmountCents)
-			if t, err := time.Parse(time.RFC3339Nano, b.ExpiresAt); err == nil && (hi.expires.IsZero() || t.Before(hi.expires)) {
-				hi.expires = t
-			}
+	for _, op := range h {
+		if !(accepted202(op) || (op.Kind == KindPost && op.Outcome == Info)) || !op.Transfer.Hold() {
+			continue // the bodies of requestBodies that ask a hold
+		}
+		b, hi := op.Transfer, out[op.Key]
+		if hi == nil {
+			hi = &holdInfo{}
+			out[op.Key] = hi
+		}
+		hi.reserved = max(hi.reserved, b.AmountCents)
+		if t, err := time.Parse(time.RFC3339Nano, b.ExpiresAt); err == nil && (hi.expires.IsZero() || t.Before(hi.expires)) {
+			hi.expires = t
 		}
 	}
 	for _, op := range h {

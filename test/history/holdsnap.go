@@ -32,9 +32,9 @@ func checkHoldSnapshots(h History, holds map[string]*holdInfo, f *findings) {
 	}
 	for _, s := range sortedSnapshots(h) {
 		at := "snapshot " + s.Invoke.UTC().Format(time.RFC3339Nano)
-		posted := map[string]Entry{}
+		posted := map[string]Entry{} // the holds' postings
 		for _, e := range s.Snapshot.Entries {
-			if e.Type == EntryTransfer {
+			if e.Type == EntryTransfer && holds[e.ID] != nil {
 				posted[e.ID] = e
 			}
 		}
@@ -94,7 +94,6 @@ func checkHoldSnapshots(h History, holds map[string]*holdInfo, f *findings) {
 		for _, id := range sortedKeys(posted) {
 			e, hi := posted[id], holds[id]
 			switch {
-			case hi == nil:
 			case e.DebitCents > hi.reserved || e.CreditCents > hi.reserved:
 				f.add(OverCapture, id, "postings debit %d and credit %d, the hold reserved %d (%s)", e.DebitCents, e.CreditCents, hi.reserved, at)
 			case len(hi.captures) == 0:
