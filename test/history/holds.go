@@ -92,8 +92,9 @@ type holdInfo struct {
 func holdsAsked(h History) map[string]*holdInfo {
 	out := map[string]*holdInfo{}
 	for _, op := range h {
-		if !(accepted202(op) || (op.Kind == KindPost && op.Outcome == Info)) || !op.Transfer.Hold() {
-			continue // the bodies of requestBodies that ask a hold
+		mayCreate := accepted202(op) || (op.Kind == KindPost && op.Outcome == Info) // as requestBodies
+		if !mayCreate || !op.Transfer.Hold() {
+			continue
 		}
 		b, hi := op.Transfer, out[op.Key]
 		if hi == nil {
