@@ -30,7 +30,7 @@ func checkHoldOutcomes(h History, holds map[string]*holdInfo, f *findings) {
 				continue
 			}
 			seen[r.EventID] = true
-			if r.EventType == TypeCancelled || (r.EventType == events.TypeSettled && holds[r.TransferID] != nil) {
+			if r.TransferID != "" && (r.EventType == TypeCancelled || (r.EventType == events.TypeSettled && holds[r.TransferID] != nil)) {
 				releases[r.TransferID] = append(releases[r.TransferID], r)
 			}
 		case KindSnapshot:
