@@ -59,7 +59,7 @@ func checkReadBodies(h History) []Anomaly {
 		case len(bodies[op.Key]) == 0:
 			// A transfer no client asked for: stray-posting and the
 			// transfers checks report it; the read's body has nothing to match.
-		case !contains(bodies[op.Key], *got):
+		case !matchesAny(bodies[op.Key], *got):
 			why = fmt.Sprintf("read %s answered %s, the request was %s", at, describeTransfer(*got), describeTransfer(bodies[op.Key][0]))
 		}
 		if why != "" {
@@ -70,17 +70,39 @@ func checkReadBodies(h History) []Anomaly {
 	return out
 }
 
-func contains(list []Transfer, t Transfer) bool {
+// matchesAny reports a read's body that one of the requests asked: the
+// same accounts, amount and currency and, where the read says them, the
+// same captura and (when the request named one) the same instant of
+// expiraEm. A read of a hold shows its expiry however the ledger formats
+// it, and the default when the request named none.
+func matchesAny(list []Transfer, got Transfer) bool {
 	for _, b := range list {
-		if b == t {
+		switch {
+		case b.From != got.From || b.To != got.To || b.AmountCents != got.AmountCents || b.Currency != got.Currency:
+		case got.Capture != "" && b.Hold() != got.Hold():
+		case got.ExpiresAt != "" && b.ExpiresAt != "" && !sameInstant(b.ExpiresAt, got.ExpiresAt):
+		default:
 			return true
 		}
 	}
 	return false
 }
 
+func sameInstant(a, b string) bool {
+	ta, errA := time.Parse(time.RFC3339Nano, a)
+	tb, errB := time.Parse(time.RFC3339Nano, b)
+	return errA == nil && errB == nil && ta.Equal(tb)
+}
+
 func describeTransfer(t Transfer) string {
-	return fmt.Sprintf("%d %s from %s to %s", t.AmountCents, t.Currency, t.From, t.To)
+	s := fmt.Sprintf("%d %s from %s to %s", t.AmountCents, t.Currency, t.From, t.To)
+	if t.Hold() {
+		s += " as a hold"
+		if t.ExpiresAt != "" {
+			s += " expiring " + t.ExpiresAt
+		}
+	}
+	return s
 }
 
 // checkAccounts runs the per-account model on every snapshot: each
@@ -93,10 +115,14 @@ func describeTransfer(t Transfer) string {
 // credit the deposit's account: PostingAccount, PostingAmount), and each
 // account's balance against the sum of its postings (BalancePostings).
 // Both hold exactly when every balance equals the model. Entries no
-// client asked for are checkBank's stray postings. Each kind is reported
-// once per entry or account, at the first snapshot that shows it.
+// client asked for are checkBank's stray postings. A hold's postings are
+// its capture's: the amount one of its capture commands asked (postings of
+// a hold no capture asked for, or beyond what it reserved, are the hold
+// checks'). Each kind is reported once per entry or account, at the first
+// snapshot that shows it.
 func checkAccounts(h History) []Anomaly {
 	bodies := requestBodies(h)
+	holds := holdsAsked(h)
 	deposits := map[string]Deposit{}
 	for _, op := range h {
 		if op.Kind == KindDeposit && op.Outcome != Fail {
@@ -135,20 +161,25 @@ func checkAccounts(h History) []Anomaly {
 			// What was asked: the accounts, the currency and the amount.
 			var from, to, cur string
 			var cents int64
+			judgeAmount := true
 			switch e.Type {
 			case EntryTransfer:
 				cands := bodies[e.ID]
 				if len(cands) == 0 {
 					continue // a stray posting
 				}
+				hold := holds[e.ID]
 				b := cands[0]
 				for _, c := range cands {
-					if c.From == e.Debit && c.To == e.Credit && c.AmountCents == e.DebitCents && c.AmountCents == e.CreditCents {
+					if c.From == e.Debit && c.To == e.Credit && hold.moves(c, e.DebitCents) && hold.moves(c, e.CreditCents) {
 						b = c
 						break
 					}
 				}
 				from, to, cur, cents = b.From, b.To, b.Currency, b.AmountCents
+				if b.Hold() {
+					cents, judgeAmount = hold.captured(e)
+				}
 			case EntryDeposit:
 				d, ok := deposits[e.ID]
 				if !ok {
@@ -171,7 +202,7 @@ func checkAccounts(h History) []Anomaly {
 				report(Anomaly{PostingAmount, e.ID, what()}) // a side without its posting
 			case e.Debit != from || e.Credit != to || currency[e.Debit] != cur || currency[e.Credit] != cur:
 				report(Anomaly{PostingAccount, e.ID, what()})
-			case e.DebitCents != cents || e.CreditCents != cents:
+			case judgeAmount && (e.DebitCents != cents || e.CreditCents != cents):
 				report(Anomaly{PostingAmount, e.ID, what()})
 			}
 		}

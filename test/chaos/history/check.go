@@ -72,7 +72,8 @@ const (
 // AnomalyKinds lists every kind, in the order the report prints them.
 var AnomalyKinds = []string{NotTerminal, TwoTerminal, StaleRead, ReadBody, Idempotency, BankSum, BankDeposits,
 	BankNegative, BalancePostings, PostingAccount, PostingAmount, StrayPosting, LostPosting,
-	LostRecord, OutOfOrder, DuplicateWebhook, Vacuous}
+	LostRecord, OutOfOrder, DuplicateWebhook, ReservedRange, ReservedOpen, ReleasedTwice, OverCapture, HoldPosting,
+	HoldStatus, CommandNotReserved, Vacuous}
 
 // Anomaly is one broken guarantee: its kind, what it is about (a key, an
 // event id, a snapshot's time) and what was seen.
@@ -99,6 +100,9 @@ type Figures struct {
 	Snapshots           int
 	Published, Consumed int
 	Webhooks, Crashes   int
+	// Holds are the transfers accepted as holds; Captures and Cancels the
+	// command keys answered 202.
+	Holds, Captures, Cancels int
 }
 
 // Report is what Check found.
@@ -180,6 +184,9 @@ func (r Report) Table() string {
 		"%d records published, %d consumed, %d webhooks, %d crashes; checked in %s\n",
 		f.Ops, f.OK, f.Fail, f.Info, f.Posts, f.Gets, f.Transfers, f.Snapshots, f.Published, f.Consumed,
 		f.Webhooks, f.Crashes, r.checkedFor.Round(time.Millisecond))
+	if f.Holds > 0 {
+		fmt.Fprintf(&b, "holds: %d accepted, %d captures and %d cancellations answered 202\n", f.Holds, f.Captures, f.Cancels)
+	}
 	return b.String()
 }
 
@@ -206,6 +213,7 @@ func Check(h History) (Report, error) {
 	dup, explained := checkWebhooks(h)
 	add(dup)
 	rep.Explained = explained
+	add(checkHolds(h))
 	add(checkMinimums(h))
 	rep.Windows = windows(h)
 	rep.checkedFor = time.Since(began)
@@ -235,6 +243,8 @@ func validate(h History) error {
 			ok = op.Webhook != nil
 		case KindCrash:
 			ok = op.Crash != nil
+		case KindCapture, KindCancel:
+			ok = op.Command != nil && op.Answer != nil && op.Key != "" && op.Command.TransferID != ""
 		}
 		if !ok {
 			return fmt.Errorf("history op %d: kind %q without its fields", i, op.Kind)
@@ -248,7 +258,8 @@ func validate(h History) error {
 
 func figures(h History) Figures {
 	var f Figures
-	accepted := map[string]bool{}
+	accepted, holds := map[string]bool{}, map[string]bool{}
+	captures, cancels := map[string]bool{}, map[string]bool{}
 	for _, op := range h {
 		f.Ops++
 		switch op.Outcome {
@@ -264,7 +275,14 @@ func figures(h History) Figures {
 			f.Posts++
 			if accepted202(op) {
 				accepted[op.Key] = true
+				if op.Transfer.Hold() {
+					holds[op.Key] = true
+				}
 			}
+		case KindCapture:
+			captures[op.Key] = captures[op.Key] || commandAccepted(op)
+		case KindCancel:
+			cancels[op.Key] = cancels[op.Key] || commandAccepted(op)
 		case KindGet:
 			f.Gets++
 		case KindSnapshot:
@@ -279,7 +297,17 @@ func figures(h History) Figures {
 			f.Crashes++
 		}
 	}
-	f.Transfers = len(accepted)
+	f.Transfers, f.Holds = len(accepted), len(holds)
+	for _, ok := range captures {
+		if ok {
+			f.Captures++
+		}
+	}
+	for _, ok := range cancels {
+		if ok {
+			f.Cancels++
+		}
+	}
 	return f
 }
 

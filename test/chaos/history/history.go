@@ -8,9 +8,15 @@
 // accepted requests with postings give, every entry's postings what was
 // asked), every record a relay published was consumed in outbox order by
 // every group named for its topic, and a webhook is delivered twice only
-// where a crash explains it. A history that tested nothing (no accepted
-// transfer, read, snapshot with postings or record; a fault whose window
-// holds none of what it expected) is an anomaly too.
+// where a crash explains it. Holds (two-phase transfers, CONTRACTS section
+// 9) are checked against the same operations and their own (holds.go):
+// every account's reservation within its balance and equal to its open
+// holds, each hold released once, never captured beyond what it reserved,
+// its status what the ledger published, a command accepted only while it
+// was reserved. A history that tested nothing (no accepted transfer, read,
+// snapshot with postings or record; a fault whose window holds none of
+// what it expected; a mix with holds and no hold reserved, captured,
+// cancelled or expired) is an anomaly too.
 //
 // A test records through a Recorder as operations happen, then reads the
 // file back with ReadFile and judges it with Check:
@@ -25,6 +31,17 @@
 //	report, err := history.Check(h)
 //	t.Log(report.Table())
 //	if err != nil || !report.OK() { t.Fail() }
+//
+// A run with holds in its mix records besides: each POST's captura and
+// expiraEm as sent (Transfer.Capture, ExpiresAt); each capture and
+// cancellation with Recorder.Capture and Recorder.Cancel (the command's
+// own Idempotency-Key, the transfer and the amount asked, the answer with
+// the status its body names); a read's valorLiquidadoEmCentavos
+// (Answer.SettledCents); in each snapshot every balance's reservado
+// (Balance.ReservedCents) and the ledger's reservations (Snapshot.Holds,
+// at least the open ones); the amount and motivo of each published result
+// (Record.AmountCents, Reason), the reservada and cancelada topics among
+// those recorded, with their consumer groups.
 //
 // An operation whose outcome the client did not learn (a timeout, a reset
 // connection) is recorded with Outcome Info: it may or may not have taken
@@ -59,6 +76,8 @@ const (
 	KindSubscribed Kind = "subscribed"
 	KindWebhook    Kind = "webhook" // a webhook the receiver accepted
 	KindCrash      Kind = "crash"   // a fault injected by the test
+	KindCapture    Kind = "capture" // POST /transferencias/{id}/captura
+	KindCancel     Kind = "cancel"  // POST /transferencias/{id}/cancelamento
 )
 
 // Outcome is what the client learnt of an operation.
@@ -77,6 +96,28 @@ type Transfer struct {
 	To          string `json:"contaDestino"`
 	AmountCents int64  `json:"valorEmCentavos"`
 	Currency    string `json:"moeda"`
+	// Capture is CaptureManual for a hold; empty (or "AUTOMATICA") is an
+	// immediate transfer.
+	Capture string `json:"captura,omitempty"`
+	// ExpiresAt is a hold's expiraEm as sent (RFC 3339), empty for the
+	// default.
+	ExpiresAt string `json:"expiraEm,omitempty"`
+}
+
+// The values of a transfer's captura.
+const (
+	CaptureAutomatic = "AUTOMATICA"
+	CaptureManual    = "MANUAL"
+)
+
+// Hold reports a request for a hold.
+func (t Transfer) Hold() bool { return t.Capture == CaptureManual }
+
+// Command is the transfer a capture or cancellation is for and, for a
+// capture, the amount it asked (0: all that is reserved).
+type Command struct {
+	TransferID  string `json:"transferId"`
+	AmountCents int64  `json:"valorEmCentavos,omitempty"`
 }
 
 // Answer is what an HTTP operation was told.
@@ -89,6 +130,9 @@ type Answer struct {
 	// Transfer is what a GET answered 200 said the transfer is (its
 	// accounts, amount and currency), compared with the accepted request.
 	Transfer *Transfer `json:"transfer,omitempty"`
+	// SettledCents is a GET's valorLiquidadoEmCentavos: what a captured
+	// hold moved.
+	SettledCents int64 `json:"settledCents,omitempty"`
 }
 
 // Deposit is a deposit into a customer account.
@@ -104,6 +148,8 @@ type Balance struct {
 	Currency string `json:"currency"`
 	Funding  bool   `json:"funding,omitempty"` // the ledger's funding account of its currency
 	Cents    int64  `json:"cents"`
+	// ReservedCents is the account's reservadoEmCentavos.
+	ReservedCents int64 `json:"reservedCents,omitempty"`
 }
 
 // The entry types of the ledger's postings.
@@ -124,11 +170,25 @@ type Entry struct {
 	CreditCents int64  `json:"creditCents,omitempty"`
 }
 
-// Snapshot is every account's balance and every entry's postings, all
-// read in one REPEATABLE READ transaction.
+// Hold is one reservation the ledger keeps: the hold's transfer, the
+// account it reserves on, the amount, and its state named as the
+// transfer's status (RESERVADA while open; LIQUIDADA, CANCELADA or
+// EXPIRADA once released).
+type Hold struct {
+	TransferID  string `json:"transferId"`
+	Account     string `json:"account"`
+	AmountCents int64  `json:"amountCents"`
+	State       string `json:"state"`
+	// CapturedCents is what a LIQUIDADA hold captured.
+	CapturedCents int64 `json:"capturedCents,omitempty"`
+}
+
+// Snapshot is every account's balance, every entry's postings and every
+// reservation, all read in one REPEATABLE READ transaction.
 type Snapshot struct {
 	Balances []Balance `json:"balances"`
 	Entries  []Entry   `json:"entries"`
+	Holds    []Hold    `json:"holds,omitempty"`
 }
 
 // TransferIDs returns the ids of the transfers with postings.
@@ -165,6 +225,12 @@ type Record struct {
 	// Events of concurrent transactions have no order between them.
 	Ordered bool   `json:"ordered,omitempty"`
 	Group   string `json:"group,omitempty"` // consumed: the consumer group
+	// AmountCents (published) is a TransferenciaLiquidada's valorEmCentavos
+	// (what a capture moved) or a TransferenciaReservada's.
+	AmountCents int64 `json:"amountCents,omitempty"`
+	// Reason (published) is a TransferenciaCancelada's or
+	// TransferenciaRejeitada's motivo.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Webhook is a webhook delivery the receiver accepted.
@@ -205,8 +271,10 @@ type Op struct {
 	Invoke   time.Time `json:"invoke"`
 	Complete time.Time `json:"complete"`
 	Outcome  Outcome   `json:"outcome"`
-	// Key is the Idempotency-Key of a post or deposit, the id a get read.
+	// Key is the Idempotency-Key of a post, deposit, capture or cancel,
+	// the id a get read.
 	Key      string    `json:"key,omitempty"`
+	Command  *Command  `json:"command,omitempty"` // capture, cancel
 	Transfer *Transfer `json:"transfer,omitempty"`
 	Answer   *Answer   `json:"answer,omitempty"`
 	Deposit  *Deposit  `json:"deposit,omitempty"`

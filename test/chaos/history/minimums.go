@@ -54,8 +54,10 @@ func windows(h History) []Window {
 // checkMinimums reports a history that cannot have tested what the checks
 // claim: one with no transfer answered 202, no read answered 200, no
 // snapshot with a transfer's postings, or no record published and
-// consumed (a run that checked nothing passes every other check), and
-// each fault whose window lacks what its Expect names.
+// consumed (a run that checked nothing passes every other check); one
+// with holds in its mix that lacks one of a hold's steps
+// (missingHoldEndings); and each fault whose window lacks what its Expect
+// names.
 func checkMinimums(h History) []Anomaly {
 	var accepted, read, posted, published, consumed bool
 	for _, op := range h {
@@ -84,6 +86,7 @@ func checkMinimums(h History) []Anomaly {
 			missing = append(missing, m.what)
 		}
 	}
+	missing = append(missing, missingHoldEndings(h)...)
 	var out []Anomaly
 	if len(missing) > 0 {
 		out = append(out, Anomaly{Vacuous, "history", fmt.Sprintf("%d operations: %s", len(h), strings.Join(missing, ", "))})
@@ -108,4 +111,35 @@ func checkMinimums(h History) []Anomaly {
 		}
 	}
 	return out
+}
+
+// missingHoldEndings returns, for a history with a hold request in it (a
+// run whose mix has holds), what it lacks of a hold's steps: a hold read
+// RESERVADA (or a command answered 202, which says so), one read
+// LIQUIDADA, one read CANCELADA and one read EXPIRADA. A history without
+// holds lacks nothing.
+func missingHoldEndings(h History) []string {
+	asked := false
+	seen := map[string]bool{}
+	holds := holdIDs(h)
+	for _, op := range h {
+		switch {
+		case op.Kind == KindPost && op.Transfer.Hold():
+			asked = true
+		case commandAccepted(op) && holds[op.Command.TransferID]:
+			seen[StatusReserved] = true
+		case op.Kind == KindGet && op.Outcome == OK && op.Answer.Status == http.StatusOK && holds[op.Key]:
+			seen[op.Answer.TransferStatus] = true
+		}
+	}
+	if !asked {
+		return nil
+	}
+	var missing []string
+	for _, st := range []string{StatusReserved, StatusSettled, StatusCancelled, StatusExpired} {
+		if !seen[st] {
+			missing = append(missing, "no hold read "+st)
+		}
+	}
+	return missing
 }

@@ -4,21 +4,34 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/paysuite/payments/pkg/events"
 )
 
-// The transfer statuses of GET /transferencias/{id} (CONTRACTS section 1).
+// The transfer statuses of GET /transferencias/{id} (CONTRACTS sections 1
+// and 9).
 const (
-	StatusPending  = "PENDENTE"
-	StatusSettled  = "LIQUIDADA"
-	StatusRejected = "REJEITADA"
+	StatusPending   = "PENDENTE"
+	StatusSettled   = "LIQUIDADA"
+	StatusRejected  = "REJEITADA"
+	StatusReserved  = "RESERVADA"
+	StatusCancelled = "CANCELADA"
+	StatusExpired   = "EXPIRADA"
 )
 
-// observation is one thing a client learnt about a transfer: that it did
-// not exist (rank 0), existed (a 202, or PENDENTE: rank 1), or was
-// terminal (rank 2, with its status).
+// The ranks of what a client can learn of a transfer, each known to hold
+// for good once seen: it existed, was reserved, was terminal.
+const (
+	rankAbsent   = iota // 404
+	rankExists          // a 202, or PENDENTE
+	rankReserved        // RESERVADA, or a command's 202
+	rankTerminal        // with its status
+)
+
+// observation is one thing a client learnt about a transfer, as its rank
+// and status.
 type observation struct {
 	invoke, complete time.Time
 	rank             int
@@ -30,30 +43,45 @@ type observation struct {
 	answer bool
 }
 
-func terminal(status string) bool { return status == StatusSettled || status == StatusRejected }
+func terminal(status string) bool {
+	switch status {
+	case StatusSettled, StatusRejected, StatusCancelled, StatusExpired:
+		return true
+	}
+	return false
+}
 
 // checkReads finds accepted transfers never seen terminal, transfers seen
 // with two terminal statuses (by reads, result events, or postings, which
-// are a settlement), and reads that contradict an earlier one in
-// real time (the earlier completed before the later was invoked).
+// are a settlement; a hold's by reads only, the ledger's side of a hold is
+// holds.go's), and reads that contradict an earlier one in real time (the
+// earlier completed before the later was invoked).
 func checkReads(h History) []Anomaly {
 	obs := map[string][]observation{}
 	accepted := map[string]bool{}
+	holds := holdIDs(h)
 	results := map[string]map[string]bool{} // transfer id -> terminal statuses of its results and postings
 	for _, op := range h {
 		switch {
 		case accepted202(op):
 			accepted[op.Key] = true
-			obs[op.Key] = append(obs[op.Key], observation{op.Invoke, op.Complete, 1, "", "202", true})
+			obs[op.Key] = append(obs[op.Key], observation{op.Invoke, op.Complete, rankExists, "", "202", true})
+		case commandAccepted(op):
+			// A command's 202 (or its replay) was answered while the transfer
+			// was reserved.
+			obs[op.Command.TransferID] = append(obs[op.Command.TransferID],
+				observation{op.Invoke, op.Complete, rankReserved, "", string(op.Kind) + " 202", true})
 		case op.Kind == KindGet && op.Outcome == OK:
 			o := observation{invoke: op.Invoke, complete: op.Complete, status: op.Answer.TransferStatus}
 			switch {
 			case op.Answer.Status == http.StatusNotFound:
-				o.rank, o.what = 0, "404"
+				o.rank, o.what = rankAbsent, "404"
 			case op.Answer.Status == http.StatusOK && terminal(o.status):
-				o.rank, o.what = 2, o.status
+				o.rank, o.what = rankTerminal, o.status
+			case op.Answer.Status == http.StatusOK && o.status == StatusReserved:
+				o.rank, o.what = rankReserved, o.status
 			case op.Answer.Status == http.StatusOK:
-				o.rank, o.what = 1, o.status
+				o.rank, o.what = rankExists, o.status
 			default:
 				continue // a refusal (401, 400) says nothing of the transfer
 			}
@@ -61,6 +89,9 @@ func checkReads(h History) []Anomaly {
 		case op.Kind == KindSnapshot:
 			// Postings are the ledger's settlement: the transfer is LIQUIDADA.
 			for _, id := range op.Snapshot.TransferIDs() {
+				if holds[id] {
+					continue
+				}
 				if results[id] == nil {
 					results[id] = map[string]bool{}
 				}
@@ -74,7 +105,7 @@ func checkReads(h History) []Anomaly {
 			case events.TypeRejected:
 				st = StatusRejected
 			}
-			if st != "" && op.Record.TransferID != "" {
+			if st != "" && op.Record.TransferID != "" && !holds[op.Record.TransferID] {
 				if results[op.Record.TransferID] == nil {
 					results[op.Record.TransferID] = map[string]bool{}
 				}
@@ -97,15 +128,15 @@ func checkReads(h History) []Anomaly {
 		}
 		read := false // a client read it terminal: postings or events alone are not an answer
 		for _, o := range list {
-			if o.rank == 2 {
+			if o.rank == rankTerminal {
 				seen[o.status], read = true, true
 			}
 		}
 		if accepted[id] && !read {
 			out = append(out, Anomaly{NotTerminal, id, fmt.Sprintf("answered 202, never read terminal (%d observations)", len(list))})
 		}
-		if seen[StatusSettled] && seen[StatusRejected] {
-			out = append(out, Anomaly{TwoTerminal, id, "seen LIQUIDADA and REJEITADA"})
+		if st := sortedKeys(seen); len(st) > 1 {
+			out = append(out, Anomaly{TwoTerminal, id, "seen " + strings.Join(st, " and ")})
 		}
 		if a, b, ok := contradiction(list); ok {
 			out = append(out, Anomaly{StaleRead, id, fmt.Sprintf("%s (done %s) then %s (from %s)",
@@ -127,7 +158,7 @@ func contradiction(list []observation) (observation, observation, bool) {
 			if !a.complete.Before(b.invoke) {
 				continue
 			}
-			if b.rank < a.rank || (a.rank == 2 && b.rank == 2 && a.status != b.status) {
+			if b.rank < a.rank || (a.rank == rankTerminal && b.rank == rankTerminal && a.status != b.status) {
 				return a, b, true
 			}
 		}

@@ -168,3 +168,25 @@ func (r *Recorder) Webhook(at time.Time, w Webhook) {
 func (r *Recorder) Crash(from, to time.Time, c Crash) {
 	r.Record(Op{Kind: KindCrash, Invoke: from, Complete: to, Outcome: Info, Crash: &c})
 }
+
+// Capture records a POST /transferencias/{id}/captura under key (the
+// command's Idempotency-Key) for c.TransferID, asking c.AmountCents (0:
+// all of it): outcome OK with the answer's status (202 with the status in
+// its body, or a final 4xx such as 409 transfer-not-reserved or 422), Fail
+// for an answer that wrote nothing (409 command-in-progress, 503
+// overloaded), Info when the outcome is unknown, as for Post.
+func (r *Recorder) Capture(invoke time.Time, outcome Outcome, key string, c Command, ans Answer) {
+	r.command(KindCapture, invoke, outcome, key, c, ans)
+}
+
+// Cancel records a POST /transferencias/{id}/cancelamento under key for
+// c.TransferID, with the outcomes of Capture.
+func (r *Recorder) Cancel(invoke time.Time, outcome Outcome, key string, c Command, ans Answer) {
+	r.command(KindCancel, invoke, outcome, key, c, ans)
+}
+
+func (r *Recorder) command(kind Kind, invoke time.Time, outcome Outcome, key string, c Command, ans Answer) {
+	op := r.op(kind, invoke, outcome)
+	op.Key, op.Command, op.Answer = key, &c, &ans
+	r.Record(op)
+}

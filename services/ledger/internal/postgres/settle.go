@@ -203,13 +203,13 @@ type moves struct {
 	accounts, directions []string
 	amounts              []int64
 	moved                map[string]bool
-	events               []outbox.Message
+	events               []events.Message
 }
 
 func newMoves() *moves { return &moves{moved: map[string]bool{}} }
 
 // add records the entries of the entry id (a transfer) and its event.
-func (m *moves) add(id uuid.UUID, entries []ledger.Entry, event outbox.Message) {
+func (m *moves) add(id uuid.UUID, entries []ledger.Entry, event events.Message) {
 	for _, e := range entries {
 		m.entries = append(m.entries, [16]byte(id))
 		m.accounts = append(m.accounts, e.AccountID)
