@@ -1050,11 +1050,28 @@ func (s *suite) groups() map[string][]string {
 		"ledger-dlt-monitor":      {events.DLT(t.Analysed)},
 		"notificacoes":            {t.Settled, t.Rejected},
 	}
+	results := []string{t.Settled, t.Rejected}
+	if *flagHolds > 0 {
+		// The projection and notifications read the ledger's hold results
+		// in their own groups; the ledger reads the commands in
+		// ledgerCommandGroup.
+		out["transferencias-projecao"] = append(out["transferencias-projecao"], t.Reserved, t.Cancelled)
+		out["notificacoes"] = append(out["notificacoes"], t.Reserved, t.Cancelled)
+		out[ledgerCommandGroup] = append(out[ledgerCommandGroup], t.CaptureRequested, t.CancelRequested)
+		results = append(results, t.Reserved, t.Cancelled)
+	}
 	for _, d := range broker.RetryDelays {
-		out["notificacoes-retry-"+strconv.FormatInt(d.Milliseconds(), 10)] = []string{broker.RetryTopic(t.Settled, d), broker.RetryTopic(t.Rejected, d)}
+		g := "notificacoes-retry-" + strconv.FormatInt(d.Milliseconds(), 10)
+		for _, main := range results {
+			out[g] = append(out[g], broker.RetryTopic(main, d))
+		}
 	}
 	return out
 }
+
+// ledgerCommandGroup is the ledger's consumer group of the capture and
+// cancellation commands (the ledger's DefaultCommandsGroup).
+const ledgerCommandGroup = "ledger-comandos"
 
 func equalCounts(a, b map[string]int) bool {
 	if len(a) != len(b) {

@@ -46,6 +46,8 @@ type load struct {
 	bearer string
 	client *http.Client
 	stats  clientStats
+	// holdStats counts the hold commands (holds_load_test.go).
+	holdStats holdStats
 	rec    *history.Recorder // every POST and GET, as it happens
 	// inFlight counts the POSTs sent and not yet recorded: a fault that
 	// must cut into writes waits for one (awaitInFlight).
@@ -56,6 +58,7 @@ type load struct {
 	accepted map[string]time.Time   // key -> first 202
 	keys     []string               // the keys of accepted, in order: what the reader picks from
 	refused  map[string]string      // key -> a final 4xx answer
+	holds    map[string]holdPlan    // the keys sent as holds
 	wg       sync.WaitGroup
 }
 
@@ -65,7 +68,7 @@ func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 		}},
-		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{},
+		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{}, holds: map[string]holdPlan{},
 	}
 }
 
@@ -169,6 +172,8 @@ type answerBody struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
 	Type   string `json:"type"`
+	// SettledCents is a captured hold's valorLiquidadoEmCentavos.
+	SettledCents int64 `json:"valorLiquidadoEmCentavos"`
 	transferReq
 }
 
@@ -198,7 +203,7 @@ func answer(status int, b []byte, err error) (history.Outcome, history.Answer) {
 	}
 	var body answerBody
 	_ = json.Unmarshal(b, &body) // a body that is not JSON leaves the fields empty
-	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status}
+	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status, SettledCents: body.SettledCents}
 	if status >= 400 {
 		ans.Problem, ans.TransferStatus = body.Type, ""
 	}
@@ -306,7 +311,9 @@ func (l *load) readAll(ctx context.Context, keys []string) (unread int) {
 }
 
 // run sends rate transfers a second until stop is closed; one in dupEvery
-// is sent twice at once (a duplicate POST). Submissions go on after stop
+// is sent twice at once (a duplicate POST); a share flagHolds of them are
+// holds (asHold), which the load then captures, cancels, races or leaves
+// to expire (driveHold). Submissions and hold commands go on after stop
 // until answered or ctx ends; wait waits for them.
 func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick func() transferReq) {
 	const dupEvery = 10
@@ -321,12 +328,27 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 		case <-tick.C:
 		}
 		key, r := uuid.NewString(), pick()
+		var plan *holdPlan
+		if rand.Float64() < *flagHolds {
+			var p holdPlan
+			r, p = asHold(r, time.Now())
+			plan = &p
+			l.mu.Lock()
+			l.holds[key] = p
+			l.mu.Unlock()
+			l.holdStats.holds.Add(1)
+		}
 		copies := 1
 		if n%dupEvery == 0 {
 			copies = 2
 		}
-		for range copies {
-			l.wg.Go(func() { l.submit(ctx, key, r) })
+		for i := range copies {
+			l.wg.Go(func() {
+				l.submit(ctx, key, r)
+				if plan != nil && i == 0 {
+					l.driveHold(ctx, key, r, *plan)
+				}
+			})
 		}
 	}
 }
