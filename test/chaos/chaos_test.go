@@ -351,7 +351,7 @@ func TestChaos(t *testing.T) {
 	s.awaitRecovery(last, time.Minute)
 	s.load.wait()
 	t.Logf("load stopped after %s; every submission answered", loadEnd.Sub(loadStart).Round(time.Second))
-	s.awaitHolds()
+	s.awaitHolds(true)
 	lastFault := last.restored
 
 	s.check(lastFault, takeover)
@@ -1067,6 +1067,10 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	if brokerRec < 0 || brokerRec > *flagBrokerRec {
 		s.errorf("flow resumed %s after the broker was ready, want at most %s", brokerRec, *flagBrokerRec)
 	}
+
+	// The injections that need the holds released, after the checks above
+	// (which they would break) and before the history is completed.
+	s.injectAfterLoad()
 
 	// The history, judged as a whole: the checks above count, the checker
 	// reads every operation in order.

@@ -173,7 +173,7 @@ func TestChaosCluster(t *testing.T) {
 
 	requests, accepted, _ := s.load.snapshot()
 	s.awaitTerminal(accepted, lastFault, mode == cluster.Sync)
-	s.awaitHolds()
+	s.awaitHolds(mode == cluster.Sync)
 	s.awaitLag(3 * time.Minute)
 	report := s.errorf // the asynchronous run's lost commits break the stores' invariants: logged
 	if mode == cluster.Async {

@@ -255,8 +255,10 @@ const expiryGrace = 45 * time.Second
 // answered, until no accepted hold is RESERVADA any more: the load closed
 // the others, and those left to expire are released within expiryGrace of
 // their expiraEm (flagHoldExpiry after the last was sent: the longest this
-// adds to a run). A hold still reserved then fails the test.
-func (s *suite) awaitHolds() {
+// adds to a run). must: a hold still reserved then fails the test;
+// otherwise (an asynchronous failover's lost commits) it is logged, and
+// the checker judges it.
+func (s *suite) awaitHolds(must bool) {
 	s.t.Helper()
 	holds := s.load.holdKeys()
 	if len(holds) == 0 {
@@ -279,7 +281,11 @@ func (s *suite) awaitHolds() {
 		err = s.transfer.QueryRow(ctx, `SELECT count(*) FROM transferencia WHERE id::text = ANY($1) AND status = 'RESERVADA'`, ids).Scan(&open)
 		return err == nil && open == 0
 	}) {
-		s.errorf("holds: %d of %d accepted holds still RESERVADA %s after the load stopped (err %v)", open, len(ids), within.Round(time.Second), err)
+		report := s.errorf
+		if !must {
+			report = s.t.Logf
+		}
+		report("holds: %d of %d accepted holds still RESERVADA %s after the load stopped (err %v)", open, len(ids), within.Round(time.Second), err)
 		return
 	}
 	st := &s.load.holdStats
