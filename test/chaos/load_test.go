@@ -48,7 +48,7 @@ type load struct {
 	stats  clientStats
 	// holdStats counts the hold commands (holds_load_test.go).
 	holdStats holdStats
-	rec    *history.Recorder // every POST and GET, as it happens
+	rec       *history.Recorder // every POST and GET, as it happens
 	// inFlight counts the POSTs sent and not yet recorded: a fault that
 	// must cut into writes waits for one (awaitInFlight).
 	inFlight atomic.Int64
