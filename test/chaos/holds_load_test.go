@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/test/chaos/history"
 	"github.com/paysuite/payments/test/support/poll"
 )
@@ -76,6 +77,12 @@ func asHold(r transferReq, now time.Time) (transferReq, holdPlan) {
 	return r, p
 }
 
+// readBackoff paces a hold's reads until the ledger decided it: 500 ms,
+// doubling, at most 8 s, jittered, so that the holds waiting out a fault
+// (hundreds while the transfers database is stopped) read a few times a
+// second between them, not hundreds.
+var readBackoff = backoff.Exponential{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 8 * time.Second, Jitter: true}
+
 // reservedWithin bounds how long the load reads a hold before it gives up
 // waiting for the ledger to reserve it (the longest fault is the transfers
 // database stopped for a minute, plus the backlog behind it).
@@ -93,17 +100,22 @@ func (l *load) driveHold(ctx context.Context, key string, r transferReq, p holdP
 		return
 	}
 	status := ""
-	poll.Wait(reservedWithin, time.Second, func() bool {
-		if ctx.Err() != nil {
-			return true
+	deadline := time.Now().Add(reservedWithin)
+	for attempt := 0; status == "" || status == history.StatusPending; attempt++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(readBackoff.Delay(attempt)):
+		}
+		if time.Now().After(deadline) {
+			return // never decided: the final checks see it
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
 		if o, a := l.get(rctx, l.urls[rand.IntN(len(l.urls))], key); o == history.OK && a.Status == http.StatusOK {
 			status = a.TransferStatus
 		}
-		return status != "" && status != history.StatusPending
-	})
+		cancel()
+	}
 	if status != history.StatusReserved {
 		return // rejected (an unfunded source), or never decided: the final checks see it
 	}
