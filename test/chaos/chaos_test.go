@@ -791,13 +791,14 @@ func eventType(t events.Topics, topic string) string {
 }
 
 // injectDuplicates writes exact copies (key, value, headers) of up to 20
-// valid records of every main and retry topic. It returns the copies per
+// valid records of every main and retry topic (and, with holds in the
+// mix, of the four hold topics). It returns the copies per
 // topic.
 func (s *suite) injectDuplicates() map[string]int {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	topics := []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}
+	topics := append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.holdTopics()...)
 	for _, main := range []string{s.topics.Settled, s.topics.Rejected} {
 		for _, d := range broker.RetryDelays {
 			topics = append(topics, broker.RetryTopic(main, d))
@@ -955,7 +956,8 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	var lagDetail []string
 	poll.Wait(30*time.Second, time.Second, func() bool {
 		gotDLT, foreign = map[string]int{}, map[string]int{}
-		for _, main := range []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected} {
+		// The hold topics' DLTs get no poison: any record in them is foreign.
+		for _, main := range append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.holdTopics()...) {
 			dlt := events.DLT(main)
 			msgs, err := readTopic(ctx, s.kc, s.kafka.Addr(1), dlt)
 			if err != nil {
@@ -1104,6 +1106,15 @@ func (s *suite) groups() map[string][]string {
 		}
 	}
 	return out
+}
+
+// holdTopics are the four topics of holds when the load has holds in its
+// mix, none otherwise.
+func (s *suite) holdTopics() []string {
+	if *flagHolds <= 0 {
+		return nil
+	}
+	return s.topics.Holds()
 }
 
 // ledgerCommandGroup is the ledger's consumer group of the capture and
