@@ -3,11 +3,9 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -170,7 +168,7 @@ func (l *load) command(ctx context.Context, kind history.Kind, id string, amount
 	for attempt := 0; ; attempt++ {
 		l.holdStats.commands.Add(1)
 		invoked := time.Now()
-		status, b, err := l.send(ctx, l.urls[(start+attempt)%len(l.urls)]+"/transferencias/"+id+path, key, body)
+		status, _, b, err := l.send(ctx, l.urls[(start+attempt)%len(l.urls)]+"/transferencias/"+id+path, l.bearer, key, body)
 		outcome, ans := answer(status, b, err)
 		switch {
 		case err != nil:
@@ -207,30 +205,6 @@ func (l *load) command(ctx context.Context, kind history.Kind, id string, amount
 		case <-time.After(retryBackoff.Delay(attempt + 1)):
 		}
 	}
-}
-
-// send POSTs body (none if nil) to u under key; err is an unknown outcome.
-func (l *load) send(ctx context.Context, u, key string, body []byte) (int, []byte, error) {
-	var rd io.Reader = http.NoBody
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Authorization", l.bearer)
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, b, err
 }
 
 // lastExpiry returns the latest expiraEm of the holds left to expire (zero

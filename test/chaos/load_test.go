@@ -72,13 +72,25 @@ func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 	}
 }
 
-// post sends one request; err is an unknown outcome.
+// post sends one POST /transferencias; err is an unknown outcome.
 func (l *load) post(ctx context.Context, base, bearer, key string, body []byte) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/transferencias", bytes.NewReader(body))
+	return l.send(ctx, base+"/transferencias", bearer, key, body)
+}
+
+// send POSTs body (none if nil) to u under key as bearer; err is an
+// unknown outcome.
+func (l *load) send(ctx context.Context, u, bearer, key string, body []byte) (int, http.Header, []byte, error) {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, rd)
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Authorization", bearer)
 	resp, err := l.client.Do(req)
