@@ -351,6 +351,7 @@ func TestChaos(t *testing.T) {
 	s.awaitRecovery(last, time.Minute)
 	s.load.wait()
 	t.Logf("load stopped after %s; every submission answered", loadEnd.Sub(loadStart).Round(time.Second))
+	s.awaitHolds(true)
 	lastFault := last.restored
 
 	s.check(lastFault, takeover)
@@ -370,7 +371,7 @@ func (s *suite) pool(dsn string) *pgxpool.Pool {
 
 func (s *suite) createTopics() {
 	s.t.Helper()
-	specs := broker.SuiteTopics(s.topics, 1)
+	specs := s.suiteTopics(1)
 	for i := range specs {
 		specs[i].Partitions = topicPartitions
 	}
@@ -742,6 +743,34 @@ func (s *suite) injectPoison() map[string]int {
 	return want
 }
 
+// suiteTopics are the suite's topics (broker.SuiteTopics) at replication
+// factor rf and, where that list lacks them, those of holds: the four
+// topics, their DLTs, and the notification retry topics of reservada and
+// cancelada.
+func (s *suite) suiteTopics(rf int) []broker.TopicSpec {
+	specs := broker.SuiteTopics(s.topics, rf)
+	have := map[string]bool{}
+	for _, sp := range specs {
+		have[sp.Name] = true
+	}
+	var names []string
+	for _, t := range s.topics.Holds() {
+		names = append(names, t, events.DLT(t))
+	}
+	for _, main := range []string{s.topics.Reserved, s.topics.Cancelled} {
+		for _, d := range broker.RetryDelays {
+			names = append(names, broker.RetryTopic(main, d))
+		}
+	}
+	for _, n := range names {
+		if !have[n] {
+			have[n] = true
+			specs = append(specs, broker.TopicSpec{Name: n, Partitions: specs[0].Partitions, ReplicationFactor: rf, Retention: specs[0].Retention})
+		}
+	}
+	return specs
+}
+
 // samePartition writes each record to the partition it names, so that a
 // copy lands beside its original.
 type samePartition struct{}
@@ -762,13 +791,14 @@ func eventType(t events.Topics, topic string) string {
 }
 
 // injectDuplicates writes exact copies (key, value, headers) of up to 20
-// valid records of every main and retry topic. It returns the copies per
+// valid records of every main and retry topic (and, with holds in the
+// mix, of the four hold topics). It returns the copies per
 // topic.
 func (s *suite) injectDuplicates() map[string]int {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	topics := []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}
+	topics := append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.holdTopics()...)
 	for _, main := range []string{s.topics.Settled, s.topics.Rejected} {
 		for _, d := range broker.RetryDelays {
 			topics = append(topics, broker.RetryTopic(main, d))
@@ -845,9 +875,10 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	terminalAfter := time.Since(lastFault)
 	lost := len(keys) - rows
 
-	var total, settled, rejected int
+	var total, settled, rejected, released int
 	if err := s.transfer.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'LIQUIDADA'),
-		count(*) FILTER (WHERE status = 'REJEITADA') FROM transferencia`).Scan(&total, &settled, &rejected); err != nil {
+		count(*) FILTER (WHERE status = 'REJEITADA'), count(*) FILTER (WHERE status IN ('CANCELADA', 'EXPIRADA'))
+		FROM transferencia`).Scan(&total, &settled, &rejected, &released); err != nil {
 		t.Fatal(err)
 	}
 	// A row whose key the client never got a 202 for is fine (the answer
@@ -872,7 +903,9 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	stores := s.checkStores(ctx, s.errorf)
 
 	// Notifications: one log row per result event (by its key), at most
-	// one delivery per event id at the receiver, one per terminal transfer.
+	// one delivery per event id at the receiver, one per terminal transfer
+	// and one more per hold the ledger reserved (its reservada).
+	wantHooks := settled + rejected + released + stores.reservations
 	var notifRows, notifTransfers int
 	if err := s.notify.QueryRow(ctx, `SELECT count(*), count(DISTINCT transfer_id) FROM notification`).Scan(&notifRows, &notifTransfers); err != nil {
 		t.Fatal(err)
@@ -882,10 +915,10 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	// transfers, then compare.
 	poll.Wait(30*time.Second, 200*time.Millisecond, func() bool {
 		delivered, dupDeliveries, _ = s.recv.counts()
-		return delivered >= settled+rejected
+		return delivered >= wantHooks
 	}) // a shortfall is reported below
-	if notifTransfers != notifRows {
-		s.errorf("notifications: %d log rows for %d transfers", notifRows, notifTransfers)
+	if notifTransfers+stores.reservations != notifRows {
+		s.errorf("notifications: %d log rows for %d transfers and %d reservations", notifRows, notifTransfers, stores.reservations)
 	}
 	// Webhooks are delivered at least once: a crash of notifications (or
 	// of its database) between a delivery and its record sends it again,
@@ -912,8 +945,8 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	if len(badHooks) > 0 {
 		s.errorf("webhooks failing verification: %v", badHooks)
 	}
-	if delivered != settled+rejected {
-		s.errorf("webhooks: %d events delivered for %d terminal transfers", delivered, settled+rejected)
+	if delivered != wantHooks {
+		s.errorf("webhooks: %d events delivered for %d terminal transfers and %d reservations", delivered, settled+rejected+released, stores.reservations)
 	}
 
 	// DLTs hold exactly the poison.
@@ -923,7 +956,8 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	var lagDetail []string
 	poll.Wait(30*time.Second, time.Second, func() bool {
 		gotDLT, foreign = map[string]int{}, map[string]int{}
-		for _, main := range []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected} {
+		// The hold topics' DLTs get no poison: any record in them is foreign.
+		for _, main := range append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.holdTopics()...) {
 			dlt := events.DLT(main)
 			msgs, err := readTopic(ctx, s.kc, s.kafka.Addr(1), dlt)
 			if err != nil {
@@ -984,6 +1018,7 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	row("accepted (202)", len(accepted))
 	row("settled", settled)
 	row("rejected", rejected)
+	row("holds reserved / cancelled or expired", fmt.Sprintf("%d / %d", stores.reservations, released))
 	row("lost (202 without a row)", lost)
 	row(fmt.Sprintf("not terminal %s after the last fault", *flagTerminal), pending)
 	row("doubled (more than one posting pair)", stores.doubled)
@@ -1035,6 +1070,10 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		s.errorf("flow resumed %s after the broker was ready, want at most %s", brokerRec, *flagBrokerRec)
 	}
 
+	// The injections that need the holds released, after the checks above
+	// (which they would break) and before the history is completed.
+	s.injectAfterLoad()
+
 	// The history, judged as a whole: the checks above count, the checker
 	// reads every operation in order.
 	s.checkHistory(ctx, requests, s.snapsTaken, s.snapsFailed)
@@ -1050,11 +1089,37 @@ func (s *suite) groups() map[string][]string {
 		"ledger-dlt-monitor":      {events.DLT(t.Analysed)},
 		"notificacoes":            {t.Settled, t.Rejected},
 	}
+	results := []string{t.Settled, t.Rejected}
+	if *flagHolds > 0 {
+		// The projection and notifications read the ledger's hold results
+		// in their own groups; the ledger reads the commands in
+		// ledgerCommandGroup.
+		out["transferencias-projecao"] = append(out["transferencias-projecao"], t.Reserved, t.Cancelled)
+		out["notificacoes"] = append(out["notificacoes"], t.Reserved, t.Cancelled)
+		out[ledgerCommandGroup] = append(out[ledgerCommandGroup], t.CaptureRequested, t.CancelRequested)
+		results = append(results, t.Reserved, t.Cancelled)
+	}
 	for _, d := range broker.RetryDelays {
-		out["notificacoes-retry-"+strconv.FormatInt(d.Milliseconds(), 10)] = []string{broker.RetryTopic(t.Settled, d), broker.RetryTopic(t.Rejected, d)}
+		g := "notificacoes-retry-" + strconv.FormatInt(d.Milliseconds(), 10)
+		for _, main := range results {
+			out[g] = append(out[g], broker.RetryTopic(main, d))
+		}
 	}
 	return out
 }
+
+// holdTopics are the four topics of holds when the load has holds in its
+// mix, none otherwise.
+func (s *suite) holdTopics() []string {
+	if *flagHolds <= 0 {
+		return nil
+	}
+	return s.topics.Holds()
+}
+
+// ledgerCommandGroup is the ledger's consumer group of the capture and
+// cancellation commands (the ledger's DefaultCommandsGroup).
+const ledgerCommandGroup = "ledger-comandos"
 
 func equalCounts(a, b map[string]int) bool {
 	if len(a) != len(b) {

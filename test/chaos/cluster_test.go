@@ -173,6 +173,7 @@ func TestChaosCluster(t *testing.T) {
 
 	requests, accepted, _ := s.load.snapshot()
 	s.awaitTerminal(accepted, lastFault, mode == cluster.Sync)
+	s.awaitHolds(mode == cluster.Sync)
 	s.awaitLag(3 * time.Minute)
 	report := s.errorf // the asynchronous run's lost commits break the stores' invariants: logged
 	if mode == cluster.Async {
@@ -200,7 +201,7 @@ func TestChaosCluster(t *testing.T) {
 // unclean election off) and the probe topic.
 func (s *suite) createClusterTopics(brokers []string) {
 	s.t.Helper()
-	specs := broker.SuiteTopics(s.topics, 3)
+	specs := s.suiteTopics(3)
 	for i := range specs {
 		specs[i].Partitions = topicPartitions
 	}

@@ -66,19 +66,38 @@ func (s *suite) snapshots(ctx context.Context, stop <-chan struct{}) (taken, fai
 	}
 }
 
-// snapshot reads every balance and every entry's postings in one
-// REPEATABLE READ transaction on the ledger's database, and records it.
+// snapshot reads every balance (and its reserved amount), every entry's
+// postings and every reservation in one REPEATABLE READ transaction on
+// the ledger's database, and records it.
 func (s *suite) snapshot(ctx context.Context) error {
 	invoked := time.Now()
 	var snap history.Snapshot
 	err := pgx.BeginTxFunc(ctx, s.ledger, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, currency, funding, balance_cents FROM account`)
+		rows, err := tx.Query(ctx, `SELECT id, currency, funding, balance_cents, reserved_cents FROM account`)
 		if err != nil {
 			return err
 		}
 		snap.Balances, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (history.Balance, error) {
 			var b history.Balance
-			return b, r.Scan(&b.Account, &b.Currency, &b.Funding, &b.Cents)
+			return b, r.Scan(&b.Account, &b.Currency, &b.Funding, &b.Cents, &b.ReservedCents)
+		})
+		if err != nil {
+			return err
+		}
+		// Every reservation, open or released, its state named as the
+		// transfer's status.
+		rows, err = tx.Query(ctx, `
+SELECT transfer_id::text, source_account, amount_cents,
+       CASE state WHEN 'open' THEN 'RESERVADA' WHEN 'captured' THEN 'LIQUIDADA' WHEN 'cancelled' THEN 'CANCELADA'
+                  WHEN 'expired' THEN 'EXPIRADA' ELSE state END,
+       coalesce(captured_cents, 0)
+  FROM reservation`)
+		if err != nil {
+			return err
+		}
+		snap.Holds, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (history.Hold, error) {
+			var h history.Hold
+			return h, r.Scan(&h.TransferID, &h.Account, &h.AmountCents, &h.State, &h.CapturedCents)
 		})
 		if err != nil {
 			return err
@@ -107,10 +126,11 @@ SELECT entry_type, entry_id::text,
 }
 
 // recordRecords records the rows each outbox marked published on the
-// main topics, and what each consumer group of those topics consumed: the
+// main topics (and, with holds in the mix, reservada and cancelada, with
+// a capture's amount and a cancellation's motivo), and what each consumer group of those topics consumed: the
 // records of the topic below the group's committed offset.
 func (s *suite) recordRecords(ctx context.Context, antifraud *pgxpool.Pool) error {
-	main := []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}
+	main := s.recordedTopics()
 	// The ledger locks the account and antifraud handles a partition one
 	// record at a time: their events of one key are serialised, so their
 	// outbox order is theirs to keep. The transfers service takes
@@ -121,14 +141,16 @@ func (s *suite) recordRecords(ctx context.Context, antifraud *pgxpool.Pool) erro
 		ordered bool
 	}{{"transfers", s.transfer, false}, {"antifraud", antifraud, true}, {"ledger", s.ledger, true}} {
 		rows, err := src.db.Query(ctx, `
-SELECT id::text, seq, topic, key, event_type, coalesce(payload->>'transferenciaId', '')
-  FROM outbox_event WHERE status = 'PUBLISHED' AND topic = ANY($1) ORDER BY seq`, main)
+SELECT id::text, seq, topic, key, event_type, coalesce(payload->>'transferenciaId', ''),
+       CASE WHEN event_type = $2 THEN coalesce((payload->>'valorEmCentavos')::bigint, 0) ELSE 0 END,
+       coalesce(payload->>'motivo', '')
+  FROM outbox_event WHERE status = 'PUBLISHED' AND topic = ANY($1) ORDER BY seq`, main, events.TypeSettled)
 		if err != nil {
 			return fmt.Errorf("published rows of %s: %w", src.name, err)
 		}
 		recs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (history.Record, error) {
 			rec := history.Record{Source: src.name, Ordered: src.ordered}
-			return rec, r.Scan(&rec.EventID, &rec.Seq, &rec.Topic, &rec.Key, &rec.EventType, &rec.TransferID)
+			return rec, r.Scan(&rec.EventID, &rec.Seq, &rec.Topic, &rec.Key, &rec.EventType, &rec.TransferID, &rec.AmountCents, &rec.Reason)
 		})
 		if err != nil {
 			return fmt.Errorf("published rows of %s: %w", src.name, err)
@@ -241,4 +263,16 @@ func (s *suite) judgeHistory(ctx context.Context, requests map[string]transferRe
 	t.Logf("history checker (%s; snapshots during the load: %d taken, %d failed with the ledger's database down):\n%s",
 		s.historyPath, snapsTaken, snapsFailed, strings.TrimRight(rep.Table(), "\n"))
 	return rep, h, err
+}
+
+// recordedTopics are the topics whose records the history judges: the
+// four of the immediate flow and, with holds in the mix, the ledger's two
+// hold results (reservada, cancelada). The command topics (captura,
+// cancelamento) are the ledger's input, judged by its results.
+func (s *suite) recordedTopics() []string {
+	out := []string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}
+	if *flagHolds > 0 {
+		out = append(out, s.topics.Reserved, s.topics.Cancelled)
+	}
+	return out
 }

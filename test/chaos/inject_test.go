@@ -4,19 +4,47 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/chaos/history"
 	"github.com/paysuite/payments/test/support/poll"
 )
 
-var flagInject = flag.String("chaos.inject", injectStaleRead,
-	"TestChaos: an anomaly injected into the live run that the history checker must report as exactly its kind, or the test fails: "+
-		injectStaleRead+" (a settled transfer set back to PENDENTE for two seconds while reads target it) or none")
+var flagInject = flag.String("chaos.inject", injectStaleRead+","+injectReleasedTwice,
+	"TestChaos: anomalies injected into the live run (comma-separated) that the history checker must report as exactly their kinds, or the test fails: "+
+		injectStaleRead+" (a settled transfer set back to PENDENTE for two seconds while reads target it), "+
+		injectReleasedTwice+" (after the load, a captured hold released again: a TransferenciaCancelada written to the ledger's outbox; needs -chaos.holds > 0), or none")
 
-const injectStaleRead = "stale-read"
+const (
+	injectStaleRead     = "stale-read"
+	injectReleasedTwice = "released-twice"
+)
+
+// injections returns the anomalies -chaos.inject names.
+func (s *suite) injections() map[string]bool {
+	s.t.Helper()
+	out := map[string]bool{}
+	for _, n := range strings.Split(*flagInject, ",") {
+		switch n = strings.TrimSpace(n); n {
+		case "none", "":
+		case injectStaleRead, injectReleasedTwice:
+			out[n] = true
+		default:
+			s.t.Fatalf("-chaos.inject=%q: want a list of %s, %s, or none", *flagInject, injectStaleRead, injectReleasedTwice)
+		}
+	}
+	if out[injectReleasedTwice] && *flagHolds <= 0 {
+		s.t.Fatalf("-chaos.inject=%s needs holds in the load (-chaos.holds > 0)", injectReleasedTwice)
+	}
+	return out
+}
 
 // expectations are what a fault's window must show in the history, each
 // where the fault makes it possible: a snapshot if the window spans a
@@ -38,13 +66,83 @@ func (s *suite) expectations(f *fault, end time.Time) history.Expect {
 // remembers it: expectInjected then wants it reported as exactly that.
 func (s *suite) inject() {
 	s.t.Helper()
-	switch *flagInject {
-	case "none", "":
-	case injectStaleRead:
+	if s.injections()[injectStaleRead] {
 		s.injectStaleRead()
-	default:
-		s.t.Fatalf("-chaos.inject=%q: want %s or none", *flagInject, injectStaleRead)
 	}
+}
+
+// injectAfterLoad injects the anomalies -chaos.inject names that need the
+// load's holds released: it runs once the stores were checked, before the
+// history is completed and judged.
+func (s *suite) injectAfterLoad() {
+	s.t.Helper()
+	if s.injections()[injectReleasedTwice] {
+		s.injectReleasedTwice()
+	}
+}
+
+// injectReleasedTwice releases a captured hold a second time, as a broken
+// ledger would: it writes a TransferenciaCancelada (motivo
+// CANCELADA_PELO_CLIENTE, its derived event id, so consumers take it as
+// the ledger's) into the ledger's outbox for a hold whose reservation was
+// captured, preferring one the load raced (a cancellation was also sent),
+// and waits for the relay to publish it and every group to consume it.
+// The checker must report exactly one released-twice on that transfer:
+// its TransferenciaLiquidada and this record. It runs after the stores'
+// checks, which would see the second closing event too.
+func (s *suite) injectReleasedTwice() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holds := s.load.holdKeys()
+	keys := make([]string, 0, len(holds))
+	for k := range holds {
+		keys = append(keys, k)
+	}
+	rows, err := s.ledger.Query(ctx, `SELECT transfer_id, source_account FROM reservation WHERE state = 'captured' AND transfer_id::text = ANY($1)`, keys)
+	if err != nil {
+		s.t.Fatalf("inject: captured holds: %v", err)
+	}
+	var id uuid.UUID
+	var source string
+	for rows.Next() {
+		var tid uuid.UUID
+		var src string
+		if err := rows.Scan(&tid, &src); err != nil {
+			s.t.Fatalf("inject: captured holds: %v", err)
+		}
+		if id == uuid.Nil || holds[tid.String()].fate == fateRace {
+			id, source = tid, src
+		}
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatalf("inject: captured holds: %v", err)
+	}
+	if id == uuid.Nil {
+		s.t.Fatal("inject: no captured hold to release twice")
+	}
+	now := time.Now().UTC()
+	ev := events.Cancelled{EventID: events.DerivedID(events.KindCancelled, id), TransferID: id, Reason: events.ReasonCancelledByClient, OccurredAt: now}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := s.ledger.Exec(ctx, `
+INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, occurred_at)
+VALUES ($1, 'transfer', $2, $3, $4, $5, $6, $7)`, ev.EventID, id.String(), s.topics.Cancelled, source, events.TypeCancelled, payload, now); err != nil {
+		s.t.Fatalf("inject: the second release of %s: %v", id, err)
+	}
+	var status string
+	if !poll.Wait(time.Minute, 100*time.Millisecond, func() bool {
+		err = s.ledger.QueryRow(ctx, `SELECT status FROM outbox_event WHERE id = $1`, ev.EventID).Scan(&status)
+		return err == nil && status == "PUBLISHED"
+	}) {
+		s.t.Fatalf("inject: the second release of %s not published within 1m (status %q, err %v)", id, status, err)
+	}
+	s.awaitLag(time.Minute)
+	s.injected = append(s.injected, history.Anomaly{Kind: history.ReleasedTwice, About: id.String()})
+	s.t.Logf("inject: captured hold %s released again (TransferenciaCancelada %s); the checker must report one %s on it",
+		id, ev.EventID, history.ReleasedTwice)
 }
 
 // injectStaleRead sets a transfer the load settled back to PENDENTE in
@@ -60,9 +158,12 @@ func (s *suite) injectStaleRead() {
 	var updated time.Time
 	if !poll.Wait(30*time.Second, 200*time.Millisecond, func() bool {
 		_, accepted, _ := s.load.snapshot()
+		holds := s.load.holdKeys()
 		keys := make([]string, 0, len(accepted))
 		for k := range accepted {
-			keys = append(keys, k)
+			if _, hold := holds[k]; !hold { // an immediate transfer: a hold's statuses are judged apart
+				keys = append(keys, k)
+			}
 		}
 		err := s.transfer.QueryRow(ctx, `SELECT id::text, atualizada_em FROM transferencia
  WHERE status = 'LIQUIDADA' AND id::text = ANY($1) ORDER BY atualizada_em LIMIT 1`, keys).Scan(&id, &updated)

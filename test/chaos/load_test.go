@@ -46,7 +46,9 @@ type load struct {
 	bearer string
 	client *http.Client
 	stats  clientStats
-	rec    *history.Recorder // every POST and GET, as it happens
+	// holdStats counts the hold commands (holds_load_test.go).
+	holdStats holdStats
+	rec       *history.Recorder // every POST and GET, as it happens
 	// inFlight counts the POSTs sent and not yet recorded: a fault that
 	// must cut into writes waits for one (awaitInFlight).
 	inFlight atomic.Int64
@@ -56,6 +58,7 @@ type load struct {
 	accepted map[string]time.Time   // key -> first 202
 	keys     []string               // the keys of accepted, in order: what the reader picks from
 	refused  map[string]string      // key -> a final 4xx answer
+	holds    map[string]holdPlan    // the keys sent as holds
 	wg       sync.WaitGroup
 }
 
@@ -65,17 +68,29 @@ func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 		}},
-		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{},
+		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{}, holds: map[string]holdPlan{},
 	}
 }
 
-// post sends one request; err is an unknown outcome.
+// post sends one POST /transferencias; err is an unknown outcome.
 func (l *load) post(ctx context.Context, base, bearer, key string, body []byte) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/transferencias", bytes.NewReader(body))
+	return l.send(ctx, base+"/transferencias", bearer, key, body)
+}
+
+// send POSTs body (none if nil) to u under key as bearer; err is an
+// unknown outcome.
+func (l *load) send(ctx context.Context, u, bearer, key string, body []byte) (int, http.Header, []byte, error) {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, rd)
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Authorization", bearer)
 	resp, err := l.client.Do(req)
@@ -169,6 +184,8 @@ type answerBody struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
 	Type   string `json:"type"`
+	// SettledCents is a captured hold's valorLiquidadoEmCentavos.
+	SettledCents int64 `json:"valorLiquidadoEmCentavos"`
 	transferReq
 }
 
@@ -198,7 +215,7 @@ func answer(status int, b []byte, err error) (history.Outcome, history.Answer) {
 	}
 	var body answerBody
 	_ = json.Unmarshal(b, &body) // a body that is not JSON leaves the fields empty
-	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status}
+	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status, SettledCents: body.SettledCents}
 	if status >= 400 {
 		ans.Problem, ans.TransferStatus = body.Type, ""
 	}
@@ -306,7 +323,9 @@ func (l *load) readAll(ctx context.Context, keys []string) (unread int) {
 }
 
 // run sends rate transfers a second until stop is closed; one in dupEvery
-// is sent twice at once (a duplicate POST). Submissions go on after stop
+// is sent twice at once (a duplicate POST); a share flagHolds of them are
+// holds (asHold), which the load then captures, cancels, races or leaves
+// to expire (driveHold). Submissions and hold commands go on after stop
 // until answered or ctx ends; wait waits for them.
 func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick func() transferReq) {
 	const dupEvery = 10
@@ -321,12 +340,27 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 		case <-tick.C:
 		}
 		key, r := uuid.NewString(), pick()
+		var plan *holdPlan
+		if rand.Float64() < *flagHolds {
+			var p holdPlan
+			r, p = asHold(r, time.Now())
+			plan = &p
+			l.mu.Lock()
+			l.holds[key] = p
+			l.mu.Unlock()
+			l.holdStats.holds.Add(1)
+		}
 		copies := 1
 		if n%dupEvery == 0 {
 			copies = 2
 		}
-		for range copies {
-			l.wg.Go(func() { l.submit(ctx, key, r) })
+		for i := range copies {
+			l.wg.Go(func() {
+				l.submit(ctx, key, r)
+				if plan != nil && i == 0 {
+					l.driveHold(ctx, key, r, *plan)
+				}
+			})
 		}
 	}
 }

@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,6 +16,7 @@ import (
 // storeFigures are what checkStores counted.
 type storeFigures struct {
 	doubled, dead, held int
+	reservations        int // holds the ledger reserved
 }
 
 // checkStores checks the stores' own invariants by SQL, once every
@@ -24,7 +26,8 @@ type storeFigures struct {
 // transfer still in processing, every balance its postings, every
 // currency summing to zero, every entry one debit and one credit of one
 // amount, no DEAD outbox row in any service, and no held result left
-// unresolved in the transfers database. TestChaos and TestChaosCluster
+// unresolved in the transfers database; and those of holds
+// (checkHoldStores). TestChaos and TestChaosCluster
 // both run it; report is how a broken one is told (the test's errorf, or
 // a log line where a loss is expected).
 func (s *suite) checkStores(ctx context.Context, report func(format string, args ...any)) storeFigures {
@@ -138,7 +141,9 @@ SELECT count(*) FROM (
 		if err := r.Scan(&id, &result); err != nil {
 			s.t.Fatal(err)
 		}
-		if st, ok := statusByID[id]; ok && st != "PENDENTE" && st != result {
+		// A hold's marker says RESERVADA whatever became of it: its
+		// reservation row is its verdict (checkHoldStores).
+		if st, ok := statusByID[id]; ok && st != "PENDENTE" && result != "RESERVADA" && st != result {
 			verdicts++
 		}
 	}
@@ -149,11 +154,13 @@ SELECT count(*) FROM (
 		report("%d transfers whose status is not the ledger's verdict", verdicts)
 	}
 
+	reservations := s.checkHoldStores(ctx, statusByID, report)
+
 	held := s.unresolvedHeld(ctx)
 	if held > 0 {
 		report("%d held results (resultado_retido) still unresolved after the drain", held)
 	}
-	return storeFigures{doubled: doubled, dead: dead, held: held}
+	return storeFigures{doubled: doubled, dead: dead, held: held, reservations: reservations}
 }
 
 // unresolvedHeld counts the transfers database's held results
@@ -175,3 +182,82 @@ func (s *suite) unresolvedHeld(ctx context.Context) int {
 
 // heldWithin bounds the wait for held results to resolve by themselves.
 const heldWithin = time.Minute
+
+// holdStoreChecks are the ledger's invariants of holds (CONTRACTS section
+// 9; services/ledger/internal/ledgertest's hold invariants, which this
+// package cannot import), each a count of what breaks it.
+var holdStoreChecks = []struct{ what, query string }{
+	{"accounts whose reserved amount is negative or more than their balance", `
+SELECT count(*) FROM account WHERE reserved_cents < 0 OR (NOT funding AND reserved_cents > balance_cents)`},
+	{"accounts whose reserved amount is not the sum of their open reservations", `
+SELECT count(*) FROM account a
+  LEFT JOIN (SELECT source_account, sum(amount_cents) AS total FROM reservation WHERE state = 'open' GROUP BY source_account) o
+         ON o.source_account = a.id
+ WHERE a.reserved_cents <> coalesce(o.total, 0)`},
+	{"reservations without their hold's marker, or captured beyond what they reserved", `
+SELECT count(*) FROM reservation r LEFT JOIN processed_transfer m ON m.transfer_id = r.transfer_id
+ WHERE m.result IS DISTINCT FROM 'RESERVADA' OR m.amount_cents <> r.amount_cents OR r.captured_cents > r.amount_cents`},
+	{"reservations whose postings are not their capture (postings of one not captured, or of another amount)", `
+SELECT count(*) FROM reservation r
+  LEFT JOIN posting p ON p.entry_type = 'TRANSFER' AND p.entry_id = r.transfer_id AND p.direction = 'D'
+ WHERE (r.state = 'captured') <> (p.entry_id IS NOT NULL) OR p.amount_cents IS DISTINCT FROM r.captured_cents`},
+	{"reservations not released exactly once (one closing event once closed, none while open)", `
+SELECT count(*) FROM reservation r
+ WHERE (SELECT count(*) FROM outbox_event e WHERE e.aggregate_id = r.transfer_id::text
+           AND e.event_type IN ('TransferenciaLiquidada', 'TransferenciaCancelada'))
+       <> CASE r.state WHEN 'open' THEN 0 ELSE 1 END`},
+}
+
+// holdStatus is the transfer's status each reservation state gives.
+var holdStatus = map[string]string{"open": "RESERVADA", "captured": "LIQUIDADA", "cancelled": "CANCELADA", "expired": "EXPIRADA"}
+
+// checkHoldStores checks the holds in the stores: the ledger's invariants
+// (holdStoreChecks), and each transfer's status that of its reservation
+// (a hold's status only on a transfer with one). It returns how many
+// reservations the ledger holds.
+func (s *suite) checkHoldStores(ctx context.Context, statusByID map[uuid.UUID]string, report func(format string, args ...any)) int {
+	s.t.Helper()
+	for _, c := range holdStoreChecks {
+		var n int
+		if err := s.ledger.QueryRow(ctx, c.query).Scan(&n); err != nil {
+			s.t.Fatalf("holds: %s: %v", c.what, err)
+		}
+		if n > 0 {
+			report("holds: %d %s", n, c.what)
+		}
+	}
+	rows, err := s.ledger.Query(ctx, `SELECT transfer_id, state FROM reservation`)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	states := map[uuid.UUID]string{}
+	for rows.Next() {
+		var id uuid.UUID
+		var st string
+		if err := rows.Scan(&id, &st); err != nil {
+			s.t.Fatal(err)
+		}
+		states[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatal(err)
+	}
+	var mismatched, orphans []string
+	for id, st := range states {
+		if got, ok := statusByID[id]; ok && got != holdStatus[st] {
+			mismatched = append(mismatched, fmt.Sprintf("%s %s with its reservation %s", id, got, st))
+		}
+	}
+	for id, st := range statusByID {
+		if _, ok := states[id]; !ok && (st == "RESERVADA" || st == "CANCELADA" || st == "EXPIRADA") {
+			orphans = append(orphans, fmt.Sprintf("%s %s", id, st))
+		}
+	}
+	if len(mismatched) > 0 {
+		report("holds: %d transfers whose status is not their reservation's, e.g. %s", len(mismatched), mismatched[0])
+	}
+	if len(orphans) > 0 {
+		report("holds: %d transfers with a hold's status and no reservation, e.g. %s", len(orphans), orphans[0])
+	}
+	return len(states)
+}
