@@ -56,6 +56,10 @@ func Decode(m broker.Record) (ledger.Transfer, error) {
 		Authorization: e.Authorization,
 		// The binding to the request, passed on to the result event.
 		RequestEventID: e.RequestEventID,
+		// A hold reserves instead of posting; its expiry as the record
+		// names it (the signature covers both), DefaultHoldTTL when none.
+		Hold:      e.Capture == events.CaptureManual,
+		ExpiresAt: e.ExpiresAt,
 	}, nil
 }
 
@@ -96,6 +100,8 @@ func (s *Settlement) observe(ctx context.Context, r ledger.Result, m broker.Reco
 		s.log.InfoContext(ctx, "transfer settled", attrs...)
 	case ledger.Rejected:
 		s.log.InfoContext(ctx, "transfer rejected", append(attrs, "motivo", r.Reason)...)
+	case ledger.Reserved:
+		s.log.InfoContext(ctx, "hold reserved", attrs...)
 	default:
 		s.log.InfoContext(ctx, "transfer already processed; duplicate delivery ignored", attrs...)
 	}

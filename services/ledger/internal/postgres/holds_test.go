@@ -560,7 +560,7 @@ func TestRunExpiry(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		svc.RunExpiry(ctx, 10*time.Millisecond, 2, slog.New(slog.DiscardHandler))
+		svc.RunExpiry(ctx, 10*time.Millisecond, 2, slog.New(slog.DiscardHandler), nil)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for moneyOf(t, db, "CC-001").Reserved != 0 {
