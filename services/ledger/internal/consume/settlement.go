@@ -1,7 +1,8 @@
 // Package consume is the ledger's Kafka side: the settlement handler run by
 // the suite's consumer loop on the analisada topic (the records of one
-// partition fetched together, settled in one transaction), and the monitor
-// of its dead-letter topic.
+// partition fetched together, settled in one transaction), the handler of
+// the commands on holds (captures and cancellations), and the monitor of
+// its dead-letter topics.
 package consume
 
 import (
