@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/backoff"
@@ -111,13 +110,7 @@ func TestCommandBatchWithRefusedCommands(t *testing.T) {
 	if n := counter(t, e.reg, "ledger_reservation_closings_total", map[string]string{"result": "ENCERRADA"}); n != 1 {
 		t.Errorf("commands on a closed hold = %v, want 1", n)
 	}
-	bal := map[string]int64{}
-	for _, a := range ledgertest.ReadState(t, e.db).Accounts {
-		bal[a.ID] = a.Balance
-	}
-	if diff := cmp.Diff(map[string]int64{"A": 490, "B": 510, "__FUNDING__BRL": -1000}, bal); diff != "" {
-		t.Errorf("balances mismatch (-want +got):\n%s", diff)
-	}
+	e.checkBalances(t, map[string]int64{"A": 490, "B": 510, "__FUNDING__BRL": -1000})
 	// With every hold closed, no account has anything reserved.
 	ledgertest.CheckInvariants(t, e.db)
 }
