@@ -32,6 +32,7 @@ type Groups struct {
 	Projection       string // transfers' status projection
 	Antifraud        string
 	Ledger           string
+	LedgerCommands   string // the ledger's captures and cancellations of holds
 	LedgerDLTMonitor string
 	// Notifications is the group of the main topics; its retry topics are
 	// read by "<group>-retry-<ms>" (NotificationRetryGroups).
@@ -42,7 +43,7 @@ type Groups struct {
 // own constant is the same name; services/suite tests that they agree).
 var DefaultGroups = Groups{
 	Projection: "transferencias-projecao", Antifraud: "antifraude", Ledger: "ledger",
-	LedgerDLTMonitor: "ledger-dlt-monitor", Notifications: "notificacoes",
+	LedgerCommands: "ledger-comandos", LedgerDLTMonitor: "ledger-dlt-monitor", Notifications: "notificacoes",
 }
 
 // NotificationRetryGroups are the groups that read the retry topics of the
@@ -81,7 +82,9 @@ func (a ACL) String() string {
 // only the topics it consumes (with its own groups) and writes only its own
 // topics, its dead-letter topics and (notifications) its retry topics. Only
 // antifraud writes analisada; only antifraud and the ledger write
-// rejeitada; only the ledger writes liquidada. No principal gets a cluster
+// rejeitada; only the ledger writes liquidada, reservada and cancelada;
+// only transfers writes the commands on holds (captura-solicitada and
+// cancelamento-solicitado), which only the ledger reads. No principal gets a cluster
 // permission: the producers are not idempotent (kafka-go), and a kgo
 // consumer never produces; since Kafka 3.0 WRITE on a topic is also enough
 // for an idempotent producer (KIP-679).
@@ -92,34 +95,45 @@ func SuiteACLs(t events.Topics, g Groups, p Principals) []ACL {
 			out = append(out, ACL{Principal: principal, Resource: resource, Name: n, Operation: op})
 		}
 	}
-	// transfers: the outbox relay writes solicitada; the projection reads
-	// liquidada and rejeitada and dead-letters what it cannot apply.
-	add(p.Transfers, ResourceTopic, OpWrite, t.Requested, events.DLT(t.Settled), events.DLT(t.Rejected))
-	add(p.Transfers, ResourceTopic, OpRead, t.Settled, t.Rejected)
+	results := ResultTopics(t)
+	resultDLTs := make([]string, len(results))
+	for i, r := range results {
+		resultDLTs[i] = events.DLT(r)
+	}
+	// transfers: the outbox relay writes solicitada and the commands on
+	// holds; the projection reads the results and dead-letters what it
+	// cannot apply.
+	add(p.Transfers, ResourceTopic, OpWrite, t.Requested, t.CaptureRequested, t.CancelRequested)
+	add(p.Transfers, ResourceTopic, OpWrite, resultDLTs...)
+	add(p.Transfers, ResourceTopic, OpRead, results...)
 	add(p.Transfers, ResourceGroup, OpRead, g.Projection)
 	// antifraud: reads solicitada, decides into analisada or rejeitada.
 	add(p.Antifraud, ResourceTopic, OpWrite, t.Analysed, t.Rejected, events.DLT(t.Requested))
 	add(p.Antifraud, ResourceTopic, OpRead, t.Requested)
 	add(p.Antifraud, ResourceGroup, OpRead, g.Antifraud)
-	// ledger: settles analisada into liquidada or rejeitada; its DLT
-	// monitor reads analisada's DLT.
-	add(p.Ledger, ResourceTopic, OpWrite, t.Settled, t.Rejected, events.DLT(t.Analysed))
-	add(p.Ledger, ResourceTopic, OpRead, t.Analysed, events.DLT(t.Analysed))
-	add(p.Ledger, ResourceGroup, OpRead, g.Ledger, g.LedgerDLTMonitor)
-	// notifications: reads liquidada and rejeitada, retries through its
-	// retry topics, dead-letters after the last, and reads its DLTs (its
+	// ledger: settles analisada into liquidada, rejeitada or reservada,
+	// closes holds on the commands into liquidada or cancelada; its DLT
+	// monitor reads the DLTs of the topics it reads.
+	ledgerDLTs := []string{events.DLT(t.Analysed), events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested)}
+	add(p.Ledger, ResourceTopic, OpWrite, t.Settled, t.Rejected, t.Reserved, t.Cancelled)
+	add(p.Ledger, ResourceTopic, OpWrite, ledgerDLTs...)
+	add(p.Ledger, ResourceTopic, OpRead, t.Analysed, t.CaptureRequested, t.CancelRequested)
+	add(p.Ledger, ResourceTopic, OpRead, ledgerDLTs...)
+	add(p.Ledger, ResourceGroup, OpRead, g.Ledger, g.LedgerCommands, g.LedgerDLTMonitor)
+	// notifications: reads the results, retries through its retry
+	// topics, dead-letters after the last, and reads its DLTs (its
 	// operator endpoints list them and check a replay against them).
 	var retries []string
-	for _, main := range []string{t.Settled, t.Rejected} {
+	for _, main := range results {
 		for _, d := range RetryDelays {
 			retries = append(retries, RetryTopic(main, d))
 		}
 	}
 	add(p.Notifications, ResourceTopic, OpWrite, retries...)
-	add(p.Notifications, ResourceTopic, OpWrite, events.DLT(t.Settled), events.DLT(t.Rejected))
-	add(p.Notifications, ResourceTopic, OpRead, t.Settled, t.Rejected)
+	add(p.Notifications, ResourceTopic, OpWrite, resultDLTs...)
+	add(p.Notifications, ResourceTopic, OpRead, results...)
 	add(p.Notifications, ResourceTopic, OpRead, retries...)
-	add(p.Notifications, ResourceTopic, OpRead, events.DLT(t.Settled), events.DLT(t.Rejected))
+	add(p.Notifications, ResourceTopic, OpRead, resultDLTs...)
 	add(p.Notifications, ResourceGroup, OpRead, g.Notifications)
 	add(p.Notifications, ResourceGroup, OpRead, NotificationRetryGroups(g.Notifications)...)
 	return out

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,12 +89,15 @@ type TopicSpec struct {
 	Retention         time.Duration
 }
 
-// SuiteTopics lists every topic of CONTRACTS.md section 3 for names t, with
-// 12 partitions and replication factor rf.
+// SuiteTopics lists every topic of CONTRACTS.md sections 3 and 9 for names
+// t, with 12 partitions and replication factor rf: the main topics, the
+// DLTs of the topics consumed with blocking retries (solicitada,
+// analisada, and the ledger's command topics), and the retry topics and
+// DLT of each result topic that notifications consume (ResultTopics).
 func SuiteTopics(t events.Topics, rf int) []TopicSpec {
-	names := []string{t.Requested, t.Analysed, t.Settled, t.Rejected,
-		events.DLT(t.Requested), events.DLT(t.Analysed)}
-	for _, main := range []string{t.Settled, t.Rejected} {
+	names := slices.Concat(t.All(), t.Holds(), []string{events.DLT(t.Requested), events.DLT(t.Analysed),
+		events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested)})
+	for _, main := range ResultTopics(t) {
 		for _, d := range RetryDelays {
 			names = append(names, RetryTopic(main, d))
 		}
@@ -104,6 +108,13 @@ func SuiteTopics(t events.Topics, rf int) []TopicSpec {
 		out[i] = TopicSpec{Name: n, Partitions: 12, ReplicationFactor: rf, Retention: 7 * 24 * time.Hour}
 	}
 	return out
+}
+
+// ResultTopics are the topics of the results of transfers, which the
+// transfers projection and notifications read: liquidada, rejeitada,
+// reservada and cancelada.
+func ResultTopics(t events.Topics) []string {
+	return []string{t.Settled, t.Rejected, t.Reserved, t.Cancelled}
 }
 
 // CreateTopics creates the topics that do not exist yet, with their

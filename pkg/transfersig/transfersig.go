@@ -1,7 +1,8 @@
 // Package transfersig is the proof of who asked for a transfer: the
 // transfers service signs, with an Ed25519 key of its own, the transfer
-// id, the source and destination accounts, the amount, the currency and
-// the client (the token's sub) of every transfer it accepts; antifraud
+// id, the source and destination accounts, the amount, the currency, the
+// client (the token's sub) and, for a hold, its capture mode and expiry, of
+// every transfer it accepts; antifraud
 // passes the signature through unchanged; the ledger verifies it against
 // the public keys it is configured with before it applies any other rule,
 // and debits nothing without a valid one.
@@ -28,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -44,19 +46,39 @@ type Claim struct {
 	Currency    string
 	// Client is the client that asked (clienteId).
 	Client string
+	// Hold is captura MANUAL: the ledger reserves the amount until
+	// ExpiresAt (expiraEm; zero when the record names none) instead of
+	// posting it.
+	Hold      bool
+	ExpiresAt time.Time
 }
 
-// purpose starts every signed message, so that a signature made for this
-// purpose is never valid for another (and the version can change).
-const purpose = "paysuite transfer authorization v1\x00"
+// The purposes that start every signed message, so that a signature made
+// for one purpose is never valid for another (and the version can
+// change): purpose for an immediate transfer (no hold, no expiry), whose
+// message has been the same since holds existed, so that records signed
+// before them still verify; purposeHold for a claim with a hold or an
+// expiry, whose message adds both. A hold's signature therefore never
+// verifies as an immediate transfer's, nor the reverse.
+const (
+	purpose     = "paysuite transfer authorization v1\x00"
+	purposeHold = "paysuite transfer authorization v2\x00"
+)
 
 // Message is the byte string that is signed: the purpose, the transfer
 // id's 16 bytes, then each field in a fixed order, strings length-prefixed
-// and the amount as 8 big-endian bytes, so that two different claims never
-// have the same message.
+// and the amount as 8 big-endian bytes, then, under purposeHold, one byte
+// for Hold and the expiry as an RFC 3339 string in UTC with its
+// nanoseconds (empty when zero), so that two different claims never have
+// the same message.
 func (c Claim) Message() []byte {
-	b := make([]byte, 0, len(purpose)+16+8*5+len(c.Source)+len(c.Destination)+len(c.Currency)+len(c.Client))
-	b = append(b, purpose...)
+	hold := c.Hold || !c.ExpiresAt.IsZero()
+	p := purpose
+	if hold {
+		p = purposeHold
+	}
+	b := make([]byte, 0, len(p)+16+8*6+1+len(c.Source)+len(c.Destination)+len(c.Currency)+len(c.Client)+len(time.RFC3339Nano))
+	b = append(b, p...)
 	b = append(b, c.TransferID[:]...)
 	str := func(s string) {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
@@ -67,6 +89,18 @@ func (c Claim) Message() []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(c.AmountCents)) //nolint:gosec // a bit pattern, not arithmetic
 	str(c.Currency)
 	str(c.Client)
+	if hold {
+		flag := byte(0)
+		if c.Hold {
+			flag = 1
+		}
+		b = append(b, flag)
+		expires := ""
+		if !c.ExpiresAt.IsZero() {
+			expires = c.ExpiresAt.UTC().Format(time.RFC3339Nano)
+		}
+		str(expires)
+	}
 	return b
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -93,6 +94,56 @@ func TestVerify(t *testing.T) {
 	var none *transfersig.Verifier
 	if err := none.Verify(claim, a); !errors.Is(err, transfersig.ErrUnknownKey) {
 		t.Errorf("a nil verifier: %v, want ErrUnknownKey", err)
+	}
+}
+
+// A hold's signature covers its capture mode and its expiry: flipping
+// captura either way, or moving expiraEm by any amount, fails; the same
+// instant written in another zone is the same claim; and an immediate
+// transfer's message is the one it was before holds existed.
+func TestVerifyHold(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	v := verifier(t, key)
+	expires := time.Date(2026, 12, 11, 22, 0, 0, 123456000, time.UTC)
+	hold := claim
+	hold.Hold, hold.ExpiresAt = true, expires
+	changed := func(c transfersig.Claim, f func(c *transfersig.Claim)) transfersig.Claim { f(&c); return c }
+	tests := []struct {
+		name          string
+		signed, check transfersig.Claim
+		want          error
+	}{
+		{"the hold as signed", hold, hold, nil},
+		{"the same expiry in another zone", hold,
+			changed(hold, func(c *transfersig.Claim) { c.ExpiresAt = expires.In(time.FixedZone("BRT", -3*3600)) }), nil},
+		{"a hold's signature on the immediate transfer", hold,
+			changed(hold, func(c *transfersig.Claim) { c.Hold, c.ExpiresAt = false, time.Time{} }), transfersig.ErrBadSignature},
+		{"captura flipped to AUTOMATICA, expiry kept", hold,
+			changed(hold, func(c *transfersig.Claim) { c.Hold = false }), transfersig.ErrBadSignature},
+		{"an immediate transfer's signature on a hold", claim,
+			changed(claim, func(c *transfersig.Claim) { c.Hold = true }), transfersig.ErrBadSignature},
+		{"expiry a microsecond later", hold,
+			changed(hold, func(c *transfersig.Claim) { c.ExpiresAt = expires.Add(time.Microsecond) }), transfersig.ErrBadSignature},
+		{"expiry a month later", hold,
+			changed(hold, func(c *transfersig.Claim) { c.ExpiresAt = expires.AddDate(0, 1, 0) }), transfersig.ErrBadSignature},
+		{"expiry dropped", hold,
+			changed(hold, func(c *transfersig.Claim) { c.ExpiresAt = time.Time{} }), transfersig.ErrBadSignature},
+		{"a hold without expiry given one", changed(hold, func(c *transfersig.Claim) { c.ExpiresAt = time.Time{} }),
+			hold, transfersig.ErrBadSignature},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := v.Verify(tc.check, key.Sign(tc.signed)); !errors.Is(err, tc.want) {
+				t.Errorf("Verify = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	// The immediate transfer's message: purpose v1, then the fields, and
+	// nothing after the client.
+	msg := claim.Message()
+	if want := "paysuite transfer authorization v1\x00"; !strings.HasPrefix(string(msg), want) || !strings.HasSuffix(string(msg), "\x00\x00\x00\x00\x00\x00\x00\x03ana") {
+		t.Errorf("the immediate transfer's message changed: %q", msg)
 	}
 }
 

@@ -43,10 +43,20 @@ const Service = "ledger"
 //go:embed openapi.yaml
 var OpenAPI []byte
 
-// Default consumer groups (CONTRACTS.md section 3).
+// Default consumer groups (CONTRACTS.md section 3): the settlement of
+// analisada, the captures and cancellations of holds (one group reading
+// both command topics), and the monitor of the ledger's DLTs.
 const (
 	DefaultGroup           = "ledger"
+	DefaultCommandsGroup   = "ledger-comandos"
 	DefaultDLTMonitorGroup = "ledger-dlt-monitor"
+)
+
+// Defaults of the expiry sweep: how often it looks for reservations past
+// their expiry, and how many it releases per transaction.
+const (
+	DefaultExpiryInterval = time.Second
+	DefaultExpiryBatch    = 100
 )
 
 // DefaultBatchMax is how many records of one partition are settled in one
@@ -70,13 +80,20 @@ const MaxDepositCentsPerDayLimit = 1_000_000_000_000_000_000
 // Config is the ledger's configuration.
 type Config struct {
 	platform.Config
-	// Topics are the suite's topic names; the ledger reads Analysed and
-	// writes Settled and Rejected.
+	// Topics are the suite's topic names; the ledger reads Analysed,
+	// CaptureRequested and CancelRequested, and writes Settled, Rejected,
+	// Reserved and Cancelled.
 	Topics events.Topics
-	// Group and DLTMonitorGroup are the consumer groups of the settlement
-	// consumer and of the DLT monitor.
+	// Group, CommandsGroup and DLTMonitorGroup are the consumer groups of
+	// the settlement consumer, of the captures and cancellations, and of
+	// the DLT monitor.
 	Group           string
+	CommandsGroup   string
 	DLTMonitorGroup string
+	// ExpiryInterval is how often the expiry sweep looks for reservations
+	// past their expiry; ExpiryBatch how many it releases per transaction.
+	ExpiryInterval time.Duration `env:"LEDGER_EXPIRY_INTERVAL" help:"how often the ledger releases the holds past their expiraEm, 10ms to 1h; a hold is released at most about this long after it expires"`
+	ExpiryBatch    int           `env:"LEDGER_EXPIRY_BATCH" help:"holds the expiry sweep releases per transaction, 1..1000"`
 	// BatchMax is the most records of one partition settled in one database
 	// transaction; 1 settles each in its own.
 	BatchMax int `env:"LEDGER_BATCH_MAX" help:"records of one partition settled per transaction, 1..1000; 1 settles one per transaction"`
@@ -103,7 +120,10 @@ func DefaultConfig() Config {
 		Config:                platform.DefaultConfig(Service, ":8081"),
 		Topics:                events.DefaultTopics,
 		Group:                 DefaultGroup,
+		CommandsGroup:         DefaultCommandsGroup,
 		DLTMonitorGroup:       DefaultDLTMonitorGroup,
+		ExpiryInterval:        DefaultExpiryInterval,
+		ExpiryBatch:           DefaultExpiryBatch,
 		BatchMax:              DefaultBatchMax,
 		MaxDepositCents:       DefaultMaxDepositCents,
 		MaxDepositCentsPerDay: DefaultMaxDepositCentsPerDay,
@@ -140,6 +160,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.Ownership == domain.OwnershipEnforced && cfg.AuthorizationJWKSFile == "" {
 		errs = append(errs, errors.New("LEDGER_AUTHORIZATION_JWKS_FILE is required: the ledger debits only on an authorization it can verify"))
 	}
+	if cfg.ExpiryInterval < 10*time.Millisecond || cfg.ExpiryInterval > time.Hour {
+		errs = append(errs, fmt.Errorf("LEDGER_EXPIRY_INTERVAL: %s is not within 10ms..1h", cfg.ExpiryInterval))
+	}
+	if cfg.ExpiryBatch < 1 || cfg.ExpiryBatch > 1000 {
+		errs = append(errs, fmt.Errorf("LEDGER_EXPIRY_BATCH: %d is not within 1..1000", cfg.ExpiryBatch))
+	}
 	if cfg.MaxDepositCentsPerDay < 1 || cfg.MaxDepositCentsPerDay > MaxDepositCentsPerDayLimit {
 		errs = append(errs, fmt.Errorf("LEDGER_MAX_DEPOSIT_CENTS_PER_DAY: %d is not within 1..%d", cfg.MaxDepositCentsPerDay, int64(MaxDepositCentsPerDayLimit)))
 	}
@@ -155,7 +181,8 @@ var policy consumer.Policy = consumer.BlockingRetries
 // until ctx is cancelled. It builds, in order, the metrics
 // registry, the authenticator and the authorization keys, the pool and its
 // migrations, the Kafka producer, the outbox and its relay, the ledger's service, the settlement
-// consumer and the DLT monitor, and the router with the accounts API;
+// consumer, the consumer of the hold commands, the DLT monitor and the
+// expiry sweep, and the router with the accounts API;
 // platform.Serve runs them and stops them in its stated order, and the
 // defers close the producer, the pool and the authenticator. listening, if
 // not nil, receives the HTTP address once bound.
@@ -213,16 +240,20 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	settlement := consume.NewSettlement(svc, log, metrics)
 	settle := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Analysed},
 		Handler: settlement.Handle, MaxBatch: cfg.BatchMax, Policy: policy, Logger: log, Metrics: consumerMetrics}
+	commands := consume.NewCommands(svc, cfg.Topics, log, metrics)
+	closing := consumer.Config{Broker: cfg.Kafka, Group: cfg.CommandsGroup, Topics: CommandTopics(cfg.Topics),
+		Handler: commands.Handle, MaxBatch: cfg.BatchMax, Policy: policy, Logger: log, Metrics: consumerMetrics}
 	monitor := consume.NewDLTMonitor(log, metrics)
-	dlt := consumer.Config{Broker: cfg.Kafka, Group: cfg.DLTMonitorGroup, Topics: []string{events.DLT(cfg.Topics.Analysed)},
+	dlts := DLTs(cfg.Topics)
+	dlt := consumer.Config{Broker: cfg.Kafka, Group: cfg.DLTMonitorGroup, Topics: dlts,
 		Handler: monitor.Handle, Policy: policy, Logger: log, Metrics: consumerMetrics}
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
-	mount(router, svc, opsRoutes(ob, db, cfg.Kafka, []string{events.DLT(cfg.Topics.Analysed)}, log), log)
+	mount(router, svc, opsRoutes(ob, db, cfg.Kafka, dlts, log), log)
 
 	log.InfoContext(ctx, "ledger starting", "http_addr", cfg.HTTPAddr, "topic", cfg.Topics.Analysed,
-		"group", cfg.Group, "batch_max", cfg.BatchMax, "ownership", cfg.Ownership == domain.OwnershipEnforced,
+		"group", cfg.Group, "batch_max", cfg.BatchMax, "expiry_interval", cfg.ExpiryInterval.String(), "ownership", cfg.Ownership == domain.OwnershipEnforced,
 		"authorization_kids", keys.KeyIDs(),
 		"max_deposit_cents", cfg.MaxDepositCents, "max_deposit_cents_per_day", cfg.MaxDepositCentsPerDay)
 	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
@@ -231,9 +262,24 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Relay:     relay,
 		Tasks: []platform.Task{
 			func(ctx context.Context) error { return consumer.Run(ctx, settle) },
+			func(ctx context.Context) error { return consumer.Run(ctx, closing) },
 			func(ctx context.Context) error { return consumer.Run(ctx, dlt) },
+			func(ctx context.Context) error {
+				svc.RunExpiry(ctx, cfg.ExpiryInterval, cfg.ExpiryBatch, log, metrics.Expired)
+				return nil
+			},
 		},
 	})
+}
+
+// CommandTopics are the topics of the commands on holds the ledger reads:
+// captures and cancellations.
+func CommandTopics(t events.Topics) []string { return []string{t.CaptureRequested, t.CancelRequested} }
+
+// DLTs are the dead-letter topics the ledger writes (those of the topics
+// it reads), which its DLT monitor reads and its operators replay.
+func DLTs(t events.Topics) []string {
+	return []string{events.DLT(t.Analysed), events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested)}
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:

@@ -61,16 +61,23 @@ func startWith(t *testing.T, extra map[string]string) *service {
 	t.Helper()
 	brokers := kafkatest.Brokers(t)
 	topics := events.Topics{
-		Requested: "unused",
-		Analysed:  kafkatest.Topic(t, "ledger-analisada", 2),
-		Settled:   kafkatest.Topic(t, "ledger-liquidada", 1),
-		Rejected:  kafkatest.Topic(t, "ledger-rejeitada", 1),
+		Requested:        "unused",
+		Analysed:         kafkatest.Topic(t, "ledger-analisada", 2),
+		Settled:          kafkatest.Topic(t, "ledger-liquidada", 1),
+		Rejected:         kafkatest.Topic(t, "ledger-rejeitada", 1),
+		Reserved:         kafkatest.Topic(t, "ledger-reservada", 1),
+		CaptureRequested: kafkatest.Topic(t, "ledger-captura", 2),
+		CancelRequested:  kafkatest.Topic(t, "ledger-cancelamento", 2),
+		Cancelled:        kafkatest.Topic(t, "ledger-cancelada", 1),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := broker.CreateTopics(ctx, broker.Config{Brokers: brokers},
-		[]broker.TopicSpec{{Name: events.DLT(topics.Analysed), Partitions: 2, ReplicationFactor: 1}}); err != nil {
-		t.Fatalf("create DLT topic: %v", err)
+	var dlts []broker.TopicSpec
+	for _, d := range ledger.DLTs(topics) {
+		dlts = append(dlts, broker.TopicSpec{Name: d, Partitions: 2, ReplicationFactor: 1})
+	}
+	if _, err := broker.CreateTopics(ctx, broker.Config{Brokers: brokers}, dlts); err != nil {
+		t.Fatalf("create DLT topics: %v", err)
 	}
 	dsn := ledgertest.NewDSN(t)
 	iss := authtest.New(t)
@@ -85,6 +92,7 @@ func startWith(t *testing.T, extra map[string]string) *service {
 	cfg.Topics = topics
 	cfg.Group = kafkatest.Group(t, "ledger")
 	cfg.DLTMonitorGroup = kafkatest.Group(t, "ledger-dlt-monitor")
+	cfg.CommandsGroup = kafkatest.Group(t, "ledger-comandos")
 	policy := consumer.Blocking{Backoff: backoff.Exponential{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2}
 
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
@@ -393,6 +401,22 @@ func TestConfigFromEnv(t *testing.T) {
 					t.Errorf("BatchMax %d HTTPAddr %q", c.BatchMax, c.HTTPAddr)
 				}
 			}},
+		{name: "expiry sweep", env: map[string]string{"DATABASE_URL": "x", "LEDGER_EXPIRY_INTERVAL": "250ms", "LEDGER_EXPIRY_BATCH": "7"},
+			check: func(t *testing.T, c ledger.Config) {
+				if c.ExpiryInterval != 250*time.Millisecond || c.ExpiryBatch != 7 || c.CommandsGroup != "ledger-comandos" {
+					t.Errorf("ExpiryInterval %s ExpiryBatch %d CommandsGroup %q", c.ExpiryInterval, c.ExpiryBatch, c.CommandsGroup)
+				}
+			}},
+		{name: "expiry default", env: base, check: func(t *testing.T, c ledger.Config) {
+			if c.ExpiryInterval != time.Second || c.ExpiryBatch != 100 {
+				t.Errorf("ExpiryInterval %s ExpiryBatch %d, want 1s and 100", c.ExpiryInterval, c.ExpiryBatch)
+			}
+		}},
+		{name: "expiry too often", env: map[string]string{"DATABASE_URL": "x", "LEDGER_EXPIRY_INTERVAL": "1ms"}, wantErr: "LEDGER_EXPIRY_INTERVAL"},
+		{name: "expiry too rare", env: map[string]string{"DATABASE_URL": "x", "LEDGER_EXPIRY_INTERVAL": "2h"}, wantErr: "LEDGER_EXPIRY_INTERVAL"},
+		{name: "expiry not a duration", env: map[string]string{"DATABASE_URL": "x", "LEDGER_EXPIRY_INTERVAL": "soon"}, wantErr: "LEDGER_EXPIRY_INTERVAL"},
+		{name: "expiry batch of zero", env: map[string]string{"DATABASE_URL": "x", "LEDGER_EXPIRY_BATCH": "0"}, wantErr: "LEDGER_EXPIRY_BATCH"},
+		{name: "expiry batch too large", env: map[string]string{"DATABASE_URL": "x", "LEDGER_EXPIRY_BATCH": "1001"}, wantErr: "LEDGER_EXPIRY_BATCH"},
 		{name: "batch of zero", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "0"}, wantErr: "LEDGER_BATCH_MAX"},
 		{name: "batch too large", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "1001"}, wantErr: "LEDGER_BATCH_MAX"},
 		{name: "batch not a number", env: map[string]string{"DATABASE_URL": "x", "LEDGER_BATCH_MAX": "many"}, wantErr: "LEDGER_BATCH_MAX"},

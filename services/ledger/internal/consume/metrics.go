@@ -3,10 +3,12 @@ package consume
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
 
-// Metrics are the ledger's own metrics: settlements and the records its
-// DLT monitor finds.
+// Metrics are the ledger's own metrics: settlements, the closing of
+// reservations and the records its DLT monitor finds.
 type Metrics struct {
 	// Settlements counts decided and duplicate transfers by result
 	// (LIQUIDADA, REJEITADA, DUPLICADA) and reason.
@@ -14,15 +16,23 @@ type Metrics struct {
 	// BatchSize observes the transfers settled per database transaction.
 	BatchSize prometheus.Histogram
 	// DLTRecords counts the records found on the ledger's dead-letter
-	// topic, by origin topic.
+	// topics, by origin topic.
 	DLTRecords *prometheus.CounterVec
+	// Closings counts the reservations (holds) closed, by result:
+	// LIQUIDADA (captured), CANCELADA, EXPIRADA (by the sweep, or by a
+	// command that found it past its expiry), and ENCERRADA for a command
+	// that found it already closed and changed nothing.
+	Closings *prometheus.CounterVec
 }
+
+// closingResults are the label values of Closings, created at 0.
+var closingResults = []ledger.Outcome{ledger.Settled, ledger.Cancelled, ledger.Expired, ledger.AlreadyClosed}
 
 // NewMetrics creates the ledger's metrics, registered on reg (nil: not
 // registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		Settlements: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "ledger_settlements_total",
 			Help: "Transfers handled by the ledger, by result (LIQUIDADA, REJEITADA, DUPLICADA) and rejection reason.",
@@ -34,7 +44,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		DLTRecords: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "ledger_dlt_messages_total",
-			Help: "Records found on the ledger's dead-letter topic, by origin topic.",
+			Help: "Records found on the ledger's dead-letter topics, by origin topic.",
 		}, []string{"origin_topic"}),
+		Closings: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledger_reservation_closings_total",
+			Help: "Reservations (holds) closed by the ledger, by result (LIQUIDADA, CANCELADA, EXPIRADA), and commands that found one closed (ENCERRADA).",
+		}, []string{"result"}),
+	}
+	for _, r := range closingResults {
+		m.Closings.WithLabelValues(string(r))
+	}
+	return m
+}
+
+// Expired counts rs, the reservations one expiry sweep released (a
+// ledger.Service.RunExpiry observer).
+func (m *Metrics) Expired(rs []ledger.Result) {
+	for _, r := range rs {
+		m.Closings.WithLabelValues(string(r.Outcome)).Inc()
 	}
 }

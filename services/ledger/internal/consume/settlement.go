@@ -1,7 +1,8 @@
 // Package consume is the ledger's Kafka side: the settlement handler run by
 // the suite's consumer loop on the analisada topic (the records of one
-// partition fetched together, settled in one transaction), and the monitor
-// of its dead-letter topic.
+// partition fetched together, settled in one transaction), the handler of
+// the commands on holds (captures and cancellations), and the monitor of
+// its dead-letter topics.
 package consume
 
 import (
@@ -56,6 +57,10 @@ func Decode(m broker.Record) (ledger.Transfer, error) {
 		Authorization: e.Authorization,
 		// The binding to the request, passed on to the result event.
 		RequestEventID: e.RequestEventID,
+		// A hold reserves instead of posting; its expiry as the record
+		// names it (the signature covers both), DefaultHoldTTL when none.
+		Hold:      e.Capture == events.CaptureManual,
+		ExpiresAt: e.ExpiresAt,
 	}, nil
 }
 
@@ -96,6 +101,8 @@ func (s *Settlement) observe(ctx context.Context, r ledger.Result, m broker.Reco
 		s.log.InfoContext(ctx, "transfer settled", attrs...)
 	case ledger.Rejected:
 		s.log.InfoContext(ctx, "transfer rejected", append(attrs, "motivo", r.Reason)...)
+	case ledger.Reserved:
+		s.log.InfoContext(ctx, "hold reserved", attrs...)
 	default:
 		s.log.InfoContext(ctx, "transfer already processed; duplicate delivery ignored", attrs...)
 	}

@@ -364,13 +364,7 @@ func TestBatchWithAFailingTransferSettlesTheOthersOnce(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("results mismatch (-want +got):\n%s", diff)
 	}
-	bal := map[string]int64{}
-	for _, a := range ledgertest.ReadState(t, e.db).Accounts {
-		bal[a.ID] = a.Balance
-	}
-	if diff := cmp.Diff(map[string]int64{"A": 700, "B": 0, "C": 300, "__FUNDING__BRL": -1000}, bal); diff != "" {
-		t.Errorf("balances mismatch (-want +got):\n%s", diff)
-	}
+	e.checkBalances(t, map[string]int64{"A": 700, "B": 0, "C": 300, "__FUNDING__BRL": -1000})
 	ledgertest.CheckInvariants(t, e.db)
 	if n := counter(t, e.reg, "ledger_settlements_total", map[string]string{"result": "LIQUIDADA", "reason": ""}); n != 2 {
 		t.Errorf("ledger_settlements_total{LIQUIDADA} = %v, want 2", n)
@@ -427,13 +421,7 @@ func TestPoisonInABatchSettlesTheGoodRecordsOnce(t *testing.T) {
 	if n := counter(t, e.reg, "ledger_settlements_total", map[string]string{"result": "LIQUIDADA", "reason": ""}); n != float64(len(good)) {
 		t.Errorf("ledger_settlements_total{LIQUIDADA} = %v, want %d", n, len(good))
 	}
-	bal := map[string]int64{}
-	for _, a := range ledgertest.ReadState(t, e.db).Accounts {
-		bal[a.ID] = a.Balance
-	}
-	if diff := cmp.Diff(map[string]int64{"A": 200, "B": 800, "__FUNDING__BRL": -1000}, bal); diff != "" {
-		t.Errorf("balances mismatch (-want +got):\n%s", diff)
-	}
+	e.checkBalances(t, map[string]int64{"A": 200, "B": 800, "__FUNDING__BRL": -1000})
 	ledgertest.CheckInvariants(t, e.db)
 }
 
@@ -474,6 +462,18 @@ func TestDLTMonitorWithoutOriginHeaders(t *testing.T) {
 	}
 	if line := findLog(t, logs, "record sent to the DLT"); line["origin"] != consume.UnknownOrigin || line["cause"] != consume.UnknownOrigin {
 		t.Errorf("log = %v", line)
+	}
+}
+
+// checkBalances compares every account's balance with want.
+func (e *env) checkBalances(t *testing.T, want map[string]int64) {
+	t.Helper()
+	got := map[string]int64{}
+	for _, a := range ledgertest.ReadState(t, e.db).Accounts {
+		got[a.ID] = a.Balance
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("balances mismatch (-want +got):\n%s", diff)
 	}
 }
 

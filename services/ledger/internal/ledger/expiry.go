@@ -53,8 +53,10 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) ([]Result, error) {
 // reservations past their expiry, batch at a time, until fewer than batch
 // were due, and then waits again; it returns when ctx ends. Any number of
 // ledger instances may run it at once: each reservation is released once.
-// A failed sweep is logged and tried again at the next interval.
-func (s *Service) RunExpiry(ctx context.Context, interval time.Duration, batch int, log *slog.Logger) {
+// A failed sweep is logged and tried again at the next interval. expired,
+// when not nil, is given the results of each transaction that released
+// some (metrics).
+func (s *Service) RunExpiry(ctx context.Context, interval time.Duration, batch int, log *slog.Logger, expired func([]Result)) {
 	periodic.Every(ctx, periodic.Fixed(interval), func() {
 		for ctx.Err() == nil {
 			rs, err := s.ExpireDue(ctx, batch)
@@ -66,6 +68,9 @@ func (s *Service) RunExpiry(ctx context.Context, interval time.Duration, batch i
 			}
 			if len(rs) > 0 {
 				log.InfoContext(ctx, "reservations expired", "expired", len(rs))
+				if expired != nil {
+					expired(rs)
+				}
 			}
 			if len(rs) < batch {
 				return

@@ -337,7 +337,7 @@ func signed(t ledger.Transfer) ledger.Transfer {
 
 func claimOf(t ledger.Transfer) transfersig.Claim {
 	return transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Dest, AmountCents: t.AmountCents,
-		Currency: t.Currency, Client: t.ClientID}
+		Currency: t.Currency, Client: t.ClientID, Hold: t.Hold, ExpiresAt: t.ExpiresAt}
 }
 
 // TestProve: a transfer is Signed only when its authorization verifies

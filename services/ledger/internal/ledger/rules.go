@@ -60,7 +60,8 @@ type Rules struct {
 }
 
 // Prove checks t's authorization against r's keys: Signed when it
-// verifies over t's id, accounts, amount, currency and client, Unproven
+// verifies over t's id, accounts, amount, currency, client, capture mode
+// and expiry, Unproven
 // otherwise, and Unchecked with ownership off. It costs one Ed25519
 // verification.
 func (r Rules) Prove(t Transfer) Proof {
@@ -68,7 +69,7 @@ func (r Rules) Prove(t Transfer) Proof {
 		return Unchecked
 	}
 	claim := transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Dest, AmountCents: t.AmountCents,
-		Currency: t.Currency, Client: t.ClientID}
+		Currency: t.Currency, Client: t.ClientID, Hold: t.Hold, ExpiresAt: t.ExpiresAt}
 	if r.Keys.Verify(claim, t.Authorization) != nil {
 		return Unproven
 	}

@@ -26,11 +26,12 @@ var expiresAt = at.Add(time.Minute)
 // rules are the tests' rules: ownership enforced with the ledgertest keys.
 var rules = ledger.Rules{Topics: ledgertest.Topics, Keys: ledgertest.TransferKeys}
 
-// hold is a hold of ledgertest.Client expiring at expiresAt.
+// hold is a hold of ledgertest.Client expiring at expiresAt, signed as
+// the transfers service signs a hold (its captura and expiraEm included).
 func hold(src, dst string, cents int64) ledger.Transfer {
 	t := transfer(src, dst, cents, "BRL")
 	t.Hold, t.ExpiresAt = true, expiresAt
-	return t
+	return signed(t)
 }
 
 func captureOf(t ledger.Transfer, cents int64) ledger.Command {
@@ -560,7 +561,7 @@ func TestRunExpiry(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		svc.RunExpiry(ctx, 10*time.Millisecond, 2, slog.New(slog.DiscardHandler))
+		svc.RunExpiry(ctx, 10*time.Millisecond, 2, slog.New(slog.DiscardHandler), nil)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for moneyOf(t, db, "CC-001").Reserved != 0 {

@@ -73,7 +73,7 @@ func transfer(src, dst string, cents int64, currency string) ledger.Transfer {
 // signed is t with ledgertest's authorization of it.
 func signed(t ledger.Transfer) ledger.Transfer {
 	t.Authorization = ledgertest.Authorize(transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Dest,
-		AmountCents: t.AmountCents, Currency: t.Currency, Client: t.ClientID})
+		AmountCents: t.AmountCents, Currency: t.Currency, Client: t.ClientID, Hold: t.Hold, ExpiresAt: t.ExpiresAt})
 	return t
 }
 

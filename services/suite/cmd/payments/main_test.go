@@ -345,10 +345,11 @@ func TestTopicsCreateTwice(t *testing.T) {
 	if diff := cmp.Diff(want, second); diff != "" {
 		t.Errorf("second run mismatch (-want +got):\n%s", diff)
 	}
-	// CONTRACTS.md section 3: 4 main topics, the DLTs of solicitada and
-	// analisada, and for liquidada and rejeitada 3 retry topics and a DLT.
-	if len(want) != 4+2+2*4 {
-		t.Errorf("%d contract topics, want 14 (CONTRACTS.md section 3)", len(want))
+	// CONTRACTS.md sections 3 and 9: 8 main topics, the DLTs of
+	// solicitada, analisada and the two command topics, and for liquidada,
+	// rejeitada, reservada and cancelada 3 retry topics and a DLT.
+	if len(want) != 8+4+4*4 {
+		t.Errorf("%d contract topics, want 28 (CONTRACTS.md sections 3 and 9)", len(want))
 	}
 
 	// The topics are really there. A broker applies the controller's
