@@ -1097,6 +1097,7 @@ func (s *suite) groups() map[string][]string {
 		out["transferencias-projecao"] = append(out["transferencias-projecao"], t.Reserved, t.Cancelled)
 		out["notificacoes"] = append(out["notificacoes"], t.Reserved, t.Cancelled)
 		out[ledgerCommandGroup] = append(out[ledgerCommandGroup], t.CaptureRequested, t.CancelRequested)
+		out["ledger-dlt-monitor"] = append(out["ledger-dlt-monitor"], events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested))
 		results = append(results, t.Reserved, t.Cancelled)
 	}
 	for _, d := range broker.RetryDelays {
