@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/services/suite/internal/cli"
@@ -97,7 +98,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return cli.UsageError{Msg: "outbox: unknown subcommand " + s}
 	case "dlt":
-		return dltCommand(ctx, rest, getenv, stdout, events.DefaultTopics.All())
+		// A hold's topics have DLTs too: reservada's and cancelada's
+		// (notifications), the two command topics' (the ledger).
+		return dltCommand(ctx, rest, getenv, stdout, slices.Concat(events.DefaultTopics.All(), events.DefaultTopics.Holds()))
 	case "auth":
 		s, r, err := sub()
 		if err != nil {
