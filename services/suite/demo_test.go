@@ -2,10 +2,18 @@ package suite_test
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/services/suite"
+	"github.com/paysuite/payments/test/support/kafkatest"
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // TestDemoHint: the closing hint shows how to get a token and sends a
@@ -27,5 +35,68 @@ func TestDemoHint(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "CC-00") {
 		t.Errorf("hint names accounts the demo never opened:\n%s", out.String())
+	}
+}
+
+// TestDemoHoldEndings: the scripted flow against the embedded suite on a
+// real PostgreSQL and a real Kafka shows the three endings of a hold (one
+// captured in part, one cancelled, one expired at its short expiraEm),
+// with nothing left reserved, and every other expectation of the demo.
+// It lasts a little over suite.HoldExpiry: the demo waits for the expiry.
+func TestDemoHoldEndings(t *testing.T) {
+	issuer := authtest.New(t)
+	env := issuer.Env()
+	for _, name := range []string{"TRANSFERS_HTTP_ADDR", "LEDGER_HTTP_ADDR", "ANTIFRAUD_HTTP_ADDR", "NOTIFICATIONS_HTTP_ADDR", "CONSOLE_HTTP_ADDR"} {
+		env[name] = "127.0.0.1:0"
+	}
+	env["SHUTDOWN_DRAIN"] = "1s"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	readyc, done := make(chan suite.Endpoints, 1), make(chan error, 1)
+	go func() {
+		done <- suite.Run(ctx, suite.Options{
+			DatabaseURL: pgtest.ServerURL(t),
+			Brokers:     kafkatest.Brokers(t),
+			Getenv:      func(k string) string { return env[k] },
+			Log:         slog.New(slog.DiscardHandler),
+			Out:         io.Discard,
+		}, func(ep suite.Endpoints) { readyc <- ep })
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var ep suite.Endpoints
+	select {
+	case ep = <-readyc:
+	case err := <-done:
+		t.Fatalf("Run returned before the suite was ready: %v", err)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the suite was not ready within 3 minutes")
+	}
+
+	var out bytes.Buffer
+	d := &suite.Demo{Transfers: ep.Transfers, Ledger: ep.Ledger, Out: &out, Timeout: 2 * time.Minute,
+		Token:       issuer.Token(t, suite.DemoClient, suite.DemoScopes...),
+		ReaderToken: issuer.Token(t, suite.ReaderClient, suite.ReaderScopes...),
+		MinterToken: issuer.Token(t, suite.MinterClient, suite.MinterScopes...)}
+	start := time.Now()
+	err := d.Run(ctx)
+	t.Logf("demo ran %v:\n%s", time.Since(start).Round(time.Second), out.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	for _, ending := range []string{
+		`hold captured in part \(50 of 200\)\s+LIQUIDADA\s+LIQUIDADA\s+ok`,
+		`hold cancelled\s+CANCELADA\s+CANCELADA\s+ok`,
+		`hold left to expire\s+EXPIRADA\s+EXPIRADA\s+ok`,
+		`saldo \d+, reservado 37000, disponivel \d+ cents  ok`,
+	} {
+		if !regexp.MustCompile(ending).MatchString(out.String()) {
+			t.Errorf("the demo's output does not show %q", ending)
+		}
+	}
+	if time.Since(start) < suite.HoldExpiry-5*time.Second {
+		t.Errorf("the demo ended %v after it started, before its hold could expire (%v)", time.Since(start), suite.HoldExpiry)
 	}
 }
