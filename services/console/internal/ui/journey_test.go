@@ -182,15 +182,7 @@ func TestJourneyNotificationAttempts(t *testing.T) {
 		t.Errorf("lines mismatch (-want +got):\n%s", diff)
 	}
 
-	s, err := New(Config{}, nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := s.pages["journey"].Execute(&b, view{Title: "Transfer", Data: j, csrf: func() string { return "x" }}); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String()
+	page := renderJourney(t, j)
 	for _, w := range []string{
 		"<td class=\"num\">1</td><td>2026-12-01 09:59:57.000 UTC</td><td>webhook</td><td><code>" + main + "</code> (main topic)</td><td>FAILED</td><td>HTTP 503</td>",
 		"<td class=\"num\">2</td><td>2026-12-01 09:59:59.000 UTC</td><td>webhook</td><td><code>" + main + "-retry-1000</code> (retry topic)</td><td>DELIVERED</td>",
@@ -316,10 +308,40 @@ func TestJourneyOfHolds(t *testing.T) {
 		})
 	}
 
+	// The rendered page shows the capture mode, the expiry and the amount
+	// captured in its summary.
+	captured := transfer("LIQUIDADA")
+	captured.ValorLiquidadoEmCentavos = 5_000
+	page := renderJourney(t, buildJourney("t1", journeyParts{transfer: captured, decision: approved,
+		settlement: reserved("CAPTURADA", 5_000, at(-10*time.Second))}, now))
+	for _, w := range []string{
+		`<dd id="capture">MANUAL</dd>`,
+		`<dd id="expires"><time datetime="2026-12-01T11:30:00Z">2026-12-01 11:30:00.000 UTC</time></dd>`,
+		`<dd id="captured">50.00 BRL</dd>`,
+	} {
+		if !strings.Contains(page, w) {
+			t.Errorf("journey page lacks %q:\n%s", w, page)
+		}
+	}
+
 	// An immediate transfer has neither an expiry nor a closing step.
 	j := buildJourney("t2", journeyParts{transfer: &opsapi.OperatorTransfer{Transfer: opsapi.Transfer{ID: "t2", Status: "LIQUIDADA", Moeda: "BRL"}},
 		decision: approved, settlement: &opsapi.Settlement{Resultado: "LIQUIDADA", ProcessadaEm: at(-time.Second)}}, now)
 	if len(j.Steps) != 5 || !j.ExpiresAt.IsZero() {
 		t.Errorf("immediate transfer: %d steps, expiry %v; want 5 and none", len(j.Steps), j.ExpiresAt)
 	}
+}
+
+// renderJourney renders j as the journey page.
+func renderJourney(t *testing.T, j Journey) string {
+	t.Helper()
+	s, err := New(Config{}, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.pages["journey"].Execute(&b, view{Title: "Transfer", Data: j, csrf: func() string { return "x" }}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
