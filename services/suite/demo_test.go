@@ -3,6 +3,7 @@ package suite_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"regexp"
@@ -64,7 +65,9 @@ func TestDemoHoldEndings(t *testing.T) {
 	}()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run after the cancel = %v, want no error", err)
+		}
 	}()
 	var ep suite.Endpoints
 	select {
