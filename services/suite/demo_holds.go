@@ -207,10 +207,11 @@ func holdFailures(holds []*demoHold) []string {
 }
 
 // waitFor polls GET /transferencias/{id} of ids until done holds for every
-// status, or deadline, printing the progress as what; it returns the
+// status, or deadline, printing the progress as what when it changes; it returns the
 // transfers as last read, in the order of ids.
 func (d *Demo) waitFor(ctx context.Context, ids []string, what string, deadline time.Time, done func(status string) bool) ([]map[string]any, error) {
 	final := make([]map[string]any, len(ids))
+	shown := -1
 	for {
 		n := 0
 		for i, id := range ids {
@@ -227,7 +228,10 @@ func (d *Demo) waitFor(ctx context.Context, ids []string, what string, deadline 
 				n++
 			}
 		}
-		fmt.Fprintf(d.Out, "\r   %d of %d %s", n, len(ids), what)
+		if n != shown { // a line per change, not per poll: a wait may last a minute
+			fmt.Fprintf(d.Out, "\r   %d of %d %s", n, len(ids), what)
+			shown = n
+		}
 		if n == len(ids) {
 			fmt.Fprintln(d.Out)
 			return final, nil
