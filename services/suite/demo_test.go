@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,8 +11,6 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/services/suite"
-	"github.com/paysuite/payments/test/support/kafkatest"
-	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 // TestDemoHint: the closing hint shows how to get a token and sends a
@@ -46,37 +42,13 @@ func TestDemoHint(t *testing.T) {
 // It lasts a little over suite.HoldExpiry: the demo waits for the expiry.
 func TestDemoHoldEndings(t *testing.T) {
 	issuer := authtest.New(t)
-	env := issuer.Env()
-	for _, name := range []string{"TRANSFERS_HTTP_ADDR", "LEDGER_HTTP_ADDR", "ANTIFRAUD_HTTP_ADDR", "NOTIFICATIONS_HTTP_ADDR", "CONSOLE_HTTP_ADDR"} {
-		env[name] = "127.0.0.1:0"
-	}
-	env["SHUTDOWN_DRAIN"] = "1s"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	readyc, done := make(chan suite.Endpoints, 1), make(chan error, 1)
-	go func() {
-		done <- suite.Run(ctx, suite.Options{
-			DatabaseURL: pgtest.ServerURL(t),
-			Brokers:     kafkatest.Brokers(t),
-			Getenv:      func(k string) string { return env[k] },
-			Log:         slog.New(slog.DiscardHandler),
-			Out:         io.Discard,
-		}, func(ep suite.Endpoints) { readyc <- ep })
-	}()
+	ep, cancel, done := startSuite(t, issuer.Env())
 	defer func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Run after the cancel = %v, want no error", err)
 		}
 	}()
-	var ep suite.Endpoints
-	select {
-	case ep = <-readyc:
-	case err := <-done:
-		t.Fatalf("Run returned before the suite was ready: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the suite was not ready within 3 minutes")
-	}
 
 	var out bytes.Buffer
 	d := &suite.Demo{Transfers: ep.Transfers, Ledger: ep.Ledger, Out: &out, Timeout: 2 * time.Minute,
@@ -84,7 +56,7 @@ func TestDemoHoldEndings(t *testing.T) {
 		ReaderToken: issuer.Token(t, suite.ReaderClient, suite.ReaderScopes...),
 		MinterToken: issuer.Token(t, suite.MinterClient, suite.MinterScopes...)}
 	start := time.Now()
-	err := d.Run(ctx)
+	err := d.Run(t.Context())
 	t.Logf("demo ran %v:\n%s", time.Since(start).Round(time.Second), out.String())
 	if err != nil {
 		t.Fatalf("demo: %v", err)
