@@ -84,12 +84,7 @@ func TestConsoleHoldJourney(t *testing.T) {
 		}
 		hasStep("step done|Ledger reservation")
 		hasStep("step waiting|Capture, cancellation or expiry")
-		page := e.text(t, "#steps")
-		for _, w := range []string{"reserved 200.00 BRL on " + src + " until ", "waiting for a capture, a cancellation or the expiry"} {
-			if !strings.Contains(page, w) {
-				t.Errorf("journey lacks %q:\n%s", w, page)
-			}
-		}
+		stepsSay(t, e, "reserved 200.00 BRL on "+src+" until ", "waiting for a capture, a cancellation or the expiry")
 		e.screenshot(t, "journey-hold.png")
 	})
 
@@ -104,12 +99,7 @@ func TestConsoleHoldJourney(t *testing.T) {
 			t.Errorf("captured = %q, want 50.00 BRL", got)
 		}
 		hasStep("step done|Captured")
-		page := e.text(t, "#steps")
-		for _, w := range []string{"captured 50.00 BRL of the 200.00 BRL reserved; the other 150.00 BRL released", "debit", "credit", "950.00 BRL"} {
-			if !strings.Contains(page, w) {
-				t.Errorf("journey lacks %q:\n%s", w, page)
-			}
-		}
+		stepsSay(t, e, "captured 50.00 BRL of the 200.00 BRL reserved; the other 150.00 BRL released", "debit", "credit", "950.00 BRL")
 		e.screenshot(t, "journey-hold-captured.png")
 	})
 
@@ -119,8 +109,17 @@ func TestConsoleHoldJourney(t *testing.T) {
 			t.Errorf("status = %q, want CANCELADA", got)
 		}
 		hasStep("step done|Cancelled")
-		if page := e.text(t, "#steps"); !strings.Contains(page, "cancelled by the client: the 100.00 BRL reserved released") {
-			t.Errorf("journey lacks the cancellation:\n%s", page)
-		}
+		stepsSay(t, e, "cancelled by the client: the 100.00 BRL reserved released")
 	})
+}
+
+// stepsSay checks that the journey's steps say each of wants.
+func stepsSay(t *testing.T, e *env, wants ...string) {
+	t.Helper()
+	page := e.text(t, "#steps")
+	for _, w := range wants {
+		if !strings.Contains(page, w) {
+			t.Errorf("journey lacks %q:\n%s", w, page)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/opsapi"
+	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/opsweb"
 	store "github.com/paysuite/payments/services/ledger/internal/postgres"
 	"github.com/paysuite/payments/test/support/opstest"
@@ -22,13 +23,7 @@ import (
 // to move, for which client and request (when kept); bad ids are refused.
 func TestSettlementWithBalancesAfter(t *testing.T) {
 	t.Parallel()
-	db := opstest.DB(t, "ledger")
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := db.Exec(t.Context(), sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	db, exec := ledgerDB(t)
 	exec(`INSERT INTO account (id, currency) VALUES ('CC-A', 'BRL'), ('CC-B', 'BRL')`)
 	post := func(entry uuid.UUID, typ, account, dir string, cents int64) {
 		exec(`INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents) VALUES ($1, $2, $3, $4, $5)`,
@@ -113,13 +108,7 @@ VALUES ($1, 'REJEITADA', 'SALDO_INSUFICIENTE', 'CC-A', 'CC-B', 9999, 'BRL', $2)`
 // it closed. An immediate transfer has no reservation.
 func TestSettlementOfHolds(t *testing.T) {
 	t.Parallel()
-	db := opstest.DB(t, "ledger")
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := db.Exec(t.Context(), sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	db, exec := ledgerDB(t)
 	exec(`INSERT INTO account (id, currency, balance_cents) VALUES ('CC-A', 'BRL', 1000), ('CC-B', 'BRL', 0)`)
 	expires := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
 	closed := expires.Add(-time.Hour)
@@ -172,6 +161,19 @@ VALUES ($1, 'LIQUIDADA', 'CC-A', 'CC-B', 1, 'BRL', $2, 'loja')`, immediate, uuid
 		}
 		if len(s.Lancamentos) != tc.postings {
 			t.Errorf("%s: %d postings, want %d", tc.name, len(s.Lancamentos), tc.postings)
+		}
+	}
+}
+
+// ledgerDB opens a migrated ledger database and returns it with a function
+// that runs a statement on it, failing the test on an error.
+func ledgerDB(t *testing.T) (*pg.DB, func(sql string, args ...any)) {
+	t.Helper()
+	db := opstest.DB(t, "ledger")
+	return db, func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(t.Context(), sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
 		}
 	}
 }
