@@ -66,7 +66,7 @@ type Journey struct {
 	// ExpiresAt is when a hold's reservation expires (its expiraEm); zero
 	// for an immediate transfer.
 	ExpiresAt time.Time
-	Marks   []Mark
+	Marks     []Mark
 }
 
 // Mark is a step's dot on the drawn timeline: X in 0..1000 of the SVG.
