@@ -10,8 +10,10 @@ const PathSettlement = "/ops/liquidacoes/{id}"
 // Settlement is the body of GET PathSettlement.
 type Settlement struct {
 	TransferenciaID string `json:"transferenciaId"`
-	// Resultado is LIQUIDADA or REJEITADA (EM_PROCESSAMENTO is never
-	// committed: the marker and the decision share a transaction).
+	// Resultado is LIQUIDADA, REJEITADA or, for a hold, RESERVADA
+	// (EM_PROCESSAMENTO is never committed: the marker and the decision
+	// share a transaction). A hold's later capture, cancellation or
+	// expiry is in Reserva; its capture's postings in Lancamentos.
 	Resultado string `json:"resultado"`
 	// Motivo is the reason of a rejection.
 	Motivo string `json:"motivo,omitempty"`
@@ -30,6 +32,32 @@ type Settlement struct {
 	EventoSolicitacaoID string    `json:"eventoSolicitacaoId,omitempty"`
 	ProcessadaEm        string    `json:"processadaEm"`
 	Lancamentos         []Posting `json:"lancamentos"`
+	// Reserva is a hold's reservation (Resultado RESERVADA); absent for
+	// any other transfer.
+	Reserva *Reservation `json:"reserva,omitempty"`
+}
+
+// Reservation states (Reservation.Estado).
+const (
+	ReservationOpen      = "ABERTA"
+	ReservationCaptured  = "CAPTURADA"
+	ReservationCancelled = "CANCELADA"
+	ReservationExpired   = "EXPIRADA"
+)
+
+// Reservation is a hold's reservation on its source account
+// (CONTRACTS.md section 9): the amount, until when, and how it closed.
+type Reservation struct {
+	ValorEmCentavos int64  `json:"valorEmCentavos"`
+	ExpiraEm        string `json:"expiraEm"`
+	// Estado is ReservationOpen, ReservationCaptured, ReservationCancelled
+	// or ReservationExpired.
+	Estado string `json:"estado"`
+	// ValorCapturadoEmCentavos is what the capture posted (CAPTURADA
+	// only); the rest of the reservation was released with it.
+	ValorCapturadoEmCentavos int64 `json:"valorCapturadoEmCentavos,omitempty"`
+	// EncerradaEm is when the reservation closed; absent while ABERTA.
+	EncerradaEm string `json:"encerradaEm,omitempty"`
 }
 
 // Posting is one side of a settled transfer with the account's balance

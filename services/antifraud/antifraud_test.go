@@ -377,3 +377,29 @@ func TestConfigFromEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldCarriesCaptureAndExpiry: a hold's TransferenciaAnalisada carries
+// the request's captura and expiraEm (CONTRACTS.md section 9), which the
+// ledger needs to reserve instead of posting and which the request's
+// authorization covers.
+func TestHoldCarriesCaptureAndExpiry(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1)
+	h.start(risk.DefaultConfig())
+	hold := request("CC-HOLD", 30_000)
+	hold.Capture, hold.ExpiresAt = events.CaptureManual, hold.OccurredAt.Add(time.Hour)
+	h.produce(hold, nil)
+	h.settle()
+
+	analysed := h.list(h.topics.Analysed)
+	if len(analysed) != 1 {
+		t.Fatalf("%d records on the analysed topic, want 1", len(analysed))
+	}
+	var got events.Analysed
+	if err := json.Unmarshal(analysed[0].Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Capture != events.CaptureManual || !got.ExpiresAt.Equal(hold.ExpiresAt) {
+		t.Errorf("captura %q, expiraEm %v; want %s, %v", got.Capture, got.ExpiresAt, events.CaptureManual, hold.ExpiresAt)
+	}
+}

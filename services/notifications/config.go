@@ -40,8 +40,9 @@ func (Secret) LogValue() slog.Value { return slog.StringValue("[REDACTED]") }
 // Config is the service's configuration.
 type Config struct {
 	platform.Config
-	// Topics names the topics; the service reads Settled and Rejected, their
-	// retry topics, and writes their DLTs.
+	// Topics names the topics; the service reads Consumed (Settled,
+	// Rejected, Reserved, Cancelled), their retry topics, and writes their
+	// DLTs.
 	Topics events.Topics
 	// Group is the consumer group (DefaultGroup; tests use unique ones).
 	Group string

@@ -143,8 +143,11 @@ func start(tb testing.TB, opts options) *harness {
 	brokers := broker.Config{Brokers: kafkatest.Brokers(tb)}
 	settled := kafkatest.Topic(tb, "notif.liquidada", 1)
 	rejected := kafkatest.Topic(tb, "notif.rejeitada", 1)
-	createDerivedTopics(tb, brokers, settled, rejected)
-	topics := events.Topics{Requested: "unused.solicitada", Analysed: "unused.analisada", Settled: settled, Rejected: rejected}
+	reserved := kafkatest.Topic(tb, "notif.reservada", 1)
+	cancelled := kafkatest.Topic(tb, "notif.cancelada", 1)
+	createDerivedTopics(tb, brokers, settled, rejected, reserved, cancelled)
+	topics := events.Topics{Requested: "unused.solicitada", Analysed: "unused.analisada", Settled: settled, Rejected: rejected,
+		Reserved: reserved, Cancelled: cancelled}
 
 	recv := newReceiver(tb)
 	dsn := pgtest.NewDSN(tb, migrations.ForService(notifications.Service)...)
@@ -240,6 +243,10 @@ type event struct {
 	Reason     string
 	OccurredAt time.Time
 	Headers    map[string]string
+	// AmountCents and ExpiresAt: of a reservation (ExpiresAt too) or a
+	// capture.
+	AmountCents int64
+	ExpiresAt   time.Time
 }
 
 func (h *harness) settled(key string) event {
@@ -250,14 +257,26 @@ func (h *harness) rejected(key, reason string) event {
 	return h.newEvent(h.topics.Rejected, events.TypeRejected, key, reason)
 }
 
+// reserved is a hold's reservation of cents until an hour from now.
+func (h *harness) reserved(key string, cents int64) event {
+	e := h.newEvent(h.topics.Reserved, events.TypeReserved, key, "")
+	e.AmountCents, e.ExpiresAt = cents, e.OccurredAt.Add(time.Hour)
+	return e
+}
+
+// cancelled is a hold's release, with reason ReasonCancelledByClient or
+// ReasonExpired.
+func (h *harness) cancelled(key, reason string) event {
+	return h.newEvent(h.topics.Cancelled, events.TypeCancelled, key, reason)
+}
+
 func (h *harness) newEvent(topic, typ, key, reason string) event {
 	transfer := uuid.New()
 	// The id the ledger derives for this transfer and type: the handler
 	// refuses any other (events.CheckResultID).
-	id := events.DerivedID(events.KindSettled, transfer)
-	if typ == events.TypeRejected {
-		id = events.DerivedID(events.KindRejectedLedger, transfer)
-	}
+	kind := map[string]string{events.TypeSettled: events.KindSettled, events.TypeRejected: events.KindRejectedLedger,
+		events.TypeReserved: events.KindReserved, events.TypeCancelled: events.KindCancelled}[typ]
+	id := events.DerivedID(kind, transfer)
 	return event{
 		ID: id, TransferID: transfer, Key: key, Topic: topic, Type: typ, Reason: reason,
 		OccurredAt: time.Now().UTC().Truncate(time.Millisecond),
@@ -271,9 +290,14 @@ func (h *harness) newEvent(topic, typ, key, reason string) event {
 }
 
 func (e event) payload() []byte {
-	var v any = events.Settled{EventID: e.ID, TransferID: e.TransferID, OccurredAt: e.OccurredAt}
-	if e.Type == events.TypeRejected {
+	var v any = events.Settled{EventID: e.ID, TransferID: e.TransferID, AmountCents: e.AmountCents, OccurredAt: e.OccurredAt}
+	switch e.Type {
+	case events.TypeRejected:
 		v = events.Rejected{EventID: e.ID, TransferID: e.TransferID, Reason: e.Reason, OccurredAt: e.OccurredAt}
+	case events.TypeReserved:
+		v = events.Reserved{EventID: e.ID, TransferID: e.TransferID, AmountCents: e.AmountCents, ExpiresAt: e.ExpiresAt, OccurredAt: e.OccurredAt}
+	case events.TypeCancelled:
+		v = events.Cancelled{EventID: e.ID, TransferID: e.TransferID, Reason: e.Reason, OccurredAt: e.OccurredAt}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -306,9 +330,16 @@ func (h *harness) publishRaw(topic, key string, value []byte, headers map[string
 // arrived, the records before it were handled.
 func (h *harness) barrier(topic, key string) {
 	h.tb.Helper()
-	e := h.newEvent(topic, events.TypeSettled, key, "")
-	if topic == h.topics.Rejected {
-		e = h.newEvent(topic, events.TypeRejected, key, events.ReasonInsufficientFunds)
+	var e event
+	switch topic {
+	case h.topics.Rejected:
+		e = h.rejected(key, events.ReasonInsufficientFunds)
+	case h.topics.Reserved:
+		e = h.reserved(key, 1)
+	case h.topics.Cancelled:
+		e = h.cancelled(key, events.ReasonCancelledByClient)
+	default:
+		e = h.settled(key)
 	}
 	h.publish(e)
 	h.waitRequests(e.ID.String(), 1, 30*time.Second)

@@ -1,5 +1,6 @@
 // Package notifications is the notifications service: it consumes the
-// transfer results (liquidada, rejeitada) in consumer group "notificacoes"
+// transfer results (liquidada, rejeitada, and a hold's reservada and
+// cancelada) in consumer group "notificacoes"
 // and tells each customer through a channel, a signed webhook or the log,
 // once per result event. Failed sends go through retry topics (1 s, 2 s,
 // 4 s) and then the DLT, without holding up the main topics; see
@@ -90,7 +91,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	svc := notify.NewService(postgres.New(db), sender, notify.NewMetrics(reg), log)
 
 	handler := consume.NewHandler(svc, cfg.Topics)
-	notifyCfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: []string{cfg.Topics.Settled, cfg.Topics.Rejected},
+	notifyCfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: Consumed(cfg.Topics),
 		Policy: consumer.DelayedRetryTopics, Logger: log, Metrics: consumer.NewMetrics(reg),
 		// The records of one partition fetched together are notified with
 		// their log entries claimed and recorded at once.
@@ -98,7 +99,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
-	auth.Mount(router, log, opsRoutes(ob, db, cfg.Kafka, []string{events.DLT(cfg.Topics.Settled), events.DLT(cfg.Topics.Rejected)}, log))
+	var dlts []string
+	for _, t := range Consumed(cfg.Topics) {
+		dlts = append(dlts, events.DLT(t))
+	}
+	auth.Mount(router, log, opsRoutes(ob, db, cfg.Kafka, dlts, log))
 
 	names := make([]string, len(cfg.Webhook.Destinations))
 	for i, d := range cfg.Webhook.Destinations {
@@ -112,6 +117,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Relay:     relay,
 		Tasks:     []platform.Task{func(ctx context.Context) error { return consumer.Run(ctx, notifyCfg) }},
 	})
+}
+
+// Consumed returns the main topics the service reads of t: the results it
+// notifies (liquidada, rejeitada, reservada, cancelada). Each has its retry
+// topics and its DLT, which the service writes.
+func Consumed(t events.Topics) []string {
+	return []string{t.Settled, t.Rejected, t.Reserved, t.Cancelled}
 }
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox

@@ -41,6 +41,14 @@ func TestSignedWebhook(t *testing.T) {
 			want: webhook.Payload{Type: events.TypeRejected, Status: "REJEITADA", Reason: events.ReasonInsufficientFunds}},
 		{name: "rejected, not the titular of the source", event: h.rejected("CC-ALHEIA", events.ReasonUnauthorizedSource), path: "/hook",
 			want: webhook.Payload{Type: events.TypeRejected, Status: "REJEITADA", Reason: events.ReasonUnauthorizedSource}},
+		{name: "hold reserved", event: h.reserved("CC-HOLD", 12345), path: "/hook",
+			want: webhook.Payload{Type: events.TypeReserved, Status: "RESERVADA", AmountCents: 12345}},
+		{name: "hold captured in part", event: captured(h.settled("CC-HOLD"), 4000), path: "/hook",
+			want: webhook.Payload{Type: events.TypeSettled, Status: "LIQUIDADA", AmountCents: 4000}},
+		{name: "hold cancelled, account URL", event: h.cancelled("CC-ROUTED", events.ReasonCancelledByClient), path: "/routed",
+			want: webhook.Payload{Type: events.TypeCancelled, Status: "CANCELADA", Reason: events.ReasonCancelledByClient}},
+		{name: "hold expired", event: h.cancelled("CC-HOLD", events.ReasonExpired), path: "/hook",
+			want: webhook.Payload{Type: events.TypeCancelled, Status: "EXPIRADA", Reason: events.ReasonExpired}},
 	}
 	for _, tt := range tests {
 		h.publish(tt.event)
@@ -63,7 +71,7 @@ func TestSignedWebhook(t *testing.T) {
 				t.Fatalf("decode body: %v", err)
 			}
 			want := tt.want
-			want.EventID, want.TransferID, want.OccurredAt = e.ID.String(), e.TransferID.String(), e.OccurredAt
+			want.EventID, want.TransferID, want.OccurredAt, want.ExpiresAt = e.ID.String(), e.TransferID.String(), e.OccurredAt, e.ExpiresAt
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("payload mismatch (-want +got):\n%s", diff)
 			}
@@ -102,6 +110,64 @@ func TestSignedWebhook(t *testing.T) {
 				t.Errorf("got %d webhooks for %s, want exactly 1", n, e.ID)
 			}
 		})
+	}
+}
+
+// captured is e, a settlement, as a hold's capture of cents.
+func captured(e event, cents int64) event {
+	e.AmountCents = cents
+	return e
+}
+
+// A hold's results go through the same retry topics and DLT as the other
+// results: a reservation whose receiver fails twice is delivered from
+// reservada's retry-2000 topic, once; a cancellation whose receiver always
+// fails lands on cancelada's DLT after 4 attempts.
+func TestHoldResultsRetryTopics(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	reserved := h.reserved("CC-HOLD-RETRY", 500)
+	cancelled := h.cancelled("CC-HOLD-RETRY", events.ReasonExpired)
+	h.recv.setRespond(func(id string, previous int) int {
+		if id == cancelled.ID.String() || id == reserved.ID.String() && previous < 2 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	h.publish(reserved)
+	h.publish(cancelled)
+
+	h.waitRequests(reserved.ID.String(), 3, 30*time.Second)
+	entry := h.waitLog(reserved.ID, "delivered", func(l logEntry) bool { return l.Status == "DELIVERED" })
+	if diff := cmp.Diff(logEntry{Status: "DELIVERED", Attempts: 3, Channel: "webhook", Delivered: true}, entry); diff != "" {
+		t.Errorf("reservation's log entry mismatch (-want +got):\n%s", diff)
+	}
+	for _, d := range []time.Duration{time.Second, 2 * time.Second} {
+		topic := broker.RetryTopic(h.topics.Reserved, d)
+		if recs := h.list(topic); len(recs) != 1 {
+			t.Errorf("%s holds %d records, want 1", topic, len(recs))
+		}
+	}
+
+	recs := h.waitDLT(h.topics.Cancelled, 1, 40*time.Second)
+	if len(recs) != 1 {
+		t.Fatalf("cancelada's DLT holds %d records, want 1", len(recs))
+	}
+	if got := string(recs[0].Key); got != cancelled.Key {
+		t.Errorf("DLT record key = %q, want %q", got, cancelled.Key)
+	}
+	if orig, err := header(recs[0], dlt.HeaderDLTOriginalTopic); err != nil || orig != h.topics.Cancelled {
+		t.Errorf("%s = %q (%v), want %s", dlt.HeaderDLTOriginalTopic, orig, err, h.topics.Cancelled)
+	}
+	if n := len(h.recv.of(cancelled.ID.String())); n != 4 {
+		t.Errorf("receiver saw %d attempts of the cancellation, want 4", n)
+	}
+	h.barrier(h.topics.Reserved, reserved.Key)
+	if n := len(h.recv.of(reserved.ID.String())); n != 3 {
+		t.Errorf("got %d webhooks for the reservation, want 3 (two failures, one success)", n)
+	}
+	if recs := h.list(events.DLT(h.topics.Reserved)); len(recs) != 0 {
+		t.Errorf("reservada's DLT holds %d records, want 0", len(recs))
 	}
 }
 

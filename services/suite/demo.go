@@ -30,9 +30,12 @@ type DemoTransfer struct {
 }
 
 // Demo is the scripted flow: accounts opened and funded through the ledger
-// API, transfers through the transfers API, then the final statuses and
-// balances, checked against what the contracts promise; and the door
-// closed to a request without a token or without the scope it needs.
+// API, transfers through the transfers API, three holds (one captured in
+// part, one cancelled, one left to expire HoldExpiry after its request,
+// which the demo waits for), then the final statuses and balances,
+// reserved and available ones included, checked against what the
+// contracts promise; and the door closed to a request without a token or
+// without the scope it needs.
 type Demo struct {
 	Transfers string // base URL of the transfers service
 	Ledger    string // base URL of the ledger service
@@ -43,7 +46,8 @@ type Demo struct {
 	// funds accounts (MinterClient, with MinterScopes only: minting is
 	// never held with transferencias:criar).
 	Token, ReaderToken, MinterToken string
-	// Timeout bounds the wait for every transfer to reach a final status.
+	// Timeout bounds the wait for every transfer to reach a final status
+	// (for the expiring hold: the wait after its expiraEm).
 	Timeout time.Duration
 	client  *http.Client
 	// From and To are the funded account and the one it paid, once Run
@@ -96,6 +100,12 @@ func (d *Demo) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.Out, "   deposited R$ 1.000,00 into %s (as %s, scope %s)\n", a, MinterClient, auth.ScopeAccountsDeposit)
 
+	// The holds first: the one left to expire starts its minute now.
+	holds := demoHolds(time.Now())
+	if err := d.submitHolds(ctx, holds, a, b); err != nil {
+		return err
+	}
+
 	script := []DemoTransfer{
 		{"settled", a, b, 30_000, "BRL", "LIQUIDADA", ""},
 		{"blocked by antifraud (R$ 100.000,00)", a, b, 10_000_000, "BRL", "REJEITADA", events.ReasonBlockedByAntifraud},
@@ -134,39 +144,15 @@ func (d *Demo) Run(ctx context.Context) error {
 	fmt.Fprintf(d.Out, "   %-38s %s -> 202, Idempotent-Replayed: %s\n", "idempotent replay of the first", firstKey, replay.header.Get("Idempotent-Replayed"))
 
 	fmt.Fprintln(d.Out, "-- waiting for the results (GET /transferencias/{id})")
-	final := make([]map[string]any, len(script))
-	deadline := time.Now().Add(d.Timeout)
-	for {
-		done := 0
-		for i, id := range ids {
-			if final[i] != nil {
-				done++
-				continue
-			}
-			r, err := d.call(ctx, http.MethodGet, d.Transfers+"/transferencias/"+id, "", nil, http.StatusOK)
-			if err != nil {
-				return err
-			}
-			if st, _ := r.body["status"].(string); st != "PENDENTE" {
-				final[i] = r.body
-				done++
-			}
-		}
-		fmt.Fprintf(d.Out, "\r   %d of %d transfers final", done, len(ids))
-		if done == len(ids) {
-			fmt.Fprintln(d.Out)
-			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintln(d.Out)
-			return fmt.Errorf("only %d of %d transfers reached a final status within %v", done, len(ids), d.Timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	final, err := d.waitFor(ctx, ids, "transfers final", time.Now().Add(d.Timeout), func(st string) bool { return st != statusPending })
+	if err != nil {
+		return err
 	}
+	holdFails, err := d.closeHolds(ctx, holds, a)
+	if err != nil {
+		return err
+	}
+	failures = append(failures, holdFails...)
 
 	fmt.Fprintln(d.Out, "-- authentication (every request but health and metrics carries a bearer token)")
 	body := map[string]any{"contaOrigem": a, "contaDestino": b, "valorEmCentavos": 1, "moeda": "BRL"}
@@ -188,6 +174,11 @@ func (d *Demo) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.Out, "   %-38s -> 404\n", "a balance of "+DemoClient+"'s read as "+ReaderClient)
 
+	if err := d.awaitExpiry(ctx, holds); err != nil {
+		return err
+	}
+	failures = append(failures, holdFailures(holds)...)
+
 	fmt.Fprintln(d.Out, "-- results")
 	tw := tabwriter.NewWriter(d.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "   TRANSFER\tSTATUS\tMOTIVO\tEXPECTED\t")
@@ -202,25 +193,39 @@ func (d *Demo) Run(ctx context.Context) error {
 		}
 		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\n", t.Name, st, reason, want, mark)
 	}
+	for _, h := range holds {
+		st, _ := h.Final["status"].(string)
+		mark := "ok"
+		if st != h.WantStatus {
+			mark = "MISMATCH"
+		}
+		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\n", h.Name, st, "", h.WantStatus, mark)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(d.Out, "-- balances (GET /contas/{id})")
+	// Every hold ended: nothing stays reserved, and only the captured
+	// part of one moved.
+	captured := float64(capturedCents(holds))
+	fmt.Fprintln(d.Out, "-- balances (GET /contas/{id}): saldo, reservado")
 	for _, want := range []struct {
 		id    string
 		cents float64
-	}{{a, 70_000}, {b, 30_000}, {c, 0}, {usd, 0}} {
+	}{{a, 70_000 - captured}, {b, 30_000 + captured}, {c, 0}, {usd, 0}} {
 		r, err := d.call(ctx, http.MethodGet, d.Ledger+"/contas/"+want.id, "", nil, http.StatusOK)
 		if err != nil {
 			return err
 		}
 		got, _ := r.body["saldoEmCentavos"].(float64)
+		reserved, _ := r.body["reservadoEmCentavos"].(float64)
+		available, _ := r.body["disponivelEmCentavos"].(float64)
 		mark := "ok"
-		if got != want.cents {
+		if got != want.cents || reserved != 0 || available != got {
 			mark = "MISMATCH"
-			failures = append(failures, fmt.Sprintf("balance of %s: got %.0f, want %.0f", want.id, got, want.cents))
+			failures = append(failures, fmt.Sprintf("balance of %s: got saldo %.0f, reservado %.0f, disponivel %.0f; want saldo %.0f, nothing reserved",
+				want.id, got, reserved, available, want.cents))
 		}
-		fmt.Fprintf(d.Out, "   %-20s %12.0f cents (%v)  %s\n", want.id, got, r.body["moeda"], mark)
+		fmt.Fprintf(d.Out, "   %-20s %12.0f cents (%v), reservado %.0f  %s\n", want.id, got, r.body["moeda"], reserved, mark)
 	}
 	if len(failures) > 0 {
 		return fmt.Errorf("demo expectations failed:\n  %s", strings.Join(failures, "\n  "))

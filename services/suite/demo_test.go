@@ -2,9 +2,14 @@ package suite_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/paysuite/payments/pkg/auth/authtest"
 	"github.com/paysuite/payments/services/suite"
 )
 
@@ -27,5 +32,46 @@ func TestDemoHint(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "CC-00") {
 		t.Errorf("hint names accounts the demo never opened:\n%s", out.String())
+	}
+}
+
+// TestDemoHoldEndings: the scripted flow against the embedded suite on a
+// real PostgreSQL and a real Kafka shows the three endings of a hold (one
+// captured in part, one cancelled, one expired at its short expiraEm),
+// with nothing left reserved, and every other expectation of the demo.
+// It lasts a little over suite.HoldExpiry: the demo waits for the expiry.
+func TestDemoHoldEndings(t *testing.T) {
+	issuer := authtest.New(t)
+	ep, cancel, done := startSuite(t, issuer.Env())
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run after the cancel = %v, want no error", err)
+		}
+	}()
+
+	var out bytes.Buffer
+	d := &suite.Demo{Transfers: ep.Transfers, Ledger: ep.Ledger, Out: &out, Timeout: 2 * time.Minute,
+		Token:       issuer.Token(t, suite.DemoClient, suite.DemoScopes...),
+		ReaderToken: issuer.Token(t, suite.ReaderClient, suite.ReaderScopes...),
+		MinterToken: issuer.Token(t, suite.MinterClient, suite.MinterScopes...)}
+	start := time.Now()
+	err := d.Run(t.Context())
+	t.Logf("demo ran %v:\n%s", time.Since(start).Round(time.Second), out.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	for _, ending := range []string{
+		`hold captured in part \(50 of 200\)\s+LIQUIDADA\s+LIQUIDADA\s+ok`,
+		`hold cancelled\s+CANCELADA\s+CANCELADA\s+ok`,
+		`hold left to expire\s+EXPIRADA\s+EXPIRADA\s+ok`,
+		`saldo \d+, reservado 37000, disponivel \d+ cents  ok`,
+	} {
+		if !regexp.MustCompile(ending).MatchString(out.String()) {
+			t.Errorf("the demo's output does not show %q", ending)
+		}
+	}
+	if time.Since(start) < suite.HoldExpiry-5*time.Second {
+		t.Errorf("the demo ended %v after it started, before its hold could expire (%v)", time.Since(start), suite.HoldExpiry)
 	}
 }

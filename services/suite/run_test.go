@@ -22,33 +22,8 @@ import (
 // uses the suite's own names (databases payments_<service>, the default
 // topics and groups), as `make run` does.
 func TestRunServesThenStopsEveryService(t *testing.T) {
-	env := authtest.New(t).Env()
-	for _, name := range []string{"TRANSFERS_HTTP_ADDR", "LEDGER_HTTP_ADDR", "ANTIFRAUD_HTTP_ADDR", "NOTIFICATIONS_HTTP_ADDR", "CONSOLE_HTTP_ADDR"} {
-		env[name] = "127.0.0.1:0"
-	}
-	env["SHUTDOWN_DRAIN"] = "1s"
-	ctx, cancel := context.WithCancel(context.Background())
+	ep, cancel, done := startSuite(t, authtest.New(t).Env())
 	defer cancel()
-	readyc, done := make(chan suite.Endpoints, 1), make(chan error, 1)
-	start := time.Now()
-	go func() {
-		done <- suite.Run(ctx, suite.Options{
-			DatabaseURL: pgtest.ServerURL(t),
-			Brokers:     kafkatest.Brokers(t),
-			Getenv:      func(k string) string { return env[k] },
-			Log:         slog.New(slog.DiscardHandler),
-			Out:         io.Discard,
-		}, func(ep suite.Endpoints) { readyc <- ep })
-	}()
-	var ep suite.Endpoints
-	select {
-	case ep = <-readyc:
-		t.Logf("ready %v after Run", time.Since(start).Round(time.Millisecond))
-	case err := <-done:
-		t.Fatalf("Run returned before the suite was ready: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the suite was not ready within 3 minutes")
-	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	status := func(url string) (int, error) {
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
@@ -89,4 +64,39 @@ func TestRunServesThenStopsEveryService(t *testing.T) {
 			return err != nil
 		})
 	}
+}
+
+// startSuite runs the embedded suite on the test PostgreSQL and Kafka with
+// env (every listener on a free port, a 1 s drain) and returns its
+// endpoints once ready, the cancel that stops it and Run's result.
+func startSuite(t *testing.T, env map[string]string) (suite.Endpoints, context.CancelFunc, <-chan error) {
+	t.Helper()
+	for _, name := range []string{"TRANSFERS_HTTP_ADDR", "LEDGER_HTTP_ADDR", "ANTIFRAUD_HTTP_ADDR", "NOTIFICATIONS_HTTP_ADDR", "CONSOLE_HTTP_ADDR"} {
+		env[name] = "127.0.0.1:0"
+	}
+	env["SHUTDOWN_DRAIN"] = "1s"
+	ctx, cancel := context.WithCancel(context.Background())
+	readyc, done := make(chan suite.Endpoints, 1), make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- suite.Run(ctx, suite.Options{
+			DatabaseURL: pgtest.ServerURL(t),
+			Brokers:     kafkatest.Brokers(t),
+			Getenv:      func(k string) string { return env[k] },
+			Log:         slog.New(slog.DiscardHandler),
+			Out:         io.Discard,
+		}, func(ep suite.Endpoints) { readyc <- ep })
+	}()
+	select {
+	case ep := <-readyc:
+		t.Logf("ready %v after Run", time.Since(start).Round(time.Millisecond))
+		return ep, cancel, done
+	case err := <-done:
+		cancel()
+		t.Fatalf("Run returned before the suite was ready: %v", err)
+	case <-time.After(3 * time.Minute):
+		cancel()
+		t.Fatal("the suite was not ready within 3 minutes")
+	}
+	return suite.Endpoints{}, cancel, done
 }

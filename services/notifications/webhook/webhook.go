@@ -50,6 +50,11 @@ const DefaultTolerance = 5 * time.Minute
 const (
 	StatusSettled  = "LIQUIDADA"
 	StatusRejected = "REJEITADA"
+	// The statuses of a hold (CONTRACTS.md section 9): reserved, then
+	// settled (a capture), cancelled by the client, or expired.
+	StatusReserved  = "RESERVADA"
+	StatusCancelled = "CANCELADA"
+	StatusExpired   = "EXPIRADA"
 )
 
 // Payload is the JSON body of a webhook: the result of a transfer.
@@ -57,14 +62,23 @@ type Payload struct {
 	// EventID is the result event's id (eventoId): the deduplication key,
 	// covered by the signature.
 	EventID string `json:"eventoId"`
-	// Type is the event type: TransferenciaLiquidada or TransferenciaRejeitada.
+	// Type is the event type: TransferenciaLiquidada,
+	// TransferenciaRejeitada, TransferenciaReservada or
+	// TransferenciaCancelada.
 	Type string `json:"tipo"`
 	// TransferID is the transfer's id (transferenciaId).
 	TransferID string `json:"transferenciaId"`
-	// Status is LIQUIDADA or REJEITADA.
+	// Status is LIQUIDADA, REJEITADA, RESERVADA, CANCELADA or EXPIRADA.
 	Status string `json:"status"`
-	// Reason (motivo) says why a transfer was rejected; empty otherwise.
+	// Reason (motivo) says why a transfer was rejected or a hold released
+	// (CANCELADA_PELO_CLIENTE, EXPIRADA); empty otherwise.
 	Reason string `json:"motivo,omitempty"`
+	// AmountCents (valorEmCentavos) is the amount reserved by a hold, or
+	// captured from one; absent for an immediate transfer's result.
+	AmountCents int64 `json:"valorEmCentavos,omitempty"`
+	// ExpiresAt (expiraEm) is when a reservation is released unless
+	// captured or cancelled first; only on RESERVADA.
+	ExpiresAt time.Time `json:"expiraEm,omitzero"`
 	// OccurredAt is when the result happened (ocorridoEm), RFC 3339 UTC.
 	OccurredAt time.Time `json:"ocorridoEm"`
 }

@@ -276,7 +276,7 @@ func (s *Service) AnalyseBatch(ctx context.Context, reqs []Request) ([]Result, e
 			}
 			a := s.engine.Assess(in)
 			d := s.decision(req, a)
-			msg, err := s.event(d, req.Authorization, r.Traceparent)
+			msg, err := s.event(d, req, r.Traceparent)
 			if err != nil {
 				return err
 			}
@@ -340,13 +340,12 @@ func (s *Service) decision(req events.Requested, a risk.Assessment) Decision {
 	return d
 }
 
-// event builds the event announcing d. authz is the request's
-// authorization, which TransferenciaAnalisada carries unchanged for the
-// ledger to verify (antifraud neither checks nor keeps it: the ledger is
-// where the money moves). traceparent is a batch record's own trace
+// event builds the event announcing d for req. TransferenciaAnalisada
+// carries req's authorization unchanged for the ledger to verify (antifraud
+// neither checks nor keeps it), and its captura and expiraEm, which it covers. traceparent is a batch record's own trace
 // context (Request.Traceparent), "" for a single record, whose context
 // the outbox takes from ctx.
-func (s *Service) event(d Decision, authz *events.Authorization, traceparent string) (events.Message, error) {
+func (s *Service) event(d Decision, req events.Requested, traceparent string) (events.Message, error) {
 	m := events.Message{
 		ID:            d.EventID,
 		AggregateType: "transfer",
@@ -372,7 +371,9 @@ func (s *Service) event(d Decision, authz *events.Authorization, traceparent str
 			RiskScore:     d.Score,
 			OccurredAt:    d.DecidedAt,
 			ClientID:      d.ClientID,
-			Authorization: authz,
+			Authorization: req.Authorization,
+			Capture:       req.Capture,
+			ExpiresAt:     req.ExpiresAt,
 			// The binding to the request decided, carried on to the ledger.
 			RequestEventID: d.RequestEventID,
 		}

@@ -63,7 +63,10 @@ type Journey struct {
 	EndToEnd string
 	// TraceID is the W3C trace id of the request, when it was traced.
 	TraceID string
-	Marks   []Mark
+	// ExpiresAt is when a hold's reservation expires (its expiraEm); zero
+	// for an immediate transfer.
+	ExpiresAt time.Time
+	Marks     []Mark
 }
 
 // Mark is a step's dot on the drawn timeline: X in 0..1000 of the SVG.
@@ -210,26 +213,24 @@ func buildJourney(id string, p journeyParts, now time.Time) Journey {
 		case s != nil:
 			ledger.State = stateDone
 			ledger.At = parseTime(s.ProcessadaEm)
-			if s.Resultado == "REJEITADA" {
+			cur := ""
+			if p.transfer != nil {
+				cur = p.transfer.Moeda
+			}
+			switch s.Resultado {
+			case "RESERVADA":
+				reservedStep(&ledger, p, now)
+			case "REJEITADA":
 				ledger.Title = "Ledger rejection"
 				ledger.Lines = []string{"rejected: " + s.Motivo}
-			} else {
+			default:
 				ledger.Lines = []string{s.Resultado}
+				ledger.Postings = postingLines(s.Lancamentos, cur)
 			}
-			for _, l := range s.Lancamentos {
-				side := "credit"
-				if l.Direcao == "D" {
-					side = "debit"
-				}
-				cur := ""
-				if p.transfer != nil {
-					cur = p.transfer.Moeda
-				}
-				ledger.Postings = append(ledger.Postings, PostingLine{Account: l.Conta, Side: side,
-					Amount: money(l.ValorEmCentavos, cur), BalanceAfter: money(l.SaldoApos, cur)})
+			if s.Resultado != "RESERVADA" {
+				outboxStep(&ledger, "ledger", p.ledgerOut, p.ledgerBacklog, now,
+					"TransferenciaLiquidada", "TransferenciaRejeitada")
 			}
-			outboxStep(&ledger, "ledger", p.ledgerOut, p.ledgerBacklog, now,
-				"TransferenciaLiquidada", "TransferenciaRejeitada")
 		case blocked:
 			ledger.State = stateSkipped
 			ledger.Note = "not sent to the ledger: antifraud blocked the transfer"
@@ -259,7 +260,17 @@ func buildJourney(id string, p journeyParts, now time.Time) Journey {
 		}
 	}
 
-	j.Steps = []Step{accepted, published, decision, ledger, projected}
+	j.Steps = []Step{accepted, published, decision, ledger}
+	if isHold(p) {
+		j.ExpiresAt = expiresAt(p)
+		if p.transfer != nil && !j.ExpiresAt.IsZero() {
+			j.Steps[0].Lines = append(j.Steps[0].Lines, "hold (captura MANUAL), expiraEm "+clock(j.ExpiresAt))
+		}
+		if closing, ok := holdClosedStep(p, ledger, now); ok {
+			j.Steps = append(j.Steps, closing)
+		}
+	}
+	j.Steps = append(j.Steps, projected)
 	if p.down["notifications"] {
 		st := Step{Title: "Notification", Service: "notifications"}
 		downNote(&st)

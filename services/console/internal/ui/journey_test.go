@@ -182,15 +182,7 @@ func TestJourneyNotificationAttempts(t *testing.T) {
 		t.Errorf("lines mismatch (-want +got):\n%s", diff)
 	}
 
-	s, err := New(Config{}, nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := s.pages["journey"].Execute(&b, view{Title: "Transfer", Data: j, csrf: func() string { return "x" }}); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String()
+	page := renderJourney(t, j)
 	for _, w := range []string{
 		"<td class=\"num\">1</td><td>2026-12-01 09:59:57.000 UTC</td><td>webhook</td><td><code>" + main + "</code> (main topic)</td><td>FAILED</td><td>HTTP 503</td>",
 		"<td class=\"num\">2</td><td>2026-12-01 09:59:59.000 UTC</td><td>webhook</td><td><code>" + main + "-retry-1000</code> (retry topic)</td><td>DELIVERED</td>",
@@ -210,4 +202,146 @@ func TestIsRetryTopic(t *testing.T) {
 			t.Errorf("isRetryTopic(%q) = %v, want %v", topic, got, want)
 		}
 	}
+}
+
+// TestJourneyOfHolds: a hold's journey has the reservation with its
+// expiry, then its capture (the amount captured of the amount reserved,
+// with the postings), its cancellation or its expiry, or the wait for one
+// with the time left; a hold the ledger rejected has no closing step.
+func TestJourneyOfHolds(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return opsapi.Time(now.Add(d)) }
+	expiry := now.Add(90 * time.Minute)
+	transfer := func(status string) *opsapi.OperatorTransfer {
+		return &opsapi.OperatorTransfer{Transfer: opsapi.Transfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 20_000,
+			Moeda: "BRL", Status: status, Captura: "MANUAL", ExpiraEm: opsapi.Time(expiry)}, ClienteID: "loja",
+			TransferTimes: opsapi.TransferTimes{CriadaEm: at(-time.Minute), AtualizadaEm: at(-30 * time.Second)}}
+	}
+	approved := &opsDecision{Pontuacao: 10, Limiar: 80, Resultado: "APPROVED", DecididaEm: at(-58 * time.Second)}
+	reserved := func(estado string, captured int64, closed string, postings ...opsapi.Posting) *opsapi.Settlement {
+		return &opsapi.Settlement{Resultado: "RESERVADA", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 20_000, Moeda: "BRL",
+			ProcessadaEm: at(-57 * time.Second), Lancamentos: append([]opsapi.Posting{}, postings...),
+			Reserva: &opsapi.Reservation{ValorEmCentavos: 20_000, ExpiraEm: opsapi.Time(expiry), Estado: estado,
+				ValorCapturadoEmCentavos: captured, EncerradaEm: closed}}
+	}
+	reservation := Step{Title: "Ledger reservation", Service: "ledger", State: stateDone, At: now.Add(-57 * time.Second),
+		Lines: []string{"reserved 200.00 BRL on CC-1 until " + clock(expiry)}}
+	for _, tc := range []struct {
+		name       string
+		parts      journeyParts
+		want       []Step // the ledger's steps: the reservation, then its closing
+		noClosing  bool
+		wantExpiry bool
+	}{
+		{
+			name:  "reserved, waiting for a capture, a cancellation or the expiry",
+			parts: journeyParts{transfer: transfer("RESERVADA"), decision: approved, settlement: reserved("ABERTA", 0, "")},
+			want: []Step{reservation, {Title: "Capture, cancellation or expiry", Service: "ledger", State: stateWaiting,
+				Note: "reserved until " + clock(expiry) + " (1 h 30 min from now): waiting for a capture, a cancellation or the expiry"}},
+			wantExpiry: true,
+		},
+		{
+			name: "captured in part, with its postings",
+			parts: journeyParts{transfer: transfer("LIQUIDADA"), decision: approved, settlement: reserved("CAPTURADA", 5_000, at(-10*time.Second),
+				opsapi.Posting{Conta: "CC-2", Direcao: "C", ValorEmCentavos: 5_000, SaldoApos: 5_000},
+				opsapi.Posting{Conta: "CC-1", Direcao: "D", ValorEmCentavos: 5_000, SaldoApos: 95_000})},
+			want: []Step{reservation, {Title: "Captured", Service: "ledger", State: stateDone, At: now.Add(-10 * time.Second),
+				Lines: []string{"captured 50.00 BRL of the 200.00 BRL reserved; the other 150.00 BRL released"},
+				Postings: []PostingLine{{Account: "CC-2", Side: "credit", Amount: "50.00 BRL", BalanceAfter: "50.00 BRL"},
+					{Account: "CC-1", Side: "debit", Amount: "50.00 BRL", BalanceAfter: "950.00 BRL"}}}},
+			wantExpiry: true,
+		},
+		{
+			name:  "cancelled",
+			parts: journeyParts{transfer: transfer("CANCELADA"), decision: approved, settlement: reserved("CANCELADA", 0, at(-10*time.Second))},
+			want: []Step{reservation, {Title: "Cancelled", Service: "ledger", State: stateDone, At: now.Add(-10 * time.Second),
+				Lines: []string{"cancelled by the client: the 200.00 BRL reserved released"}}},
+			wantExpiry: true,
+		},
+		{
+			name:  "expired",
+			parts: journeyParts{transfer: transfer("EXPIRADA"), decision: approved, settlement: reserved("EXPIRADA", 0, at(-10*time.Second))},
+			want: []Step{reservation, {Title: "Expired", Service: "ledger", State: stateDone, At: now.Add(-10 * time.Second),
+				Lines: []string{"expired at its expiraEm " + clock(expiry) + ": the 200.00 BRL reserved released"}}},
+			wantExpiry: true,
+		},
+		{
+			name: "rejected by the ledger: no closing step",
+			parts: journeyParts{transfer: transfer("REJEITADA"), decision: approved, settlement: &opsapi.Settlement{Resultado: "REJEITADA",
+				Motivo: "SALDO_INSUFICIENTE", ProcessadaEm: at(-57 * time.Second), Lancamentos: []opsapi.Posting{}}},
+			want: []Step{{Title: "Ledger rejection", Service: "ledger", State: stateDone, At: now.Add(-57 * time.Second),
+				Lines: []string{"rejected: SALDO_INSUFICIENTE"}}},
+			noClosing:  true,
+			wantExpiry: true,
+		},
+		{
+			name:  "not reserved yet",
+			parts: journeyParts{transfer: transfer("PENDENTE"), decision: approved},
+			want: []Step{{Title: "Ledger settlement", Service: "ledger", State: stateWaiting, Note: "waiting for the ledger for 58 s since antifraud decided"},
+				{Title: "Capture, cancellation or expiry", Service: "ledger", State: stateWaiting, Note: "not reached yet: the ledger has not reserved the amount"}},
+			wantExpiry: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			j := buildJourney("t1", tc.parts, now)
+			wantSteps := 6
+			if tc.noClosing {
+				wantSteps = 5
+			}
+			if len(j.Steps) != wantSteps {
+				t.Fatalf("%d steps, want %d: %+v", len(j.Steps), wantSteps, j.Steps)
+			}
+			if diff := cmp.Diff(tc.want, j.Steps[3:3+len(tc.want)]); diff != "" {
+				t.Errorf("ledger steps mismatch (-want +got):\n%s", diff)
+			}
+			if last := j.Steps[len(j.Steps)-1]; last.Title != "Status projected" {
+				t.Errorf("last step %q, want Status projected", last.Title)
+			}
+			if tc.wantExpiry && !j.ExpiresAt.Equal(expiry) {
+				t.Errorf("ExpiresAt = %v, want %v", j.ExpiresAt, expiry)
+			}
+			if want := "hold (captura MANUAL), expiraEm " + clock(expiry); !strings.Contains(strings.Join(j.Steps[0].Lines, "\n"), want) {
+				t.Errorf("request step lines %q lack %q", j.Steps[0].Lines, want)
+			}
+		})
+	}
+
+	// The rendered page shows the capture mode, the expiry and the amount
+	// captured in its summary.
+	captured := transfer("LIQUIDADA")
+	captured.ValorLiquidadoEmCentavos = 5_000
+	page := renderJourney(t, buildJourney("t1", journeyParts{transfer: captured, decision: approved,
+		settlement: reserved("CAPTURADA", 5_000, at(-10*time.Second))}, now))
+	for _, w := range []string{
+		`<dd id="capture">MANUAL</dd>`,
+		`<dd id="expires"><time datetime="2026-12-01T11:30:00Z">2026-12-01 11:30:00.000 UTC</time></dd>`,
+		`<dd id="captured">50.00 BRL</dd>`,
+	} {
+		if !strings.Contains(page, w) {
+			t.Errorf("journey page lacks %q:\n%s", w, page)
+		}
+	}
+
+	// An immediate transfer has neither an expiry nor a closing step.
+	j := buildJourney("t2", journeyParts{transfer: &opsapi.OperatorTransfer{Transfer: opsapi.Transfer{ID: "t2", Status: "LIQUIDADA", Moeda: "BRL"}},
+		decision: approved, settlement: &opsapi.Settlement{Resultado: "LIQUIDADA", ProcessadaEm: at(-time.Second)}}, now)
+	if len(j.Steps) != 5 || !j.ExpiresAt.IsZero() {
+		t.Errorf("immediate transfer: %d steps, expiry %v; want 5 and none", len(j.Steps), j.ExpiresAt)
+	}
+}
+
+// renderJourney renders j as the journey page.
+func renderJourney(t *testing.T, j Journey) string {
+	t.Helper()
+	s, err := New(Config{}, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.pages["journey"].Execute(&b, view{Title: "Transfer", Data: j, csrf: func() string { return "x" }}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -34,8 +34,12 @@ type Processed struct {
 	RequestEventID uuid.UUID
 	ProcessedAt    time.Time
 	// Postings are the transfer's two sides, the credit first; none when
-	// rejected.
+	// rejected, nor for a hold until it is captured.
 	Postings []PostingBalance
+	// Reservation is a hold's reservation as it is now (Outcome
+	// RESERVADA); nil for any other transfer. Its ClosedAt is set once it
+	// closed.
+	Reservation *Reservation
 }
 
 // PostingBalance is one side of a settled transfer with the account's

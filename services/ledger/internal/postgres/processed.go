@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -15,6 +16,11 @@ const processedSQL = `
 SELECT result, COALESCE(reason, ''), source_account, dest_account, amount_cents, currency,
        COALESCE(client_id, ''), request_event_id, processed_at
 FROM processed_transfer WHERE transfer_id = $1`
+
+// reservationSQL reads a hold's reservation for the operator's view.
+const reservationSQL = `
+SELECT amount_cents, expires_at, state, coalesce(captured_cents, 0), closed_at
+FROM reservation WHERE transfer_id = $1`
 
 // balancesSQL computes each side's balance after it as the sum of the
 // account's postings up to it (postings of one account are numbered in
@@ -43,6 +49,19 @@ func (s *Store) Processed(ctx context.Context, id uuid.UUID) (ledger.Processed, 
 	p.Outcome = ledger.Outcome(outcome)
 	if requestEventID != nil {
 		p.RequestEventID = *requestEventID
+	}
+	if p.Outcome == ledger.Reserved {
+		r := ledger.Reservation{TransferID: id, Source: p.Source, Dest: p.Destination, Currency: p.Currency}
+		var state string
+		var closedAt *time.Time
+		if err := s.db.QueryRow(ctx, reservationSQL, id).Scan(&r.AmountCents, &r.ExpiresAt, &state, &r.CapturedCents, &closedAt); err != nil {
+			return ledger.Processed{}, fmt.Errorf("read reservation of %s: %w", id, err)
+		}
+		r.State = ledger.ReservationState(state)
+		if closedAt != nil {
+			r.ClosedAt = *closedAt
+		}
+		p.Reservation = &r
 	}
 	rows, err := s.db.Query(ctx, balancesSQL, id)
 	if err != nil {

@@ -113,12 +113,14 @@ func (w *Webhook) Send(ctx context.Context, n notify.Notification) error {
 		return notify.ErrNoDestination
 	}
 	body, err := json.Marshal(webhook.Payload{
-		EventID:    n.EventID.String(),
-		Type:       n.EventType,
-		TransferID: n.TransferID.String(),
-		Status:     n.Status,
-		Reason:     n.Reason,
-		OccurredAt: n.OccurredAt.UTC(),
+		EventID:     n.EventID.String(),
+		Type:        n.EventType,
+		TransferID:  n.TransferID.String(),
+		Status:      n.Status,
+		Reason:      n.Reason,
+		AmountCents: n.AmountCents,
+		ExpiresAt:   n.ExpiresAt.UTC(),
+		OccurredAt:  n.OccurredAt.UTC(),
 	})
 	if err != nil {
 		return fmt.Errorf("encode webhook body: %w", err)

@@ -1,5 +1,5 @@
 // Package consume turns the transfer result records (liquidada, rejeitada,
-// and their retry topics) into notifications.
+// reservada, cancelada, and their retry topics) into notifications.
 package consume
 
 import (
@@ -28,8 +28,8 @@ type Handler struct {
 	topics   events.Topics
 }
 
-// NewHandler returns the handler of the Settled and Rejected topics of
-// topics.
+// NewHandler returns the handler of the Settled, Rejected, Reserved and
+// Cancelled topics of topics.
 func NewHandler(n Notifier, topics events.Topics) *Handler {
 	return &Handler{notifier: n, topics: topics}
 }
@@ -76,30 +76,43 @@ func distinct(ns []notify.Notification) []notify.Notification {
 }
 
 // decode reads m as the event of the topic it was read from (for a retry
-// topic, that topic's main topic): LIQUIDADA or REJEITADA is a fact of
-// where the record sits, never of its headers, which whoever wrote the
-// record chose.
+// topic, that topic's main topic): which result it is, is a fact of where
+// the record sits, never of its headers, which whoever wrote the record
+// chose.
 func (h *Handler) decode(m broker.Record) (notify.Notification, error) {
 	n := notify.Notification{Account: string(m.Key), Topic: m.Topic}
-	topic, ok := broker.MainTopicOf(m.Topic, h.topics.Settled, h.topics.Rejected)
+	topic, ok := broker.MainTopicOf(m.Topic, h.topics.Settled, h.topics.Rejected, h.topics.Reserved, h.topics.Cancelled)
 	if !ok {
 		return n, consumer.Permanent(fmt.Errorf("record from unexpected topic %q", m.Topic))
 	}
+	var err error
 	switch topic {
 	case h.topics.Settled:
 		var e events.Settled
-		if err := events.Decode(m.Value, &e); err != nil {
-			return n, fmt.Errorf("decode %s: %w", events.TypeSettled, err)
-		}
+		err = events.Decode(m.Value, &e)
 		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeSettled, e.TransferID, e.OccurredAt
-		n.Status = webhook.StatusSettled
-	default: // h.topics.Rejected
+		n.Status, n.AmountCents = webhook.StatusSettled, e.AmountCents
+	case h.topics.Rejected:
 		var e events.Rejected
-		if err := events.Decode(m.Value, &e); err != nil {
-			return n, fmt.Errorf("decode %s: %w", events.TypeRejected, err)
-		}
+		err = events.Decode(m.Value, &e)
 		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeRejected, e.TransferID, e.OccurredAt
 		n.Status, n.Reason = webhook.StatusRejected, e.Reason
+	case h.topics.Reserved:
+		var e events.Reserved
+		err = events.Decode(m.Value, &e)
+		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeReserved, e.TransferID, e.OccurredAt
+		n.Status, n.AmountCents, n.ExpiresAt = webhook.StatusReserved, e.AmountCents, e.ExpiresAt
+	default: // h.topics.Cancelled
+		var e events.Cancelled
+		err = events.Decode(m.Value, &e)
+		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeCancelled, e.TransferID, e.OccurredAt
+		n.Status, n.Reason = webhook.StatusCancelled, e.Reason
+		if e.Reason == events.ReasonExpired {
+			n.Status = webhook.StatusExpired
+		}
+	}
+	if err != nil {
+		return n, fmt.Errorf("decode %s: %w", n.EventType, err)
 	}
 	// An event id names one transfer and one kind (events.CheckResultID):
 	// a record carrying another's is poison, so it cannot take, in the

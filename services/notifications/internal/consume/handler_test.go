@@ -3,6 +3,7 @@ package consume_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,11 @@ func TestHandle(t *testing.T) {
 	rejected := `{"eventoId":"` + rid.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CONTA_INEXISTENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
 	randomID := `{"eventoId":"0b9c6c1e-52d9-4c63-a0ab-5f7d0e4f8a10","transferenciaId":"` + transfer.String() + `","ocorridoEm":"2026-11-29T22:00:00Z"}`
 	otherTransfer := `{"eventoId":"` + sid.String() + `","transferenciaId":"` + uuid.NewString() + `","motivo":"SALDO_INSUFICIENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	resid, cid := events.DerivedID(events.KindReserved, transfer), events.DerivedID(events.KindCancelled, transfer)
+	reservedJSON := `{"eventoId":"` + resid.String() + `","transferenciaId":"` + transfer.String() + `","valorEmCentavos":700,"expiraEm":"2026-11-30T22:00:00Z","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	expiredJSON := `{"eventoId":"` + cid.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"EXPIRADA","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	cancelledJSON := `{"eventoId":"` + cid.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CANCELADA_PELO_CLIENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
+	capturedJSON := `{"eventoId":"` + sid.String() + `","transferenciaId":"` + transfer.String() + `","valorEmCentavos":300,"ocorridoEm":"2026-11-29T22:00:00Z"}`
 	underived := func(err error) bool { return errors.Is(err, events.ErrUnderivedID) && consumer.IsPermanent(err) }
 	fromRetry := broker.Record{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected)}
 
@@ -45,6 +51,22 @@ func TestHandle(t *testing.T) {
 	}{
 		{name: "settled", msg: broker.Record{Topic: topics.Settled, Key: []byte("CC-1"), Value: []byte(settled)},
 			want: []notify.Notification{{EventID: sid, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA", OccurredAt: at, Account: "CC-1", Topic: topics.Settled}}},
+		{name: "reserved", msg: broker.Record{Topic: topics.Reserved, Key: []byte("CC-1"), Value: []byte(reservedJSON)},
+			want: []notify.Notification{{EventID: resid, EventType: events.TypeReserved, TransferID: transfer, Status: "RESERVADA",
+				AmountCents: 700, ExpiresAt: at.Add(24 * time.Hour), OccurredAt: at, Account: "CC-1", Topic: topics.Reserved}}},
+		{name: "captured", msg: broker.Record{Topic: topics.Settled, Key: []byte("CC-1"), Value: []byte(capturedJSON)},
+			want: []notify.Notification{{EventID: sid, EventType: events.TypeSettled, TransferID: transfer, Status: "LIQUIDADA",
+				AmountCents: 300, OccurredAt: at, Account: "CC-1", Topic: topics.Settled}}},
+		{name: "cancelled by the client", msg: broker.Record{Topic: topics.Cancelled, Key: []byte("CC-1"), Value: []byte(cancelledJSON)},
+			want: []notify.Notification{{EventID: cid, EventType: events.TypeCancelled, TransferID: transfer, Status: "CANCELADA",
+				Reason: events.ReasonCancelledByClient, OccurredAt: at, Account: "CC-1", Topic: topics.Cancelled}}},
+		{name: "expired, from a retry topic", msg: broker.Record{Topic: topics.Cancelled + "-retry-1000", Key: []byte("CC-1"), Value: []byte(expiredJSON)},
+			want: []notify.Notification{{EventID: cid, EventType: events.TypeCancelled, TransferID: transfer, Status: "EXPIRADA",
+				Reason: events.ReasonExpired, OccurredAt: at, Account: "CC-1", Topic: topics.Cancelled + "-retry-1000"}}},
+		{name: "a reservation without expiraEm", msg: broker.Record{Topic: topics.Reserved, Value: []byte(cancelledJSON)},
+			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) && consumer.IsPermanent(err) }},
+		{name: "a cancellation's id on the reserved topic", msg: broker.Record{Topic: topics.Reserved,
+			Value: []byte(strings.Replace(reservedJSON, resid.String(), cid.String(), 1))}, wantErr: underived},
 		{name: "an event id not derived for the transfer", msg: broker.Record{Topic: topics.Settled, Value: []byte(randomID)}, wantErr: underived},
 		{name: "another transfer's event id", msg: broker.Record{Topic: topics.Rejected, Value: []byte(otherTransfer)}, wantErr: underived},
 		{name: "a rejection's id on the settled topic", msg: broker.Record{Topic: topics.Settled, Value: []byte(rejected)}, wantErr: underived},

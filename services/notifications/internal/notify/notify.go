@@ -20,14 +20,21 @@ import (
 type Notification struct {
 	// EventID is the result event's id: the key of the notification log.
 	EventID uuid.UUID
-	// EventType is TransferenciaLiquidada or TransferenciaRejeitada.
+	// EventType is TransferenciaLiquidada, TransferenciaRejeitada,
+	// TransferenciaReservada or TransferenciaCancelada.
 	EventType string
 	// TransferID is the transfer the result is about.
 	TransferID uuid.UUID
-	// Status is LIQUIDADA or REJEITADA.
+	// Status is LIQUIDADA, REJEITADA, RESERVADA, CANCELADA or EXPIRADA.
 	Status string
-	// Reason is the rejection reason (motivo); empty when settled.
+	// Reason is the rejection or release reason (motivo); empty when
+	// settled or reserved.
 	Reason string
+	// AmountCents is the amount a hold reserved, or a capture settled;
+	// zero for an immediate transfer's result.
+	AmountCents int64
+	// ExpiresAt is when a reservation expires; zero unless reserved.
+	ExpiresAt time.Time
 	// OccurredAt is when the result happened.
 	OccurredAt time.Time
 	// Account is the transfer's source account (the record key), which

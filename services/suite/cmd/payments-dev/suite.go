@@ -83,7 +83,7 @@ func runSuite(ctx context.Context, args []string, getenv func(string) string, st
 	defer cancel()
 	demoErr := make(chan error, 1)
 	ready := func(ep suite.Endpoints) {
-		fmt.Fprintf(stdout, "\nReady:\n  transfers      %s  (POST /transferencias, GET /transferencias/{id}, GET /openapi.yaml)\n"+
+		fmt.Fprintf(stdout, "\nReady:\n  transfers      %s  (POST /transferencias, POST /transferencias/{id}/captura and /cancelamento, GET /transferencias/{id}, GET /openapi.yaml)\n"+
 			"  ledger         %s  (POST /contas, POST /contas/{id}/depositos, GET /contas/{id}, GET /contas/{id}/lancamentos)\n"+
 			"  antifraud      %s\n  notifications  %s\n  every service: /healthz /readyz /metrics\n"+
 			"  console        %s  (operator console; sign in with a token of scope operacoes)\n",

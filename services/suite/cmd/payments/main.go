@@ -98,6 +98,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return cli.UsageError{Msg: "outbox: unknown subcommand " + s}
 	case "dlt":
+		// A hold's topics have DLTs too: reservada's and cancelada's
+		// (notifications), the two command topics' (the ledger).
 		return dltCommand(ctx, rest, getenv, stdout, slices.Concat(events.DefaultTopics.All(), events.DefaultTopics.Holds()))
 	case "auth":
 		s, r, err := sub()
