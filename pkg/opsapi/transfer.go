@@ -3,15 +3,20 @@ package opsapi
 // Transfer is the fields every view of a transfer shows, in their wire
 // order (CONTRACTS.md section 2): the public GET /transferencias/{id}
 // body is Transfer then TransferTimes; the operator's is
-// OperatorTransfer. Motivo is set only when the transfer is REJEITADA.
+// OperatorTransfer. Motivo is set only when the transfer is REJEITADA;
+// ExpiraEm only on a hold (captura MANUAL), ValorLiquidadoEmCentavos once
+// a hold is captured (CONTRACTS.md section 9).
 type Transfer struct {
-	ID              string `json:"id"`
-	ContaOrigem     string `json:"contaOrigem"`
-	ContaDestino    string `json:"contaDestino"`
-	ValorEmCentavos int64  `json:"valorEmCentavos"`
-	Moeda           string `json:"moeda"`
-	Status          string `json:"status"`
-	Motivo          string `json:"motivo,omitempty"`
+	ID                       string `json:"id"`
+	ContaOrigem              string `json:"contaOrigem"`
+	ContaDestino             string `json:"contaDestino"`
+	ValorEmCentavos          int64  `json:"valorEmCentavos"`
+	Moeda                    string `json:"moeda"`
+	Status                   string `json:"status"`
+	Motivo                   string `json:"motivo,omitempty"`
+	Captura                  string `json:"captura,omitempty"`
+	ExpiraEm                 string `json:"expiraEm,omitempty"`
+	ValorLiquidadoEmCentavos int64  `json:"valorLiquidadoEmCentavos,omitempty"`
 }
 
 // TransferTimes are when a transfer was created and last changed, as Time

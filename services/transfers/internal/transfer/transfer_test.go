@@ -3,6 +3,7 @@ package transfer_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -46,7 +47,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := valid()
 			tt.change(&r)
-			err := r.Validate()
+			err := r.Validate(time.Now())
 			var got []string
 			if err != nil {
 				ve, ok := err.(*validate.ValidationError)
