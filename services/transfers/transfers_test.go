@@ -66,8 +66,13 @@ func startOn(t *testing.T, dsn string, tweak func(*transfers.Config)) *service {
 		Analysed:  "unused-analisada-" + uuid.NewString(),
 		Settled:   kafkatest.Topic(t, "liquidada", 1),
 		Rejected:  kafkatest.Topic(t, "rejeitada", 1),
+		Reserved:  kafkatest.Topic(t, "reservada", 1),
+		Cancelled: kafkatest.Topic(t, "cancelada", 1),
+		// The commands' topics: written by the relay, read by no one here.
+		CaptureRequested: kafkatest.Topic(t, "captura-solicitada", 1),
+		CancelRequested:  kafkatest.Topic(t, "cancelamento-solicitado", 1),
 	}
-	dlts(t, brokers, topics.Settled, topics.Rejected)
+	dlts(t, brokers, topics.Settled, topics.Rejected, topics.Reserved, topics.Cancelled)
 	iss := authtest.New(t)
 	cfg := transfers.Config{
 		Config: platform.Config{
