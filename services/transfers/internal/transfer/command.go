@@ -98,7 +98,8 @@ type CommandCreation struct {
 // one transaction with its CapturaSolicitada or CancelamentoSolicitado
 // event (key contaOrigem, with clienteId) to the ledger. It returns the
 // response to give and whether it replays an earlier one. Errors, each
-// changing nothing: a *ValidationError for a capture amount below 1;
+// changing nothing: a *ValidationError for a capture amount outside
+// 1..10^15;
 // ErrKeyReused when sub.ID names another command or another client's;
 // ErrInProgress while a request with sub.ID is being processed; ErrNotFound
 // when the transfer does not exist or the client did not create it;
