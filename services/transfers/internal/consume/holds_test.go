@@ -144,8 +144,8 @@ func TestProjectionMovesOnlyForward(t *testing.T) {
 		for _, to := range all[1:] {
 			t.Run(fmt.Sprintf("%s to %s", from, to), func(t *testing.T) {
 				id := f.hold(t)
-				if _, err := f.db.Exec(ctx, `UPDATE transferencia SET status = $2,
-					motivo_rejeicao = CASE WHEN $2 = 'REJEITADA' THEN 'X' END WHERE id = $1`, id, string(from)); err != nil {
+				if _, err := f.db.Exec(ctx, `UPDATE transferencia SET status = $2::text,
+					motivo_rejeicao = CASE WHEN $2::text = 'REJEITADA' THEN 'X' END WHERE id = $1`, id, string(from)); err != nil {
 					t.Fatal(err)
 				}
 				r := transfer.Result{EventID: uuid.New(), TransferID: id, Status: to}

@@ -87,7 +87,7 @@ WITH ins AS (
     INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status,
                                criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo, cliente_id, request_id,
                                evento_solicitacao_id, captura, expira_em)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, NULLIF($12, ''), $13, $14, $15)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, NULLIF($12, ''), $13, COALESCE(NULLIF($14, ''), 'AUTOMATICA'), $15)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 )
