@@ -177,8 +177,8 @@ func (h *harness) apply(tb testing.TB, id string, r transfer.Result) {
 func (h *harness) rows(tb testing.TB, id string) (commands, outboxed int) {
 	tb.Helper()
 	err := h.pool.QueryRow(context.Background(), `SELECT
-		(SELECT count(*) FROM comando_transferencia WHERE transferencia_id = $1::uuid),
-		(SELECT count(*) FROM outbox_event WHERE aggregate_id = $1 AND event_type <> $2)`, id, events.TypeRequested).Scan(&commands, &outboxed)
+		(SELECT count(*) FROM comando_transferencia WHERE transferencia_id = ($1::text)::uuid),
+		(SELECT count(*) FROM outbox_event WHERE aggregate_id = $1::text AND event_type <> $2)`, id, events.TypeRequested).Scan(&commands, &outboxed)
 	if err != nil {
 		tb.Fatal(err)
 	}
