@@ -107,10 +107,12 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		Currency:      t.Currency,
 		OccurredAt:    now,
 		ClientID:      t.Client,
-		Capture:       t.Capture,
 		ExpiresAt:     t.ExpiresAt,
 		Authorization: s.signer.Sign(transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Destination,
 			AmountCents: t.AmountCents, Currency: t.Currency, Client: t.Client}),
+	}
+	if t.Capture == events.CaptureManual {
+		ev.Capture = t.Capture // absent is AUTOMATICA: an immediate transfer's record is as before holds
 	}
 	payload, err := json.Marshal(ev)
 	if err != nil {
