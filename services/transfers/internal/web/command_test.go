@@ -354,12 +354,11 @@ func TestConcurrentCommands(t *testing.T) {
 	wg.Wait()
 	accepted := 0
 	for i, r := range results {
-		switch {
-		case r.status == http.StatusAccepted:
+		if r.status == http.StatusAccepted {
 			accepted++
-		default:
-			wantProblem(t, fmt.Sprintf("command %d", i), r, 409, httpapi.TypeURI(transfer.KindCommandInProgress))
+			continue
 		}
+		wantProblem(t, fmt.Sprintf("command %d", i), r, 409, httpapi.TypeURI(transfer.KindCommandInProgress))
 	}
 	if accepted != 1 {
 		t.Errorf("%d accepted, want 1", accepted)
