@@ -2,8 +2,6 @@ package transfer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,20 +62,15 @@ type CommandSubmission struct {
 // Fingerprint is the SHA-256 of the command's canonical form: kind,
 // transfer id and amount (-1: none given, the whole reservation).
 func (c CommandSubmission) Fingerprint() [32]byte {
-	h := sha256.New()
-	h.Write([]byte(c.Kind))
-	h.Write([]byte{0})
-	h.Write(c.TransferID[:])
+	f := newCanonical()
+	f.str(string(c.Kind))
+	f.str(c.TransferID.String())
 	amount := int64(-1)
 	if c.AmountCents != nil {
 		amount = *c.AmountCents
 	}
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(amount)) //nolint:gosec // a bit pattern, not arithmetic
-	h.Write(n[:])
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum
+	f.int(amount)
+	return f.sum()
 }
 
 // CommandCreation is what accepting a command writes in its one

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"time"
 
 	"github.com/google/uuid"
@@ -171,28 +172,43 @@ func (r Request) Hold(now time.Time) (capture string, expiresAt time.Time) {
 // before holds existed); a hold adds its mode and expiraEm as sent (the
 // instant, or none: a default expiry is not part of what was asked).
 func (r Request) Fingerprint() [32]byte {
-	h := sha256.New()
-	var n [8]byte
-	for _, s := range []string{r.Source, r.Destination, r.Currency} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	binary.BigEndian.PutUint64(n[:], uint64(r.AmountCents)) //nolint:gosec // a bit pattern, not arithmetic
-	h.Write(n[:])
+	c := newCanonical()
+	c.str(r.Source)
+	c.str(r.Destination)
+	c.str(r.Currency)
+	c.int(r.AmountCents)
 	if r.Capture == events.CaptureManual {
-		binary.BigEndian.PutUint64(n[:], uint64(len(r.Capture)))
-		h.Write(n[:])
-		h.Write([]byte(r.Capture))
+		c.str(r.Capture)
 		var at int64 = -1 // no expiraEm
 		if t, err := time.Parse(time.RFC3339Nano, r.ExpiresAt); err == nil {
 			at = t.UnixNano()
 		}
-		binary.BigEndian.PutUint64(n[:], uint64(at)) //nolint:gosec // a bit pattern, not arithmetic
-		h.Write(n[:])
+		c.int(at)
 	}
+	return c.sum()
+}
+
+// canonical is a fingerprint being made: the SHA-256 of strings, each
+// length-prefixed, and integers, 8 bytes big-endian, in the order written,
+// so that no two different sequences of fields hash the same bytes.
+type canonical struct{ h hash.Hash }
+
+func newCanonical() canonical { return canonical{sha256.New()} }
+
+func (c canonical) str(s string) {
+	c.int(int64(len(s)))
+	c.h.Write([]byte(s))
+}
+
+func (c canonical) int(v int64) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(v)) //nolint:gosec // a bit pattern, not arithmetic
+	c.h.Write(n[:])
+}
+
+func (c canonical) sum() [32]byte {
 	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
+	copy(sum[:], c.h.Sum(nil))
 	return sum
 }
 

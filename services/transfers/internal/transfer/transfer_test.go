@@ -1,6 +1,8 @@
 package transfer_test
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +142,21 @@ func TestHoldDefaults(t *testing.T) {
 	r.ExpiresAt = "2026-12-05T09:00:00-03:00"
 	if _, at := r.Hold(now); !at.Equal(now.Add(24*time.Hour)) || at.Location() != time.UTC {
 		t.Errorf("hold until expiraEm: %v", at)
+	}
+}
+
+// TestFingerprintOfAnImmediateTransferIsStable: the bytes hashed for a
+// transfer without captura are those stored before holds existed (each
+// string length-prefixed, 8 bytes big-endian, then the amount), so that a
+// key bound then still replays.
+func TestFingerprintOfAnImmediateTransferIsStable(t *testing.T) {
+	var b []byte
+	for _, s := range []string{"CC-001", "CC-002", "BRL"} {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.BigEndian.AppendUint64(b, 30000)
+	if got, want := valid().Fingerprint(), sha256.Sum256(b); got != want {
+		t.Errorf("fingerprint %x, want %x", got, want)
 	}
 }
