@@ -9,7 +9,8 @@ import (
 
 // TestOperatorTransferWireOrder: the operator's view of a transfer is the
 // fields every view shows, then the client and request id, then the
-// times, byte for byte; Motivo and RequestID are left out when empty.
+// times, byte for byte; Motivo, RequestID and a hold's fields are left
+// out when empty.
 func TestOperatorTransferWireOrder(t *testing.T) {
 	full := opsapi.OperatorTransfer{
 		Transfer: opsapi.Transfer{ID: "t1", ContaOrigem: "CC-1", ContaDestino: "CC-2", ValorEmCentavos: 100, Moeda: "BRL",
@@ -19,6 +20,8 @@ func TestOperatorTransferWireOrder(t *testing.T) {
 	}
 	bare := full
 	bare.Motivo, bare.RequestID = "", ""
+	hold := bare
+	hold.Status, hold.Captura, hold.ExpiraEm, hold.ValorLiquidadoEmCentavos = "LIQUIDADA", "MANUAL", "2026-12-08T10:00:00Z", 60
 	for _, tt := range []struct {
 		name string
 		in   opsapi.OperatorTransfer
@@ -29,6 +32,9 @@ func TestOperatorTransferWireOrder(t *testing.T) {
 			`"criadaEm":"2026-12-01T10:00:00Z","atualizadaEm":"2026-12-01T10:00:01Z"}`},
 		{"no motivo or request id", bare, `{"id":"t1","contaOrigem":"CC-1","contaDestino":"CC-2","valorEmCentavos":100,` +
 			`"moeda":"BRL","status":"REJEITADA","clienteId":"loja","criadaEm":"2026-12-01T10:00:00Z","atualizadaEm":"2026-12-01T10:00:01Z"}`},
+		{"a captured hold", hold, `{"id":"t1","contaOrigem":"CC-1","contaDestino":"CC-2","valorEmCentavos":100,"moeda":"BRL",` +
+			`"status":"LIQUIDADA","captura":"MANUAL","expiraEm":"2026-12-08T10:00:00Z","valorLiquidadoEmCentavos":60,"clienteId":"loja",` +
+			`"criadaEm":"2026-12-01T10:00:00Z","atualizadaEm":"2026-12-01T10:00:01Z"}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := json.Marshal(tt.in)

@@ -211,7 +211,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh, PublishDelay: publishDelay(cfg.Config)},
 		admission.NewBacklog(db), time.Now, admission.NewMetrics(reg))
 	store := postgres.NewStore(db, ob, cfg.ProjectionGroup, reg, cfg.ClaimTimeout)
-	svc := transfer.NewService(store, cfg.Topics.Requested, signer)
+	svc := transfer.NewService(store, cfg.Topics, signer)
 	log.InfoContext(ctx, "transfer authorization key", "authorization_kid", signer.KeyID())
 
 	// The projection writes through the store and tells admission control

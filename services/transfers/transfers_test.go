@@ -66,8 +66,13 @@ func startOn(t *testing.T, dsn string, tweak func(*transfers.Config)) *service {
 		Analysed:  "unused-analisada-" + uuid.NewString(),
 		Settled:   kafkatest.Topic(t, "liquidada", 1),
 		Rejected:  kafkatest.Topic(t, "rejeitada", 1),
+		Reserved:  kafkatest.Topic(t, "reservada", 1),
+		Cancelled: kafkatest.Topic(t, "cancelada", 1),
+		// The commands' topics: written by the relay, read by no one here.
+		CaptureRequested: kafkatest.Topic(t, "captura-solicitada", 1),
+		CancelRequested:  kafkatest.Topic(t, "cancelamento-solicitado", 1),
 	}
-	dlts(t, brokers, topics.Settled, topics.Rejected)
+	dlts(t, brokers, topics.Settled, topics.Rejected, topics.Reserved, topics.Cancelled)
 	iss := authtest.New(t)
 	cfg := transfers.Config{
 		Config: platform.Config{
@@ -456,4 +461,104 @@ func verifierOf(tb testing.TB, key transfersig.Signer) *transfersig.Verifier {
 		tb.Fatal(err)
 	}
 	return v
+}
+
+// TestHoldThroughKafka: a hold's whole life on the transfers side, through
+// the real broker: the POST's solicitada carries captura and expiraEm; the
+// ledger's reservada (read from Kafka) makes it RESERVADA; the capture is
+// accepted and its CapturaSolicitada is published on the capture topic,
+// keyed by contaOrigem; the capture's liquidada makes it LIQUIDADA with
+// what it settled. Another hold's cancelada, arriving before its
+// reservada, makes it CANCELADA, and the late reservada changes nothing.
+func TestHoldThroughKafka(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	held, cancelled := uuid.NewString(), uuid.NewString()
+	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	hold := func(id string) {
+		b, _ := json.Marshal(map[string]any{"contaOrigem": "CC-001", "contaDestino": "CC-002", "valorEmCentavos": 5000, "moeda": "BRL",
+			"captura": "MANUAL", "expiraEm": expires.Format(time.RFC3339)})
+		s.post(t, id, string(b), nil)
+	}
+	hold(held)
+	hold(cancelled)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	requests := kafkago.NewReader(kafkago.ReaderConfig{Brokers: s.brokers, Topic: s.topics.Requested, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer requests.Close()
+	requested := map[uuid.UUID]events.Requested{}
+	for range 2 {
+		m, err := requests.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read %s: %v", s.topics.Requested, err)
+		}
+		var ev events.Requested
+		if err := json.Unmarshal(m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		requested[ev.TransferID] = ev
+	}
+	for _, id := range []string{held, cancelled} {
+		if ev := requested[uuid.MustParse(id)]; ev.Capture != events.CaptureManual || !ev.ExpiresAt.Equal(expires) {
+			t.Errorf("solicitada of %s: captura %q expiraEm %v, want MANUAL %v", id, ev.Capture, ev.ExpiresAt, expires)
+		}
+	}
+	w := kafkatest.NewWriter(t, broker.Config{Brokers: s.brokers})
+	defer w.Close()
+	reserved := func(id string) events.Reserved {
+		tid := uuid.MustParse(id)
+		return events.Reserved{EventID: events.DerivedID(events.KindReserved, tid), TransferID: tid, AmountCents: 5000,
+			ExpiresAt: expires, OccurredAt: time.Now().UTC(), RequestEventID: requested[tid].EventID}
+	}
+	produce(t, w, s.topics.Reserved, events.TypeReserved, reserved(held))
+	poll.True(t, 30*time.Second, "the hold to be RESERVADA", func() bool { return s.status(t, held)["status"] == "RESERVADA" })
+
+	code, _, b := s.do(t, http.MethodPost, "/transferencias/"+held+"/captura",
+		map[string]string{"Content-Type": "application/json", "Idempotency-Key": uuid.NewString()}, `{"valorEmCentavos":1200}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("capture = %d %s", code, b)
+	}
+	commands := kafkago.NewReader(kafkago.ReaderConfig{Brokers: s.brokers, Topic: s.topics.CaptureRequested, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer commands.Close()
+	m, err := commands.ReadMessage(ctx)
+	if err != nil {
+		t.Fatalf("read %s: %v", s.topics.CaptureRequested, err)
+	}
+	var capture events.CaptureRequested
+	if err := json.Unmarshal(m.Value, &capture); err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Key) != "CC-001" || kafkatest.Header(m, events.HeaderEventType) != events.TypeCaptureRequested ||
+		capture.TransferID.String() != held || capture.AmountCents != 1200 || capture.ClientID != "client-a" {
+		t.Errorf("capture record key %q type %q %+v", m.Key, kafkatest.Header(m, events.HeaderEventType), capture)
+	}
+
+	tid := uuid.MustParse(held)
+	produce(t, w, s.topics.Settled, events.TypeSettled, events.Settled{EventID: events.DerivedID(events.KindSettled, tid), TransferID: tid,
+		OccurredAt: time.Now().UTC(), RequestEventID: requested[tid].EventID, AmountCents: 1200})
+	poll.True(t, 30*time.Second, "the hold to be LIQUIDADA", func() bool { return s.status(t, held)["status"] == "LIQUIDADA" })
+	if got := s.status(t, held); got["valorLiquidadoEmCentavos"] != float64(1200) || got["captura"] != "MANUAL" ||
+		got["expiraEm"] != expires.Format(time.RFC3339Nano) {
+		t.Errorf("captured hold reads %v", got)
+	}
+
+	cid := uuid.MustParse(cancelled)
+	produce(t, w, s.topics.Cancelled, events.TypeCancelled, events.Cancelled{EventID: events.DerivedID(events.KindCancelled, cid), TransferID: cid,
+		Reason: events.ReasonCancelledByClient, OccurredAt: time.Now().UTC(), RequestEventID: requested[cid].EventID})
+	poll.True(t, 30*time.Second, "the other hold to be CANCELADA", func() bool { return s.status(t, cancelled)["status"] == "CANCELADA" })
+	produce(t, w, s.topics.Reserved, events.TypeReserved, reserved(cancelled))
+	// The late reservada was consumed once its inbox row exists.
+	var n int
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	poll.True(t, 30*time.Second, "the late reservada to be consumed", func() bool {
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM inbox_event WHERE event_id = $1`, events.DerivedID(events.KindReserved, cid)).Scan(&n)
+		return err == nil && n == 1
+	})
+	if got := s.status(t, cancelled)["status"]; got != "CANCELADA" {
+		t.Errorf("after the late reservada: %v, want CANCELADA", got)
+	}
 }

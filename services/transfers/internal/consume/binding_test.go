@@ -139,7 +139,7 @@ func TestResultAppliesOnlyToItsRequest(t *testing.T) {
 			}
 			// The re-apply task does not apply it either: it is for another
 			// request, an operator's case.
-			if c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
+			if _, c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
 				t.Errorf("ReapplyHeld = %d, %v; want 0", len(c), err)
 			}
 			if got := status(pending); got != transfer.StatusPending {
@@ -185,7 +185,7 @@ func TestReapplyHeld(t *testing.T) {
 		t.Fatalf("CountHeld = %d, %v; want 4", n, err)
 	}
 	// Nothing to apply while no transfer is visible.
-	if c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
+	if _, c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
 		t.Fatalf("ReapplyHeld before the transfers exist = %d, %v; want 0", len(c), err)
 	}
 	lateEvent := events.DerivedID(events.KindRejectedLedger, late)
@@ -196,7 +196,7 @@ func TestReapplyHeld(t *testing.T) {
 	create(late, reqLate)
 	create(unbound, uuid.New())
 	create(other, reqOther)
-	created, err := f.store.ReapplyHeld(ctx, time.Hour, 100)
+	_, created, err := f.store.ReapplyHeld(ctx, time.Hour, 100)
 	n := len(created)
 	if err != nil || n != 1 {
 		t.Fatalf("ReapplyHeld = %d, %v; want 1", n, err)
@@ -211,7 +211,7 @@ func TestReapplyHeld(t *testing.T) {
 	if res, by, _, _ := f.heldRow(t, events.DerivedID(events.KindSettled, early)); res != transfer.ResolutionApplied || by != postgres.ReappliedBy {
 		t.Errorf("re-applied row resolved %q by %q, want %s by %s", res, by, transfer.ResolutionApplied, postgres.ReappliedBy)
 	}
-	if c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
+	if _, c, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || len(c) != 0 {
 		t.Errorf("second ReapplyHeld = %d, %v; want 0", len(c), err)
 	}
 	if n, err := f.store.CountHeld(ctx); err != nil || n != 3 {

@@ -1,8 +1,8 @@
 // Package consume is the transfers service's Kafka adapter: the projection
-// that reads settlement results (TransferenciaLiquidada,
-// TransferenciaRejeitada), decodes them and hands them to its Store, which
-// moves transfers out of PENDENTE or holds a result whose transfer it does
-// not know (postgres.Store: the write, its deduplication and its counts);
+// that reads results (TransferenciaLiquidada, TransferenciaRejeitada, and a
+// hold's TransferenciaReservada and TransferenciaCancelada), decodes them
+// and hands them to its Store, which moves transfers forward
+// (transfer.CanMove) or holds a result whose transfer it does not know (postgres.Store: the write, its deduplication and its counts);
 // and the task that re-applies held results once their transfer is
 // visible. It tells admission control what either settled.
 package consume
@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"regexp"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/consumer"
@@ -35,8 +37,9 @@ type Store interface {
 	ApplyResults(ctx context.Context, rs []transfer.Result) (out []transfer.Outcome, created []time.Time, err error)
 	// ReapplyHeld applies at most limit held results received within
 	// window whose transfer is now visible with their request, and
-	// returns the creation times of the transfers moved.
-	ReapplyHeld(ctx context.Context, window time.Duration, limit int) (created []time.Time, err error)
+	// returns how many it applied and the creation times of the
+	// transfers that left PENDENTE.
+	ReapplyHeld(ctx context.Context, window time.Duration, limit int) (n int, created []time.Time, err error)
 }
 
 // Admission is told the creation times of the transfers the projection
@@ -45,23 +48,25 @@ type Admission interface {
 	Settled(created []time.Time)
 }
 
-// Projection handles records of the settled and rejected topics.
+// Projection handles records of the settled, rejected, reserved and
+// cancelled topics.
 type Projection struct {
-	store    Store
-	admit    Admission
-	settled  string
-	rejected string
-	log      *slog.Logger
+	store  Store
+	admit  Admission
+	topics events.Topics
+	log    *slog.Logger
 }
 
 // NewProjection returns the projection of the given topics into store,
 // telling admit (nil: nobody) what it settles.
 func NewProjection(store Store, admit Admission, topics events.Topics, log *slog.Logger) *Projection {
-	return &Projection{store: store, admit: admit, settled: topics.Settled, rejected: topics.Rejected, log: log}
+	return &Projection{store: store, admit: admit, topics: topics, log: log}
 }
 
 // Topics returns the topics the projection reads.
-func (p *Projection) Topics() []string { return []string{p.settled, p.rejected} }
+func (p *Projection) Topics() []string {
+	return []string{p.topics.Settled, p.topics.Rejected, p.topics.Reserved, p.topics.Cancelled}
+}
 
 // Handle is a consumer.Handler: it applies the results of one partition's
 // records, in offset order, in one transaction and one statement. A record
@@ -105,33 +110,55 @@ func (p *Projection) tell(created []time.Time) {
 }
 
 func (p *Projection) decode(m broker.Record) (transfer.Result, error) {
+	r := transfer.Result{Payload: m.Value}
+	var err error
 	switch m.Topic {
-	case p.settled:
+	case p.topics.Settled:
 		var ev events.Settled
-		if err := events.Decode(m.Value, &ev); err != nil {
-			return transfer.Result{}, fmt.Errorf("decode %s: %w", events.TypeSettled, err)
-		}
-		if err := events.CheckResultID(events.TypeSettled, ev.EventID, ev.TransferID); err != nil {
-			return transfer.Result{}, err
-		}
-		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusSettled,
-			RequestEventID: ev.RequestEventID, Type: events.TypeSettled, Payload: m.Value}, nil
-	case p.rejected:
+		err = checked(events.TypeSettled, events.Decode(m.Value, &ev), &ev.EventID, &ev.TransferID)
+		r.EventID, r.TransferID, r.RequestEventID, r.Status, r.SettledCents = ev.EventID, ev.TransferID, ev.RequestEventID, transfer.StatusSettled, ev.AmountCents
+	case p.topics.Rejected:
 		var ev events.Rejected
-		if err := events.Decode(m.Value, &ev); err != nil {
-			return transfer.Result{}, fmt.Errorf("decode %s: %w", events.TypeRejected, err)
+		err = checked(events.TypeRejected, events.Decode(m.Value, &ev), &ev.EventID, &ev.TransferID)
+		if err == nil && !reasonRE.MatchString(ev.Reason) {
+			err = consumer.Permanent(fmt.Errorf("%w: motivo is not a reason code", events.ErrMalformed))
 		}
-		if !reasonRE.MatchString(ev.Reason) {
-			return transfer.Result{}, consumer.Permanent(fmt.Errorf("%w: motivo is not a reason code", events.ErrMalformed))
+		r.EventID, r.TransferID, r.RequestEventID, r.Status, r.Reason = ev.EventID, ev.TransferID, ev.RequestEventID, transfer.StatusRejected, ev.Reason
+	case p.topics.Reserved:
+		var ev events.Reserved
+		err = checked(events.TypeReserved, events.Decode(m.Value, &ev), &ev.EventID, &ev.TransferID)
+		r.EventID, r.TransferID, r.RequestEventID, r.Status = ev.EventID, ev.TransferID, ev.RequestEventID, transfer.StatusReserved
+	case p.topics.Cancelled:
+		var ev events.Cancelled
+		err = checked(events.TypeCancelled, events.Decode(m.Value, &ev), &ev.EventID, &ev.TransferID)
+		r.EventID, r.TransferID, r.RequestEventID, r.Status = ev.EventID, ev.TransferID, ev.RequestEventID, transfer.StatusCancelled
+		if ev.Reason == events.ReasonExpired {
+			r.Status = transfer.StatusExpired
 		}
-		if err := events.CheckResultID(events.TypeRejected, ev.EventID, ev.TransferID); err != nil {
-			return transfer.Result{}, err
-		}
-		return transfer.Result{EventID: ev.EventID, TransferID: ev.TransferID, Status: transfer.StatusRejected, Reason: ev.Reason,
-			RequestEventID: ev.RequestEventID, Type: events.TypeRejected, Payload: m.Value}, nil
 	default:
 		return transfer.Result{}, consumer.Permanent(fmt.Errorf("projection: unexpected topic %q", m.Topic))
 	}
+	if err != nil {
+		return transfer.Result{}, err
+	}
+	r.Type = resultTypes[r.Status]
+	return r, nil
+}
+
+// resultTypes is the evento-tipo of each status a result moves to.
+var resultTypes = map[transfer.Status]string{
+	transfer.StatusSettled: events.TypeSettled, transfer.StatusRejected: events.TypeRejected, transfer.StatusReserved: events.TypeReserved,
+	transfer.StatusCancelled: events.TypeCancelled, transfer.StatusExpired: events.TypeCancelled,
+}
+
+// checked is the error of a result of type typ whose decoding returned
+// err: err itself, or when it decoded, whether its eventoId is the one
+// derived for its transfer and type (events.CheckResultID).
+func checked(typ string, err error, eventID, transferID *uuid.UUID) error {
+	if err != nil {
+		return fmt.Errorf("decode %s: %w", typ, err)
+	}
+	return events.CheckResultID(typ, *eventID, *transferID)
 }
 
 func (p *Projection) logResult(ctx context.Context, r transfer.Result, out transfer.Outcome) {

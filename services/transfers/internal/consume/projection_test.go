@@ -46,7 +46,7 @@ func fixtureOn(db *pg.DB) fixture {
 	if err != nil {
 		panic(err)
 	}
-	svc := transfer.NewService(store, topics.Requested, key)
+	svc := transfer.NewService(store, topics, key)
 	return fixture{db: db, store: store, svc: svc, proj: consume.NewProjection(store, nil, topics, slog.New(slog.DiscardHandler))}
 }
 

@@ -21,7 +21,7 @@ const reapplyBatch = 100
 func (p *Projection) ReapplyLoop(ctx context.Context, window, interval time.Duration) error {
 	periodic.Every(ctx, periodic.Fixed(interval), func() {
 		for ctx.Err() == nil {
-			created, err := p.store.ReapplyHeld(ctx, window, reapplyBatch)
+			n, created, err := p.store.ReapplyHeld(ctx, window, reapplyBatch)
 			if err != nil {
 				if ctx.Err() == nil {
 					p.log.WarnContext(ctx, "re-apply held results failed", "err", err)
@@ -29,10 +29,10 @@ func (p *Projection) ReapplyLoop(ctx context.Context, window, interval time.Dura
 				return
 			}
 			p.tell(created)
-			if len(created) > 0 {
-				p.log.InfoContext(ctx, "held results re-applied: their transfers became visible", "reapplied", len(created))
+			if n > 0 {
+				p.log.InfoContext(ctx, "held results re-applied: their transfers became visible", "reapplied", n)
 			}
-			if len(created) < reapplyBatch {
+			if n < reapplyBatch {
 				return
 			}
 		}

@@ -83,10 +83,23 @@ func toHeld(h transfer.HeldResult) opsapi.Held {
 	return out
 }
 
+// View is t as every view of a transfer shows it, the public one included.
+func View(t transfer.Transfer) opsapi.Transfer {
+	v := opsapi.Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination,
+		ValorEmCentavos: t.AmountCents, Moeda: t.Currency, Status: string(t.Status), Captura: t.Capture,
+		ValorLiquidadoEmCentavos: t.SettledCents}
+	if t.Status == transfer.StatusRejected {
+		v.Motivo = t.Reason
+	}
+	if !t.ExpiresAt.IsZero() {
+		v.ExpiraEm = opsapi.Time(t.ExpiresAt)
+	}
+	return v
+}
+
 func fromTransfer(t transfer.Transfer) opsapi.OperatorTransfer {
 	return opsapi.OperatorTransfer{
-		Transfer: opsapi.Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination,
-			ValorEmCentavos: t.AmountCents, Moeda: t.Currency, Status: string(t.Status), Motivo: t.Reason},
+		Transfer:      View(t),
 		ClienteID:     t.Client,
 		RequestID:     t.RequestID,
 		TransferTimes: opsapi.TransferTimes{CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)},

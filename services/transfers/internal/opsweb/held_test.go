@@ -57,7 +57,7 @@ func TestHeldResultsAppliedOnlyToTheSettledTransfer(t *testing.T) {
 	ctx := t.Context()
 	db := opstest.DB(t, "transfers")
 	store := tpg.NewStore(db, outbox.New(db), "transferencias-projecao", nil, 0)
-	svc := transfer.NewService(store, "requested", authtest.NewTransferKey(t))
+	svc := transfer.NewService(store, events.Topics{Requested: "requested"}, authtest.NewTransferKey(t))
 	var audit bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&audit, nil))
 	same, other := uuid.New(), uuid.New()

@@ -196,38 +196,43 @@ const reapplyNote = "re-applied: the transfer of the request it was decided for 
 // reapplySQL applies the held results that are now bound ($1: received
 // within this window, $2: at most this many): unresolved, carrying a
 // request event id, whose transfer now exists with that same request event
-// id and is still PENDENTE (a result before visibility: the ledger's
-// answer came back before the transfer's commit was visible here). Each
-// transfer takes its oldest such result; each applied row is resolved as
-// APLICADO by ReappliedBy, in the same statement. SKIP LOCKED: a row an
-// operator is resolving, or another instance is re-applying, is left to
-// them. It returns the creation times of the transfers it moved.
+// id and whose status moves forward to theirs (transfer.CanMove: a result
+// before visibility, the ledger's answer back before the transfer's commit
+// was visible here). Each transfer takes one such result a pass: a
+// reservation first, else the oldest (a hold's end then applies in the
+// next pass, from RESERVADA); each applied row is resolved as APLICADO by
+// ReappliedBy, in the same statement. SKIP LOCKED: a row an operator is
+// resolving, or another instance is re-applying, is left to them. It
+// returns the creation times of the transfers that left PENDENTE.
 const reapplySQL = `
 WITH due AS (
-    SELECT r.evento_id, r.transferencia_id, r.status, r.motivo, r.recebido_em
+    SELECT r.evento_id, r.transferencia_id, r.status, r.motivo, r.valor_centavos, r.recebido_em, t.status AS was
     FROM resultado_retido AS r JOIN transferencia AS t ON t.id = r.transferencia_id
     WHERE r.resolucao IS NULL AND r.recebido_em > now() - $1::interval
       AND r.evento_solicitacao_id IS NOT NULL AND t.evento_solicitacao_id = r.evento_solicitacao_id
-      AND t.status = 'PENDENTE'
+      AND (t.status = 'PENDENTE' OR (t.status = 'RESERVADA' AND r.status IN ('LIQUIDADA', 'CANCELADA', 'EXPIRADA')))
     ORDER BY r.recebido_em, r.evento_id
     LIMIT $2
     FOR UPDATE OF r SKIP LOCKED
 ), first AS (
-    SELECT DISTINCT ON (d.transferencia_id) d.* FROM due AS d ORDER BY d.transferencia_id, d.recebido_em, d.evento_id
+    SELECT DISTINCT ON (d.transferencia_id) d.* FROM due AS d
+    ORDER BY d.transferencia_id, d.status <> 'RESERVADA', d.recebido_em, d.evento_id
 ), moved AS (
     UPDATE transferencia AS t
-    SET status = f.status, motivo_rejeicao = f.motivo, atualizada_em = greatest(now(), t.criada_em)
+    SET status = f.status, motivo_rejeicao = f.motivo, atualizada_em = greatest(now(), t.criada_em),
+        valor_liquidado_centavos = CASE WHEN f.status = 'LIQUIDADA' AND t.captura = 'MANUAL'
+            AND f.valor_centavos BETWEEN 1 AND t.valor_centavos THEN f.valor_centavos END
     FROM first AS f
-    WHERE t.id = f.transferencia_id AND t.status = 'PENDENTE'
-    RETURNING f.evento_id, t.criada_em
+    WHERE t.id = f.transferencia_id AND t.status = f.was
+    RETURNING f.evento_id, t.criada_em, f.was = 'PENDENTE' AS ended
 ), resolved AS (
     UPDATE resultado_retido AS r
     SET resolucao = 'APLICADO', resolvido_em = now(), resolvido_por = $3, motivo_resolucao = $4
     FROM moved AS m
     WHERE r.evento_id = m.evento_id
-    RETURNING m.criada_em
+    RETURNING m.criada_em, m.ended
 )
-SELECT ARRAY(SELECT criada_em FROM resolved)`
+SELECT count(*), ARRAY(SELECT criada_em FROM resolved WHERE ended) FROM resolved`
 
 // heldOverdueSQL counts the unresolved held results received before the
 // re-apply window ($1): the re-apply task no longer tries them, an
@@ -238,16 +243,17 @@ const heldOverdueSQL = `SELECT count(*) FROM resultado_retido WHERE resolucao IS
 // received within window whose transfer has become visible with the
 // request event they were decided for (see reapplySQL), counts them in
 // transfers_results_reapplied_total, and returns the creation times of the
-// transfers it moved, as ApplyResults does. No operator is involved: the
+// transfers that left PENDENTE, as ApplyResults does; n is how many results
+// it applied. No operator is involved: the
 // binding proves the result was decided for that transfer's request, which
 // is what an operator's check against the ledger establishes for a result
 // without one.
-func (s *Store) ReapplyHeld(ctx context.Context, window time.Duration, limit int) (created []time.Time, err error) {
-	if err := s.db.QueryRow(ctx, reapplySQL, window, limit, ReappliedBy, reapplyNote).Scan(&created); err != nil {
-		return nil, fmt.Errorf("re-apply held results: %w", err)
+func (s *Store) ReapplyHeld(ctx context.Context, window time.Duration, limit int) (n int, created []time.Time, err error) {
+	if err := s.db.QueryRow(ctx, reapplySQL, window, limit, ReappliedBy, reapplyNote).Scan(&n, &created); err != nil {
+		return 0, nil, fmt.Errorf("re-apply held results: %w", err)
 	}
-	s.metrics.reapplied.Add(float64(len(created)))
-	return created, nil
+	s.metrics.reapplied.Add(float64(n))
+	return n, created, nil
 }
 
 // CountHeldOverdue returns how many held results are unresolved and were

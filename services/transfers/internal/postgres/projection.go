@@ -26,64 +26,73 @@ import (
 // transfer's, or one of the two is unknown (a record of an older producer,
 // a transfer created before the binding was stored). Each transfer takes
 // its first bound result in batch (offset) order, as one-by-one handling
-// would, since a result lands only on a PENDENTE transfer; atualizada_em
-// never goes below criada_em, whatever the clocks. A result that is not
-// bound (no transfer has its id, or the transfer has another request
-// event) is held instead of applied or dropped (a held row already there
-// for the event is kept as it is). It returns how many events were new,
-// the event ids of the results that moved a transfer with those
-// transfers' creation times, and the event ids of the results held.
+// would, if its status moves forward to it (transfer.CanMove: PENDENTE
+// takes any result, RESERVADA only a hold's end); atualizada_em never goes
+// below criada_em, whatever the clocks. A hold's capture ($9, the amount it
+// settled) sets valor_liquidado_centavos when the amount is within the
+// transfer's. A result that is not bound (no transfer has its id, or the
+// transfer has another request event) is held instead of applied or
+// dropped (a held row already there for the event is kept as it is). It
+// returns how many events were new, the event ids of the results that
+// moved a transfer, the creation times of the transfers that left
+// PENDENTE (the flow's end, for admission control), and the event ids of
+// the results held.
 //
 // The batch's transfers are read only through "id = ANY($3)", which can only
 // probe the primary key: joined with the unnested results, a plan made from
 // statistics of a small table (the generic plan of a new deployment, kept
 // while the table grows) hashes the whole table instead; hence the
-// materialized target.
+// materialized target, which is also the transfers as they were before
+// this statement.
 const applyAllSQL = `
 WITH input AS (
-    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[]) WITH ORDINALITY
-        AS u(event_id, transfer_id, status, reason, type, payload, binding, n)
+    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::bigint[])
+        WITH ORDINALITY AS u(event_id, transfer_id, status, reason, type, payload, binding, amount, n)
 ), marked AS (
     INSERT INTO inbox_event (consumer, event_id)
     SELECT $1, i.event_id FROM input AS i ORDER BY i.n
     ON CONFLICT DO NOTHING
     RETURNING event_id
 ), target AS MATERIALIZED (
-    SELECT t.id, t.evento_solicitacao_id FROM transferencia AS t WHERE t.id = ANY($3::uuid[])
+    SELECT t.id, t.evento_solicitacao_id, t.status FROM transferencia AS t WHERE t.id = ANY($3::uuid[])
 ), judged AS (
     SELECT i.*, t.id IS NOT NULL
         AND (i.binding IS NULL OR t.evento_solicitacao_id IS NULL OR i.binding = t.evento_solicitacao_id) AS bound
     FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
     LEFT JOIN target AS t ON t.id = i.transfer_id
 ), first AS (
-    SELECT DISTINCT ON (j.transfer_id) j.transfer_id, j.status, j.reason, j.event_id
+    SELECT DISTINCT ON (j.transfer_id) j.transfer_id, j.status, j.reason, j.amount, j.event_id
     FROM judged AS j WHERE j.bound
     ORDER BY j.transfer_id, j.n
 ), moved AS (
     UPDATE transferencia AS t
-    SET status = f.status, motivo_rejeicao = NULLIF(f.reason, ''), atualizada_em = greatest(now(), t.criada_em)
-    FROM first AS f
-    WHERE t.id = ANY($3::uuid[]) AND t.id = f.transfer_id AND t.status = 'PENDENTE'
-    RETURNING f.event_id, t.criada_em
+    SET status = f.status, motivo_rejeicao = NULLIF(f.reason, ''), atualizada_em = greatest(now(), t.criada_em),
+        valor_liquidado_centavos = CASE WHEN f.status = 'LIQUIDADA' AND t.captura = 'MANUAL'
+            AND f.amount BETWEEN 1 AND t.valor_centavos THEN f.amount END
+    FROM first AS f, target AS g
+    WHERE t.id = ANY($3::uuid[]) AND t.id = f.transfer_id AND g.id = t.id
+      AND (t.status = 'PENDENTE' OR (t.status = 'RESERVADA' AND f.status IN ('LIQUIDADA', 'CANCELADA', 'EXPIRADA')))
+    RETURNING f.event_id, t.criada_em, g.status = 'PENDENTE' AS ended
 ), held AS (
-    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload, evento_solicitacao_id)
-    SELECT j.event_id, j.type, j.transfer_id, j.status, NULLIF(j.reason, ''), j.payload, j.binding
+    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload, evento_solicitacao_id, valor_centavos)
+    SELECT j.event_id, j.type, j.transfer_id, j.status, NULLIF(j.reason, ''), j.payload, j.binding, NULLIF(j.amount, 0)
     FROM judged AS j
     WHERE NOT j.bound
     ORDER BY j.n
     ON CONFLICT (evento_id) DO NOTHING
     RETURNING evento_id
 )
-SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved), ARRAY(SELECT criada_em FROM moved),
+SELECT (SELECT count(*) FROM marked), ARRAY(SELECT event_id FROM moved), ARRAY(SELECT criada_em FROM moved WHERE ended),
     ARRAY(SELECT evento_id FROM held)`
 
 // ApplyResults projects rs, a partition's results in offset order, in one
-// transaction and one statement: all or nothing. Each PENDENTE transfer
-// takes its first result; a result for a transfer already final changes
-// nothing; a result no visible transfer has with the request it was
+// transaction and one statement: all or nothing. Each transfer takes its
+// first result when its status moves forward to it (transfer.CanMove); a
+// result for a transfer already past it changes nothing; a result no visible transfer has with the request it was
 // decided for is held (resultado_retido; see held.go). Only a rejection
 // keeps its reason. out[i] is what rs[i] did; created are the creation
-// times of the transfers moved, for admission control's view of the flow.
+// times of the transfers that left PENDENTE (a hold's later end is not
+// counted again), for admission control's view of the flow.
 // It counts the results held and the duplicates.
 //
 // Deduplication, the projection's one rule: a result takes effect at most
@@ -100,6 +109,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) (out []t
 	}
 	var eventIDs, transferIDs [][16]byte
 	var bindings []pgtype.UUID
+	var amounts []int64
 	var statuses, reasons, types, payloads []string
 	for _, r := range rs {
 		if err := r.Check(); err != nil {
@@ -113,6 +123,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) (out []t
 		statuses, reasons = append(statuses, string(r.Status)), append(reasons, reason)
 		types, payloads = append(types, heldType(r)), append(payloads, heldPayload(r))
 		bindings = append(bindings, requestEventID(r.RequestEventID))
+		amounts = append(amounts, r.SettledCents)
 	}
 	var fresh int64
 	var moved, held []uuid.UUID
@@ -122,7 +133,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) (out []t
 		// took longer than a batch of one).
 		b := &pgx.Batch{}
 		b.Queue(pg.GenericPlanSQL)
-		b.Queue(applyAllSQL, s.consumer, eventIDs, transferIDs, statuses, reasons, types, payloads, bindings).
+		b.Queue(applyAllSQL, s.consumer, eventIDs, transferIDs, statuses, reasons, types, payloads, bindings, amounts).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&fresh, &moved, &created, &held) })
 		return tx.SendBatch(ctx, b).Close()
 	})

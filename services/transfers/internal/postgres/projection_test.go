@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"github.com/paysuite/payments/pkg/events"
 	"log/slog"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ func newStore(t *testing.T, consumer string, reg prometheus.Registerer) (*pg.DB,
 func pending(t *testing.T, store *postgres.Store) uuid.UUID {
 	t.Helper()
 	id := uuid.New()
-	if _, _, err := transfer.NewService(store, "requested", authtest.NewTransferKey(t)).Submit(t.Context(), transfer.Submission{ID: id, Client: "loja",
+	if _, _, err := transfer.NewService(store, events.Topics{Requested: "requested"}, authtest.NewTransferKey(t)).Submit(t.Context(), transfer.Submission{ID: id, Client: "loja",
 		Request:  transfer.Request{Source: "CC-001", Destination: "CC-002", AmountCents: 100, Currency: "BRL"},
 		Response: transfer.Response{StatusCode: 202, Body: []byte("{}")}}); err != nil {
 		t.Fatal(err)

@@ -86,8 +86,8 @@ const createSQL = `
 WITH ins AS (
     INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status,
                                criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo, cliente_id, request_id,
-                               evento_solicitacao_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, NULLIF($12, ''), $13)
+                               evento_solicitacao_id, captura, expira_em)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, NULLIF($12, ''), $13, COALESCE(NULLIF($14, ''), 'AUTOMATICA'), $15)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 )
@@ -112,7 +112,7 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 		}
 		rows, err := tx.Query(ctx, createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
 			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client, truncateRequestID(t.RequestID), //nolint:gosec // HTTP status codes fit
-			requestEventID(c.Event.ID))
+			requestEventID(c.Event.ID), t.Capture, nullTime(t.ExpiresAt))
 		if err != nil {
 			return fmt.Errorf("insert transfer %s: %w", t.ID, err)
 		}
@@ -178,6 +178,14 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error
 // requestEventID is id as a nullable UUID: NULL for uuid.Nil (unknown).
 func requestEventID(id uuid.UUID) pgtype.UUID {
 	return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil}
+}
+
+// nullTime is t, or NULL when zero.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // lockKey folds a key into the 64-bit advisory lock space. Two keys that

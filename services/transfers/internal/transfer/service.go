@@ -22,19 +22,20 @@ type Signer interface {
 	Sign(transfersig.Claim) *events.Authorization
 }
 
-// Service creates transfers and reads them.
+// Service creates transfers, reads them, and takes the commands of holds.
 type Service struct {
-	store          Store
-	requestedTopic string
-	signer         Signer
-	now            func() time.Time
+	store  Store
+	topics events.Topics
+	signer Signer
+	now    func() time.Time
 }
 
 // NewService returns a Service that keeps transfers in store and announces
-// them on requestedTopic, each signed by signer (the proof, which the
-// ledger verifies, that the client named in the event asked for it).
-func NewService(store Store, requestedTopic string, signer Signer) *Service {
-	return &Service{store: store, requestedTopic: requestedTopic, signer: signer, now: time.Now}
+// them on topics.Requested, each signed by signer (the proof, which the
+// ledger verifies, that the client named in the event asked for it), and
+// a hold's commands on topics.CaptureRequested and topics.CancelRequested.
+func NewService(store Store, topics events.Topics, signer Signer) *Service {
+	return &Service{store: store, topics: topics, signer: signer, now: time.Now}
 }
 
 // Submission is one POST of a transfer.
@@ -54,7 +55,8 @@ type Submission struct {
 
 // Submit creates the transfer s.ID with its TransferenciaSolicitada event,
 // idempotently. It is where a request's rules are checked, once, for every
-// caller. The event carries the authorization of the transfer: the
+// caller. A hold (captura MANUAL) is stored and announced with its
+// captura and expiraEm (DefaultHoldTTL after now when not given). The event carries the authorization of the transfer: the
 // service's signature over its id, accounts, amount, currency and client
 // (transfersig), made here, where the client is the authenticated one, and
 // checked by the ledger before it debits anything. The event carries correlation-id (the transfer id) and, when ctx
@@ -67,8 +69,9 @@ type Submission struct {
 // another client (the same error, so that a key says nothing of who holds
 // it); ErrInProgress while another request with s.ID is being processed.
 func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, replayed bool, err error) {
+	now := s.now().UTC().Truncate(time.Microsecond) // PostgreSQL keeps microseconds
 	// First, so that a body breaking a rule is a 422 whatever else is wrong.
-	if err := sub.Request.Validate(); err != nil {
+	if err := sub.Request.Validate(now); err != nil {
 		return Response{}, false, err
 	}
 	if sub.ID == uuid.Nil {
@@ -80,7 +83,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 	if s.signer == nil {
 		return Response{}, false, errors.New("submit transfer: no authorization key")
 	}
-	now := s.now().UTC().Truncate(time.Microsecond) // PostgreSQL keeps microseconds
+	capture, expiresAt := sub.Request.Hold(now)
 	t := Transfer{
 		ID:          sub.ID,
 		Source:      sub.Request.Source,
@@ -88,6 +91,8 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		AmountCents: sub.Request.AmountCents,
 		Currency:    sub.Request.Currency,
 		Status:      StatusPending,
+		Capture:     capture,
+		ExpiresAt:   expiresAt,
 		Client:      sub.Client,
 		RequestID:   sub.RequestID,
 		CreatedAt:   now,
@@ -102,8 +107,12 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		Currency:      t.Currency,
 		OccurredAt:    now,
 		ClientID:      t.Client,
+		ExpiresAt:     t.ExpiresAt,
 		Authorization: s.signer.Sign(transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Destination,
 			AmountCents: t.AmountCents, Currency: t.Currency, Client: t.Client}),
+	}
+	if t.Capture == events.CaptureManual {
+		ev.Capture = t.Capture // absent is AUTOMATICA: an immediate transfer's record is as before holds
 	}
 	payload, err := json.Marshal(ev)
 	if err != nil {
@@ -119,7 +128,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 			ID:            ev.EventID,
 			AggregateType: AggregateType,
 			AggregateID:   t.ID.String(),
-			Topic:         s.requestedTopic,
+			Topic:         s.topics.Requested,
 			Key:           t.Source,
 			Type:          events.TypeRequested,
 			Payload:       payload,

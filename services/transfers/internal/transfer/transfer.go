@@ -1,9 +1,10 @@
 // Package transfer is the transfers service's domain: a transfer request,
 // its validation and fingerprint, the status machine
 // PENDENTE -> LIQUIDADA | REJEITADA, the Service that creates transfers
-// idempotently, and the settlement results the projection (consume, which
-// decodes them; postgres, which writes them) applies and holds. It declares
-// the Store it needs; the postgres package implements it.
+// idempotently, a hold's capture and cancellation commands (command.go),
+// and the results the projection (consume, which decodes them; postgres,
+// which writes them) applies and holds. It declares the Store it needs; the
+// postgres package implements it.
 package transfer
 
 import (
@@ -12,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,11 +26,23 @@ import (
 // Status is the state of a transfer (wire names of CONTRACTS.md).
 type Status string
 
-// The statuses. PENDENTE moves to LIQUIDADA or REJEITADA, both terminal.
+// The statuses. PENDENTE moves to LIQUIDADA or REJEITADA; a hold's moves
+// to RESERVADA, then to LIQUIDADA (captured), CANCELADA or EXPIRADA. All
+// but PENDENTE and RESERVADA are terminal.
 const (
-	StatusPending  Status = "PENDENTE"
-	StatusSettled  Status = "LIQUIDADA"
-	StatusRejected Status = "REJEITADA"
+	StatusPending   Status = "PENDENTE"
+	StatusSettled   Status = "LIQUIDADA"
+	StatusRejected  Status = "REJEITADA"
+	StatusReserved  Status = "RESERVADA"
+	StatusCancelled Status = "CANCELADA"
+	StatusExpired   Status = "EXPIRADA"
+)
+
+// Limits of a hold's expiraEm (CONTRACTS.md section 9), after the request.
+const (
+	MinHoldTTL     = time.Minute
+	MaxHoldTTL     = 30 * 24 * time.Hour
+	DefaultHoldTTL = 7 * 24 * time.Hour
 )
 
 // Limits of a request (CONTRACTS.md section 1), shared with the ledger.
@@ -48,6 +62,12 @@ type Transfer struct {
 	Status      Status
 	// Reason is the rejection reason (motivo); empty unless REJEITADA.
 	Reason string
+	// Capture is events.CaptureAutomatic or events.CaptureManual (a hold).
+	Capture string
+	// ExpiresAt is when the ledger releases a hold; zero unless MANUAL.
+	ExpiresAt time.Time
+	// SettledCents is what a hold's capture settled; 0 until captured.
+	SettledCents int64
 	// Client is the client (the token's sub) that created the transfer;
 	// empty for transfers created before clients were recorded.
 	Client string
@@ -59,18 +79,24 @@ type Transfer struct {
 }
 
 // Request is what a client asks for: move AmountCents of Currency from
-// Source to Destination.
+// Source to Destination, at once or (Capture MANUAL) as a hold.
 type Request struct {
 	Source      string
 	Destination string
 	AmountCents int64
 	Currency    string
+	// Capture is captura as sent: empty (AUTOMATICA), AUTOMATICA or MANUAL.
+	Capture string
+	// ExpiresAt is expiraEm as sent (RFC 3339); empty when absent.
+	ExpiresAt string
 }
 
 // Validate returns a *ValidationError listing every broken rule, or nil:
 // accounts of 1..32 characters of [A-Za-z0-9._-] and different from each
-// other, an amount of 1..10^15 cents, a currency of three upper-case letters.
-func (r Request) Validate() error {
+// other, an amount of 1..10^15 cents, a currency of three upper-case
+// letters, captura AUTOMATICA or MANUAL, and expiraEm only with MANUAL, an
+// RFC 3339 time between MinHoldTTL and MaxHoldTTL after now.
+func (r Request) Validate(now time.Time) error {
 	var fs []errkind.FieldError
 	account := func(field, v string) {
 		switch {
@@ -94,28 +120,95 @@ func (r Request) Validate() error {
 	case !validate.Currency(r.Currency):
 		fs = append(fs, errkind.FieldError{Field: "moeda", Message: validate.CurrencyRule})
 	}
+	fs = append(fs, r.holdErrors(now)...)
 	if len(fs) > 0 {
 		return &validate.ValidationError{Detail: "the transfer breaks the rules of its fields", Fields: fs}
 	}
 	return nil
 }
 
+// holdErrors checks captura and expiraEm.
+func (r Request) holdErrors(now time.Time) []errkind.FieldError {
+	switch r.Capture {
+	case "", events.CaptureAutomatic:
+		if r.ExpiresAt != "" {
+			return []errkind.FieldError{{Field: "expiraEm", Message: "is allowed only with captura MANUAL"}}
+		}
+		return nil
+	case events.CaptureManual:
+	default:
+		return []errkind.FieldError{{Field: "captura", Message: "must be AUTOMATICA or MANUAL"}}
+	}
+	if r.ExpiresAt == "" {
+		return nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, r.ExpiresAt)
+	if err != nil {
+		return []errkind.FieldError{{Field: "expiraEm", Message: "must be an RFC 3339 time"}}
+	}
+	if d := at.Sub(now); d < MinHoldTTL || d > MaxHoldTTL {
+		return []errkind.FieldError{{Field: "expiraEm", Message: "must be between 1 minute and 30 days from now"}}
+	}
+	return nil
+}
+
+// Hold returns the capture mode of r and, for a hold, when it expires:
+// expiraEm as sent, or DefaultHoldTTL after now. r must be valid.
+func (r Request) Hold(now time.Time) (capture string, expiresAt time.Time) {
+	if r.Capture != events.CaptureManual {
+		return events.CaptureAutomatic, time.Time{}
+	}
+	if at, err := time.Parse(time.RFC3339Nano, r.ExpiresAt); err == nil {
+		return events.CaptureManual, at.UTC().Truncate(time.Microsecond)
+	}
+	return events.CaptureManual, now.Add(DefaultHoldTTL).UTC().Truncate(time.Microsecond)
+}
+
 // Fingerprint is the SHA-256 of the canonical form of r: each field
 // length-prefixed in a fixed order, so that two bodies differing only in
 // whitespace, key order or escaping have the same fingerprint and two
-// different requests never do.
+// different requests never do. captura absent and AUTOMATICA are the same
+// request (and the fingerprint of an immediate transfer is the one it had
+// before holds existed); a hold adds its mode and expiraEm as sent (the
+// instant, or none: a default expiry is not part of what was asked).
 func (r Request) Fingerprint() [32]byte {
-	h := sha256.New()
-	var n [8]byte
-	for _, s := range []string{r.Source, r.Destination, r.Currency} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+	c := newCanonical()
+	c.str(r.Source)
+	c.str(r.Destination)
+	c.str(r.Currency)
+	c.int(r.AmountCents)
+	if r.Capture == events.CaptureManual {
+		c.str(r.Capture)
+		var at int64 = -1 // no expiraEm
+		if t, err := time.Parse(time.RFC3339Nano, r.ExpiresAt); err == nil {
+			at = t.UnixNano()
+		}
+		c.int(at)
 	}
-	binary.BigEndian.PutUint64(n[:], uint64(r.AmountCents)) //nolint:gosec // a bit pattern, not arithmetic
-	h.Write(n[:])
+	return c.sum()
+}
+
+// canonical is a fingerprint being made: the SHA-256 of strings, each
+// length-prefixed, and integers, 8 bytes big-endian, in the order written,
+// so that no two different sequences of fields hash the same bytes.
+type canonical struct{ h hash.Hash }
+
+func newCanonical() canonical { return canonical{sha256.New()} }
+
+func (c canonical) str(s string) {
+	c.int(int64(len(s)))
+	c.h.Write([]byte(s))
+}
+
+func (c canonical) int(v int64) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(v)) //nolint:gosec // a bit pattern, not arithmetic
+	c.h.Write(n[:])
+}
+
+func (c canonical) sum() [32]byte {
 	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
+	copy(sum[:], c.h.Sum(nil))
 	return sum
 }
 
@@ -155,14 +248,20 @@ type Creation struct {
 	Event events.Message
 }
 
-// Result is a settlement outcome to project onto a transfer.
+// Result is an outcome of the ledger or antifraud to project onto a
+// transfer: a settlement, a rejection, a hold's reservation, or its
+// release (cancelled or expired).
 type Result struct {
 	EventID    uuid.UUID
 	TransferID uuid.UUID
-	// Status is StatusSettled or StatusRejected.
+	// Status is StatusSettled, StatusRejected, StatusReserved,
+	// StatusCancelled or StatusExpired.
 	Status Status
 	// Reason is the motivo of a rejection.
 	Reason string
+	// SettledCents is what a hold's capture settled (the valorEmCentavos of
+	// its TransferenciaLiquidada); 0 when the record carries none.
+	SettledCents int64
 	// RequestEventID is the result's binding (eventoSolicitacaoId): the
 	// eventoId of the TransferenciaSolicitada it was decided for; uuid.Nil
 	// when the record carried none.
@@ -173,11 +272,13 @@ type Result struct {
 	Payload []byte
 }
 
-// Check returns an error when r cannot be applied: its status is not
-// final, or it is a rejection without a reason.
+// Check returns an error when r cannot be applied: its status is not one
+// a result moves a transfer to, or it is a rejection without a reason.
 func (r Result) Check() error {
-	if r.Status != StatusSettled && r.Status != StatusRejected {
-		return fmt.Errorf("apply result: status %q is not final", r.Status)
+	switch r.Status {
+	case StatusSettled, StatusRejected, StatusReserved, StatusCancelled, StatusExpired:
+	default:
+		return fmt.Errorf("apply result: status %q is not a result", r.Status)
 	}
 	if r.Status == StatusRejected && r.Reason == "" {
 		return errors.New("apply result: rejection without a reason")
@@ -190,9 +291,10 @@ type Outcome int
 
 // The outcomes of a result.
 const (
-	// Unchanged: a duplicate event, or a transfer already final.
+	// Unchanged: a duplicate event, or a transfer already past the
+	// result's status.
 	Unchanged Outcome = iota
-	// Moved: the PENDENTE transfer took the result.
+	// Moved: the transfer took the result (see CanMove).
 	Moved
 	// Held: no transfer has the result's id, or the one that has it was
 	// created with another request event than the result was decided for;
@@ -200,6 +302,24 @@ const (
 	// dropped.
 	Held
 )
+
+// CanMove reports whether a transfer in status from takes a result of
+// status to. Status moves only forward: PENDENTE takes every result;
+// RESERVADA takes a hold's end (LIQUIDADA, CANCELADA, EXPIRADA); the rest
+// are terminal. A hold's end may arrive before its RESERVADA (the two come
+// on different topics, so in either order): it applies from PENDENTE, and
+// the late RESERVADA then changes nothing. The projection's SQL
+// (postgres.applyAllSQL, reapplySQL) states the same rule.
+func CanMove(from, to Status) bool {
+	switch from {
+	case StatusPending:
+		return true
+	case StatusReserved:
+		return to == StatusSettled || to == StatusCancelled || to == StatusExpired
+	default:
+		return false
+	}
+}
 
 // Domain errors, each with its kind and what the client is told.
 var (
@@ -223,4 +343,14 @@ type Store interface {
 	Create(ctx context.Context, c Creation) (*Record, error)
 	// Get returns the transfer, or ErrNotFound.
 	Get(ctx context.Context, id uuid.UUID) (Transfer, error)
+	// Command runs one command of a hold in one transaction: when a
+	// command with id exists it writes nothing and returns its record;
+	// otherwise it locks the transfer transferID (ErrNotFound when there
+	// is none), calls decide with it, and writes the CommandCreation
+	// decide returns, command row and event, unless decide returns an
+	// error (returned, nothing written) or the transfer already has a
+	// command (ErrCommandInProgress). It returns (nil, nil) when it wrote
+	// the command, and ErrInProgress while another transaction with the
+	// same id has not finished, without waiting for it.
+	Command(ctx context.Context, id, transferID uuid.UUID, decide func(Transfer) (CommandCreation, error)) (*Record, error)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -28,7 +29,7 @@ func TestTransferErrorsCarryTheirProblems(t *testing.T) {
 		want       httpapi.Problem
 		retryAfter string
 	}{
-		{transfer.Request{Source: "CC-1", Destination: "CC-1", AmountCents: 1, Currency: "BRL"}.Validate(),
+		{transfer.Request{Source: "CC-1", Destination: "CC-1", AmountCents: 1, Currency: "BRL"}.Validate(time.Now()),
 			httpapi.Problem{Type: base + "validation-failed", Title: "Validation failed", Status: 422, Detail: "the transfer breaks the rules of its fields",
 				Errors: []errkind.FieldError{{Field: "contaDestino", Message: "must differ from contaOrigem"}}}, ""},
 		{transfer.ErrKeyReused, httpapi.Problem{Type: base + "idempotency-key-reused", Title: "Idempotency-Key reused with another payload", Status: 422,

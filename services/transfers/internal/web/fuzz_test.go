@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/validate"
@@ -41,6 +42,9 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 		`{"contaOrigem":"\u0041","contaDestino":"B","valorEmCentavos":5,"moeda":"usd"}`,
 		`{"CONTAORIGEM":"A","contaDestino":"B","valorEmCentavos":5,"moeda":"USD"}`,
 		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":5,"moeda":"USD"} {}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":5,"moeda":"USD","captura":"MANUAL"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":5,"moeda":"USD","captura":"AUTOMATICA","expiraEm":"2030-01-01T00:00:00Z"}`,
+		`{"contaOrigem":"A","contaDestino":"B","valorEmCentavos":5,"moeda":"USD","captura":null}`,
 		"\xef\xbb\xbf{}",
 		`[]`, `null`, `""`, `{`, ``,
 	} {
@@ -50,7 +54,7 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 		// The POST's path: the decoder, then the rules that Submit checks.
 		req, err := web.DecodeRequest(body)
 		if err == nil {
-			err = req.Validate()
+			err = req.Validate(time.Now())
 		}
 		if err != nil {
 			var pe *errkind.Error
@@ -63,11 +67,11 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 		if req.AmountCents < 1 || req.AmountCents > transfer.MaxAmountCents {
 			t.Fatalf("DecodeRequest(%q) accepted amount %d", body, req.AmountCents)
 		}
-		if err := req.Validate(); err != nil {
+		if err := req.Validate(time.Now()); err != nil {
 			t.Fatalf("DecodeRequest(%q) accepted %+v that breaks a rule: %v", body, req, err)
 		}
 		// An independent reading: one JSON object with exactly the four
-		// fields, the amount a number whose exact value is the integer
+		// fields (and captura, expiraEm when sent), the amount a number whose exact value is the integer
 		// accepted.
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.UseNumber()
@@ -75,8 +79,17 @@ func FuzzDecodeTransferRequest(f *testing.F) {
 		if err := dec.Decode(&raw); err != nil {
 			t.Fatalf("DecodeRequest(%q) accepted a body that is not a JSON object: %v", body, err)
 		}
-		if len(raw) != 4 {
-			t.Fatalf("DecodeRequest(%q) accepted %d fields, want 4", body, len(raw))
+		want := 4
+		for field, v := range map[string]string{"captura": req.Capture, "expiraEm": req.ExpiresAt} {
+			if got, ok := raw[field]; ok {
+				if got != v {
+					t.Fatalf("DecodeRequest(%q) %s = %q, the JSON says %v", body, field, v, got)
+				}
+				want++
+			}
+		}
+		if len(raw) != want {
+			t.Fatalf("DecodeRequest(%q) accepted %d fields, want %d", body, len(raw), want)
 		}
 		n, ok := raw["valorEmCentavos"].(json.Number)
 		if !ok {

@@ -34,6 +34,10 @@ import (
 
 const requestedTopic = "test.transferencia.solicitada"
 
+// testTopics are the topics the handlers under test write to.
+var testTopics = events.Topics{Requested: requestedTopic, CaptureRequested: "test.transferencia.captura-solicitada",
+	CancelRequested: "test.transferencia.cancelamento-solicitado"}
+
 var testSpec = []byte("openapi: 3.1.0\n")
 
 // harness is the HTTP API on a real PostgreSQL database of its own.
@@ -66,7 +70,7 @@ func newHarness(tb testing.TB, opts harnessOptions) *harness {
 		log = slog.New(slog.DiscardHandler)
 	}
 	srv := httptest.NewServer(authedRouter(tb, log, func(r chi.Router) {
-		h := web.New(transfer.NewService(store, requestedTopic, testKey), log, testSpec).WithIdempotencyMetrics(opts.idem)
+		h := web.New(transfer.NewService(store, testTopics, testKey), log, testSpec).WithIdempotencyMetrics(opts.idem)
 		if opts.admit != nil {
 			h.WithAdmission(opts.admit(admission.NewBacklog(db)))
 		}
@@ -290,7 +294,7 @@ func openStore(tb testing.TB, dsn string, tune func(*pgxpool.Config)) (*pgxpool.
 func benchRouter(store *postgres.Store, authn func(http.Handler) http.Handler) http.Handler {
 	log := slog.New(slog.DiscardHandler)
 	router := httpapi.NewRouter(log, httpapi.NewHTTPMetrics(nil), nil, nil, authn)
-	web.New(transfer.NewService(store, events.DefaultTopics.Requested, testKey), log, testSpec).Mount(router)
+	web.New(transfer.NewService(store, events.DefaultTopics, testKey), log, testSpec).Mount(router)
 	return router
 }
 

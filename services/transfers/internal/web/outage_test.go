@@ -27,7 +27,7 @@ func TestDatabaseOutageAnswers503WithRetryAfter(t *testing.T) {
 	dsn, proxy := netfault.PostgresURL(t, transfersDSN(t))
 	pool, store := openStore(t, dsn, func(c *pgxpool.Config) { c.ConnConfig.ConnectTimeout = time.Second })
 	log := slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(authedRouter(t, log, web.New(transfer.NewService(store, requestedTopic, testKey), log, testSpec).Mount))
+	srv := httptest.NewServer(authedRouter(t, log, web.New(transfer.NewService(store, testTopics, testKey), log, testSpec).Mount))
 	t.Cleanup(srv.Close)
 	h := &harness{url: srv.URL, pool: pool}
 

@@ -1,6 +1,6 @@
 // Package web is the transfers service's HTTP adapter: POST and GET
-// /transferencias as CONTRACTS.md section 1 fixes them, and the OpenAPI
-// document. Errors are written by pkg/httpapi, the suite's one problem
+// /transferencias as CONTRACTS.md section 1 fixes them, a hold's capture
+// and cancellation (section 9, command.go), and the OpenAPI document. Errors are written by pkg/httpapi, the suite's one problem
 // writer.
 package web
 
@@ -17,6 +17,7 @@ import (
 	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/opsapi"
+	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
@@ -67,6 +68,8 @@ func (h *Handler) Routes() []auth.Route {
 	return []auth.Route{
 		{Method: http.MethodPost, Pattern: "/transferencias", Scope: auth.ScopeTransfersCreate, Handler: h.create},
 		{Method: http.MethodGet, Pattern: "/transferencias/{id}", Scope: auth.ScopeTransfersRead + " " + auth.ScopeOperations, Handler: h.get},
+		{Method: http.MethodPost, Pattern: "/transferencias/{id}/captura", Scope: auth.ScopeTransfersCreate, Handler: h.capture},
+		{Method: http.MethodPost, Pattern: "/transferencias/{id}/cancelamento", Scope: auth.ScopeTransfersCreate, Handler: h.cancel},
 		{Method: http.MethodGet, Pattern: "/openapi.yaml", Scope: auth.Public, Handler: h.spec},
 	}
 }
@@ -83,6 +86,8 @@ type createRequest struct {
 	ContaDestino    string `json:"contaDestino"`
 	ValorEmCentavos int64  `json:"valorEmCentavos"`
 	Moeda           string `json:"moeda"`
+	Captura         string `json:"captura"`
+	ExpiraEm        string `json:"expiraEm"`
 }
 
 // createResponse is the body of the 202.
@@ -112,6 +117,8 @@ func DecodeRequest(body []byte) (transfer.Request, error) {
 		Destination: in.ContaDestino,
 		AmountCents: in.ValorEmCentavos,
 		Currency:    in.Moeda,
+		Capture:     in.Captura,
+		ExpiresAt:   in.ExpiraEm,
 	}, nil
 }
 
@@ -188,21 +195,14 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	out := transferResponse{
-		Transfer: opsapi.Transfer{
-			ID:              t.ID.String(),
-			ContaOrigem:     t.Source,
-			ContaDestino:    t.Destination,
-			ValorEmCentavos: t.AmountCents,
-			Moeda:           t.Currency,
-			Status:          string(t.Status),
-		},
-		TransferTimes: opsapi.TransferTimes{CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)},
-	}
-	if t.Status == transfer.StatusRejected {
-		out.Motivo = t.Reason
-	}
+	out := view(t)
 	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+// view is the body that shows t to its client.
+func view(t transfer.Transfer) transferResponse {
+	return transferResponse{Transfer: opsweb.View(t),
+		TransferTimes: opsapi.TransferTimes{CriadaEm: opsapi.Time(t.CreatedAt), AtualizadaEm: opsapi.Time(t.UpdatedAt)}}
 }
 
 func (h *Handler) spec(w http.ResponseWriter, _ *http.Request) {

@@ -428,7 +428,7 @@ func TestGetRepresentation(t *testing.T) {
 		t.Fatalf("GET = %d", r.status)
 	} else {
 		check(t, r, map[string]any{"id": settled, "contaOrigem": "CC-001", "contaDestino": "CC-002",
-			"valorEmCentavos": float64(30000), "moeda": "BRL", "status": "PENDENTE"})
+			"valorEmCentavos": float64(30000), "moeda": "BRL", "status": "PENDENTE", "captura": "AUTOMATICA"})
 	}
 	if _, _, err := h.store.ApplyResults(ctx, []transfer.Result{{EventID: uuid.New(), TransferID: uuid.MustParse(settled), Status: transfer.StatusSettled}}); err != nil {
 		t.Fatal(err)
@@ -437,9 +437,9 @@ func TestGetRepresentation(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, do(t, http.MethodGet, h.url+"/transferencias/"+settled, nil, nil), map[string]any{"id": settled, "contaOrigem": "CC-001",
-		"contaDestino": "CC-002", "valorEmCentavos": float64(30000), "moeda": "BRL", "status": "LIQUIDADA"})
+		"contaDestino": "CC-002", "valorEmCentavos": float64(30000), "moeda": "BRL", "status": "LIQUIDADA", "captura": "AUTOMATICA"})
 	check(t, do(t, http.MethodGet, h.url+"/transferencias/"+rejected, nil, nil), map[string]any{"id": rejected, "contaOrigem": "CC-001",
-		"contaDestino": "CC-002", "valorEmCentavos": float64(30000), "moeda": "BRL", "status": "REJEITADA", "motivo": "SALDO_INSUFICIENTE"})
+		"contaDestino": "CC-002", "valorEmCentavos": float64(30000), "moeda": "BRL", "status": "REJEITADA", "motivo": "SALDO_INSUFICIENTE", "captura": "AUTOMATICA"})
 	// A replay still returns the first response, whatever the status now.
 	if r := h.post(t, settled, validBody); string(r.body) != acceptedBody(settled) {
 		t.Errorf("replay after settlement = %s, want the first response", r.body)
@@ -488,6 +488,10 @@ func (f fakeStore) Create(ctx context.Context, c transfer.Creation) (*transfer.R
 func (f fakeStore) Get(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) {
 	return f.get(ctx, id)
 }
+func (f fakeStore) Command(ctx context.Context, _, transferID uuid.UUID, _ func(transfer.Transfer) (transfer.CommandCreation, error)) (*transfer.Record, error) {
+	_, err := f.create(ctx, transfer.Creation{Transfer: transfer.Transfer{ID: transferID}})
+	return nil, err
+}
 
 // TestInternalErrors: a panicking handler and a failing store both give a
 // 500 problem that says only "internal error".
@@ -500,7 +504,7 @@ func TestInternalErrors(t *testing.T) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	srv := httptest.NewServer(authedRouter(t, log, func(r chi.Router) {
-		mount(r, web.New(transfer.NewService(store, requestedTopic, testKey), log, testSpec))
+		mount(r, web.New(transfer.NewService(store, testTopics, testKey), log, testSpec))
 	}))
 	defer srv.Close()
 	for name, res := range map[string]response{
@@ -574,7 +578,7 @@ func TestGetBodyIsThePublicView(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []string{"id", "contaOrigem", "contaDestino", "valorEmCentavos", "moeda", "status", "criadaEm", "atualizadaEm"}
+	want := []string{"id", "contaOrigem", "contaDestino", "valorEmCentavos", "moeda", "status", "captura", "criadaEm", "atualizadaEm"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("body keys, in order (-want +got):\n%s", diff)
 	}
