@@ -109,7 +109,8 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 		ClientID:      t.Client,
 		ExpiresAt:     t.ExpiresAt,
 		Authorization: s.signer.Sign(transfersig.Claim{TransferID: t.ID, Source: t.Source, Destination: t.Destination,
-			AmountCents: t.AmountCents, Currency: t.Currency, Client: t.Client}),
+			AmountCents: t.AmountCents, Currency: t.Currency, Client: t.Client,
+			Hold: t.Capture == events.CaptureManual, ExpiresAt: t.ExpiresAt}),
 	}
 	if t.Capture == events.CaptureManual {
 		ev.Capture = t.Capture // absent is AUTOMATICA: an immediate transfer's record is as before holds
