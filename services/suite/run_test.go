@@ -3,6 +3,7 @@ package suite_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -81,10 +82,13 @@ func startSuite(t *testing.T, env map[string]string) (suite.Endpoints, context.C
 	go func() {
 		done <- suite.Run(ctx, suite.Options{
 			DatabaseURL: pgtest.ServerURL(t),
-			Brokers:     kafkatest.Brokers(t),
-			Getenv:      func(k string) string { return env[k] },
-			Log:         slog.New(slog.DiscardHandler),
-			Out:         io.Discard,
+			// Its own databases: payments-dev's demo test runs the suite
+			// on the same server at the same time.
+			DatabasePrefix: fmt.Sprintf("suite%d_", time.Now().UnixNano()),
+			Brokers:        kafkatest.Brokers(t),
+			Getenv:         func(k string) string { return env[k] },
+			Log:            slog.New(slog.DiscardHandler),
+			Out:            io.Discard,
 		}, func(ep suite.Endpoints) { readyc <- ep })
 	}()
 	select {

@@ -5,6 +5,7 @@
 package suite
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,9 +43,13 @@ const (
 // Options configure the embedded suite.
 type Options struct {
 	// DatabaseURL names a PostgreSQL server (any database on it); each
-	// service gets its own database "payments_<service>" there, created
-	// when missing.
+	// service gets its own database "<DatabasePrefix><service>" there,
+	// created when missing.
 	DatabaseURL string
+	// DatabasePrefix begins the services' database names; empty is
+	// "payments_". Tests that run suites side by side on one server give
+	// each its own.
+	DatabasePrefix string
 	// Brokers are the Kafka brokers; empty starts franz-go's kfake, an
 	// in-process fake Kafka, in this process.
 	Brokers []string
@@ -90,11 +95,13 @@ func Run(ctx context.Context, opts Options, ready func(Endpoints)) error {
 	if err := createTopics(ctx, opts); err != nil {
 		return err
 	}
-	dsns, err := createDatabases(ctx, opts.DatabaseURL)
+	prefix := cmp.Or(opts.DatabasePrefix, "payments_")
+	dsns, err := createDatabases(ctx, opts.DatabaseURL, prefix)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.Out, "PostgreSQL: %s (databases payments_transfers, payments_ledger, payments_antifraud, payments_notifications)\n", envconfig.RedactDSN(opts.DatabaseURL))
+	fmt.Fprintf(opts.Out, "PostgreSQL: %s (databases %stransfers, %[2]sledger, %[2]santifraud, %[2]snotifications)\n",
+		envconfig.RedactDSN(opts.DatabaseURL), prefix)
 	cfgs, err := readConfigs(ctx, opts, dsns)
 	if err != nil {
 		return err
@@ -122,13 +129,13 @@ func createTopics(ctx context.Context, opts Options) error {
 // services are the suite's services, in the order they start.
 var services = []string{"transfers", "ledger", "antifraud", "notifications"}
 
-// createDatabases gives each service its database "payments_<service>" on
+// createDatabases gives each service its database "<prefix><service>" on
 // the server of serverURL, created when missing, and returns their URLs by
 // service.
-func createDatabases(ctx context.Context, serverURL string) (map[string]string, error) {
+func createDatabases(ctx context.Context, serverURL, prefix string) (map[string]string, error) {
 	dsns := map[string]string{}
 	for _, s := range services {
-		dsn, err := ensureDatabase(ctx, serverURL, "payments_"+s)
+		dsn, err := ensureDatabase(ctx, serverURL, prefix+s)
 		if err != nil {
 			return nil, err
 		}
