@@ -6,9 +6,10 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/pkg/broker"
 )
 
 // Dialer opens the TCP connections of one Kafka client and can cut them: it
@@ -77,7 +78,7 @@ func (d *Dialer) Up() {
 // kafka.Writer and kafka.Client. Its idle connections are closed when the
 // test ends.
 func (d *Dialer) Transport() *kafka.Transport {
-	t := &kafka.Transport{Dial: d.DialContext, DialTimeout: 5 * time.Second}
+	t := d.config().Transport()
 	d.tb.Cleanup(t.CloseIdleConnections)
 	return t
 }
@@ -85,8 +86,12 @@ func (d *Dialer) Transport() *kafka.Transport {
 // KafkaDialer returns a kafka-go Dialer that dials through d, for
 // kafka.ReaderConfig.Dialer and kafka.Dialer's own methods.
 func (d *Dialer) KafkaDialer() *kafka.Dialer {
-	return &kafka.Dialer{DialFunc: d.DialContext, Timeout: 10 * time.Second}
+	return d.config().Dialer()
 }
+
+// config is a broker configuration whose connections d dials: pkg/broker
+// builds the clients.
+func (d *Dialer) config() broker.Config { return broker.Config{Dial: d.DialContext} }
 
 func (d *Dialer) isDown() bool {
 	d.mu.Lock()

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/paysuite/payments/pkg/broker"
 )
 
 // Producer writes records as the reference design's transactional
@@ -17,46 +17,31 @@ import (
 // names (kafka.Message.Partition, 0 by default); every call waits for the
 // broker's acknowledgement, so calls land in the log in call order.
 type Producer struct {
-	tb    testing.TB
-	txn   *kgo.Client
-	plain *kgo.Client
+	tb testing.TB
+	p  *broker.RawProducer
 }
 
 // NewProducer returns a Producer with a transactional id of its own on the
 // given brokers, by default the shared real broker ([Brokers]; [Fake]
-// addresses work too). Its clients close when the test ends; a transaction
-// still open then is aborted.
+// addresses work too). It closes when the test ends; a transaction still
+// open then is aborted.
 func NewProducer(tb testing.TB, brokers ...string) *Producer {
 	tb.Helper()
 	if len(brokers) == 0 {
 		brokers = Brokers(tb)
 	}
-	common := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}
-	txn, err := kgo.NewClient(append(common, kgo.TransactionalID(uniqueName("txn", 100)),
-		kgo.TransactionTimeout(time.Minute))...)
+	p, err := broker.NewRawProducer(broker.Config{Brokers: brokers}, uniqueName("txn", 100))
 	if err != nil {
-		tb.Fatalf("kafkatest: transactional producer: %v", err)
+		tb.Fatalf("kafkatest: %v", err)
 	}
-	plain, err := kgo.NewClient(common...)
-	if err != nil {
-		txn.Close()
-		tb.Fatalf("kafkatest: producer: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = txn.AbortBufferedRecords(ctx)
-		_ = txn.EndTransaction(ctx, kgo.TryAbort) // nothing to do when none is open
-		txn.Close()
-		plain.Close()
-	})
-	return &Producer{tb: tb, txn: txn, plain: plain}
+	tb.Cleanup(p.Close)
+	return &Producer{tb: tb, p: p}
 }
 
 // Begin opens a transaction.
 func (p *Producer) Begin() {
 	p.tb.Helper()
-	if err := p.txn.BeginTransaction(); err != nil {
+	if err := p.p.Begin(); err != nil {
 		p.tb.Fatalf("kafkatest: begin transaction: %v", err)
 	}
 }
@@ -64,21 +49,21 @@ func (p *Producer) Begin() {
 // InTxn writes ms inside the open transaction.
 func (p *Producer) InTxn(ms ...kafka.Message) {
 	p.tb.Helper()
-	p.produce(p.txn, ms)
+	p.produce(true, ms)
 }
 
 // Commit commits the open transaction: its records become readable and a
 // commit marker follows them.
 func (p *Producer) Commit() {
 	p.tb.Helper()
-	p.end(kgo.TryCommit)
+	p.end(true)
 }
 
 // Abort aborts the open transaction: its records stay in the log, followed
 // by an abort marker, and a read_committed consumer never sees them.
 func (p *Producer) Abort() {
 	p.tb.Helper()
-	p.end(kgo.TryAbort)
+	p.end(false)
 }
 
 // Committed writes ms in a transaction of their own and commits it.
@@ -97,11 +82,11 @@ func (p *Producer) Aborted(ms ...kafka.Message) {
 	p.Abort()
 }
 
-func (p *Producer) end(commit kgo.TransactionEndTry) {
+func (p *Producer) end(commit bool) {
 	p.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := p.txn.EndTransaction(ctx, commit); err != nil {
+	if err := p.p.End(ctx, commit); err != nil {
 		p.tb.Fatalf("kafkatest: end transaction (commit %v): %v", commit, err)
 	}
 }
@@ -109,22 +94,24 @@ func (p *Producer) end(commit kgo.TransactionEndTry) {
 // Plain writes ms outside any transaction.
 func (p *Producer) Plain(ms ...kafka.Message) {
 	p.tb.Helper()
-	p.produce(p.plain, ms)
+	p.produce(false, ms)
 }
 
-func (p *Producer) produce(cl *kgo.Client, ms []kafka.Message) {
+// produce writes ms, each to the partition it names, with its Time (when
+// set) as the record's timestamp.
+func (p *Producer) produce(inTxn bool, ms []kafka.Message) {
 	p.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, m := range ms {
-		// A message's Time, when set, is the record's timestamp.
-		r := &kgo.Record{Topic: m.Topic, Partition: int32(m.Partition), Key: m.Key, Value: m.Value, Timestamp: m.Time} //nolint:gosec // test partitions are small
+	recs := make([]broker.Record, len(ms))
+	for i, m := range ms {
+		recs[i] = broker.Record{Topic: m.Topic, Partition: int32(m.Partition), Key: m.Key, Value: m.Value, Time: m.Time} //nolint:gosec // test partitions are small
 		for _, h := range m.Headers {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			recs[i].Headers = append(recs[i].Headers, broker.Header{Key: h.Key, Value: h.Value})
 		}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			p.tb.Fatalf("kafkatest: produce to %s: %v", m.Topic, err)
-		}
+	}
+	if err := p.p.Produce(ctx, inTxn, recs...); err != nil {
+		p.tb.Fatalf("kafkatest: %v", err)
 	}
 }
 
@@ -143,11 +130,10 @@ type Offsets struct {
 // open transaction and everything was handled.
 func GroupOffsets(tb testing.TB, group, topic string, partition int32) Offsets {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(Brokers(tb)...))
+	adm, err := broker.NewAdminClient(broker.Config{Brokers: Brokers(tb)})
 	if err != nil {
-		tb.Fatalf("kafkatest: admin client: %v", err)
+		tb.Fatalf("kafkatest: %v", err)
 	}
-	adm := kadm.NewClient(cl)
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
