@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/paysuite/payments/pkg/backoff"
+	"github.com/paysuite/payments/pkg/consumer"
 	"github.com/paysuite/payments/pkg/dlt"
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/pkg/transfersig"
@@ -89,6 +92,40 @@ func (s *service) account(t *testing.T, id string) []int64 {
 	}
 	n := func(k string) int64 { f, _ := body[k].(float64); return int64(f) }
 	return []int64{n("saldoEmCentavos"), n("reservadoEmCentavos"), n("disponivelEmCentavos")}
+}
+
+// TestCaptureBeforeItsReservationWaitsForIt: a capture the ledger reads
+// before it holds the reservation (a failover lost the reservation's
+// commit after its event was published, and the request is redelivered)
+// is retried in place, not dead-lettered, and captures the hold once the
+// redelivered request has reserved it.
+func TestCaptureBeforeItsReservationWaitsForIt(t *testing.T) {
+	t.Parallel()
+	// Retries over about 10 s, as BlockingRetries' 15.5 s outlast a
+	// failover's redelivery.
+	s := startWithPolicy(t, nil, consumer.Blocking{Backoff: backoff.Exponential{Initial: 200 * time.Millisecond, Multiplier: 2, Max: time.Second}, Retries: 12})
+	s.openAccount(t, "CC-001", 10_000)
+	s.openAccount(t, "CC-002", 0)
+	id := uuid.New()
+	later := time.Now().Add(time.Hour).UTC()
+	s.produceTo(t, s.topics.CaptureRequested, captureCmd(t, id, "CC-001", ledgertest.Client, 4_000))
+	retried := regexp.MustCompile(`consumer_retries_total\{attempt="1",group="ledger-comandos[^"]*"\} 1`)
+	poll.True(t, 60*time.Second, "the capture retried", func() bool { return retried.MatchString(s.metrics(t)) })
+	s.produce(t, s.hold(t, id, "CC-001", "CC-002", 6_000, later, holdClaim(id, "CC-001", "CC-002", 6_000, later)))
+
+	var st events.Settled
+	if err := events.Decode(s.read(t, s.topics.Settled, 1)[0].Value, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.TransferID != id || st.AmountCents != 4_000 {
+		t.Errorf("TransferenciaLiquidada = %+v, want %s captured for 4000 cents", st, id)
+	}
+	poll.True(t, 30*time.Second, "balances after the capture", func() bool {
+		return cmp.Equal(s.account(t, "CC-001"), []int64{6_000, 0, 6_000})
+	})
+	if m := s.metrics(t); strings.Contains(m, `ledger_dlt_messages_total{origin_topic="`+s.topics.CaptureRequested+`"}`) {
+		t.Errorf("the early capture went to the DLT:\n%s", m)
+	}
 }
 
 // TestHoldsThroughKafka runs every ending of a hold through the ledger

@@ -59,6 +59,12 @@ func start(t *testing.T) *service {
 // environment.
 func startWith(t *testing.T, extra map[string]string) *service {
 	t.Helper()
+	return startWithPolicy(t, extra, consumer.Blocking{Backoff: backoff.Exponential{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2})
+}
+
+// startWithPolicy is startWith with policy handling failed records.
+func startWithPolicy(t *testing.T, extra map[string]string, policy consumer.Policy) *service {
+	t.Helper()
 	brokers := kafkatest.Brokers(t)
 	topics := events.Topics{
 		Requested:        "unused",
@@ -93,7 +99,6 @@ func startWith(t *testing.T, extra map[string]string) *service {
 	cfg.Group = kafkatest.Group(t, "ledger")
 	cfg.DLTMonitorGroup = kafkatest.Group(t, "ledger-dlt-monitor")
 	cfg.CommandsGroup = kafkatest.Group(t, "ledger-comandos")
-	policy := consumer.Blocking{Backoff: backoff.Exponential{Initial: 50 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}, Retries: 2}
 
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	a, _ := background.Serve(t, "ledger", func(ctx context.Context, listening func(net.Addr)) error {

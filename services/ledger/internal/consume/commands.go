@@ -69,8 +69,11 @@ func (c *Commands) Decode(m broker.Record) (ledger.Command, error) {
 // fails on a command the ledger refuses (ErrNotReserved,
 // ErrCaptureAmount, ErrForeignCommand), the commands are applied again
 // one by one, each in its own transaction, so that the refused one
-// alone is named in a BatchFailure, as a consumer.Permanent error (the
-// DLT, at once), and the others are applied. A capture, cancellation or
+// alone is named in a BatchFailure and the others are applied. The
+// refused one is disposed of by the loop's policy: ErrCaptureAmount and
+// ErrForeignCommand as consumer.Permanent errors (the DLT at once),
+// ErrNotReserved retried in place first (BlockingRetries: 5 retries over
+// 15.5 s), since the ledger may be behind its own reservation. A capture, cancellation or
 // expiry that finds the reservation closed is AlreadyClosed: a success
 // that changed nothing.
 func (c *Commands) Handle(ctx context.Context, ms []broker.Record) error {
@@ -111,16 +114,21 @@ func (c *Commands) oneByOne(ctx context.Context, ms []broker.Record, cs []ledger
 }
 
 // refused reports whether err is the ledger's refusal of a command: a
-// forged or impossible one, never worth retrying.
+// forged or impossible one, or one the ledger has no reservation for yet.
 func refused(err error) bool {
-	return errors.Is(err, ledger.ErrNotReserved) || errors.Is(err, ledger.ErrCaptureAmount) ||
-		errors.Is(err, ledger.ErrForeignCommand)
+	return errors.Is(err, ledger.ErrNotReserved) || permanent(err)
 }
 
-// classify marks the ledger's refusals Permanent; any other error (the
-// database) is retried by the loop's policy.
+// permanent reports the refusals no retry can change: the command
+// contradicts the reservation.
+func permanent(err error) bool {
+	return errors.Is(err, ledger.ErrCaptureAmount) || errors.Is(err, ledger.ErrForeignCommand)
+}
+
+// classify marks the permanent refusals Permanent; any other error (the
+// database, ErrNotReserved) is retried by the loop's policy.
 func classify(err error) error {
-	if refused(err) {
+	if permanent(err) {
 		return consumer.Permanent(err)
 	}
 	return err

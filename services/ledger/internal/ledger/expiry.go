@@ -11,8 +11,8 @@ import (
 
 // CloseReservation applies one capture or cancellation in its own transaction.
 // AlreadyClosed is a result, not an error; ErrNotReserved,
-// ErrCaptureAmount and ErrForeignCommand are permanent (the record is a
-// dead letter); any other error is a failure worth retrying.
+// ErrCaptureAmount and ErrForeignCommand are the ledger's refusals (see
+// their declaration); any other error is a failure worth retrying.
 func (s *Service) CloseReservation(ctx context.Context, c Command) (Result, error) {
 	rs, err := s.store.CloseReservations(ctx, []Command{c}, s.rules.Closer(s.now().UTC()))
 	if err != nil {

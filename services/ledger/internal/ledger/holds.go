@@ -107,9 +107,14 @@ type Command struct {
 	Traceparent string
 }
 
-// Errors of closing a reservation. Each is permanent: the command is a
-// poison record (a dead letter), never retried, and never a result that
-// would move the transfer's status.
+// Errors of closing a reservation. None is ever a result that would move
+// the transfer's status: the command ends in a dead letter.
+// ErrCaptureAmount and ErrForeignCommand are permanent (the DLT at once).
+// ErrNotReserved is retried by the consumer's policy before it goes to the
+// DLT: the transfers service sends a command only for a transfer it saw
+// reserved, so a ledger without the reservation may be behind its own
+// event (a failover that lost the reservation's commit after the logical
+// relay had published it; the redelivered request reserves it again).
 var (
 	// ErrNotReserved: the ledger holds no reservation for the transfer
 	// (unknown, settled at once, rejected, or not reserved yet).
