@@ -54,6 +54,10 @@ type Topics struct {
 	CaptureRequested string // pagamentos.transferencia.captura-solicitada.v1
 	CancelRequested  string // pagamentos.transferencia.cancelamento-solicitado.v1
 	Cancelled        string // pagamentos.transferencia.cancelada.v1
+	// The topics of refunds (CONTRACTS.md section 10).
+	RefundRequested string // pagamentos.estorno.solicitado.v1
+	RefundSettled   string // pagamentos.estorno.liquidado.v1
+	RefundRejected  string // pagamentos.estorno.rejeitado.v1
 }
 
 // DefaultTopics are the topic names of CONTRACTS.md section 3.
@@ -67,6 +71,10 @@ var DefaultTopics = Topics{
 	CaptureRequested: "pagamentos.transferencia.captura-solicitada.v1",
 	CancelRequested:  "pagamentos.transferencia.cancelamento-solicitado.v1",
 	Cancelled:        "pagamentos.transferencia.cancelada.v1",
+
+	RefundRequested: "pagamentos.estorno.solicitado.v1",
+	RefundSettled:   "pagamentos.estorno.liquidado.v1",
+	RefundRejected:  "pagamentos.estorno.rejeitado.v1",
 }
 
 // WithSuffix returns the topics with suffix appended to every name.
@@ -81,11 +89,15 @@ func (t Topics) WithSuffix(suffix string) Topics {
 		CaptureRequested: t.CaptureRequested + suffix,
 		CancelRequested:  t.CancelRequested + suffix,
 		Cancelled:        t.Cancelled + suffix,
+
+		RefundRequested: t.RefundRequested + suffix,
+		RefundSettled:   t.RefundSettled + suffix,
+		RefundRejected:  t.RefundRejected + suffix,
 	}
 }
 
 // All returns the four main topics of CONTRACTS.md section 3; the topics
-// of holds are Holds.
+// of holds are Holds, those of refunds Refunds.
 func (t Topics) All() []string {
 	return []string{t.Requested, t.Analysed, t.Settled, t.Rejected}
 }
@@ -181,6 +193,11 @@ type Settled struct {
 	// CONTRACTS.md section 9); absent (0) for an immediate transfer,
 	// which moves the amount it asked. Additive.
 	AmountCents int64 `json:"valorEmCentavos,omitempty"`
+	// DestHolder is the titular (client id) of the destination account
+	// (titularDestino, CONTRACTS.md section 10): the client who may
+	// refund the transfer and who sees it in its history. Additive:
+	// empty for older producers and accounts without a titular.
+	DestHolder string `json:"titularDestino,omitempty"`
 }
 
 // Rejected is the payload of TransferenciaRejeitada.
