@@ -35,6 +35,10 @@ type Refund struct {
 	Traceparent string
 }
 
+// RefundAggregate is the outbox aggregate type of a refund's result
+// event, whose aggregate id is the refund's id.
+const RefundAggregate = "refund"
+
 // Outcomes of a refund, as the refund resource's status says them.
 const (
 	RefundSettled  Outcome = "LIQUIDADO"
@@ -174,12 +178,13 @@ func (r Rules) refundDecider(now time.Time, fs []Refund) RefundDecider {
 }
 
 // refundEvent is the result event of refund f: EstornoLiquidado or
-// EstornoRejeitado, keyed by the transfer's source account (the record's
-// key), correlated by the transfer id, with an id derived from the
-// refund's id: a refund has one result event whatever delivery decides
-// it.
+// EstornoRejeitado about the refund (its outbox aggregate), keyed by the
+// transfer's source account (the record's key), correlated by the
+// transfer id, with an id derived from the refund's id: a refund has one
+// result event whatever delivery decides it.
 func (r Rules) refundEvent(f Refund, outcome Outcome, reason string, now time.Time) (events.Message, error) {
 	m := transferMessage(f.TransferID, f.Source, f.Traceparent, now)
+	m.AggregateType, m.AggregateID = RefundAggregate, f.ID.String()
 	var payload any
 	if outcome == RefundSettled {
 		m.ID = events.DerivedID(events.KindRefundSettled, f.ID)
