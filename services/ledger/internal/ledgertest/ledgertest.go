@@ -290,4 +290,6 @@ func CheckInvariants(tb testing.TB, db *postgres.DB) {
 }
 
 // AuthorizeRefund is TransferKey's authorization of the refund c.
-func AuthorizeRefund(c transfersig.RefundClaim) *events.Authorization { return TransferKey.SignRefund(c) }
+func AuthorizeRefund(c transfersig.RefundClaim) *events.Authorization {
+	return TransferKey.SignRefund(c)
+}
