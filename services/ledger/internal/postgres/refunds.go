@@ -32,7 +32,7 @@ RETURNING refund_id`
 	// an earlier transaction decided (after claimRefundsSQL, whose waits
 	// they were committed before).
 	decidedRefundsSQL = `
-SELECT refund_id, result, coalesce(reason, '') FROM refund
+SELECT refund_id, transfer_id, result, coalesce(reason, '') FROM refund
 WHERE refund_id = ANY($1::uuid[]) AND result <> 'EM_PROCESSAMENTO'`
 
 	// lockRefundedSQL locks the markers of the refunds' transfers in
@@ -204,11 +204,11 @@ func readRefundBatch(br pgx.BatchResults) (rb refundBatch, err error) {
 	}
 	rb.decided = map[uuid.UUID]ledger.RefundResult{}
 	var (
-		id             [16]byte
+		id, transfer   [16]byte
 		result, reason string
 	)
-	if err = forEachRow(br, []any{&id, &result, &reason}, func() error {
-		rb.decided[uuid.UUID(id)] = ledger.RefundResult{RefundID: id, Outcome: ledger.Outcome(result), Reason: reason}
+	if err = forEachRow(br, []any{&id, &transfer, &result, &reason}, func() error {
+		rb.decided[uuid.UUID(id)] = ledger.RefundResult{RefundID: id, TransferID: transfer, Outcome: ledger.Outcome(result), Reason: reason}
 		return nil
 	}); err != nil {
 		return rb, fmt.Errorf("read decided refunds: %w", err)

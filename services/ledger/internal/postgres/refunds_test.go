@@ -270,7 +270,7 @@ func TestRefundRedeliveryPostsOnce(t *testing.T) {
 	// The second refund of 20,000 is back: now 60,000 would fit.
 	rs = refund(t, s, f, poor)
 	for i, want := range []string{"LIQUIDADO ", "REJEITADO " + events.ReasonExceedsRefundable} {
-		if !rs[i].Replayed || outcome(rs[i]) != want {
+		if !rs[i].Replayed || outcome(rs[i]) != want || rs[i].TransferID != tr.ID {
 			t.Errorf("redelivery %d: %+v, want replayed %q", i, rs[i], want)
 		}
 	}
