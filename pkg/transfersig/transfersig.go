@@ -81,15 +81,7 @@ func (c Claim) Message() []byte {
 	b := make([]byte, 0, len(p)+16+8*6+1+len(c.Source)+len(c.Destination)+len(c.Currency)+len(c.Client)+len(time.RFC3339Nano))
 	b = append(b, p...)
 	b = append(b, c.TransferID[:]...)
-	str := func(s string) {
-		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	str(c.Source)
-	str(c.Destination)
-	b = binary.BigEndian.AppendUint64(b, uint64(c.AmountCents)) //nolint:gosec // a bit pattern, not arithmetic
-	str(c.Currency)
-	str(c.Client)
+	b = appendFields(b, c.Source, c.Destination, c.AmountCents, c.Currency, c.Client)
 	if hold {
 		flag := byte(0)
 		if c.Hold {
@@ -100,9 +92,24 @@ func (c Claim) Message() []byte {
 		if !c.ExpiresAt.IsZero() {
 			expires = c.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		}
-		str(expires)
+		b = appendString(b, expires)
 	}
 	return b
+}
+
+// appendFields appends the fields every claim has, in their order: the
+// accounts, the amount as 8 big-endian bytes, the currency and the client.
+func appendFields(b []byte, source, destination string, amount int64, currency, client string) []byte {
+	b = appendString(appendString(b, source), destination)
+	b = binary.BigEndian.AppendUint64(b, uint64(amount)) //nolint:gosec // a bit pattern, not arithmetic
+	return appendString(appendString(b, currency), client)
+}
+
+// appendString appends s prefixed with its length (8 big-endian bytes),
+// so that no two sequences of strings give the same bytes.
+func appendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // RefundClaim is what a refund's signature covers: who asked to return
@@ -134,15 +141,7 @@ func (c RefundClaim) Message() []byte {
 	b = append(b, purposeRefund...)
 	b = append(b, c.RefundID[:]...)
 	b = append(b, c.TransferID[:]...)
-	str := func(s string) {
-		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	str(c.Source)
-	str(c.Destination)
-	b = binary.BigEndian.AppendUint64(b, uint64(c.AmountCents)) //nolint:gosec // a bit pattern, not arithmetic
-	str(c.Currency)
-	str(c.Client)
+	b = appendFields(b, c.Source, c.Destination, c.AmountCents, c.Currency, c.Client)
 	flag := byte(0)
 	if c.Operator {
 		flag = 1

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -377,26 +376,7 @@ VALUES ('REFUND', '00000000-0000-0000-0000-000000000001', 'CC-001', 'D', 5), ('R
 			if rs := refund(t, s, refundOf(tr, 20_000, ledgertest.Client, false)); rs[0].Outcome != ledger.RefundSettled {
 				t.Fatalf("setup: %+v", rs[0])
 			}
-			if f.sql != "" {
-				if _, err := db.Exec(context.Background(), f.sql); err != nil {
-					t.Fatal(err)
-				}
-			}
-			rec := &errorsOf{TB: t}
-			ledgertest.CheckInvariants(rec, db)
-			if f.invariant == "" {
-				if len(rec.errs) > 0 {
-					t.Errorf("invariants broken on a sound ledger: %q", rec.errs)
-				}
-				return
-			}
-			caught := false
-			for _, e := range rec.errs {
-				caught = caught || strings.Contains(e, f.invariant)
-			}
-			if !caught {
-				t.Errorf("invariant %q not broken (failures: %q)", f.invariant, rec.errs)
-			}
+			checkBreaks(t, db, f.sql, f.invariant)
 		})
 	}
 }
