@@ -32,6 +32,11 @@ type Metrics struct {
 // refundReplayed is the result label of a refund decided before.
 const refundReplayed = "DUPLICADO"
 
+// refundReasons are the reasons of rejected refunds, created at 0 in
+// Refunds with the other results.
+var refundReasons = []string{ledger.ReasonUnauthorized, ledger.ReasonNotSettled, ledger.ReasonExceedsRefundable,
+	ledger.ReasonInsufficientFunds}
+
 // closingResults are the label values of Closings, created at 0.
 var closingResults = []ledger.Outcome{ledger.Settled, ledger.Cancelled, ledger.Expired, ledger.AlreadyClosed}
 
@@ -64,6 +69,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, r := range closingResults {
 		m.Closings.WithLabelValues(string(r))
+	}
+	m.Refunds.WithLabelValues(string(ledger.RefundSettled), "")
+	m.Refunds.WithLabelValues(refundReplayed, "")
+	for _, reason := range refundReasons {
+		m.Refunds.WithLabelValues(string(ledger.RefundRejected), reason)
 	}
 	return m
 }
