@@ -2,7 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/outbox"
 	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
@@ -379,4 +382,104 @@ VALUES ('REFUND', '00000000-0000-0000-0000-000000000001', 'CC-001', 'D', 5), ('R
 			checkBreaks(t, db, f.sql, f.invariant)
 		})
 	}
+}
+
+// TestRefundsAmongSettlementsNeverDeadlock runs batches of refunds (of
+// transfers in random order, redeliveries of any worker's refunds among
+// them) concurrently with
+// batches of settlements on the same accounts, on a database that counts
+// deadlocks: the refunds' lock order (refund markers, transfer markers,
+// accounts by id) and the settlements' never meet in a cycle, and the
+// books hold, refunds within what each transfer settled.
+func TestRefundsAmongSettlementsNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	load := 5 * time.Second
+	if testing.Short() {
+		load = 2 * time.Second
+	}
+	db := deadlockFreeDB(t)
+	s := postgres.New(db, outbox.New(db))
+	svc := refunder(s)
+	ids := []string{"A", "B", "C", "D"}
+	for _, id := range ids {
+		open(t, s, id, "BRL", 1_000_000)
+	}
+	var paid []ledger.Transfer
+	for i := range 40 {
+		tr := transfer(ids[i%4], ids[(i+1+i/4)%4], 500, "BRL")
+		if tr.Source == tr.Dest {
+			continue
+		}
+		if rs := settle(t, s, tr); rs[0].Outcome != ledger.Settled {
+			t.Fatalf("setup: %+v", rs[0])
+		}
+		paid = append(paid, tr)
+	}
+	const workers = 8
+	var (
+		refunded atomic.Int64
+		mu       sync.Mutex
+		sent     []ledger.Refund // by every worker
+		wg       sync.WaitGroup
+		errs     = make(chan error, workers)
+		ctx      = context.Background()
+		deadline = time.Now().Add(load)
+	)
+	for w := range workers {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			for time.Now().Before(deadline) {
+				if w%2 == 0 {
+					batch := make([]ledger.Transfer, 1+rnd.IntN(8))
+					for i := range batch {
+						x := rnd.IntN(len(ids))
+						batch[i] = transfer(ids[x], ids[(x+1+rnd.IntN(len(ids)-1))%len(ids)], 1+rnd.Int64N(100), "BRL")
+					}
+					if _, err := settleVia(ctx, svc, batch); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				batch := make([]ledger.Refund, 1+rnd.IntN(6))
+				mu.Lock()
+				for i := range batch {
+					if len(sent) > 0 && rnd.IntN(5) == 0 {
+						batch[i] = sent[rnd.IntN(len(sent))] // a redelivery, perhaps in flight
+						continue
+					}
+					batch[i] = refundOf(paid[rnd.IntN(len(paid))], 1+rnd.Int64N(200), ledgertest.Client, false)
+					sent = append(sent, batch[i])
+				}
+				mu.Unlock()
+				rs, err := svc.Refund(ctx, batch)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, r := range rs {
+					if r.Outcome == ledger.RefundSettled && !r.Replayed {
+						refunded.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a transaction failed (a deadlock?): %v", err)
+	}
+	if refunded.Load() < 20 {
+		t.Errorf("only %d refunds settled: the load did not run", refunded.Load())
+	}
+	t.Logf("%d refunds settled in %s", refunded.Load(), load)
+	var rows int64
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM refund WHERE result = 'LIQUIDADO'`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != refunded.Load() {
+		t.Errorf("%d refunds settled, as their first deliveries were told %d: a redelivery was not replayed", rows, refunded.Load())
+	}
+	ledgertest.CheckInvariants(t, db)
 }
