@@ -33,6 +33,7 @@ type Groups struct {
 	Antifraud        string
 	Ledger           string
 	LedgerCommands   string // the ledger's captures and cancellations of holds
+	LedgerRefunds    string // the ledger's refunds
 	LedgerDLTMonitor string
 	// Notifications is the group of the main topics; its retry topics are
 	// read by "<group>-retry-<ms>" (NotificationRetryGroups).
@@ -43,7 +44,8 @@ type Groups struct {
 // own constant is the same name; services/suite tests that they agree).
 var DefaultGroups = Groups{
 	Projection: "transferencias-projecao", Antifraud: "antifraude", Ledger: "ledger",
-	LedgerCommands: "ledger-comandos", LedgerDLTMonitor: "ledger-dlt-monitor", Notifications: "notificacoes",
+	LedgerCommands: "ledger-comandos", LedgerRefunds: "ledger-estornos", LedgerDLTMonitor: "ledger-dlt-monitor",
+	Notifications: "notificacoes",
 }
 
 // NotificationRetryGroups are the groups that read the retry topics of the
@@ -84,7 +86,9 @@ func (a ACL) String() string {
 // antifraud writes analisada; only antifraud and the ledger write
 // rejeitada; only the ledger writes liquidada, reservada and cancelada;
 // only transfers writes the commands on holds (captura-solicitada and
-// cancelamento-solicitado), which only the ledger reads. No principal gets a cluster
+// cancelamento-solicitado) and the refunds (estorno-solicitado), which
+// only the ledger reads; only the ledger writes the refunds' results
+// (estorno.liquidado and estorno.rejeitado). No principal gets a cluster
 // permission: the producers are not idempotent (kafka-go), and a kgo
 // consumer never produces; since Kafka 3.0 WRITE on a topic is also enough
 // for an idempotent producer (KIP-679).
@@ -100,10 +104,10 @@ func SuiteACLs(t events.Topics, g Groups, p Principals) []ACL {
 	for i, r := range results {
 		resultDLTs[i] = events.DLT(r)
 	}
-	// transfers: the outbox relay writes solicitada and the commands on
-	// holds; the projection reads the results and dead-letters what it
-	// cannot apply.
-	add(p.Transfers, ResourceTopic, OpWrite, t.Requested, t.CaptureRequested, t.CancelRequested)
+	// transfers: the outbox relay writes solicitada, the commands on
+	// holds and the refunds; the projection reads the results and
+	// dead-letters what it cannot apply.
+	add(p.Transfers, ResourceTopic, OpWrite, t.Requested, t.CaptureRequested, t.CancelRequested, t.RefundRequested)
 	add(p.Transfers, ResourceTopic, OpWrite, resultDLTs...)
 	add(p.Transfers, ResourceTopic, OpRead, results...)
 	add(p.Transfers, ResourceGroup, OpRead, g.Projection)
@@ -112,14 +116,16 @@ func SuiteACLs(t events.Topics, g Groups, p Principals) []ACL {
 	add(p.Antifraud, ResourceTopic, OpRead, t.Requested)
 	add(p.Antifraud, ResourceGroup, OpRead, g.Antifraud)
 	// ledger: settles analisada into liquidada, rejeitada or reservada,
-	// closes holds on the commands into liquidada or cancelada; its DLT
+	// closes holds on the commands into liquidada or cancelada, decides
+	// refunds into estorno.liquidado or estorno.rejeitado; its DLT
 	// monitor reads the DLTs of the topics it reads.
-	ledgerDLTs := []string{events.DLT(t.Analysed), events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested)}
-	add(p.Ledger, ResourceTopic, OpWrite, t.Settled, t.Rejected, t.Reserved, t.Cancelled)
+	ledgerDLTs := []string{events.DLT(t.Analysed), events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested),
+		events.DLT(t.RefundRequested)}
+	add(p.Ledger, ResourceTopic, OpWrite, t.Settled, t.Rejected, t.Reserved, t.Cancelled, t.RefundSettled, t.RefundRejected)
 	add(p.Ledger, ResourceTopic, OpWrite, ledgerDLTs...)
-	add(p.Ledger, ResourceTopic, OpRead, t.Analysed, t.CaptureRequested, t.CancelRequested)
+	add(p.Ledger, ResourceTopic, OpRead, t.Analysed, t.CaptureRequested, t.CancelRequested, t.RefundRequested)
 	add(p.Ledger, ResourceTopic, OpRead, ledgerDLTs...)
-	add(p.Ledger, ResourceGroup, OpRead, g.Ledger, g.LedgerCommands, g.LedgerDLTMonitor)
+	add(p.Ledger, ResourceGroup, OpRead, g.Ledger, g.LedgerCommands, g.LedgerRefunds, g.LedgerDLTMonitor)
 	// notifications: reads the results, retries through its retry
 	// topics, dead-letters after the last, and reads its DLTs (its
 	// operator endpoints list them and check a replay against them).

@@ -67,6 +67,20 @@ func TestSuiteACLs(t *testing.T) {
 		{broker.ResourceTopic, events.DLT(tp.Cancelled), broker.OpRead, []string{"User:notifications"}},
 		{broker.ResourceTopic, retry(tp.Reserved, 0), broker.OpWrite, []string{"User:notifications"}},
 		{broker.ResourceTopic, retry(tp.Cancelled, 2), broker.OpRead, []string{"User:notifications"}},
+		// Refunds (CONTRACTS.md section 10): transfers writes
+		// estorno.solicitado, only the ledger reads it and writes the
+		// results, which the projection and notifications read.
+		{broker.ResourceTopic, tp.RefundRequested, broker.OpWrite, []string{"User:transfers"}},
+		{broker.ResourceTopic, tp.RefundRequested, broker.OpRead, []string{"User:ledger"}},
+		{broker.ResourceTopic, tp.RefundSettled, broker.OpWrite, []string{"User:ledger"}},
+		{broker.ResourceTopic, tp.RefundSettled, broker.OpRead, []string{"User:notifications", "User:transfers"}},
+		{broker.ResourceTopic, tp.RefundRejected, broker.OpWrite, []string{"User:ledger"}},
+		{broker.ResourceTopic, tp.RefundRejected, broker.OpRead, []string{"User:notifications", "User:transfers"}},
+		{broker.ResourceTopic, events.DLT(tp.RefundRequested), broker.OpWrite, []string{"User:ledger"}},
+		{broker.ResourceTopic, events.DLT(tp.RefundRequested), broker.OpRead, []string{"User:ledger"}},
+		{broker.ResourceTopic, events.DLT(tp.RefundSettled), broker.OpWrite, []string{"User:notifications", "User:transfers"}},
+		{broker.ResourceTopic, retry(tp.RefundRejected, 1), broker.OpRead, []string{"User:notifications"}},
+		{broker.ResourceGroup, "ledger-estornos", broker.OpRead, []string{"User:ledger"}},
 		{broker.ResourceGroup, "ledger-comandos", broker.OpRead, []string{"User:ledger"}},
 		{broker.ResourceGroup, "antifraude", broker.OpRead, []string{"User:antifraud"}},
 		{broker.ResourceGroup, "ledger", broker.OpRead, []string{"User:ledger"}},

@@ -45,10 +45,12 @@ var OpenAPI []byte
 
 // Default consumer groups (CONTRACTS.md section 3): the settlement of
 // analisada, the captures and cancellations of holds (one group reading
-// both command topics), and the monitor of the ledger's DLTs.
+// both command topics), the refunds, and the monitor of the ledger's
+// DLTs.
 const (
 	DefaultGroup           = "ledger"
 	DefaultCommandsGroup   = "ledger-comandos"
+	DefaultRefundsGroup    = "ledger-estornos"
 	DefaultDLTMonitorGroup = "ledger-dlt-monitor"
 )
 
@@ -81,14 +83,16 @@ const MaxDepositCentsPerDayLimit = 1_000_000_000_000_000_000
 type Config struct {
 	platform.Config
 	// Topics are the suite's topic names; the ledger reads Analysed,
-	// CaptureRequested and CancelRequested, and writes Settled, Rejected,
-	// Reserved and Cancelled.
+	// CaptureRequested, CancelRequested and RefundRequested, and writes
+	// Settled, Rejected, Reserved, Cancelled, RefundSettled and
+	// RefundRejected.
 	Topics events.Topics
-	// Group, CommandsGroup and DLTMonitorGroup are the consumer groups of
-	// the settlement consumer, of the captures and cancellations, and of
-	// the DLT monitor.
+	// Group, CommandsGroup, RefundsGroup and DLTMonitorGroup are the
+	// consumer groups of the settlement consumer, of the captures and
+	// cancellations, of the refunds, and of the DLT monitor.
 	Group           string
 	CommandsGroup   string
+	RefundsGroup    string
 	DLTMonitorGroup string
 	// ExpiryInterval is how often the expiry sweep looks for reservations
 	// past their expiry; ExpiryBatch how many it releases per transaction.
@@ -121,6 +125,7 @@ func DefaultConfig() Config {
 		Topics:                events.DefaultTopics,
 		Group:                 DefaultGroup,
 		CommandsGroup:         DefaultCommandsGroup,
+		RefundsGroup:          DefaultRefundsGroup,
 		DLTMonitorGroup:       DefaultDLTMonitorGroup,
 		ExpiryInterval:        DefaultExpiryInterval,
 		ExpiryBatch:           DefaultExpiryBatch,
@@ -243,6 +248,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	commands := consume.NewCommands(svc, cfg.Topics, log, metrics)
 	closing := consumer.Config{Broker: cfg.Kafka, Group: cfg.CommandsGroup, Topics: CommandTopics(cfg.Topics),
 		Handler: commands.Handle, MaxBatch: cfg.BatchMax, Policy: policy, Logger: log, Metrics: consumerMetrics}
+	refunds := consume.NewRefunds(svc, log, metrics)
+	refunding := consumer.Config{Broker: cfg.Kafka, Group: cfg.RefundsGroup, Topics: []string{cfg.Topics.RefundRequested},
+		Handler: refunds.Handle, MaxBatch: cfg.BatchMax, Policy: policy, Logger: log, Metrics: consumerMetrics}
 	monitor := consume.NewDLTMonitor(log, metrics)
 	dlts := DLTs(cfg.Topics)
 	dlt := consumer.Config{Broker: cfg.Kafka, Group: cfg.DLTMonitorGroup, Topics: dlts,
@@ -263,6 +271,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		Tasks: []platform.Task{
 			func(ctx context.Context) error { return consumer.Run(ctx, settle) },
 			func(ctx context.Context) error { return consumer.Run(ctx, closing) },
+			func(ctx context.Context) error { return consumer.Run(ctx, refunding) },
 			func(ctx context.Context) error { return consumer.Run(ctx, dlt) },
 			func(ctx context.Context) error {
 				svc.RunExpiry(ctx, cfg.ExpiryInterval, cfg.ExpiryBatch, log, metrics.Expired)
@@ -279,7 +288,8 @@ func CommandTopics(t events.Topics) []string { return []string{t.CaptureRequeste
 // DLTs are the dead-letter topics the ledger writes (those of the topics
 // it reads), which its DLT monitor reads and its operators replay.
 func DLTs(t events.Topics) []string {
-	return []string{events.DLT(t.Analysed), events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested)}
+	return []string{events.DLT(t.Analysed), events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested),
+		events.DLT(t.RefundRequested)}
 }
 
 // mount adds the service's routes to r, a router from httpapi.NewRouter:

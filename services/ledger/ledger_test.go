@@ -75,6 +75,9 @@ func startWithPolicy(t *testing.T, extra map[string]string, policy consumer.Poli
 		CaptureRequested: kafkatest.Topic(t, "ledger-captura", 2),
 		CancelRequested:  kafkatest.Topic(t, "ledger-cancelamento", 2),
 		Cancelled:        kafkatest.Topic(t, "ledger-cancelada", 1),
+		RefundRequested:  kafkatest.Topic(t, "ledger-estorno-solicitado", 2),
+		RefundSettled:    kafkatest.Topic(t, "ledger-estorno-liquidado", 1),
+		RefundRejected:   kafkatest.Topic(t, "ledger-estorno-rejeitado", 1),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -99,6 +102,7 @@ func startWithPolicy(t *testing.T, extra map[string]string, policy consumer.Poli
 	cfg.Group = kafkatest.Group(t, "ledger")
 	cfg.DLTMonitorGroup = kafkatest.Group(t, "ledger-dlt-monitor")
 	cfg.CommandsGroup = kafkatest.Group(t, "ledger-comandos")
+	cfg.RefundsGroup = kafkatest.Group(t, "ledger-estornos")
 
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	a, _ := background.Serve(t, "ledger", func(ctx context.Context, listening func(net.Addr)) error {

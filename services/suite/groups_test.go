@@ -48,7 +48,8 @@ func TestACLGroupsAreTheServicesGroups(t *testing.T) {
 	}
 	got := broker.Groups{
 		Projection: tc.ProjectionGroup, Antifraud: ac.Group, Ledger: lc.Group,
-		LedgerCommands: lc.CommandsGroup, LedgerDLTMonitor: lc.DLTMonitorGroup, Notifications: nc.Group,
+		LedgerCommands: lc.CommandsGroup, LedgerRefunds: lc.RefundsGroup, LedgerDLTMonitor: lc.DLTMonitorGroup,
+		Notifications: nc.Group,
 	}
 	if diff := cmp.Diff(broker.DefaultGroups, got); diff != "" {
 		t.Errorf("broker.DefaultGroups mismatch (-acls +services):\n%s", diff)

@@ -211,6 +211,7 @@ func NewSuite(tb testing.TB, opts Options) *Suite {
 		cfg.Group = s.Groups.Ledger
 		cfg.DLTMonitorGroup = s.Groups.LedgerDLT
 		cfg.CommandsGroup = s.Groups.Ledger + "-comandos"
+		cfg.RefundsGroup = s.Groups.Ledger + "-estornos"
 		return func(ctx context.Context, log *slog.Logger, l func(net.Addr)) error {
 			return ledger.Run(ctx, cfg, log, l)
 		}

@@ -148,6 +148,7 @@ func (h *harness) runner(getenv func(string) string) func(context.Context, *slog
 		fail(err)
 		cfg.Topics, cfg.Group, cfg.DLTMonitorGroup = h.topics, h.group, h.group+"-dlt-monitor"
 		cfg.CommandsGroup = h.group + "-comandos"
+		cfg.RefundsGroup = h.group + "-estornos"
 		cfg.Kafka.Dial, cfg.Relay.StatsInterval = h.kafka.DialContext, stats
 		return func(ctx context.Context, log *slog.Logger, l func(net.Addr)) error {
 			return ledger.Run(ctx, cfg, log, l)

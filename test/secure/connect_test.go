@@ -176,6 +176,19 @@ func TestWritesOnlyWhereGranted(t *testing.T) {
 		{userAntifraud, events.DLT(tp.Requested), true},
 		{userTransfers, events.DLT(tp.Settled), true},
 		{userNotifications, events.DLT(tp.Rejected), true},
+		// Refunds: only transfers writes estorno.solicitado, only the
+		// ledger the results.
+		{userLedger, tp.RefundRequested, false},
+		{userAntifraud, tp.RefundRequested, false},
+		{userNotifications, tp.RefundRequested, false},
+		{userTransfers, tp.RefundSettled, false},
+		{userTransfers, tp.RefundRejected, false},
+		{userAntifraud, tp.RefundSettled, false},
+		{userNotifications, tp.RefundRejected, false},
+		{userNobody, tp.RefundRequested, false},
+		{userLedger, events.DLT(tp.RefundRequested), true},
+		{userTransfers, events.DLT(tp.RefundRequested), false},
+		{userNotifications, events.DLT(tp.RefundSettled), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.user+" writes "+tt.topic, func(t *testing.T) {

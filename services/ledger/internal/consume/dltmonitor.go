@@ -14,8 +14,8 @@ import (
 // UnknownOrigin labels a DLT record that lacks the origin headers.
 const UnknownOrigin = "unknown"
 
-// DLTMonitor logs every record that reaches the ledger's DLTs (analisada's
-// and the command topics') with its key,
+// DLTMonitor logs every record that reaches the ledger's DLTs (analisada's,
+// the command topics' and estorno.solicitado's) with its key,
 // origin and cause, and counts them by origin topic (the seed's
 // MonitorDeDeadLetter). It never fails: a DLT is for people to read.
 type DLTMonitor struct {

@@ -23,7 +23,19 @@ type Metrics struct {
 	// command that found it past its expiry), and ENCERRADA for a command
 	// that found it already closed and changed nothing.
 	Closings *prometheus.CounterVec
+	// Refunds counts the refunds decided, by result (LIQUIDADO,
+	// REJEITADO, and DUPLICADO for a redelivery that changed nothing)
+	// and rejection reason.
+	Refunds *prometheus.CounterVec
 }
+
+// refundReplayed is the result label of a refund decided before.
+const refundReplayed = "DUPLICADO"
+
+// refundReasons are the reasons of rejected refunds, created at 0 in
+// Refunds with the other results.
+var refundReasons = []string{ledger.ReasonUnauthorized, ledger.ReasonNotSettled, ledger.ReasonExceedsRefundable,
+	ledger.ReasonInsufficientFunds}
 
 // closingResults are the label values of Closings, created at 0.
 var closingResults = []ledger.Outcome{ledger.Settled, ledger.Cancelled, ledger.Expired, ledger.AlreadyClosed}
@@ -50,9 +62,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ledger_reservation_closings_total",
 			Help: "Reservations (holds) closed by the ledger, by result (LIQUIDADA, CANCELADA, EXPIRADA), and commands that found one closed (ENCERRADA).",
 		}, []string{"result"}),
+		Refunds: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledger_refunds_total",
+			Help: "Refunds decided by the ledger, by result (LIQUIDADO, REJEITADO, DUPLICADO for a redelivery that changed nothing) and rejection reason.",
+		}, []string{"result", "reason"}),
 	}
 	for _, r := range closingResults {
 		m.Closings.WithLabelValues(string(r))
+	}
+	m.Refunds.WithLabelValues(string(ledger.RefundSettled), "")
+	m.Refunds.WithLabelValues(refundReplayed, "")
+	for _, reason := range refundReasons {
+		m.Refunds.WithLabelValues(string(ledger.RefundRejected), reason)
 	}
 	return m
 }

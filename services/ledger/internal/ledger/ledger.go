@@ -177,8 +177,12 @@ func (a Account) AvailableCents() int64 { return a.BalanceCents - a.ReservedCent
 // Posting is one line of an account's history.
 type Posting struct {
 	ID int64
-	// EntryID is the transfer id, or the deposit id.
-	EntryID     uuid.UUID
+	// EntryID is the transfer id (a refund's posting's too), or the
+	// deposit id.
+	EntryID uuid.UUID
+	// RefundID is the refund's id on a refund's posting; uuid.Nil
+	// otherwise.
+	RefundID    uuid.UUID
 	Direction   Direction
 	AmountCents int64
 	CreatedAt   time.Time
@@ -293,6 +297,21 @@ type Store interface {
 	// LOCKED), so that concurrent sweeps share the work and never wait
 	// for each other. It returns one Result per reservation it closed.
 	ExpireDue(ctx context.Context, now time.Time, limit int, close Closer) ([]Result, error)
+
+	// Refund decides fs in one database transaction, in order, exactly as
+	// if each were decided alone one after the other: it claims each
+	// refund by inserting its marker (a refund claimed earlier, or earlier
+	// in fs, is Replayed with the stored result and changes nothing),
+	// locks what the ledger settled for each transfer ORDER BY transfer
+	// id (the lock that orders the refunds of one transfer), then the
+	// accounts fs name ORDER BY id FOR UPDATE, reads each transfer's
+	// refunds settled once those locks are held, asks decide for each
+	// claimed refund (its transfer's Refundable nil when the ledger
+	// decided no such transfer), writes each decision's Entries as
+	// postings of the refund, the balances decide left, the results, and
+	// enqueues each event in the outbox. It returns one RefundResult per
+	// refund, in the order of fs. On error nothing was written.
+	Refund(ctx context.Context, fs []Refund, decide RefundDecider) ([]RefundResult, error)
 
 	// CreateAccount creates a customer account of holder with a zero
 	// balance (and the funding account of its currency if needed). created

@@ -245,9 +245,10 @@ HAVING count(e.id) <> 1
     OR bool_or(e.event_type <> CASE m.result WHEN 'LIQUIDADA' THEN 'TransferenciaLiquidada' ELSE 'TransferenciaRejeitada' END)
     OR bool_or(e.payload->>'transferenciaId' IS DISTINCT FROM m.transfer_id::text)
     OR bool_or(e.key <> m.source_account)`},
-	{"every result event belongs to a decided transfer or a closed hold", `
+	{"every result event belongs to a decided transfer, a closed hold or a decided refund", `
 SELECT e.id::text FROM outbox_event e LEFT JOIN processed_transfer m ON m.result_event_id = e.id
-WHERE m.transfer_id IS NULL AND NOT EXISTS (SELECT 1 FROM reservation r WHERE r.closed_event_id = e.id)`},
+WHERE m.transfer_id IS NULL AND NOT EXISTS (SELECT 1 FROM reservation r WHERE r.closed_event_id = e.id)
+  AND NOT EXISTS (SELECT 1 FROM refund f WHERE f.result_event_id = e.id)`},
 	{"every deposit has its credit posting of its amount", `
 SELECT d.id::text FROM deposit d
 WHERE NOT EXISTS (SELECT 1 FROM posting p WHERE p.entry_type = 'DEPOSIT' AND p.entry_id = d.id
@@ -256,12 +257,13 @@ WHERE NOT EXISTS (SELECT 1 FROM posting p WHERE p.entry_type = 'DEPOSIT' AND p.e
 
 // CheckInvariants fails the test for every broken invariant of the ledger:
 // those the schema cannot enforce (sums per currency, balances equal to
-// postings, reserved amounts equal to the open holds) and the consistency
-// of markers, reservations, postings and result events.
+// postings, reserved amounts equal to the open holds, refunds within what
+// was settled) and the consistency of markers, reservations, refunds,
+// postings and result events.
 func CheckInvariants(tb testing.TB, db *postgres.DB) {
 	tb.Helper()
 	ctx := context.Background()
-	for _, inv := range slices.Concat(invariants, holdInvariants) {
+	for _, inv := range slices.Concat(invariants, holdInvariants, refundInvariants) {
 		rows, err := db.Query(ctx, inv.query)
 		if err != nil {
 			tb.Fatalf("invariant %q: %v", inv.name, err)
@@ -285,4 +287,9 @@ func CheckInvariants(tb testing.TB, db *postgres.DB) {
 			tb.Errorf("invariant broken: %s: %v", inv.name, bad)
 		}
 	}
+}
+
+// AuthorizeRefund is TransferKey's authorization of the refund c.
+func AuthorizeRefund(c transfersig.RefundClaim) *events.Authorization {
+	return TransferKey.SignRefund(c)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	pgplatform "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 	"github.com/paysuite/payments/services/ledger/internal/ledgertest"
 )
@@ -68,5 +69,32 @@ VALUES (gen_random_uuid(), 'LIQUIDADA', 'CC-001', 'CC-002', 5, 'BRL', gen_random
 				t.Errorf("invariant %q failed: %v, want %v (failures: %q)", invariant, caught, want, rec.errs)
 			}
 		})
+	}
+}
+
+// checkBreaks writes the fault sql into db and checks that
+// ledgertest.CheckInvariants then fails invariant; with no sql (the ledger
+// as it is), that it fails none.
+func checkBreaks(t *testing.T, db *pgplatform.DB, sql, invariant string) {
+	t.Helper()
+	if sql != "" {
+		if _, err := db.Exec(context.Background(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &errorsOf{TB: t}
+	ledgertest.CheckInvariants(rec, db)
+	if sql == "" {
+		if len(rec.errs) > 0 {
+			t.Errorf("invariants failed on a sound ledger: %q", rec.errs)
+		}
+		return
+	}
+	caught := false
+	for _, e := range rec.errs {
+		caught = caught || strings.Contains(e, invariant)
+	}
+	if !caught {
+		t.Errorf("invariant %q did not fail (failures: %q)", invariant, rec.errs)
 	}
 }

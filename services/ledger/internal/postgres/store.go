@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/outbox"
@@ -89,10 +90,13 @@ VALUES ('DEPOSIT', $1, $2, 'D', $4), ('DEPOSIT', $1, $3, 'C', $4)`
 	finishDepositSQL = `
 UPDATE deposit SET balance_after_cents = $2 WHERE id = $1 RETURNING created_at`
 
+	// postingsSQL finds a refund's transfer by its marker (one primary-key
+	// probe per refund posting).
 	postingsSQL = `
-SELECT id, entry_id, direction, amount_cents, created_at FROM posting
-WHERE account_id = $1 AND id < $2
-ORDER BY id DESC
+SELECT p.id, coalesce(f.transfer_id, p.entry_id), p.direction, p.amount_cents, p.created_at, f.refund_id FROM posting p
+LEFT JOIN refund f ON p.entry_type = 'REFUND' AND f.refund_id = p.entry_id
+WHERE p.account_id = $1 AND p.id < $2
+ORDER BY p.id DESC
 LIMIT $3`
 
 	accountExistsSQL = `SELECT EXISTS (SELECT 1 FROM account WHERE id = $1)`
@@ -293,13 +297,17 @@ func (s *Store) Postings(ctx context.Context, accountID string, before int64, li
 	var out []ledger.Posting
 	for rows.Next() {
 		var (
-			p   ledger.Posting
-			dir string
+			p        ledger.Posting
+			dir      string
+			refundID *uuid.UUID
 		)
-		if err := rows.Scan(&p.ID, &p.EntryID, &dir, &p.AmountCents, &p.CreatedAt); err != nil {
+		if err := rows.Scan(&p.ID, &p.EntryID, &dir, &p.AmountCents, &p.CreatedAt, &refundID); err != nil {
 			return nil, fmt.Errorf("scan posting: %w", err)
 		}
 		p.Direction = ledger.Direction(dir)
+		if refundID != nil {
+			p.RefundID = *refundID
+		}
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {

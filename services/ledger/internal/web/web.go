@@ -93,10 +93,12 @@ type DepositResponse struct {
 }
 
 // PostingResponse is a posting on the wire. TransferID holds the deposit
-// id for a deposit's posting.
+// id for a deposit's posting, and the refunded transfer's id for a
+// refund's, whose RefundID (estornoId) is set.
 type PostingResponse struct {
 	ID          int64     `json:"id"`
 	TransferID  uuid.UUID `json:"transferenciaId"`
+	RefundID    uuid.UUID `json:"estornoId,omitzero"`
 	Direction   string    `json:"tipo"`
 	AmountCents int64     `json:"valorEmCentavos"`
 	CreatedAt   time.Time `json:"criadoEm"`
@@ -244,7 +246,7 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 	}
 	page := PostingsPage{Items: make([]PostingResponse, len(ps))}
 	for i, p := range ps {
-		page.Items[i] = PostingResponse{ID: p.ID, TransferID: p.EntryID, Direction: string(p.Direction),
+		page.Items[i] = PostingResponse{ID: p.ID, TransferID: p.EntryID, RefundID: p.RefundID, Direction: string(p.Direction),
 			AmountCents: p.AmountCents, CreatedAt: p.CreatedAt.UTC()}
 	}
 	if more {

@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "dlt":
 		// A hold's topics have DLTs too: reservada's and cancelada's
 		// (notifications), the two command topics' (the ledger).
-		return dltCommand(ctx, rest, getenv, stdout, slices.Concat(events.DefaultTopics.All(), events.DefaultTopics.Holds()))
+		return dltCommand(ctx, rest, getenv, stdout, slices.Concat(events.DefaultTopics.All(), events.DefaultTopics.Holds(), events.DefaultTopics.Refunds()))
 	case "auth":
 		s, r, err := sub()
 		if err != nil {
