@@ -89,14 +89,15 @@ type TopicSpec struct {
 	Retention         time.Duration
 }
 
-// SuiteTopics lists every topic of CONTRACTS.md sections 3 and 9 for names
-// t, with 12 partitions and replication factor rf: the main topics, the
-// DLTs of the topics consumed with blocking retries (solicitada,
-// analisada, and the ledger's command topics), and the retry topics and
-// DLT of each result topic that notifications consume (ResultTopics).
+// SuiteTopics lists every topic of CONTRACTS.md sections 3, 9 and 10 for
+// names t, with 12 partitions and replication factor rf: the main topics,
+// the DLTs of the topics consumed with blocking retries (solicitada,
+// analisada, the ledger's command topics and estorno.solicitado), and the
+// retry topics and DLT of each result topic that notifications consume
+// (ResultTopics).
 func SuiteTopics(t events.Topics, rf int) []TopicSpec {
-	names := slices.Concat(t.All(), t.Holds(), []string{events.DLT(t.Requested), events.DLT(t.Analysed),
-		events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested)})
+	names := slices.Concat(t.All(), t.Holds(), t.Refunds(), []string{events.DLT(t.Requested), events.DLT(t.Analysed),
+		events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested), events.DLT(t.RefundRequested)})
 	for _, main := range ResultTopics(t) {
 		for _, d := range RetryDelays {
 			names = append(names, RetryTopic(main, d))
@@ -110,11 +111,12 @@ func SuiteTopics(t events.Topics, rf int) []TopicSpec {
 	return out
 }
 
-// ResultTopics are the topics of the results of transfers, which the
-// transfers projection and notifications read: liquidada, rejeitada,
-// reservada and cancelada.
+// ResultTopics are the topics of the results of transfers and refunds,
+// which the transfers projection and notifications read: liquidada,
+// rejeitada, reservada, cancelada, estorno.liquidado and
+// estorno.rejeitado.
 func ResultTopics(t events.Topics) []string {
-	return []string{t.Settled, t.Rejected, t.Reserved, t.Cancelled}
+	return []string{t.Settled, t.Rejected, t.Reserved, t.Cancelled, t.RefundSettled, t.RefundRejected}
 }
 
 // CreateTopics creates the topics that do not exist yet, with their
