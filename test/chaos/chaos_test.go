@@ -798,7 +798,7 @@ func (s *suite) injectDuplicates() map[string]int {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	topics := append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.holdTopics()...)
+	topics := append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.mixTopics()...)
 	for _, main := range []string{s.topics.Settled, s.topics.Rejected} {
 		for _, d := range broker.RetryDelays {
 			topics = append(topics, broker.RetryTopic(main, d))
@@ -957,7 +957,7 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	poll.Wait(30*time.Second, time.Second, func() bool {
 		gotDLT, foreign = map[string]int{}, map[string]int{}
 		// The hold topics' DLTs get no poison: any record in them is foreign.
-		for _, main := range append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.holdTopics()...) {
+		for _, main := range append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.mixTopics()...) {
 			dlt := events.DLT(main)
 			msgs, err := readTopic(ctx, s.kc, s.kafka.Addr(1), dlt)
 			if err != nil {
@@ -1100,6 +1100,15 @@ func (s *suite) groups() map[string][]string {
 		out["ledger-dlt-monitor"] = append(out["ledger-dlt-monitor"], events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested))
 		results = append(results, t.Reserved, t.Cancelled)
 	}
+	if *flagRefunds > 0 {
+		// The projection and notifications read the refunds' results; the
+		// ledger reads estorno.solicitado in ledgerRefundGroup.
+		out["transferencias-projecao"] = append(out["transferencias-projecao"], t.RefundSettled, t.RefundRejected)
+		out["notificacoes"] = append(out["notificacoes"], t.RefundSettled, t.RefundRejected)
+		out[ledgerRefundGroup] = append(out[ledgerRefundGroup], t.RefundRequested)
+		out["ledger-dlt-monitor"] = append(out["ledger-dlt-monitor"], events.DLT(t.RefundRequested))
+		results = append(results, t.RefundSettled, t.RefundRejected)
+	}
 	for _, d := range broker.RetryDelays {
 		g := "notificacoes-retry-" + strconv.FormatInt(d.Milliseconds(), 10)
 		for _, main := range results {
@@ -1108,6 +1117,9 @@ func (s *suite) groups() map[string][]string {
 	}
 	return out
 }
+
+// mixTopics are the topics of holds and of refunds the load's mix uses.
+func (s *suite) mixTopics() []string { return append(s.holdTopics(), s.refundTopics()...) }
 
 // holdTopics are the four topics of holds when the load has holds in its
 // mix, none otherwise.

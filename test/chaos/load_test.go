@@ -46,9 +46,11 @@ type load struct {
 	bearer string
 	client *http.Client
 	stats  clientStats
-	// holdStats counts the hold commands (holds_load_test.go).
-	holdStats holdStats
-	rec       *history.Recorder // every POST and GET, as it happens
+	// holdStats counts the hold commands (holds_load_test.go),
+	// refundStats the refunds (refunds_load_test.go).
+	holdStats   holdStats
+	refundStats refundStats
+	rec         *history.Recorder // every POST and GET, as it happens
 	// inFlight counts the POSTs sent and not yet recorded: a fault that
 	// must cut into writes waits for one (awaitInFlight).
 	inFlight atomic.Int64
@@ -59,6 +61,7 @@ type load struct {
 	keys     []string               // the keys of accepted, in order: what the reader picks from
 	refused  map[string]string      // key -> a final 4xx answer
 	holds    map[string]holdPlan    // the keys sent as holds
+	refunds  map[string]string      // every refund key sent -> its transfer
 	wg       sync.WaitGroup
 }
 
@@ -69,6 +72,7 @@ func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 		}},
 		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{}, holds: map[string]holdPlan{},
+		refunds: map[string]string{},
 	}
 }
 
@@ -186,6 +190,8 @@ type answerBody struct {
 	Type   string `json:"type"`
 	// SettledCents is a captured hold's valorLiquidadoEmCentavos.
 	SettledCents int64 `json:"valorLiquidadoEmCentavos"`
+	// RefundedCents is a transfer's valorEstornadoEmCentavos.
+	RefundedCents int64 `json:"valorEstornadoEmCentavos"`
 	transferReq
 }
 
@@ -215,7 +221,8 @@ func answer(status int, b []byte, err error) (history.Outcome, history.Answer) {
 	}
 	var body answerBody
 	_ = json.Unmarshal(b, &body) // a body that is not JSON leaves the fields empty
-	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status, SettledCents: body.SettledCents}
+	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status, SettledCents: body.SettledCents,
+		RefundedCents: body.RefundedCents}
 	if status >= 400 {
 		ans.Problem, ans.TransferStatus = body.Type, ""
 	}
@@ -325,8 +332,9 @@ func (l *load) readAll(ctx context.Context, keys []string) (unread int) {
 // run sends rate transfers a second until stop is closed; one in dupEvery
 // is sent twice at once (a duplicate POST); a share flagHolds of them are
 // holds (asHold), which the load then captures, cancels, races or leaves
-// to expire (driveHold). Submissions and hold commands go on after stop
-// until answered or ctx ends; wait waits for them.
+// to expire (driveHold); a share flagRefunds of the others are refunded
+// once settled (driveRefund). Submissions, hold commands and refunds go
+// on after stop until answered or ctx ends; wait waits for them.
 func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick func() transferReq) {
 	const dupEvery = 10
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -341,6 +349,7 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 		}
 		key, r := uuid.NewString(), pick()
 		var plan *holdPlan
+		refund := false
 		if rand.Float64() < *flagHolds {
 			var p holdPlan
 			r, p = asHold(r, time.Now())
@@ -349,6 +358,8 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 			l.holds[key] = p
 			l.mu.Unlock()
 			l.holdStats.holds.Add(1)
+		} else {
+			refund = rand.Float64() < *flagRefunds
 		}
 		copies := 1
 		if n%dupEvery == 0 {
@@ -357,8 +368,11 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 		for i := range copies {
 			l.wg.Go(func() {
 				l.submit(ctx, key, r)
-				if plan != nil && i == 0 {
+				switch {
+				case plan != nil && i == 0:
 					l.driveHold(ctx, key, r, *plan)
+				case refund && i == 0:
+					l.driveRefund(ctx, key, r, pickRefundFate())
 				}
 			})
 		}

@@ -115,6 +115,8 @@ SELECT count(*) FROM (
 			badBalances, badSums, badEntries)
 	}
 
+	s.checkRefundStores(ctx, report)
+
 	// No DEAD outbox row in any service.
 	dead := 0
 	for _, db := range []*pgxpool.Pool{s.transfer, s.ledger, s.notify, s.pool(s.dsn("antifraud", "chaos-test"))} {
