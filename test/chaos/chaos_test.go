@@ -903,9 +903,10 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	stores := s.checkStores(ctx, s.errorf)
 
 	// Notifications: one log row per result event (by its key), at most
-	// one delivery per event id at the receiver, one per terminal transfer
-	// and one more per hold the ledger reserved (its reservada).
-	wantHooks := settled + rejected + released + stores.reservations
+	// one delivery per event id at the receiver, one per terminal transfer,
+	// one more per hold the ledger reserved (its reservada) and one per
+	// refund the ledger decided.
+	wantHooks := settled + rejected + released + stores.reservations + stores.refunds
 	var notifRows, notifTransfers int
 	if err := s.notify.QueryRow(ctx, `SELECT count(*), count(DISTINCT transfer_id) FROM notification`).Scan(&notifRows, &notifTransfers); err != nil {
 		t.Fatal(err)
@@ -917,8 +918,9 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		delivered, dupDeliveries, _ = s.recv.counts()
 		return delivered >= wantHooks
 	}) // a shortfall is reported below
-	if notifTransfers+stores.reservations != notifRows {
-		s.errorf("notifications: %d log rows for %d transfers and %d reservations", notifRows, notifTransfers, stores.reservations)
+	if notifTransfers+stores.reservations+stores.refunds != notifRows {
+		s.errorf("notifications: %d log rows for %d transfers, %d reservations and %d refunds", notifRows, notifTransfers, stores.reservations,
+			stores.refunds)
 	}
 	// Webhooks are delivered at least once: a crash of notifications (or
 	// of its database) between a delivery and its record sends it again,
@@ -946,7 +948,8 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		s.errorf("webhooks failing verification: %v", badHooks)
 	}
 	if delivered != wantHooks {
-		s.errorf("webhooks: %d events delivered for %d terminal transfers and %d reservations", delivered, settled+rejected+released, stores.reservations)
+		s.errorf("webhooks: %d events delivered for %d terminal transfers, %d reservations and %d refunds", delivered, settled+rejected+released,
+			stores.reservations, stores.refunds)
 	}
 
 	// DLTs hold exactly the poison.

@@ -402,12 +402,16 @@ func readOutcome(status int, err error) (history.Outcome, history.Answer) {
 // nor PENDENTE in the transfers service, no transfer refunded beyond what
 // the ledger settled for it (a captured hold's captured amount), and the
 // transfers service's valorEstornadoEmCentavos the ledger's settled
-// refunds.
-func (s *suite) checkRefundStores(ctx context.Context, report func(format string, args ...any)) {
+// refunds. It returns how many refunds the ledger decided (each one
+// notification).
+func (s *suite) checkRefundStores(ctx context.Context, report func(format string, args ...any)) (decided int) {
 	if *flagRefunds <= 0 {
-		return
+		return 0
 	}
 	var deciding, over, pending int
+	if err := s.ledger.QueryRow(ctx, `SELECT count(*) FROM refund WHERE result IN ('LIQUIDADO', 'REJEITADO')`).Scan(&decided); err != nil {
+		s.t.Fatal(err)
+	}
 	if err := s.ledger.QueryRow(ctx, `SELECT count(*) FROM refund WHERE result = 'EM_PROCESSAMENTO'`).Scan(&deciding); err != nil {
 		s.t.Fatal(err)
 	}
@@ -466,4 +470,5 @@ SELECT count(*) FROM (SELECT transfer_id, sum(amount_cents) AS refunded FROM ref
 		sort.Strings(differ)
 		report("refunds: %d transfers whose valorEstornadoEmCentavos is not the ledger's settled refunds, e.g. %s", len(differ), differ[0])
 	}
+	return decided
 }
