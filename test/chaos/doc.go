@@ -22,10 +22,10 @@
 // of them to expire (at most that long after the load stops). Snapshots
 // read each account's reserved amount and the ledger's reservations, the
 // reservada and cancelada records are judged with the others, and the
-// stores' checks add the hold invariants. Two anomalies are injected by
+// stores' checks add the hold invariants. Three anomalies are injected by
 // default (-chaos.inject) and must be reported as exactly their kinds: a
-// stale read, and a captured hold released a second time
-// (released-twice).
+// stale read, a captured hold released a second time (released-twice),
+// and a settled refund rejected too (refund-status).
 //
 // A fifth of the other transfers are refunded once settled (-chaos.refunds,
 // CONTRACTS section 10; refunds_load_test.go) by the destination's

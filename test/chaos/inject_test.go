@@ -17,14 +17,16 @@ import (
 	"github.com/paysuite/payments/test/support/poll"
 )
 
-var flagInject = flag.String("chaos.inject", injectStaleRead+","+injectReleasedTwice,
+var flagInject = flag.String("chaos.inject", injectStaleRead+","+injectReleasedTwice+","+injectRefundStatus,
 	"TestChaos: anomalies injected into the live run (comma-separated) that the history checker must report as exactly their kinds, or the test fails: "+
 		injectStaleRead+" (a settled transfer set back to PENDENTE for two seconds while reads target it), "+
-		injectReleasedTwice+" (after the load, a captured hold released again: a TransferenciaCancelada written to the ledger's outbox; needs -chaos.holds > 0), or none")
+		injectReleasedTwice+" (after the load, a captured hold released again: a TransferenciaCancelada written to the ledger's outbox; needs -chaos.holds > 0), "+
+		injectRefundStatus+" (after the load, a settled refund rejected too: an EstornoRejeitado written to the ledger's outbox; needs -chaos.refunds > 0), or none")
 
 const (
 	injectStaleRead     = "stale-read"
 	injectReleasedTwice = "released-twice"
+	injectRefundStatus  = "refund-status"
 )
 
 // injections returns the anomalies -chaos.inject names.
@@ -34,14 +36,17 @@ func (s *suite) injections() map[string]bool {
 	for _, n := range strings.Split(*flagInject, ",") {
 		switch n = strings.TrimSpace(n); n {
 		case "none", "":
-		case injectStaleRead, injectReleasedTwice:
+		case injectStaleRead, injectReleasedTwice, injectRefundStatus:
 			out[n] = true
 		default:
-			s.t.Fatalf("-chaos.inject=%q: want a list of %s, %s, or none", *flagInject, injectStaleRead, injectReleasedTwice)
+			s.t.Fatalf("-chaos.inject=%q: want a list of %s, %s, %s, or none", *flagInject, injectStaleRead, injectReleasedTwice, injectRefundStatus)
 		}
 	}
 	if out[injectReleasedTwice] && *flagHolds <= 0 {
 		s.t.Fatalf("-chaos.inject=%s needs holds in the load (-chaos.holds > 0)", injectReleasedTwice)
+	}
+	if out[injectRefundStatus] && *flagRefunds <= 0 {
+		s.t.Fatalf("-chaos.inject=%s needs refunds in the load (-chaos.refunds > 0)", injectRefundStatus)
 	}
 	return out
 }
@@ -78,6 +83,9 @@ func (s *suite) injectAfterLoad() {
 	s.t.Helper()
 	if s.injections()[injectReleasedTwice] {
 		s.injectReleasedTwice()
+	}
+	if s.injections()[injectRefundStatus] {
+		s.injectRefundRejected()
 	}
 }
 

@@ -17,7 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/chaos/history"
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 var (
@@ -471,4 +475,48 @@ SELECT count(*) FROM (SELECT transfer_id, sum(amount_cents) AS refunded FROM ref
 		report("refunds: %d transfers whose valorEstornadoEmCentavos is not the ledger's settled refunds, e.g. %s", len(differ), differ[0])
 	}
 	return decided
+}
+
+// injectRefundRejected rejects a refund the ledger settled, as a broken
+// ledger deciding one refund twice would: it writes an EstornoRejeitado
+// (motivo SALDO_INSUFICIENTE, its derived event id, so consumers take it
+// as the ledger's) into the ledger's outbox for a settled refund of the
+// load's, and waits for the relay to publish it and every group to
+// consume it (the projection changes nothing: the refund is no longer
+// PENDENTE). The checker must report exactly one refund-status on that
+// refund. It runs after the stores' checks, which would count its
+// webhook.
+func (s *suite) injectRefundRejected() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var refund, transfer uuid.UUID
+	var source string
+	if err := s.ledger.QueryRow(ctx, `SELECT refund_id, transfer_id, source_account FROM refund WHERE result = 'LIQUIDADO' ORDER BY refund_id LIMIT 1`).
+		Scan(&refund, &transfer, &source); err != nil {
+		s.t.Fatalf("inject: a settled refund: %v", err)
+	}
+	now := time.Now().UTC()
+	ev := events.RefundRejected{EventID: events.DerivedID(events.KindRefundRejected, refund), RefundID: refund, TransferID: transfer,
+		Reason: events.ReasonInsufficientFunds, OccurredAt: now}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := s.ledger.Exec(ctx, `
+INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, occurred_at)
+VALUES ($1, 'refund', $2, $3, $4, $5, $6, $7)`, ev.EventID, refund.String(), s.topics.RefundRejected, source, events.TypeRefundRejected, payload, now); err != nil {
+		s.t.Fatalf("inject: the rejection of refund %s: %v", refund, err)
+	}
+	var status string
+	if !poll.Wait(time.Minute, 100*time.Millisecond, func() bool {
+		err = s.ledger.QueryRow(ctx, `SELECT status FROM outbox_event WHERE id = $1`, ev.EventID).Scan(&status)
+		return err == nil && status == "PUBLISHED"
+	}) {
+		s.t.Fatalf("inject: the rejection of refund %s not published within 1m (status %q, err %v)", refund, status, err)
+	}
+	s.awaitLag(time.Minute)
+	s.injected = append(s.injected, history.Anomaly{Kind: history.RefundStatus, About: refund.String()})
+	s.t.Logf("inject: settled refund %s rejected too (EstornoRejeitado %s); the checker must report one %s on it",
+		refund, ev.EventID, history.RefundStatus)
 }
