@@ -235,24 +235,27 @@ func answer(status int, b []byte, err error) (history.Outcome, history.Answer) {
 	return history.OK, ans
 }
 
+// fetch GETs u as the load's client; err is an unknown outcome.
+func (l *load) fetch(ctx context.Context, u string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", l.bearer)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b, err
+}
+
 // get reads one transfer through a transfers instance and records what it
 // said; it returns the recorded outcome and answer.
 func (l *load) get(ctx context.Context, base, id string) (history.Outcome, history.Answer) {
 	invoked := time.Now()
-	status, b, err := func() (int, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/transferencias/"+id, nil)
-		if err != nil {
-			return 0, nil, err
-		}
-		req.Header.Set("Authorization", l.bearer)
-		resp, err := l.client.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return resp.StatusCode, b, err
-	}()
+	status, b, err := l.fetch(ctx, base+"/transferencias/"+id)
 	outcome, ans := answer(status, b, err)
 	if err == nil && status != http.StatusOK && status != http.StatusNotFound {
 		outcome = history.Fail // a read that was refused says nothing of the transfer

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/paysuite/payments/pkg/events"
 	"github.com/paysuite/payments/test/chaos/history"
-	"github.com/paysuite/payments/test/support/poll"
 )
 
 var (
@@ -182,22 +180,6 @@ func (l *load) getRefund(ctx context.Context, base, id, key string) (history.Out
 	}
 	l.rec.RefundGet(invoked, outcome, key, history.Refund{TransferID: id}, ans)
 	return outcome, ans
-}
-
-// fetch GETs u as the load's client; err is an unknown outcome.
-func (l *load) fetch(ctx context.Context, u string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", l.bearer)
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, b, err
 }
 
 // followRefund reads refund key of transfer id (paced by readBackoff, for
@@ -496,26 +478,10 @@ func (s *suite) injectRefundRejected() {
 		Scan(&refund, &transfer, &source); err != nil {
 		s.t.Fatalf("inject: a settled refund: %v", err)
 	}
-	now := time.Now().UTC()
 	ev := events.RefundRejected{EventID: events.DerivedID(events.KindRefundRejected, refund), RefundID: refund, TransferID: transfer,
-		Reason: events.ReasonInsufficientFunds, OccurredAt: now}
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if _, err := s.ledger.Exec(ctx, `
-INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, occurred_at)
-VALUES ($1, 'refund', $2, $3, $4, $5, $6, $7)`, ev.EventID, refund.String(), s.topics.RefundRejected, source, events.TypeRefundRejected, payload, now); err != nil {
-		s.t.Fatalf("inject: the rejection of refund %s: %v", refund, err)
-	}
-	var status string
-	if !poll.Wait(time.Minute, 100*time.Millisecond, func() bool {
-		err = s.ledger.QueryRow(ctx, `SELECT status FROM outbox_event WHERE id = $1`, ev.EventID).Scan(&status)
-		return err == nil && status == "PUBLISHED"
-	}) {
-		s.t.Fatalf("inject: the rejection of refund %s not published within 1m (status %q, err %v)", refund, status, err)
-	}
-	s.awaitLag(time.Minute)
+		Reason: events.ReasonInsufficientFunds, OccurredAt: time.Now().UTC()}
+	s.publishAsLedger(ctx, "the rejection of refund "+refund.String(), ev.EventID, "refund", refund, s.topics.RefundRejected, source,
+		events.TypeRefundRejected, ev)
 	s.injected = append(s.injected, history.Anomaly{Kind: history.RefundStatus, About: refund.String()})
 	s.t.Logf("inject: settled refund %s rejected too (EstornoRejeitado %s); the checker must report one %s on it",
 		refund, ev.EventID, history.RefundStatus)

@@ -13,6 +13,22 @@ import (
 
 var brasilia = time.FixedZone("BRT", -3*3600)
 
+// checkKinds checks h and wants exactly the anomalies of want, by kind.
+func checkKinds(t *testing.T, h History, want map[string]int) {
+	t.Helper()
+	rep, err := Check(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, a := range rep.Anomalies {
+		got[a.Kind]++
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("anomalies mismatch (-want +got):\n%s\n%s", diff, rep.Table())
+	}
+}
+
 // TestCheckRefundsCleanHistoryPasses: refunds in part and of all that
 // remains, two racing refunds of which the ledger settles one, refunds
 // refused 422, running balances, statements in one range and in two: no
@@ -268,17 +284,7 @@ func TestCheckCatchesEachRefundAnomaly(t *testing.T) {
 			if tc.change != nil {
 				h = tc.change(h)
 			}
-			rep, err := Check(h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]int{}
-			for _, a := range rep.Anomalies {
-				got[a.Kind]++
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("anomalies mismatch (-want +got):\n%s\n%s", diff, rep.Table())
-			}
+			checkKinds(t, h, tc.want)
 		})
 	}
 }
