@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"net/http"
 	"slices"
 	"testing"
@@ -339,5 +340,52 @@ func TestCheckFailsVacuousRefundHistories(t *testing.T) {
 				t.Errorf("want exactly one vacuous anomaly, got:\n%s", rep.Table())
 			}
 		})
+	}
+}
+
+func TestRecorderRecordsRefundsAndStatements(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	r := NewRecorder(&buf)
+	r.now = func() time.Time { return at(1) }
+	r.Mix(MixRefunds)
+	r.Refund(at(0.5), OK, "r1", Refund{TransferID: "k1", AmountCents: 30},
+		refundAnswer(http.StatusAccepted, "r1", RefundState{TransferID: "k1", Status: RefundPending}))
+	r.RefundGet(at(0.6), OK, "r1", Refund{TransferID: "k1"},
+		refundAnswer(http.StatusOK, "r1", RefundState{TransferID: "k1", AmountCents: 30, Status: RefundSettled}))
+	st := Statement{Account: "A1", From: stamp(at(0)), To: stamp(at(1)), OpeningCents: 5, ClosingCents: 35,
+		Items: []StatementItem{{ID: "7", Type: "C", Cents: 30, TransferID: "k1", RefundID: "r1", After: 35}}}
+	r.Statement(at(0.7), OK, st, Answer{Status: http.StatusOK})
+	r.BalanceAt(at(0.8), OK, BalanceAt{Account: "A1", At: stamp(at(1)), Cents: 35}, Answer{Status: http.StatusOK})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted, read := refundAnswer(http.StatusAccepted, "r1", RefundState{TransferID: "k1", Status: RefundPending}),
+		refundAnswer(http.StatusOK, "r1", RefundState{TransferID: "k1", AmountCents: 30, Status: RefundSettled})
+	want := History{
+		{Kind: KindMix, Invoke: at(1), Complete: at(1), Outcome: OK, Key: MixRefunds},
+		{Kind: KindRefund, Invoke: at(0.5), Complete: at(1), Outcome: OK, Key: "r1", Refund: &Refund{TransferID: "k1", AmountCents: 30}, Answer: &accepted},
+		{Kind: KindRefundGet, Invoke: at(0.6), Complete: at(1), Outcome: OK, Key: "r1", Refund: &Refund{TransferID: "k1"}, Answer: &read},
+		{Kind: KindStatement, Invoke: at(0.7), Complete: at(1), Outcome: OK, Key: "A1", Statement: &st, Answer: &Answer{Status: http.StatusOK}},
+		{Kind: KindBalanceAt, Invoke: at(0.8), Complete: at(1), Outcome: OK, Key: "A1",
+			BalanceAt: &BalanceAt{Account: "A1", At: stamp(at(1)), Cents: 35}, Answer: &Answer{Status: http.StatusOK}},
+	}
+	if diff := cmp.Diff(want, h); diff != "" {
+		t.Errorf("history mismatch (-want +got):\n%s", diff)
+	}
+	for _, bad := range []Op{
+		{Kind: KindRefund, Outcome: OK, Key: "r1", Answer: &Answer{}},
+		{Kind: KindRefundGet, Outcome: OK, Key: "r1", Refund: &Refund{}, Answer: &Answer{}},
+		{Kind: KindStatement, Outcome: OK, Key: "A1", Answer: &Answer{}},
+		{Kind: KindBalanceAt, Outcome: OK, Key: "A1", Answer: &Answer{}},
+		{Kind: KindMix, Outcome: OK},
+	} {
+		if _, err := Check(History{bad}); err == nil {
+			t.Errorf("a %s without its fields passed", bad.Kind)
+		}
 	}
 }
