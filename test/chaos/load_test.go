@@ -56,12 +56,12 @@ type load struct {
 	inFlight atomic.Int64
 
 	mu       sync.Mutex
-	requests map[string]transferReq // every key sent
-	accepted map[string]time.Time   // key -> first 202
-	keys     []string               // the keys of accepted, in order: what the reader picks from
-	refused  map[string]string      // key -> a final 4xx answer
-	holds    map[string]holdPlan    // the keys sent as holds
-	refunds  map[string]string      // every refund key sent -> its transfer
+	requests map[string]transferReq  // every key sent
+	accepted map[string]time.Time    // key -> first 202
+	keys     []string                // the keys of accepted, in order: what the reader picks from
+	refused  map[string]string       // key -> a final 4xx answer
+	holds    map[string]holdPlan     // the keys sent as holds
+	refunds  map[string]*refundTrack // every refund key sent
 	wg       sync.WaitGroup
 }
 
@@ -72,7 +72,7 @@ func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 		}},
 		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{}, holds: map[string]holdPlan{},
-		refunds: map[string]string{},
+		refunds: map[string]*refundTrack{},
 	}
 }
 

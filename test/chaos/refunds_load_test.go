@@ -82,6 +82,26 @@ func refundAmounts(f refundFate, cents int64) (first, second int64, two bool) {
 	return part, 0, false
 }
 
+// refundTrack is what the load knows of a refund key it sent: its
+// transfer, and whether it is over (read LIQUIDADO or REJEITADO, or 404;
+// or refused with a final 4xx, which created nothing).
+type refundTrack struct {
+	transfer string
+	over     bool
+}
+
+// track notes what a refund key's answer or read said.
+func (l *load) track(key, transfer string, over bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.refunds[key]
+	if t == nil {
+		t = &refundTrack{transfer: transfer}
+		l.refunds[key] = t
+	}
+	t.over = t.over || over
+}
+
 // refundStats counts the load's refunds and their answers.
 type refundStats struct {
 	refunded atomic.Int64 // the transfers the load chose to refund
@@ -139,9 +159,7 @@ func (l *load) refund(ctx context.Context, id string, amount int64) (string, his
 	}
 	rf := history.Refund{TransferID: id, AmountCents: amount}
 	return l.sendCommand(ctx, &l.refundStats.commandStats, id, "/estornos", body, func(invoked time.Time, outcome history.Outcome, key string, ans history.Answer) {
-		l.mu.Lock()
-		l.refunds[key] = id
-		l.mu.Unlock()
+		l.track(key, id, outcome == history.OK && ans.Status != http.StatusAccepted)
 		ans.Refund = refundState(ans)
 		l.rec.Refund(invoked, outcome, key, rf, ans)
 	})
@@ -193,41 +211,52 @@ func (l *load) followRefund(ctx context.Context, id, key string) bool {
 			return false
 		case <-time.After(readBackoff.Delay(attempt)):
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		o, a := l.getRefund(rctx, l.urls[rand.IntN(len(l.urls))], id, key)
-		cancel()
-		if o == history.OK && a.Status == http.StatusNotFound {
-			return true // never created (a key whose every try went unanswered): nothing to end
-		}
-		if o == history.OK && a.Refund != nil && (a.Refund.Status == history.RefundSettled || a.Refund.Status == history.RefundRejected) {
+		if l.readRefund(ctx, id, key) {
 			return true
 		}
 	}
 	return false
 }
 
-// readAllRefunds reads every refund the load sent until it is terminal
-// (or 404: never created), eight at a time: the history's final reads of
-// refunds. It returns how many it could not read so.
+// readRefund reads refund key of transfer id once and reports whether it
+// is over: LIQUIDADO or REJEITADO, or 404 (never created: a key whose
+// every try went unanswered).
+func (l *load) readRefund(ctx context.Context, id, key string) bool {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	o, a := l.getRefund(rctx, l.urls[rand.IntN(len(l.urls))], id, key)
+	over := o == history.OK && (a.Status == http.StatusNotFound ||
+		a.Refund != nil && (a.Refund.Status == history.RefundSettled || a.Refund.Status == history.RefundRejected))
+	l.track(key, id, over)
+	return over
+}
+
+// readAllRefunds reads every refund the load sent and did not see over
+// until it is (followRefund), eight at a time: the history's final reads
+// of refunds. It returns how many it could not read so.
 func (l *load) readAllRefunds(ctx context.Context) (unread int) {
 	l.mu.Lock()
-	keys := make([]string, 0, len(l.refunds))
-	for k := range l.refunds {
-		keys = append(keys, k)
+	open := map[string]string{}
+	for k, t := range l.refunds {
+		if !t.over {
+			open[k] = t.transfer
+		}
 	}
 	l.mu.Unlock()
-	sort.Strings(keys)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
+	keys := make([]string, 0, len(open))
+	for k := range open {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	for _, key := range keys {
-		l.mu.Lock()
-		id := l.refunds[key]
-		l.mu.Unlock()
+		id := open[key]
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if !l.followRefund(ctx, id, key) {
+			if !l.readRefund(ctx, id, key) && !l.followRefund(ctx, id, key) {
 				mu.Lock()
 				unread++
 				mu.Unlock()
