@@ -345,11 +345,13 @@ func TestTopicsCreateTwice(t *testing.T) {
 	if diff := cmp.Diff(want, second); diff != "" {
 		t.Errorf("second run mismatch (-want +got):\n%s", diff)
 	}
-	// CONTRACTS.md sections 3 and 9: 8 main topics, the DLTs of
-	// solicitada, analisada and the two command topics, and for liquidada,
-	// rejeitada, reservada and cancelada 3 retry topics and a DLT.
-	if len(want) != 8+4+4*4 {
-		t.Errorf("%d contract topics, want 28 (CONTRACTS.md sections 3 and 9)", len(want))
+	// CONTRACTS.md sections 3, 9 and 10: 11 main topics, the DLTs of
+	// solicitada, analisada, the two command topics and
+	// estorno.solicitado, and for liquidada, rejeitada, reservada,
+	// cancelada, estorno.liquidado and estorno.rejeitado 3 retry topics
+	// and a DLT.
+	if len(want) != 11+5+6*4 {
+		t.Errorf("%d contract topics, want 40 (CONTRACTS.md sections 3, 9 and 10)", len(want))
 	}
 
 	// The topics are really there. A broker applies the controller's
