@@ -41,8 +41,8 @@ func (Secret) LogValue() slog.Value { return slog.StringValue("[REDACTED]") }
 type Config struct {
 	platform.Config
 	// Topics names the topics; the service reads Consumed (Settled,
-	// Rejected, Reserved, Cancelled), their retry topics, and writes their
-	// DLTs.
+	// Rejected, Reserved, Cancelled, RefundSettled, RefundRejected), their
+	// retry topics, and writes their DLTs.
 	Topics events.Topics
 	// Group is the consumer group (DefaultGroup; tests use unique ones).
 	Group string

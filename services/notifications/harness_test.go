@@ -145,9 +145,11 @@ func start(tb testing.TB, opts options) *harness {
 	rejected := kafkatest.Topic(tb, "notif.rejeitada", 1)
 	reserved := kafkatest.Topic(tb, "notif.reservada", 1)
 	cancelled := kafkatest.Topic(tb, "notif.cancelada", 1)
-	createDerivedTopics(tb, brokers, settled, rejected, reserved, cancelled)
+	refundSettled := kafkatest.Topic(tb, "notif.estorno.liquidado", 1)
+	refundRejected := kafkatest.Topic(tb, "notif.estorno.rejeitado", 1)
+	createDerivedTopics(tb, brokers, settled, rejected, reserved, cancelled, refundSettled, refundRejected)
 	topics := events.Topics{Requested: "unused.solicitada", Analysed: "unused.analisada", Settled: settled, Rejected: rejected,
-		Reserved: reserved, Cancelled: cancelled}
+		Reserved: reserved, Cancelled: cancelled, RefundSettled: refundSettled, RefundRejected: refundRejected}
 
 	recv := newReceiver(tb)
 	dsn := pgtest.NewDSN(tb, migrations.ForService(notifications.Service)...)
@@ -243,10 +245,12 @@ type event struct {
 	Reason     string
 	OccurredAt time.Time
 	Headers    map[string]string
-	// AmountCents and ExpiresAt: of a reservation (ExpiresAt too) or a
-	// capture.
+	// AmountCents and ExpiresAt: of a reservation (ExpiresAt too), a
+	// capture or a settled refund.
 	AmountCents int64
 	ExpiresAt   time.Time
+	// RefundID is a refund result's refund.
+	RefundID uuid.UUID
 }
 
 func (h *harness) settled(key string) event {
@@ -270,6 +274,18 @@ func (h *harness) cancelled(key, reason string) event {
 	return h.newEvent(h.topics.Cancelled, events.TypeCancelled, key, reason)
 }
 
+// refundSettled is a refund of cents settled by the ledger.
+func (h *harness) refundSettled(key string, cents int64) event {
+	e := h.newEvent(h.topics.RefundSettled, events.TypeRefundSettled, key, "")
+	e.AmountCents = cents
+	return e
+}
+
+// refundRejected is a refund the ledger refused for reason.
+func (h *harness) refundRejected(key, reason string) event {
+	return h.newEvent(h.topics.RefundRejected, events.TypeRefundRejected, key, reason)
+}
+
 func (h *harness) newEvent(topic, typ, key, reason string) event {
 	transfer := uuid.New()
 	// The id the ledger derives for this transfer and type: the handler
@@ -277,8 +293,16 @@ func (h *harness) newEvent(topic, typ, key, reason string) event {
 	kind := map[string]string{events.TypeSettled: events.KindSettled, events.TypeRejected: events.KindRejectedLedger,
 		events.TypeReserved: events.KindReserved, events.TypeCancelled: events.KindCancelled}[typ]
 	id := events.DerivedID(kind, transfer)
+	var refund uuid.UUID
+	if typ == events.TypeRefundSettled || typ == events.TypeRefundRejected {
+		// A refund's result id is derived from the refund's id
+		// (events.CheckRefundResultID).
+		refund = uuid.New()
+		id = events.DerivedID(map[string]string{events.TypeRefundSettled: events.KindRefundSettled,
+			events.TypeRefundRejected: events.KindRefundRejected}[typ], refund)
+	}
 	return event{
-		ID: id, TransferID: transfer, Key: key, Topic: topic, Type: typ, Reason: reason,
+		ID: id, TransferID: transfer, RefundID: refund, Key: key, Topic: topic, Type: typ, Reason: reason,
 		OccurredAt: time.Now().UTC().Truncate(time.Millisecond),
 		Headers: map[string]string{
 			events.HeaderEventID:       id.String(),
@@ -298,6 +322,10 @@ func (e event) payload() []byte {
 		v = events.Reserved{EventID: e.ID, TransferID: e.TransferID, AmountCents: e.AmountCents, ExpiresAt: e.ExpiresAt, OccurredAt: e.OccurredAt}
 	case events.TypeCancelled:
 		v = events.Cancelled{EventID: e.ID, TransferID: e.TransferID, Reason: e.Reason, OccurredAt: e.OccurredAt}
+	case events.TypeRefundSettled:
+		v = events.RefundSettled{EventID: e.ID, RefundID: e.RefundID, TransferID: e.TransferID, AmountCents: e.AmountCents, OccurredAt: e.OccurredAt}
+	case events.TypeRefundRejected:
+		v = events.RefundRejected{EventID: e.ID, RefundID: e.RefundID, TransferID: e.TransferID, Reason: e.Reason, OccurredAt: e.OccurredAt}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -338,6 +366,10 @@ func (h *harness) barrier(topic, key string) {
 		e = h.reserved(key, 1)
 	case h.topics.Cancelled:
 		e = h.cancelled(key, events.ReasonCancelledByClient)
+	case h.topics.RefundSettled:
+		e = h.refundSettled(key, 1)
+	case h.topics.RefundRejected:
+		e = h.refundRejected(key, events.ReasonExceedsRefundable)
 	default:
 		e = h.settled(key)
 	}

@@ -1,6 +1,7 @@
 // Package notifications is the notifications service: it consumes the
 // transfer results (liquidada, rejeitada, and a hold's reservada and
-// cancelada) in consumer group "notificacoes"
+// cancelada) and the refund results (estorno.liquidado,
+// estorno.rejeitado) in consumer group "notificacoes"
 // and tells each customer through a channel, a signed webhook or the log,
 // once per result event. Failed sends go through retry topics (1 s, 2 s,
 // 4 s) and then the DLT, without holding up the main topics; see
@@ -120,10 +121,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 }
 
 // Consumed returns the main topics the service reads of t: the results it
-// notifies (liquidada, rejeitada, reservada, cancelada). Each has its retry
-// topics and its DLT, which the service writes.
+// notifies (liquidada, rejeitada, reservada, cancelada, and a refund's
+// estorno.liquidado and estorno.rejeitado). Each has its retry topics and
+// its DLT, which the service writes.
 func Consumed(t events.Topics) []string {
-	return []string{t.Settled, t.Rejected, t.Reserved, t.Cancelled}
+	return []string{t.Settled, t.Rejected, t.Reserved, t.Cancelled, t.RefundSettled, t.RefundRejected}
 }
 
 // opsRoutes are the operator routes (scope operacoes): the shared outbox

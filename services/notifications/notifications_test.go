@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/dlt"
@@ -49,6 +50,10 @@ func TestSignedWebhook(t *testing.T) {
 			want: webhook.Payload{Type: events.TypeCancelled, Status: "CANCELADA", Reason: events.ReasonCancelledByClient}},
 		{name: "hold expired", event: h.cancelled("CC-HOLD", events.ReasonExpired), path: "/hook",
 			want: webhook.Payload{Type: events.TypeCancelled, Status: "EXPIRADA", Reason: events.ReasonExpired}},
+		{name: "refund settled", event: h.refundSettled("CC-REFUND", 2500), path: "/hook",
+			want: webhook.Payload{Type: events.TypeRefundSettled, Status: "LIQUIDADO", AmountCents: 2500}},
+		{name: "refund rejected for exceeding, account URL", event: h.refundRejected("CC-ROUTED", events.ReasonExceedsRefundable), path: "/routed",
+			want: webhook.Payload{Type: events.TypeRefundRejected, Status: "REJEITADO", Reason: events.ReasonExceedsRefundable}},
 	}
 	for _, tt := range tests {
 		h.publish(tt.event)
@@ -72,6 +77,9 @@ func TestSignedWebhook(t *testing.T) {
 			}
 			want := tt.want
 			want.EventID, want.TransferID, want.OccurredAt, want.ExpiresAt = e.ID.String(), e.TransferID.String(), e.OccurredAt, e.ExpiresAt
+			if e.RefundID != uuid.Nil {
+				want.RefundID = e.RefundID.String()
+			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("payload mismatch (-want +got):\n%s", diff)
 			}
@@ -168,6 +176,61 @@ func TestHoldResultsRetryTopics(t *testing.T) {
 	}
 	if recs := h.list(events.DLT(h.topics.Reserved)); len(recs) != 0 {
 		t.Errorf("reservada's DLT holds %d records, want 0", len(recs))
+	}
+}
+
+// A refund's results go through the same retry topics and DLT as the
+// other results: a settled refund whose receiver fails once is delivered
+// from estorno.liquidado's retry-1000 topic, once; a rejected refund whose
+// receiver always fails lands on estorno.rejeitado's DLT after 4
+// attempts, with its key and original topic.
+func TestRefundResultsRetryTopics(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	settled := h.refundSettled("CC-REFUND-RETRY", 700)
+	rejected := h.refundRejected("CC-REFUND-RETRY", events.ReasonInsufficientFunds)
+	h.recv.setRespond(func(id string, previous int) int {
+		if id == rejected.ID.String() || id == settled.ID.String() && previous < 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	h.publish(settled)
+	h.publish(rejected)
+
+	h.waitRequests(settled.ID.String(), 2, 30*time.Second)
+	entry := h.waitLog(settled.ID, "delivered", func(l logEntry) bool { return l.Status == "DELIVERED" })
+	if diff := cmp.Diff(logEntry{Status: "DELIVERED", Attempts: 2, Channel: "webhook", Delivered: true}, entry); diff != "" {
+		t.Errorf("settled refund's log entry mismatch (-want +got):\n%s", diff)
+	}
+	if recs := h.list(broker.RetryTopic(h.topics.RefundSettled, time.Second)); len(recs) != 1 {
+		t.Errorf("estorno.liquidado's retry-1000 holds %d records, want 1", len(recs))
+	}
+
+	recs := h.waitDLT(h.topics.RefundRejected, 1, 40*time.Second)
+	if len(recs) != 1 {
+		t.Fatalf("estorno.rejeitado's DLT holds %d records, want 1", len(recs))
+	}
+	if got := string(recs[0].Key); got != rejected.Key {
+		t.Errorf("DLT record key = %q, want %q", got, rejected.Key)
+	}
+	if orig, err := header(recs[0], dlt.HeaderDLTOriginalTopic); err != nil || orig != h.topics.RefundRejected {
+		t.Errorf("%s = %q (%v), want %s", dlt.HeaderDLTOriginalTopic, orig, err, h.topics.RefundRejected)
+	}
+	if n := len(h.recv.of(rejected.ID.String())); n != 4 {
+		t.Errorf("receiver saw %d attempts of the rejected refund, want 4", n)
+	}
+	for _, d := range broker.RetryDelays {
+		if recs := h.list(broker.RetryTopic(h.topics.RefundRejected, d)); len(recs) != 1 {
+			t.Errorf("estorno.rejeitado's retry topic of %s holds %d records, want 1", d, len(recs))
+		}
+	}
+	h.barrier(h.topics.RefundSettled, settled.Key)
+	if n := len(h.recv.of(settled.ID.String())); n != 2 {
+		t.Errorf("got %d webhooks for the settled refund, want 2 (one failure, one success)", n)
+	}
+	if recs := h.list(events.DLT(h.topics.RefundSettled)); len(recs) != 0 {
+		t.Errorf("estorno.liquidado's DLT holds %d records, want 0", len(recs))
 	}
 }
 

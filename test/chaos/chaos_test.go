@@ -798,7 +798,7 @@ func (s *suite) injectDuplicates() map[string]int {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	topics := append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.holdTopics()...)
+	topics := append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.mixTopics()...)
 	for _, main := range []string{s.topics.Settled, s.topics.Rejected} {
 		for _, d := range broker.RetryDelays {
 			topics = append(topics, broker.RetryTopic(main, d))
@@ -903,9 +903,10 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	stores := s.checkStores(ctx, s.errorf)
 
 	// Notifications: one log row per result event (by its key), at most
-	// one delivery per event id at the receiver, one per terminal transfer
-	// and one more per hold the ledger reserved (its reservada).
-	wantHooks := settled + rejected + released + stores.reservations
+	// one delivery per event id at the receiver, one per terminal transfer,
+	// one more per hold the ledger reserved (its reservada) and one per
+	// refund the ledger decided.
+	wantHooks := settled + rejected + released + stores.reservations + stores.refunds
 	var notifRows, notifTransfers int
 	if err := s.notify.QueryRow(ctx, `SELECT count(*), count(DISTINCT transfer_id) FROM notification`).Scan(&notifRows, &notifTransfers); err != nil {
 		t.Fatal(err)
@@ -917,8 +918,9 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		delivered, dupDeliveries, _ = s.recv.counts()
 		return delivered >= wantHooks
 	}) // a shortfall is reported below
-	if notifTransfers+stores.reservations != notifRows {
-		s.errorf("notifications: %d log rows for %d transfers and %d reservations", notifRows, notifTransfers, stores.reservations)
+	if notifTransfers+stores.reservations+stores.refunds != notifRows {
+		s.errorf("notifications: %d log rows for %d transfers, %d reservations and %d refunds", notifRows, notifTransfers, stores.reservations,
+			stores.refunds)
 	}
 	// Webhooks are delivered at least once: a crash of notifications (or
 	// of its database) between a delivery and its record sends it again,
@@ -946,7 +948,8 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 		s.errorf("webhooks failing verification: %v", badHooks)
 	}
 	if delivered != wantHooks {
-		s.errorf("webhooks: %d events delivered for %d terminal transfers and %d reservations", delivered, settled+rejected+released, stores.reservations)
+		s.errorf("webhooks: %d events delivered for %d terminal transfers, %d reservations and %d refunds", delivered, settled+rejected+released,
+			stores.reservations, stores.refunds)
 	}
 
 	// DLTs hold exactly the poison.
@@ -957,7 +960,7 @@ func (s *suite) check(lastFault time.Time, results map[string]any) {
 	poll.Wait(30*time.Second, time.Second, func() bool {
 		gotDLT, foreign = map[string]int{}, map[string]int{}
 		// The hold topics' DLTs get no poison: any record in them is foreign.
-		for _, main := range append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.holdTopics()...) {
+		for _, main := range append([]string{s.topics.Requested, s.topics.Analysed, s.topics.Settled, s.topics.Rejected}, s.mixTopics()...) {
 			dlt := events.DLT(main)
 			msgs, err := readTopic(ctx, s.kc, s.kafka.Addr(1), dlt)
 			if err != nil {
@@ -1100,6 +1103,15 @@ func (s *suite) groups() map[string][]string {
 		out["ledger-dlt-monitor"] = append(out["ledger-dlt-monitor"], events.DLT(t.CaptureRequested), events.DLT(t.CancelRequested))
 		results = append(results, t.Reserved, t.Cancelled)
 	}
+	if *flagRefunds > 0 {
+		// The projection and notifications read the refunds' results; the
+		// ledger reads estorno.solicitado in ledgerRefundGroup.
+		out["transferencias-projecao"] = append(out["transferencias-projecao"], t.RefundSettled, t.RefundRejected)
+		out["notificacoes"] = append(out["notificacoes"], t.RefundSettled, t.RefundRejected)
+		out[ledgerRefundGroup] = append(out[ledgerRefundGroup], t.RefundRequested)
+		out["ledger-dlt-monitor"] = append(out["ledger-dlt-monitor"], events.DLT(t.RefundRequested))
+		results = append(results, t.RefundSettled, t.RefundRejected)
+	}
 	for _, d := range broker.RetryDelays {
 		g := "notificacoes-retry-" + strconv.FormatInt(d.Milliseconds(), 10)
 		for _, main := range results {
@@ -1108,6 +1120,9 @@ func (s *suite) groups() map[string][]string {
 	}
 	return out
 }
+
+// mixTopics are the topics of holds and of refunds the load's mix uses.
+func (s *suite) mixTopics() []string { return append(s.holdTopics(), s.refundTopics()...) }
 
 // holdTopics are the four topics of holds when the load has holds in its
 // mix, none otherwise.

@@ -589,10 +589,14 @@ func (s *suite) awaitTerminal(accepted map[string]time.Time, lastFault time.Time
 // show: a transfer answered 202 that is then 404 or stays PENDENTE, a
 // settlement whose postings vanished, and their consequences (a retry
 // answered from the new primary, postings of a transfer the transfers
-// database no longer has, records whose outbox rows are gone).
+// database no longer has, records whose outbox rows are gone); with
+// refunds, a refund answered 202 that is then 404 or never ends, and the
+// refunds a database that lost one no longer counts (a refund accepted,
+// or settled, beside one it forgot).
 var lossKinds = map[string]bool{
 	history.NotTerminal: true, history.StaleRead: true, history.LostPosting: true, history.TwoTerminal: true,
 	history.Idempotency: true, history.StrayPosting: true, history.LostRecord: true, history.DuplicateWebhook: true,
+	history.RefundStatus: true, history.OverRefund: true,
 }
 
 // expectLoss asserts the asynchronous run's report: the checker found the

@@ -22,10 +22,23 @@
 // of them to expire (at most that long after the load stops). Snapshots
 // read each account's reserved amount and the ledger's reservations, the
 // reservada and cancelada records are judged with the others, and the
-// stores' checks add the hold invariants. Two anomalies are injected by
+// stores' checks add the hold invariants. Three anomalies are injected by
 // default (-chaos.inject) and must be reported as exactly their kinds: a
-// stale read, and a captured hold released a second time
-// (released-twice).
+// stale read, a captured hold released a second time (released-twice),
+// and a settled refund rejected too (refund-status).
+//
+// A fifth of the other transfers are refunded once settled (-chaos.refunds,
+// CONTRACTS section 10; refunds_load_test.go) by the destination's
+// titular while the faults run: 40% once (in part, or all that remains),
+// 30% twice at once with different keys asking together more than was
+// paid (the ledger settles at most what was paid), 30% in part and then
+// beyond what remains (a 422 or a REJEITADO VALOR_EXCEDE_ESTORNAVEL).
+// Each refund is read until its end, and every one again at the end.
+// Snapshots read each refund entry's transfer and, with
+// -chaos.statements (the default), every posting's running balance; the
+// run ends with statements and balances at instants of four accounts
+// (CONTRACTS section 11), and the stores' checks add the refund
+// invariants.
 //
 // The test is behind the "chaos" build tag, so `go test ./...` does not run
 // it: `make chaos` (or `go test -tags chaos ./test/chaos/`). Its flags are

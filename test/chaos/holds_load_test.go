@@ -42,9 +42,16 @@ const (
 // The fates' shares of the holds, in percent, in holdFate order.
 var fateShares = [...]int{40, 20, 15, 25}
 
-// holdStats counts the load's hold commands.
+// commandStats counts the answers to a kind of command on a transfer
+// (captures and cancellations, refunds).
+type commandStats struct {
+	sent, accepted202, conflict409, inProgress409, refused422, unavailable503, connErrors, status5xx, other4xx atomic.Int64
+}
+
+// holdStats counts the load's holds and their commands.
 type holdStats struct {
-	holds, commands, accepted202, notReserved409, inProgress409, refused422, unavailable503, connErrors, status5xx atomic.Int64
+	holds atomic.Int64
+	commandStats
 }
 
 // holdPlan is one hold the load sent: its fate and, for fateExpire, when
@@ -81,8 +88,9 @@ func asHold(r transferReq, now time.Time) (transferReq, holdPlan) {
 // second between them, not hundreds.
 var readBackoff = backoff.Exponential{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 8 * time.Second, Jitter: true}
 
-// reservedWithin bounds how long the load reads a hold before it gives up
-// waiting for the ledger to reserve it (the longest fault is the transfers
+// reservedWithin bounds how long the load reads a transfer before it gives
+// up waiting for the ledger to decide it (reserve a hold, settle one to
+// refund; the longest fault is the transfers
 // database stopped for a minute, plus the backlog behind it).
 const reservedWithin = 3 * time.Minute
 
@@ -97,24 +105,7 @@ func (l *load) driveHold(ctx context.Context, key string, r transferReq, p holdP
 	if !ok || p.fate == fateExpire {
 		return
 	}
-	status := ""
-	deadline := time.Now().Add(reservedWithin)
-	for attempt := 0; status == "" || status == history.StatusPending; attempt++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(readBackoff.Delay(attempt)):
-		}
-		if time.Now().After(deadline) {
-			return // never decided: the final checks see it
-		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if o, a := l.get(rctx, l.urls[rand.IntN(len(l.urls))], key); o == history.OK && a.Status == http.StatusOK {
-			status = a.TransferStatus
-		}
-		cancel()
-	}
-	if status != history.StatusReserved {
+	if l.awaitDecided(ctx, key) != history.StatusReserved {
 		return // rejected (an unfunded source), or never decided: the final checks see it
 	}
 	time.Sleep(time.Duration(rand.IntN(2000)) * time.Millisecond) // a client's pause before it acts, not a wait for a condition
@@ -139,6 +130,31 @@ func (l *load) driveHold(ctx context.Context, key string, r transferReq, p holdP
 	}
 }
 
+// awaitDecided reads transfer key (recorded GETs, paced by readBackoff)
+// until the ledger decided it, for at most reservedWithin, and returns
+// the status read last: "" or PENDENTE when it was never decided (the
+// final checks see it) or ctx ended.
+func (l *load) awaitDecided(ctx context.Context, key string) string {
+	status := ""
+	deadline := time.Now().Add(reservedWithin)
+	for attempt := 0; status == "" || status == history.StatusPending; attempt++ {
+		select {
+		case <-ctx.Done():
+			return status
+		case <-time.After(readBackoff.Delay(attempt)):
+		}
+		if time.Now().After(deadline) {
+			return status
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if o, a := l.get(rctx, l.urls[rand.IntN(len(l.urls))], key); o == history.OK && a.Status == http.StatusOK {
+			status = a.TransferStatus
+		}
+		cancel()
+	}
+	return status
+}
+
 // captureAmount is what a capture asks: half the time all of it (0, no
 // body), otherwise part of it.
 func captureAmount(reserved int64) int64 {
@@ -149,13 +165,9 @@ func captureAmount(reserved int64) int64 {
 }
 
 // command sends a capture (with amount, 0 for all) or a cancellation of
-// transfer id under a new Idempotency-Key until it gets an answer (202,
-// or a final 4xx), and records every attempt. The outcomes are the
-// recorder's: 202 and a final 4xx (409 transfer-not-reserved, 422) are
-// known; 409 command-in-progress and 503 overloaded wrote nothing; no
-// answer, a 503 service-unavailable or another 5xx are unknown.
+// transfer id under a new Idempotency-Key until it gets an answer, and
+// records every attempt (sendCommand).
 func (l *load) command(ctx context.Context, kind history.Kind, id string, amount int64) {
-	key := uuid.NewString()
 	path, body := "/cancelamento", []byte(nil)
 	if kind == history.KindCapture {
 		path = "/captura"
@@ -164,44 +176,61 @@ func (l *load) command(ctx context.Context, kind history.Kind, id string, amount
 		}
 	}
 	c := history.Command{TransferID: id, AmountCents: amount}
-	start := rand.IntN(len(l.urls))
-	for attempt := 0; ; attempt++ {
-		l.holdStats.commands.Add(1)
-		invoked := time.Now()
-		status, _, b, err := l.send(ctx, l.urls[(start+attempt)%len(l.urls)]+"/transferencias/"+id+path, l.bearer, key, body)
-		outcome, ans := answer(status, b, err)
-		switch {
-		case err != nil:
-			l.holdStats.connErrors.Add(1)
-		case status == http.StatusAccepted:
-			l.holdStats.accepted202.Add(1)
-		case status == http.StatusConflict && strings.HasSuffix(ans.Problem, "/command-in-progress"):
-			l.holdStats.inProgress409.Add(1)
-			outcome = history.Fail
-		case status == http.StatusConflict:
-			l.holdStats.notReserved409.Add(1)
-		case status == http.StatusUnprocessableEntity:
-			l.holdStats.refused422.Add(1)
-		case status == http.StatusServiceUnavailable && strings.HasSuffix(ans.Problem, "/overloaded"):
-			l.holdStats.unavailable503.Add(1)
-			outcome = history.Fail
-		case status == http.StatusServiceUnavailable:
-			l.holdStats.unavailable503.Add(1)
-			outcome = history.Info
-		case status >= 500:
-			l.holdStats.status5xx.Add(1)
-		}
+	l.sendCommand(ctx, &l.holdStats.commandStats, id, path, body, func(invoked time.Time, outcome history.Outcome, key string, ans history.Answer) {
 		if kind == history.KindCapture {
 			l.rec.Capture(invoked, outcome, key, c, ans)
 		} else {
 			l.rec.Cancel(invoked, outcome, key, c, ans)
 		}
+	})
+}
+
+// sendCommand POSTs body (none if nil) to path of transfer id under a new
+// Idempotency-Key until it gets an answer (202, or a final 4xx), counts
+// each answer in st, records each attempt with record and returns the key
+// and the last answer. The outcomes are the recorder's: 202 and a final
+// 4xx (409 transfer-not-reserved or -settled, 404, 422) are known; a 409
+// in progress and a 503 overloaded wrote nothing; no answer, a 503
+// service-unavailable or another 5xx are unknown.
+func (l *load) sendCommand(ctx context.Context, st *commandStats, id, path string, body []byte,
+	record func(invoked time.Time, outcome history.Outcome, key string, ans history.Answer)) (string, history.Answer) {
+	key := uuid.NewString()
+	start := rand.IntN(len(l.urls))
+	for attempt := 0; ; attempt++ {
+		st.sent.Add(1)
+		invoked := time.Now()
+		status, _, b, err := l.send(ctx, l.urls[(start+attempt)%len(l.urls)]+"/transferencias/"+id+path, l.bearer, key, body)
+		outcome, ans := answer(status, b, err)
+		switch {
+		case err != nil:
+			st.connErrors.Add(1)
+		case status == http.StatusAccepted:
+			st.accepted202.Add(1)
+		case status == http.StatusConflict && strings.HasSuffix(ans.Problem, "-in-progress"):
+			st.inProgress409.Add(1)
+			outcome = history.Fail
+		case status == http.StatusConflict:
+			st.conflict409.Add(1)
+		case status == http.StatusUnprocessableEntity:
+			st.refused422.Add(1)
+		case status == http.StatusServiceUnavailable && strings.HasSuffix(ans.Problem, "/overloaded"):
+			st.unavailable503.Add(1)
+			outcome = history.Fail
+		case status == http.StatusServiceUnavailable:
+			st.unavailable503.Add(1)
+			outcome = history.Info
+		case status >= 500:
+			st.status5xx.Add(1)
+		case status >= 400:
+			st.other4xx.Add(1)
+		}
+		record(invoked, outcome, key, ans)
 		if outcome == history.OK || ctx.Err() != nil {
-			return
+			return key, ans
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return key, ans
 		case <-time.After(retryBackoff.Delay(attempt + 1)):
 		}
 	}
@@ -276,7 +305,7 @@ func (s *suite) awaitHolds(must bool) {
 	}
 	st := &s.load.holdStats
 	s.t.Logf("holds: %d sent, all %d accepted released %s after the load stopped; commands %d: 202 %d, 409 not reserved %d, 409 in progress %d, 422 %d, 503 %d, conn errors %d, other 5xx %d",
-		st.holds.Load(), len(ids), time.Since(began).Round(time.Second), st.commands.Load(), st.accepted202.Load(), st.notReserved409.Load(),
+		st.holds.Load(), len(ids), time.Since(began).Round(time.Second), st.sent.Load(), st.accepted202.Load(), st.conflict409.Load(),
 		st.inProgress409.Load(), st.refused422.Load(), st.unavailable503.Load(), st.connErrors.Load(), st.status5xx.Load())
 	if st.status5xx.Load() > 0 {
 		s.errorf("holds: %d command answers 5xx other than 503", st.status5xx.Load())

@@ -45,3 +45,33 @@ func TestHoldMix(t *testing.T) {
 		t.Errorf("captura %q, want %s", r.Capture, history.CaptureManual)
 	}
 }
+
+// TestRefundMix checks the load's refunds without infrastructure: the
+// fates come in refundShares' proportions, a refund in part asks less
+// than the transfer, racing refunds ask together more than it, and the
+// second refund of refundBeyond more than the first leaves.
+func TestRefundMix(t *testing.T) {
+	const n = 20000
+	count := map[refundFate]int{}
+	for i := range n {
+		f := pickRefundFate()
+		count[f]++
+		cents := int64(1 + i%500)
+		first, second, two := refundAmounts(f, cents)
+		switch {
+		case first < 0 || first > cents || second < 0:
+			t.Fatalf("fate %d of %d: asks %d and %d", f, cents, first, second)
+		case f == refundPart && (two || (first == cents && cents > 1)):
+			t.Fatalf("in part of %d: asks %d (second %v)", cents, first, two)
+		case f == refundRace && (!two || (first > 0 && first+second <= cents)):
+			t.Fatalf("racing refunds of %d: ask %d and %d, together no more than it", cents, first, second)
+		case f == refundBeyond && (!two || (first > 0 && second <= cents-first) || (first == 0 && second == 0)):
+			t.Fatalf("beyond of %d: asks %d then %d, within what remains", cents, first, second)
+		}
+	}
+	for f, share := range refundShares {
+		if got := 100 * float64(count[refundFate(f)]) / n; math.Abs(got-float64(share)) > 2 {
+			t.Errorf("fate %d: %.1f%% of the refunds, want %d%%", f, got, share)
+		}
+	}
+}

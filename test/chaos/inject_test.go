@@ -17,14 +17,16 @@ import (
 	"github.com/paysuite/payments/test/support/poll"
 )
 
-var flagInject = flag.String("chaos.inject", injectStaleRead+","+injectReleasedTwice,
+var flagInject = flag.String("chaos.inject", injectStaleRead+","+injectReleasedTwice+","+injectRefundStatus,
 	"TestChaos: anomalies injected into the live run (comma-separated) that the history checker must report as exactly their kinds, or the test fails: "+
 		injectStaleRead+" (a settled transfer set back to PENDENTE for two seconds while reads target it), "+
-		injectReleasedTwice+" (after the load, a captured hold released again: a TransferenciaCancelada written to the ledger's outbox; needs -chaos.holds > 0), or none")
+		injectReleasedTwice+" (after the load, a captured hold released again: a TransferenciaCancelada written to the ledger's outbox; needs -chaos.holds > 0), "+
+		injectRefundStatus+" (after the load, a settled refund rejected too: an EstornoRejeitado written to the ledger's outbox; needs -chaos.refunds > 0), or none")
 
 const (
 	injectStaleRead     = "stale-read"
 	injectReleasedTwice = "released-twice"
+	injectRefundStatus  = "refund-status"
 )
 
 // injections returns the anomalies -chaos.inject names.
@@ -34,14 +36,17 @@ func (s *suite) injections() map[string]bool {
 	for _, n := range strings.Split(*flagInject, ",") {
 		switch n = strings.TrimSpace(n); n {
 		case "none", "":
-		case injectStaleRead, injectReleasedTwice:
+		case injectStaleRead, injectReleasedTwice, injectRefundStatus:
 			out[n] = true
 		default:
-			s.t.Fatalf("-chaos.inject=%q: want a list of %s, %s, or none", *flagInject, injectStaleRead, injectReleasedTwice)
+			s.t.Fatalf("-chaos.inject=%q: want a list of %s, %s, %s, or none", *flagInject, injectStaleRead, injectReleasedTwice, injectRefundStatus)
 		}
 	}
 	if out[injectReleasedTwice] && *flagHolds <= 0 {
 		s.t.Fatalf("-chaos.inject=%s needs holds in the load (-chaos.holds > 0)", injectReleasedTwice)
+	}
+	if out[injectRefundStatus] && *flagRefunds <= 0 {
+		s.t.Fatalf("-chaos.inject=%s needs refunds in the load (-chaos.refunds > 0)", injectRefundStatus)
 	}
 	return out
 }
@@ -78,6 +83,9 @@ func (s *suite) injectAfterLoad() {
 	s.t.Helper()
 	if s.injections()[injectReleasedTwice] {
 		s.injectReleasedTwice()
+	}
+	if s.injections()[injectRefundStatus] {
+		s.injectRefundRejected()
 	}
 }
 
@@ -123,26 +131,35 @@ func (s *suite) injectReleasedTwice() {
 	}
 	now := time.Now().UTC()
 	ev := events.Cancelled{EventID: events.DerivedID(events.KindCancelled, id), TransferID: id, Reason: events.ReasonCancelledByClient, OccurredAt: now}
+	s.publishAsLedger(ctx, "the second release of "+id.String(), ev.EventID, "transfer", id, s.topics.Cancelled, source, events.TypeCancelled, ev)
+	s.injected = append(s.injected, history.Anomaly{Kind: history.ReleasedTwice, About: id.String()})
+	s.t.Logf("inject: captured hold %s released again (TransferenciaCancelada %s); the checker must report one %s on it",
+		id, ev.EventID, history.ReleasedTwice)
+}
+
+// publishAsLedger writes event ev (its id, type typ, about aggregate id
+// of aggType) into the ledger's outbox for topic under key, as the ledger
+// itself would, and waits for the relay to publish it and every group to
+// consume it; what names the injection in failures.
+func (s *suite) publishAsLedger(ctx context.Context, what string, id uuid.UUID, aggType string, aggregate uuid.UUID, topic, key, typ string, ev any) {
+	s.t.Helper()
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	if _, err := s.ledger.Exec(ctx, `
 INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, occurred_at)
-VALUES ($1, 'transfer', $2, $3, $4, $5, $6, $7)`, ev.EventID, id.String(), s.topics.Cancelled, source, events.TypeCancelled, payload, now); err != nil {
-		s.t.Fatalf("inject: the second release of %s: %v", id, err)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, id, aggType, aggregate.String(), topic, key, typ, payload, time.Now().UTC()); err != nil {
+		s.t.Fatalf("inject: %s: %v", what, err)
 	}
 	var status string
 	if !poll.Wait(time.Minute, 100*time.Millisecond, func() bool {
-		err = s.ledger.QueryRow(ctx, `SELECT status FROM outbox_event WHERE id = $1`, ev.EventID).Scan(&status)
+		err = s.ledger.QueryRow(ctx, `SELECT status FROM outbox_event WHERE id = $1`, id).Scan(&status)
 		return err == nil && status == "PUBLISHED"
 	}) {
-		s.t.Fatalf("inject: the second release of %s not published within 1m (status %q, err %v)", id, status, err)
+		s.t.Fatalf("inject: %s not published within 1m (status %q, err %v)", what, status, err)
 	}
 	s.awaitLag(time.Minute)
-	s.injected = append(s.injected, history.Anomaly{Kind: history.ReleasedTwice, About: id.String()})
-	s.t.Logf("inject: captured hold %s released again (TransferenciaCancelada %s); the checker must report one %s on it",
-		id, ev.EventID, history.ReleasedTwice)
 }
 
 // injectStaleRead sets a transfer the load settled back to PENDENTE in

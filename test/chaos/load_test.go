@@ -46,19 +46,22 @@ type load struct {
 	bearer string
 	client *http.Client
 	stats  clientStats
-	// holdStats counts the hold commands (holds_load_test.go).
-	holdStats holdStats
-	rec       *history.Recorder // every POST and GET, as it happens
+	// holdStats counts the hold commands (holds_load_test.go),
+	// refundStats the refunds (refunds_load_test.go).
+	holdStats   holdStats
+	refundStats refundStats
+	rec         *history.Recorder // every POST and GET, as it happens
 	// inFlight counts the POSTs sent and not yet recorded: a fault that
 	// must cut into writes waits for one (awaitInFlight).
 	inFlight atomic.Int64
 
 	mu       sync.Mutex
-	requests map[string]transferReq // every key sent
-	accepted map[string]time.Time   // key -> first 202
-	keys     []string               // the keys of accepted, in order: what the reader picks from
-	refused  map[string]string      // key -> a final 4xx answer
-	holds    map[string]holdPlan    // the keys sent as holds
+	requests map[string]transferReq  // every key sent
+	accepted map[string]time.Time    // key -> first 202
+	keys     []string                // the keys of accepted, in order: what the reader picks from
+	refused  map[string]string       // key -> a final 4xx answer
+	holds    map[string]holdPlan     // the keys sent as holds
+	refunds  map[string]*refundTrack // every refund key sent
 	wg       sync.WaitGroup
 }
 
@@ -69,6 +72,7 @@ func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 		}},
 		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{}, holds: map[string]holdPlan{},
+		refunds: map[string]*refundTrack{},
 	}
 }
 
@@ -186,6 +190,8 @@ type answerBody struct {
 	Type   string `json:"type"`
 	// SettledCents is a captured hold's valorLiquidadoEmCentavos.
 	SettledCents int64 `json:"valorLiquidadoEmCentavos"`
+	// RefundedCents is a transfer's valorEstornadoEmCentavos.
+	RefundedCents int64 `json:"valorEstornadoEmCentavos"`
 	transferReq
 }
 
@@ -215,7 +221,8 @@ func answer(status int, b []byte, err error) (history.Outcome, history.Answer) {
 	}
 	var body answerBody
 	_ = json.Unmarshal(b, &body) // a body that is not JSON leaves the fields empty
-	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status, SettledCents: body.SettledCents}
+	ans := history.Answer{Status: status, ID: body.ID, TransferStatus: body.Status, SettledCents: body.SettledCents,
+		RefundedCents: body.RefundedCents}
 	if status >= 400 {
 		ans.Problem, ans.TransferStatus = body.Type, ""
 	}
@@ -228,24 +235,27 @@ func answer(status int, b []byte, err error) (history.Outcome, history.Answer) {
 	return history.OK, ans
 }
 
+// fetch GETs u as the load's client; err is an unknown outcome.
+func (l *load) fetch(ctx context.Context, u string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", l.bearer)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b, err
+}
+
 // get reads one transfer through a transfers instance and records what it
 // said; it returns the recorded outcome and answer.
 func (l *load) get(ctx context.Context, base, id string) (history.Outcome, history.Answer) {
 	invoked := time.Now()
-	status, b, err := func() (int, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/transferencias/"+id, nil)
-		if err != nil {
-			return 0, nil, err
-		}
-		req.Header.Set("Authorization", l.bearer)
-		resp, err := l.client.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return resp.StatusCode, b, err
-	}()
+	status, b, err := l.fetch(ctx, base+"/transferencias/"+id)
 	outcome, ans := answer(status, b, err)
 	if err == nil && status != http.StatusOK && status != http.StatusNotFound {
 		outcome = history.Fail // a read that was refused says nothing of the transfer
@@ -325,8 +335,9 @@ func (l *load) readAll(ctx context.Context, keys []string) (unread int) {
 // run sends rate transfers a second until stop is closed; one in dupEvery
 // is sent twice at once (a duplicate POST); a share flagHolds of them are
 // holds (asHold), which the load then captures, cancels, races or leaves
-// to expire (driveHold). Submissions and hold commands go on after stop
-// until answered or ctx ends; wait waits for them.
+// to expire (driveHold); a share flagRefunds of the others are refunded
+// once settled (driveRefund). Submissions, hold commands and refunds go
+// on after stop until answered or ctx ends; wait waits for them.
 func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick func() transferReq) {
 	const dupEvery = 10
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -341,6 +352,7 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 		}
 		key, r := uuid.NewString(), pick()
 		var plan *holdPlan
+		refund := false
 		if rand.Float64() < *flagHolds {
 			var p holdPlan
 			r, p = asHold(r, time.Now())
@@ -349,6 +361,8 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 			l.holds[key] = p
 			l.mu.Unlock()
 			l.holdStats.holds.Add(1)
+		} else {
+			refund = rand.Float64() < *flagRefunds
 		}
 		copies := 1
 		if n%dupEvery == 0 {
@@ -357,8 +371,11 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 		for i := range copies {
 			l.wg.Go(func() {
 				l.submit(ctx, key, r)
-				if plan != nil && i == 0 {
+				switch {
+				case plan != nil && i == 0:
 					l.driveHold(ctx, key, r, *plan)
+				case refund && i == 0:
+					l.driveRefund(ctx, key, r, pickRefundFate())
 				}
 			})
 		}

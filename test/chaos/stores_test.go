@@ -17,6 +17,7 @@ import (
 type storeFigures struct {
 	doubled, dead, held int
 	reservations        int // holds the ledger reserved
+	refunds             int // refunds the ledger decided (settled or rejected)
 }
 
 // checkStores checks the stores' own invariants by SQL, once every
@@ -27,7 +28,7 @@ type storeFigures struct {
 // currency summing to zero, every entry one debit and one credit of one
 // amount, no DEAD outbox row in any service, and no held result left
 // unresolved in the transfers database; and those of holds
-// (checkHoldStores). TestChaos and TestChaosCluster
+// (checkHoldStores) and refunds (checkRefundStores). TestChaos and TestChaosCluster
 // both run it; report is how a broken one is told (the test's errorf, or
 // a log line where a loss is expected).
 func (s *suite) checkStores(ctx context.Context, report func(format string, args ...any)) storeFigures {
@@ -115,6 +116,8 @@ SELECT count(*) FROM (
 			badBalances, badSums, badEntries)
 	}
 
+	refunds := s.checkRefundStores(ctx, report)
+
 	// No DEAD outbox row in any service.
 	dead := 0
 	for _, db := range []*pgxpool.Pool{s.transfer, s.ledger, s.notify, s.pool(s.dsn("antifraud", "chaos-test"))} {
@@ -160,7 +163,7 @@ SELECT count(*) FROM (
 	if held > 0 {
 		report("%d held results (resultado_retido) still unresolved after the drain", held)
 	}
-	return storeFigures{doubled: doubled, dead: dead, held: held, reservations: reservations}
+	return storeFigures{doubled: doubled, dead: dead, held: held, reservations: reservations, refunds: refunds}
 }
 
 // unresolvedHeld counts the transfers database's held results

@@ -300,7 +300,7 @@ func checkLagPerPartition(t *testing.T, h *harness) {
 			continue
 		}
 		p, err := strconv.Atoi(ls["partition"])
-		if !slices.Contains(append(h.topics.All(), h.topics.Holds()...), ls["topic"]) || err != nil || p < 0 {
+		if !slices.Contains(slices.Concat(h.topics.All(), h.topics.Holds(), h.topics.Refunds()), ls["topic"]) || err != nil || p < 0 {
 			t.Errorf("%s: consumer_lag{group=%q, topic=%q, partition=%q}: want topic %s (or another topic the group reads) and a partition number >= 0",
 				h.service, ls["group"], ls["topic"], ls["partition"], h.consumed())
 		}

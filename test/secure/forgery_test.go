@@ -288,7 +288,8 @@ func TestForgedDeadLetters(t *testing.T) {
 			}
 			want := []string{events.DLT(tp.Analysed), events.DLT(tp.CaptureRequested), events.DLT(tp.CancelRequested)}
 			if svc == s.notifications {
-				want = []string{events.DLT(tp.Settled), events.DLT(tp.Rejected), events.DLT(tp.Reserved), events.DLT(tp.Cancelled)}
+				want = []string{events.DLT(tp.Settled), events.DLT(tp.Rejected), events.DLT(tp.Reserved), events.DLT(tp.Cancelled),
+					events.DLT(tp.RefundSettled), events.DLT(tp.RefundRejected)}
 			}
 			if !slices.Equal(names, want) {
 				t.Errorf("%s lists %v, want %v", svc.name, names, want)

@@ -55,6 +55,10 @@ const (
 	StatusReserved  = "RESERVADA"
 	StatusCancelled = "CANCELADA"
 	StatusExpired   = "EXPIRADA"
+	// The statuses of a refund (CONTRACTS.md section 10): the ledger
+	// posted it, or refused it for its motivo.
+	StatusRefundSettled  = "LIQUIDADO"
+	StatusRefundRejected = "REJEITADO"
 )
 
 // Payload is the JSON body of a webhook: the result of a transfer.
@@ -63,18 +67,23 @@ type Payload struct {
 	// covered by the signature.
 	EventID string `json:"eventoId"`
 	// Type is the event type: TransferenciaLiquidada,
-	// TransferenciaRejeitada, TransferenciaReservada or
-	// TransferenciaCancelada.
+	// TransferenciaRejeitada, TransferenciaReservada,
+	// TransferenciaCancelada, EstornoLiquidado or EstornoRejeitado.
 	Type string `json:"tipo"`
-	// TransferID is the transfer's id (transferenciaId).
+	// TransferID is the transfer's id (transferenciaId): for a refund's
+	// result, the transfer refunded.
 	TransferID string `json:"transferenciaId"`
-	// Status is LIQUIDADA, REJEITADA, RESERVADA, CANCELADA or EXPIRADA.
+	// RefundID (estornoId) is the refund's id; only on a refund's result.
+	RefundID string `json:"estornoId,omitempty"`
+	// Status is the transfer's LIQUIDADA, REJEITADA, RESERVADA, CANCELADA
+	// or EXPIRADA, or a refund's LIQUIDADO or REJEITADO.
 	Status string `json:"status"`
-	// Reason (motivo) says why a transfer was rejected or a hold released
-	// (CANCELADA_PELO_CLIENTE, EXPIRADA); empty otherwise.
+	// Reason (motivo) says why a transfer or a refund was rejected or a
+	// hold released (CANCELADA_PELO_CLIENTE, EXPIRADA); empty otherwise.
 	Reason string `json:"motivo,omitempty"`
-	// AmountCents (valorEmCentavos) is the amount reserved by a hold, or
-	// captured from one; absent for an immediate transfer's result.
+	// AmountCents (valorEmCentavos) is the amount reserved by a hold,
+	// captured from one, or refunded by a settled refund; absent for an
+	// immediate transfer's result.
 	AmountCents int64 `json:"valorEmCentavos,omitempty"`
 	// ExpiresAt (expiraEm) is when a reservation is released unless
 	// captured or cancelled first; only on RESERVADA.

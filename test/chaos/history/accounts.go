@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 )
@@ -123,6 +124,7 @@ func describeTransfer(t Transfer) string {
 func checkAccounts(h History) []Anomaly {
 	bodies := requestBodies(h)
 	holds := holdsAsked(h)
+	refunds := refundsOf(h)
 	deposits := map[string]Deposit{}
 	for _, op := range h {
 		if op.Kind == KindDeposit && op.Outcome != Fail {
@@ -180,6 +182,26 @@ func checkAccounts(h History) []Anomaly {
 				if b.Hold() {
 					cents, judgeAmount = hold.captured(e)
 				}
+			case EntryRefund:
+				// A refund returns what it asked (all that remains when it
+				// named no amount: the refund checks judge that) from the
+				// transfer's destination to its source.
+				ri, cands := refunds[e.ID], bodies[e.TransferID]
+				if ri == nil || len(ri.asked) == 0 || len(cands) == 0 || e.Postings > 2 {
+					continue // stray or posted twice: the refund checks'
+				}
+				b := cands[0]
+				for _, c := range cands {
+					if c.To == e.Debit && c.From == e.Credit {
+						b = c
+						break
+					}
+				}
+				from, to, cur = b.To, b.From, b.Currency
+				cents, judgeAmount = ri.asked[0], !slices.Contains(ri.asked, 0)
+				if slices.Contains(ri.asked, e.DebitCents) {
+					cents = e.DebitCents
+				}
 			case EntryDeposit:
 				d, ok := deposits[e.ID]
 				if !ok {
@@ -233,8 +255,11 @@ func checkAccounts(h History) []Anomaly {
 }
 
 func lower(entryType string) string {
-	if entryType == EntryDeposit {
+	switch entryType {
+	case EntryDeposit:
 		return "deposit"
+	case EntryRefund:
+		return "refund"
 	}
 	return "transfer"
 }

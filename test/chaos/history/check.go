@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -73,7 +74,7 @@ const (
 var AnomalyKinds = []string{NotTerminal, TwoTerminal, StaleRead, ReadBody, Idempotency, BankSum, BankDeposits,
 	BankNegative, BalancePostings, PostingAccount, PostingAmount, StrayPosting, LostPosting,
 	LostRecord, OutOfOrder, DuplicateWebhook, ReservedRange, ReservedOpen, ReleasedTwice, OverCapture, HoldPosting,
-	HoldStatus, CommandNotReserved, Vacuous}
+	HoldStatus, CommandNotReserved, OverRefund, RefundTwice, RefundStatus, RunningBalance, StatementSum, Vacuous}
 
 // Anomaly is one broken guarantee: its kind, what it is about (a key, an
 // event id, a snapshot's time) and what was seen.
@@ -103,6 +104,10 @@ type Figures struct {
 	// Holds are the transfers accepted as holds; Captures and Cancels the
 	// command keys answered 202.
 	Holds, Captures, Cancels int
+	// Refunds are the refund keys answered 202, RefundsSettled and
+	// RefundsRejected those read LIQUIDADO and REJEITADO; Statements the
+	// statements answered 200.
+	Refunds, RefundsSettled, RefundsRejected, Statements int
 }
 
 // Report is what Check found.
@@ -187,6 +192,10 @@ func (r Report) Table() string {
 	if f.Holds > 0 {
 		fmt.Fprintf(&b, "holds: %d accepted, %d captures and %d cancellations answered 202\n", f.Holds, f.Captures, f.Cancels)
 	}
+	if f.Refunds > 0 || f.Statements > 0 {
+		fmt.Fprintf(&b, "refunds: %d answered 202, %d read LIQUIDADO, %d read REJEITADO; %d statements\n",
+			f.Refunds, f.RefundsSettled, f.RefundsRejected, f.Statements)
+	}
 	return b.String()
 }
 
@@ -214,6 +223,9 @@ func Check(h History) (Report, error) {
 	add(dup)
 	rep.Explained = explained
 	add(checkHolds(h))
+	add(checkRefunds(h))
+	add(checkRunningBalances(h))
+	add(checkStatements(h))
 	add(checkMinimums(h))
 	rep.Windows = windows(h)
 	rep.checkedFor = time.Since(began)
@@ -245,6 +257,14 @@ func validate(h History) error {
 			ok = op.Crash != nil
 		case KindCapture, KindCancel:
 			ok = op.Command != nil && op.Answer != nil && op.Key != "" && op.Command.TransferID != ""
+		case KindRefund, KindRefundGet:
+			ok = op.Refund != nil && op.Answer != nil && op.Key != "" && op.Refund.TransferID != ""
+		case KindStatement:
+			ok = op.Statement != nil && op.Answer != nil && op.Statement.Account != ""
+		case KindBalanceAt:
+			ok = op.BalanceAt != nil && op.Answer != nil && op.BalanceAt.Account != ""
+		case KindMix:
+			ok = op.Key != ""
 		}
 		if !ok {
 			return fmt.Errorf("history op %d: kind %q without its fields", i, op.Kind)
@@ -260,6 +280,7 @@ func figures(h History) Figures {
 	var f Figures
 	accepted, holds := map[string]bool{}, map[string]bool{}
 	captures, cancels := map[string]bool{}, map[string]bool{}
+	refunds, refundReads := map[string]bool{}, map[string]string{}
 	for _, op := range h {
 		f.Ops++
 		switch op.Outcome {
@@ -283,6 +304,16 @@ func figures(h History) Figures {
 			captures[op.Key] = captures[op.Key] || commandAccepted(op)
 		case KindCancel:
 			cancels[op.Key] = cancels[op.Key] || commandAccepted(op)
+		case KindRefund:
+			refunds[op.Key] = refunds[op.Key] || refundAccepted(op)
+		case KindRefundGet:
+			if refundRead(op) {
+				refundReads[op.Key] = op.Answer.Refund.Status
+			}
+		case KindStatement:
+			if op.Outcome == OK && op.Answer.Status == http.StatusOK {
+				f.Statements++
+			}
 		case KindGet:
 			f.Gets++
 		case KindSnapshot:
@@ -306,6 +337,19 @@ func figures(h History) Figures {
 	for _, ok := range cancels {
 		if ok {
 			f.Cancels++
+		}
+	}
+	for _, ok := range refunds {
+		if ok {
+			f.Refunds++
+		}
+	}
+	for _, st := range refundReads {
+		switch st {
+		case RefundSettled:
+			f.RefundsSettled++
+		case RefundRejected:
+			f.RefundsRejected++
 		}
 	}
 	return f

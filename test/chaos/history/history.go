@@ -13,7 +13,12 @@
 // every account's reservation within its balance and equal to its open
 // holds, each hold released once, never captured beyond what it reserved,
 // its status what the ledger published, a command accepted only while it
-// was reserved. A history that tested nothing (no accepted transfer, read,
+// was reserved. Refunds (CONTRACTS section 10) too (refunds.go,
+// refundchecks.go): never more refunded than settled per transfer, each
+// refund posted once, its status the ledger's outcome; and the client's
+// history (section 11, statements.go): every account's running balances
+// chaining to its balance, every statement's opening plus its postings
+// its closing, one balance per account and instant. A history that tested nothing (no accepted transfer, read,
 // snapshot with postings or record; a fault whose window holds none of
 // what it expected; a mix with holds and no hold reserved, captured,
 // cancelled or expired) is an anomaly too.
@@ -42,6 +47,18 @@
 // at least the open ones); the amount and motivo of each published result
 // (Record.AmountCents, Reason), the reservada and cancelada topics among
 // those recorded, with their consumer groups.
+//
+// A run with refunds or statements in its mix records its claims
+// (Recorder.Mix: MixRefunds, MixStatements); each refund POST and read
+// with Recorder.Refund and RefundGet (the refund's own Idempotency-Key,
+// its transfer, the amount asked, the answer with the refund's body in
+// Answer.Refund); a transfer read's valorEstornadoEmCentavos
+// (Answer.RefundedCents); in each snapshot the refunds' entries
+// (EntryRefund, with their transfer and posting rows counted) and every
+// posting row with its running balance (Snapshot.Postings); the published
+// refund results' estornoId, amount and motivo (Record.RefundID,
+// AmountCents, Reason); statements and balances at an instant with
+// Recorder.Statement and BalanceAt.
 //
 // An operation whose outcome the client did not learn (a timeout, a reset
 // connection) is recorded with Outcome Info: it may or may not have taken
@@ -78,6 +95,22 @@ const (
 	KindCrash      Kind = "crash"   // a fault injected by the test
 	KindCapture    Kind = "capture" // POST /transferencias/{id}/captura
 	KindCancel     Kind = "cancel"  // POST /transferencias/{id}/cancelamento
+	// The kinds of refunds and of the client's history (CONTRACTS
+	// sections 10 and 11).
+	KindRefund    Kind = "refund"     // POST /transferencias/{id}/estornos
+	KindRefundGet Kind = "refund-get" // GET /transferencias/{id}/estornos/{estornoId}
+	KindStatement Kind = "statement"  // GET /contas/{id}/extrato
+	KindBalanceAt Kind = "balance-at" // GET /contas/{id}/saldo?em=
+	// KindMix names an operation the run's mix claims to exercise (Key:
+	// MixRefunds, MixStatements): a claim the history then has to bear
+	// out (checkMinimums).
+	KindMix Kind = "mix"
+)
+
+// The claims of a run's mix (KindMix).
+const (
+	MixRefunds    = "refunds"    // refunds of settled transfers
+	MixStatements = "statements" // running balances in the snapshots, statements and balances at an instant
 )
 
 // Outcome is what the client learnt of an operation.
@@ -133,6 +166,11 @@ type Answer struct {
 	// SettledCents is a GET's valorLiquidadoEmCentavos: what a captured
 	// hold moved.
 	SettledCents int64 `json:"settledCents,omitempty"`
+	// RefundedCents is a GET's valorEstornadoEmCentavos: the sum of the
+	// transfer's settled refunds.
+	RefundedCents int64 `json:"refundedCents,omitempty"`
+	// Refund is the refund a refund's 202 or 200 names.
+	Refund *RefundState `json:"refund,omitempty"`
 }
 
 // Deposit is a deposit into a customer account.
@@ -156,18 +194,41 @@ type Balance struct {
 const (
 	EntryTransfer = "TRANSFER"
 	EntryDeposit  = "DEPOSIT"
+	EntryRefund   = "REFUND"
 )
 
-// Entry is one ledger entry's postings: a transfer's or a deposit's debit
-// and credit. The ledger keeps at most one posting per side of an entry;
-// a side without its posting has an empty account and 0 cents.
+// Entry is one ledger entry's postings: a transfer's, a deposit's or a
+// refund's debit and credit. The ledger keeps at most one posting per side
+// of an entry; a side without its posting has an empty account and 0
+// cents. A refund debits the refunded transfer's destination and credits
+// its source.
 type Entry struct {
-	Type        string `json:"type"` // EntryTransfer or EntryDeposit
-	ID          string `json:"id"`   // the transfer id or the deposit id
+	Type        string `json:"type"` // EntryTransfer, EntryDeposit or EntryRefund
+	ID          string `json:"id"`   // the transfer id, the deposit id or the refund id
 	Debit       string `json:"debit,omitempty"`
 	DebitCents  int64  `json:"debitCents,omitempty"`
 	Credit      string `json:"credit,omitempty"`
 	CreditCents int64  `json:"creditCents,omitempty"`
+	// TransferID is the transfer a refund's entry refunds.
+	TransferID string `json:"transferId,omitempty"`
+	// Postings is the number of posting rows of the entry where the
+	// snapshot counts them (2; 0 when not counted). The sides' cents are
+	// then the sums of their rows: an entry posted twice shows 4 rows and
+	// twice the amount.
+	Postings int `json:"postings,omitempty"`
+}
+
+// Posting is one posting row with the running balance the ledger keeps on
+// it (saldoAposEmCentavos): Seq orders an account's postings (the ledger
+// inserts them under the account's lock, so it is their commit order),
+// Cents is signed (a credit adds, a debit takes), After is the account's
+// balance after it.
+type Posting struct {
+	Account string `json:"account"`
+	Seq     int64  `json:"seq"`
+	Entry   string `json:"entry"` // the entry's id: the transfer, deposit or refund
+	Cents   int64  `json:"cents"`
+	After   int64  `json:"after"`
 }
 
 // Hold is one reservation the ledger keeps: the hold's transfer, the
@@ -184,11 +245,13 @@ type Hold struct {
 }
 
 // Snapshot is every account's balance, every entry's postings and every
-// reservation, all read in one REPEATABLE READ transaction.
+// reservation, all read in one REPEATABLE READ transaction; with running
+// balances (a ledger that keeps them), every posting row with its own.
 type Snapshot struct {
 	Balances []Balance `json:"balances"`
 	Entries  []Entry   `json:"entries"`
 	Holds    []Hold    `json:"holds,omitempty"`
+	Postings []Posting `json:"postings,omitempty"`
 }
 
 // TransferIDs returns the ids of the transfers with postings.
@@ -229,8 +292,11 @@ type Record struct {
 	// (what a capture moved) or a TransferenciaReservada's.
 	AmountCents int64 `json:"amountCents,omitempty"`
 	// Reason (published) is a TransferenciaCancelada's or
-	// TransferenciaRejeitada's motivo.
+	// TransferenciaRejeitada's motivo, or an EstornoRejeitado's.
 	Reason string `json:"reason,omitempty"`
+	// RefundID (published) is a refund result's estornoId; AmountCents is
+	// then an EstornoLiquidado's valorEmCentavos.
+	RefundID string `json:"refundId,omitempty"`
 }
 
 // Webhook is a webhook delivery the receiver accepted.
@@ -271,8 +337,9 @@ type Op struct {
 	Invoke   time.Time `json:"invoke"`
 	Complete time.Time `json:"complete"`
 	Outcome  Outcome   `json:"outcome"`
-	// Key is the Idempotency-Key of a post, deposit, capture or cancel,
-	// the id a get read.
+	// Key is the Idempotency-Key of a post, deposit, capture, cancel or
+	// refund, the id a get or refund-get read, the account of a
+	// statement or balance-at, the claim of a mix.
 	Key      string    `json:"key,omitempty"`
 	Command  *Command  `json:"command,omitempty"` // capture, cancel
 	Transfer *Transfer `json:"transfer,omitempty"`
@@ -282,6 +349,11 @@ type Op struct {
 	Record   *Record   `json:"record,omitempty"`
 	Webhook  *Webhook  `json:"webhook,omitempty"`
 	Crash    *Crash    `json:"crash,omitempty"`
+	// Refund is the transfer a refund or a refund's read is about (Key is
+	// the refund's id, its Idempotency-Key).
+	Refund    *Refund    `json:"refund,omitempty"`
+	Statement *Statement `json:"statement,omitempty"`
+	BalanceAt *BalanceAt `json:"balanceAt,omitempty"`
 }
 
 // History is the operations of a run, in the order they were recorded.

@@ -11,7 +11,8 @@ import (
 // simulated builds the clean history of a serial bank: n transfers of 1
 // cent between ten accounts, each POSTed (every tenth twice, the second
 // replayed), read, settled, published and consumed in order, its
-// webhook delivered, and a snapshot every snapEvery transfers.
+// webhook delivered, and a snapshot (with every posting's running
+// balance) every snapEvery transfers.
 func simulated(n, snapEvery int) History {
 	var h History
 	clock := t0
@@ -35,7 +36,7 @@ func simulated(n, snapEvery int) History {
 				Debit: funding, DebitCents: 1000, Credit: fmt.Sprintf("C%d", i), CreditCents: 1000})
 		}
 		s.Entries = append(s.Entries, settled...)
-		h = append(h, Op{Kind: KindSnapshot, Invoke: tick(), Complete: tick(), Outcome: OK, Snapshot: s})
+		h = append(h, withRunning(Op{Kind: KindSnapshot, Invoke: tick(), Complete: tick(), Outcome: OK, Snapshot: s}))
 	}
 	for i := range n {
 		key := fmt.Sprintf("k%06d", i)

@@ -56,7 +56,8 @@ func windows(h History) []Window {
 // snapshot with a transfer's postings, or no record published and
 // consumed (a run that checked nothing passes every other check); one
 // with holds in its mix that lacks one of a hold's steps
-// (missingHoldEndings); and each fault whose window lacks what its Expect
+// (missingHoldEndings); one whose mix claims refunds or statements that
+// lacks what they are (missingRefundEndings); and each fault whose window lacks what its Expect
 // names.
 func checkMinimums(h History) []Anomaly {
 	var accepted, read, posted, published, consumed bool
@@ -87,6 +88,7 @@ func checkMinimums(h History) []Anomaly {
 		}
 	}
 	missing = append(missing, missingHoldEndings(h)...)
+	missing = append(missing, missingRefundEndings(h)...)
 	var out []Anomaly
 	if len(missing) > 0 {
 		out = append(out, Anomaly{Vacuous, "history", fmt.Sprintf("%d operations: %s", len(h), strings.Join(missing, ", "))})
@@ -140,6 +142,57 @@ func missingHoldEndings(h History) []string {
 		if !seen[st] {
 			missing = append(missing, "no hold read "+st)
 		}
+	}
+	return missing
+}
+
+// missingRefundEndings returns, for a history whose mix claims refunds
+// (KindMix MixRefunds, or a refund POST in it), what it lacks of them: a
+// refund answered 202, one read LIQUIDADO with its postings in a
+// snapshot, one refused for exceeding what remains (422 or REJEITADO
+// VALOR_EXCEDE_ESTORNAVEL); and for one that claims statements
+// (MixStatements), a snapshot with running balances, a statement and a
+// balance at an instant answered 200. A history that claims neither
+// lacks nothing.
+func missingRefundEndings(h History) []string {
+	claims := map[string]bool{}
+	var accepted, settled, posted, exceeded, running, statement, balanceAt bool
+	for _, op := range h {
+		switch {
+		case op.Kind == KindMix:
+			claims[op.Key] = true
+		case isRefundPost(op):
+			claims[MixRefunds] = true
+		case op.Kind == KindSnapshot:
+			running = running || len(op.Snapshot.Postings) > 0
+			for _, e := range op.Snapshot.Entries {
+				posted = posted || e.Type == EntryRefund
+			}
+		case op.Kind == KindStatement && op.Outcome == OK && op.Answer.Status == http.StatusOK:
+			statement = true
+		case op.Kind == KindBalanceAt && op.Outcome == OK && op.Answer.Status == http.StatusOK:
+			balanceAt = true
+		}
+		accepted = accepted || refundAccepted(op)
+		settled = settled || (refundRead(op) && op.Answer.Refund.Status == RefundSettled)
+		exceeded = exceeded || refundExceeds(op)
+	}
+	var missing []string
+	need := func(ok bool, what string) {
+		if !ok {
+			missing = append(missing, what)
+		}
+	}
+	if claims[MixRefunds] {
+		need(accepted, "no refund answered 202")
+		need(settled, "no refund read "+RefundSettled)
+		need(posted, "no refund's postings in a snapshot")
+		need(exceeded, "no refund refused for exceeding what remains")
+	}
+	if claims[MixStatements] {
+		need(running, "no snapshot with running balances")
+		need(statement, "no statement answered 200")
+		need(balanceAt, "no balance at an instant answered 200")
 	}
 	return missing
 }

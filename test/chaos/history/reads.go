@@ -121,7 +121,7 @@ func checkReads(h History) []Anomaly {
 	sort.Strings(ids)
 	for _, id := range ids {
 		list := obs[id]
-		sort.Slice(list, func(i, j int) bool { return list[i].invoke.Before(list[j].invoke) })
+		sortObservations(list)
 		seen := map[string]bool{}
 		for st := range results[id] {
 			seen[st] = true
@@ -144,6 +144,11 @@ func checkReads(h History) []Anomaly {
 		}
 	}
 	return out
+}
+
+// sortObservations sorts list by the time each was invoked.
+func sortObservations(list []observation) {
+	sort.Slice(list, func(i, j int) bool { return list[i].invoke.Before(list[j].invoke) })
 }
 
 // contradiction returns the first pair of observations, a completed

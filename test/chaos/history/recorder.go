@@ -190,3 +190,47 @@ func (r *Recorder) command(kind Kind, invoke time.Time, outcome Outcome, key str
 	op.Key, op.Command, op.Answer = key, &c, &ans
 	r.Record(op)
 }
+
+// Refund records a POST /transferencias/{id}/estornos under key (the
+// refund's Idempotency-Key, its id) for r.TransferID asking r.AmountCents
+// (0: all that remains): outcome OK with the answer's status (202 with
+// the refund's body, or a final 404, 409 transfer-not-settled, 422), Fail
+// for an answer that wrote nothing (409 in progress, 503 overloaded),
+// Info when the outcome is unknown, as for Post.
+func (r *Recorder) Refund(invoke time.Time, outcome Outcome, key string, rf Refund, ans Answer) {
+	op := r.op(KindRefund, invoke, outcome)
+	op.Key, op.Refund, op.Answer = key, &rf, &ans
+	r.Record(op)
+}
+
+// RefundGet records a GET /transferencias/{id}/estornos/{key}: outcome OK
+// with status 200 and the refund's body (Answer.Refund), or 404; Fail or
+// Info otherwise.
+func (r *Recorder) RefundGet(invoke time.Time, outcome Outcome, key string, rf Refund, ans Answer) {
+	op := r.op(KindRefundGet, invoke, outcome)
+	op.Key, op.Refund, op.Answer = key, &rf, &ans
+	r.Record(op)
+}
+
+// Statement records a GET /contas/{id}/extrato of s.Account for s.From
+// to s.To, and what a 200 said.
+func (r *Recorder) Statement(invoke time.Time, outcome Outcome, s Statement, ans Answer) {
+	op := r.op(KindStatement, invoke, outcome)
+	op.Key, op.Statement, op.Answer = s.Account, &s, &ans
+	r.Record(op)
+}
+
+// BalanceAt records a GET /contas/{id}/saldo?em= and what a 200 said.
+func (r *Recorder) BalanceAt(invoke time.Time, outcome Outcome, b BalanceAt, ans Answer) {
+	op := r.op(KindBalanceAt, invoke, outcome)
+	op.Key, op.BalanceAt, op.Answer = b.Account, &b, &ans
+	r.Record(op)
+}
+
+// Mix records that the run's mix claims what (MixRefunds,
+// MixStatements): the history must then show it (checkMinimums).
+func (r *Recorder) Mix(what string) {
+	op := r.op(KindMix, r.now(), OK)
+	op.Key = what
+	r.Record(op)
+}

@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/paysuite/payments/pkg/envconfig"
 	"github.com/paysuite/payments/services/notifications/internal/notify"
 	"github.com/paysuite/payments/services/notifications/webhook"
@@ -116,6 +118,7 @@ func (w *Webhook) Send(ctx context.Context, n notify.Notification) error {
 		EventID:     n.EventID.String(),
 		Type:        n.EventType,
 		TransferID:  n.TransferID.String(),
+		RefundID:    refundID(n),
 		Status:      n.Status,
 		Reason:      n.Reason,
 		AmountCents: n.AmountCents,
@@ -170,4 +173,12 @@ func isTimeout(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// refundID is the refund id of a refund's result, "" for a transfer's.
+func refundID(n notify.Notification) string {
+	if n.RefundID == uuid.Nil {
+		return ""
+	}
+	return n.RefundID.String()
 }

@@ -1,5 +1,6 @@
-// Package consume turns the transfer result records (liquidada, rejeitada,
-// reservada, cancelada, and their retry topics) into notifications.
+// Package consume turns the result records of transfers (liquidada,
+// rejeitada, reservada, cancelada) and refunds (estorno.liquidado,
+// estorno.rejeitado), and their retry topics, into notifications.
 package consume
 
 import (
@@ -28,8 +29,8 @@ type Handler struct {
 	topics   events.Topics
 }
 
-// NewHandler returns the handler of the Settled, Rejected, Reserved and
-// Cancelled topics of topics.
+// NewHandler returns the handler of the Settled, Rejected, Reserved,
+// Cancelled, RefundSettled and RefundRejected topics of topics.
 func NewHandler(n Notifier, topics events.Topics) *Handler {
 	return &Handler{notifier: n, topics: topics}
 }
@@ -81,7 +82,8 @@ func distinct(ns []notify.Notification) []notify.Notification {
 // chose.
 func (h *Handler) decode(m broker.Record) (notify.Notification, error) {
 	n := notify.Notification{Account: string(m.Key), Topic: m.Topic}
-	topic, ok := broker.MainTopicOf(m.Topic, h.topics.Settled, h.topics.Rejected, h.topics.Reserved, h.topics.Cancelled)
+	topic, ok := broker.MainTopicOf(m.Topic, h.topics.Settled, h.topics.Rejected, h.topics.Reserved, h.topics.Cancelled,
+		h.topics.RefundSettled, h.topics.RefundRejected)
 	if !ok {
 		return n, consumer.Permanent(fmt.Errorf("record from unexpected topic %q", m.Topic))
 	}
@@ -102,6 +104,16 @@ func (h *Handler) decode(m broker.Record) (notify.Notification, error) {
 		err = events.Decode(m.Value, &e)
 		n.EventID, n.EventType, n.TransferID, n.OccurredAt = e.EventID, events.TypeReserved, e.TransferID, e.OccurredAt
 		n.Status, n.AmountCents, n.ExpiresAt = webhook.StatusReserved, e.AmountCents, e.ExpiresAt
+	case h.topics.RefundSettled:
+		var e events.RefundSettled
+		err = events.Decode(m.Value, &e)
+		n.EventID, n.EventType, n.TransferID, n.RefundID, n.OccurredAt = e.EventID, events.TypeRefundSettled, e.TransferID, e.RefundID, e.OccurredAt
+		n.Status, n.AmountCents = webhook.StatusRefundSettled, e.AmountCents
+	case h.topics.RefundRejected:
+		var e events.RefundRejected
+		err = events.Decode(m.Value, &e)
+		n.EventID, n.EventType, n.TransferID, n.RefundID, n.OccurredAt = e.EventID, events.TypeRefundRejected, e.TransferID, e.RefundID, e.OccurredAt
+		n.Status, n.Reason = webhook.StatusRefundRejected, e.Reason
 	default: // h.topics.Cancelled
 		var e events.Cancelled
 		err = events.Decode(m.Value, &e)
@@ -114,12 +126,13 @@ func (h *Handler) decode(m broker.Record) (notify.Notification, error) {
 	if err != nil {
 		return n, fmt.Errorf("decode %s: %w", n.EventType, err)
 	}
-	// An event id names one transfer and one kind (events.CheckResultID):
-	// a record carrying another's is poison, so it cannot take, in the
-	// notification log keyed by event id, the place of that transfer's
-	// real result.
-	if err := events.CheckResultID(n.EventType, n.EventID, n.TransferID); err != nil {
-		return n, err
+	// An event id names one transfer (or refund) and one kind
+	// (events.CheckResultID, CheckRefundResultID): a record carrying
+	// another's is poison, so it cannot take, in the notification log
+	// keyed by event id, the place of that transfer's or refund's real
+	// result.
+	if n.RefundID != uuid.Nil {
+		return n, events.CheckRefundResultID(n.EventType, n.EventID, n.RefundID)
 	}
-	return n, nil
+	return n, events.CheckResultID(n.EventType, n.EventID, n.TransferID)
 }

@@ -40,6 +40,10 @@ func TestHandle(t *testing.T) {
 	expiredJSON := `{"eventoId":"` + cid.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"EXPIRADA","ocorridoEm":"2026-11-29T22:00:00Z"}`
 	cancelledJSON := `{"eventoId":"` + cid.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"CANCELADA_PELO_CLIENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`
 	capturedJSON := `{"eventoId":"` + sid.String() + `","transferenciaId":"` + transfer.String() + `","valorEmCentavos":300,"ocorridoEm":"2026-11-29T22:00:00Z"}`
+	refund := uuid.MustParse("9a7d3c52-1b0e-4e55-8d7f-2f6c1e0b4a33")
+	rsid, rrid := events.DerivedID(events.KindRefundSettled, refund), events.DerivedID(events.KindRefundRejected, refund)
+	refundSettledJSON := `{"eventoId":"` + rsid.String() + `","estornoId":"` + refund.String() + `","transferenciaId":"` + transfer.String() + `","valorEmCentavos":250,"ocorridoEm":"2026-11-29T22:00:00Z"}`
+	refundRejectedJSON := `{"eventoId":"` + rrid.String() + `","estornoId":"` + refund.String() + `","transferenciaId":"` + transfer.String() + `","motivo":"VALOR_EXCEDE_ESTORNAVEL","ocorridoEm":"2026-11-29T22:00:00Z"}`
 	underived := func(err error) bool { return errors.Is(err, events.ErrUnderivedID) && consumer.IsPermanent(err) }
 	fromRetry := broker.Record{Topic: topics.Rejected + "-retry-2000", Key: []byte("CC-9"), Value: []byte(rejected)}
 
@@ -67,6 +71,19 @@ func TestHandle(t *testing.T) {
 			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) && consumer.IsPermanent(err) }},
 		{name: "a cancellation's id on the reserved topic", msg: broker.Record{Topic: topics.Reserved,
 			Value: []byte(strings.Replace(reservedJSON, resid.String(), cid.String(), 1))}, wantErr: underived},
+		{name: "refund settled", msg: broker.Record{Topic: topics.RefundSettled, Key: []byte("CC-1"), Value: []byte(refundSettledJSON)},
+			want: []notify.Notification{{EventID: rsid, EventType: events.TypeRefundSettled, TransferID: transfer, RefundID: refund,
+				Status: "LIQUIDADO", AmountCents: 250, OccurredAt: at, Account: "CC-1", Topic: topics.RefundSettled}}},
+		{name: "refund rejected, from a retry topic", msg: broker.Record{Topic: topics.RefundRejected + "-retry-4000", Key: []byte("CC-1"), Value: []byte(refundRejectedJSON)},
+			want: []notify.Notification{{EventID: rrid, EventType: events.TypeRefundRejected, TransferID: transfer, RefundID: refund,
+				Status: "REJEITADO", Reason: events.ReasonExceedsRefundable, OccurredAt: at, Account: "CC-1", Topic: topics.RefundRejected + "-retry-4000"}}},
+		{name: "a refund's rejection id on the settled refunds' topic", msg: broker.Record{Topic: topics.RefundSettled,
+			Value: []byte(strings.Replace(refundSettledJSON, rsid.String(), rrid.String(), 1))}, wantErr: underived},
+		{name: "a refund result whose id is derived from its transfer, not its refund", msg: broker.Record{Topic: topics.RefundSettled,
+			Value: []byte(strings.Replace(refundSettledJSON, rsid.String(), events.DerivedID(events.KindRefundSettled, transfer).String(), 1))}, wantErr: underived},
+		{name: "a refund rejection with a transfer's motivo", msg: broker.Record{Topic: topics.RefundRejected,
+			Value: []byte(strings.Replace(refundRejectedJSON, "VALOR_EXCEDE_ESTORNAVEL", "BLOQUEADA_ANTIFRAUDE", 1))},
+			wantErr: func(err error) bool { return errors.Is(err, events.ErrMalformed) && consumer.IsPermanent(err) }},
 		{name: "an event id not derived for the transfer", msg: broker.Record{Topic: topics.Settled, Value: []byte(randomID)}, wantErr: underived},
 		{name: "another transfer's event id", msg: broker.Record{Topic: topics.Rejected, Value: []byte(otherTransfer)}, wantErr: underived},
 		{name: "a rejection's id on the settled topic", msg: broker.Record{Topic: topics.Settled, Value: []byte(rejected)}, wantErr: underived},

@@ -21,17 +21,23 @@ type Notification struct {
 	// EventID is the result event's id: the key of the notification log.
 	EventID uuid.UUID
 	// EventType is TransferenciaLiquidada, TransferenciaRejeitada,
-	// TransferenciaReservada or TransferenciaCancelada.
+	// TransferenciaReservada, TransferenciaCancelada, EstornoLiquidado or
+	// EstornoRejeitado.
 	EventType string
-	// TransferID is the transfer the result is about.
+	// TransferID is the transfer the result is about (a refund's: the
+	// transfer refunded).
 	TransferID uuid.UUID
-	// Status is LIQUIDADA, REJEITADA, RESERVADA, CANCELADA or EXPIRADA.
+	// RefundID is the refund a refund's result is about; zero for a
+	// transfer's result.
+	RefundID uuid.UUID
+	// Status is LIQUIDADA, REJEITADA, RESERVADA, CANCELADA or EXPIRADA;
+	// a refund's LIQUIDADO or REJEITADO.
 	Status string
 	// Reason is the rejection or release reason (motivo); empty when
 	// settled or reserved.
 	Reason string
-	// AmountCents is the amount a hold reserved, or a capture settled;
-	// zero for an immediate transfer's result.
+	// AmountCents is the amount a hold reserved, a capture settled or a
+	// refund returned; zero for an immediate transfer's result.
 	AmountCents int64
 	// ExpiresAt is when a reservation expires; zero unless reserved.
 	ExpiresAt time.Time
