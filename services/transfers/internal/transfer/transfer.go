@@ -83,7 +83,7 @@ type Transfer struct {
 	// empty until then, or when the ledger named none.
 	DestHolder string
 	CreatedAt  time.Time
-	UpdatedAt time.Time
+	UpdatedAt  time.Time
 }
 
 // Request is what a client asks for: move AmountCents of Currency from
