@@ -48,7 +48,7 @@ func parseOpenAPI(t *testing.T) document {
 func router() chi.Router {
 	log := slog.New(slog.DiscardHandler)
 	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
-	mount(r, nil, nil, nil, opsRoutes(nil, nil, nil, log), log)
+	mount(r, nil, nil, nil, nil, opsRoutes(nil, nil, nil, log), log)
 	return r
 }
 
