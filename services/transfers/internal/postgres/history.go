@@ -52,7 +52,7 @@ SELECT ` + transferColumns + ` FROM (
 
 // historyByAccountSQL: the transfers from or to account $1
 // (transferencia_origem_recentes, transferencia_destino_recentes), of
-// the statuses $2 and, unless $6 is '', of party $6 (created by it or
+// the statuses $2 and, unless $6 is empty, of party $6 (created by it or
 // paid to it), both checked on the rows the scan reads.
 const historyByAccountSQL = `
 SELECT ` + transferColumns + ` FROM (
