@@ -13,41 +13,66 @@ var _ transfer.HistoryStore = (*Store)(nil)
 
 // The listing's queries (GET /transferencias). Each branch is one
 // backward range scan of an index of migration 00008 (or 00003 for an
-// account) from the page's upper bound, (criada_em, id) < ($before,
-// $before_id), down to criada_em >= $since, stopped after $limit rows: a
-// page costs the same however deep it is (no OFFSET). A listing by
-// status reads each status's range of the index on its own (one LATERAL
-// branch a status of $statuses) and merges the heads. The branches' rows
-// are the whole transferencia rows, so that scanTransfer reads them as it
-// reads a GET's.
+// account), from the page's upper bound, (criada_em, id) < ($before,
+// $before_id), down to criada_em >= $since. A listing reads each status's
+// range of its index in a branch of its own (a status not asked for is a
+// branch the server skips at once, its constant test false) and merges
+// the branches in order (Merge Append), stopped once the page is full: a
+// page reads about as many rows as it shows, however deep it is (no
+// OFFSET). The branches' rows are whole transferencia rows, so that
+// scanTransfer reads them as it reads a GET's.
+
+// historyPartyRange closes each branch of historyByPartySQL.
+const historyPartyRange = ` AND criada_em >= $3 AND (criada_em, id) < ($4, $5::uuid) ORDER BY criada_em DESC, id DESC LIMIT $6`
 
 // historyByPartySQL: the transfers $1 created (transferencia_cliente_historico)
 // or was paid (transferencia_titular_historico); a transfer it paid to
 // itself is in both and listed once.
 const historyByPartySQL = `
-SELECT ` + transferColumns + ` FROM (
-    SELECT DISTINCT ON (u.criada_em, u.id) u.* FROM (
-        SELECT t.* FROM unnest($2::text[]) AS s(status) CROSS JOIN LATERAL (
-            SELECT * FROM transferencia
-            WHERE cliente_id = $1 AND status = s.status AND criada_em >= $3 AND (criada_em, id) < ($4, $5::uuid)
-            ORDER BY criada_em DESC, id DESC LIMIT $6) AS t
-        UNION ALL
-        SELECT t.* FROM unnest($2::text[]) AS s(status) CROSS JOIN LATERAL (
-            SELECT * FROM transferencia
-            WHERE titular_destino = $1 AND status = s.status AND criada_em >= $3 AND (criada_em, id) < ($4, $5::uuid)
-            ORDER BY criada_em DESC, id DESC LIMIT $6) AS t
-    ) AS u
-    ORDER BY u.criada_em DESC, u.id DESC LIMIT $6
-) AS page ORDER BY criada_em DESC, id DESC`
+SELECT DISTINCT ON (criada_em, id) ` + transferColumns + ` FROM (
+    (SELECT * FROM transferencia WHERE cliente_id = $1 AND status = 'PENDENTE' AND 'PENDENTE' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE cliente_id = $1 AND status = 'RESERVADA' AND 'RESERVADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE cliente_id = $1 AND status = 'LIQUIDADA' AND 'LIQUIDADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE cliente_id = $1 AND status = 'REJEITADA' AND 'REJEITADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE cliente_id = $1 AND status = 'CANCELADA' AND 'CANCELADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE cliente_id = $1 AND status = 'EXPIRADA' AND 'EXPIRADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE titular_destino = $1 AND status = 'PENDENTE' AND 'PENDENTE' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE titular_destino = $1 AND status = 'RESERVADA' AND 'RESERVADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE titular_destino = $1 AND status = 'LIQUIDADA' AND 'LIQUIDADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE titular_destino = $1 AND status = 'REJEITADA' AND 'REJEITADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE titular_destino = $1 AND status = 'CANCELADA' AND 'CANCELADA' = ANY($2::text[])` + historyPartyRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE titular_destino = $1 AND status = 'EXPIRADA' AND 'EXPIRADA' = ANY($2::text[])` + historyPartyRange + `)
+) AS page ORDER BY criada_em DESC, id DESC LIMIT $6`
+
+// historyAllRange closes each branch of historyAllSQL.
+const historyAllRange = ` AND criada_em >= $2 AND (criada_em, id) < ($3, $4::uuid) ORDER BY criada_em DESC, id DESC LIMIT $5`
 
 // historyAllSQL: every client's transfers (transferencia_historico), for
 // operators.
 const historyAllSQL = `
 SELECT ` + transferColumns + ` FROM (
-    SELECT t.* FROM unnest($1::text[]) AS s(status) CROSS JOIN LATERAL (
-        SELECT * FROM transferencia
-        WHERE status = s.status AND criada_em >= $2 AND (criada_em, id) < ($3, $4::uuid)
-        ORDER BY criada_em DESC, id DESC LIMIT $5) AS t
+    (SELECT * FROM transferencia WHERE status = 'PENDENTE' AND 'PENDENTE' = ANY($1::text[])` + historyAllRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE status = 'RESERVADA' AND 'RESERVADA' = ANY($1::text[])` + historyAllRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE status = 'LIQUIDADA' AND 'LIQUIDADA' = ANY($1::text[])` + historyAllRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE status = 'REJEITADA' AND 'REJEITADA' = ANY($1::text[])` + historyAllRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE status = 'CANCELADA' AND 'CANCELADA' = ANY($1::text[])` + historyAllRange + `)
+    UNION ALL
+    (SELECT * FROM transferencia WHERE status = 'EXPIRADA' AND 'EXPIRADA' = ANY($1::text[])` + historyAllRange + `)
 ) AS page ORDER BY criada_em DESC, id DESC LIMIT $5`
 
 // historyByAccountSQL: the transfers from or to account $1
