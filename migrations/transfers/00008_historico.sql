@@ -7,7 +7,10 @@
 -- for results of producers that do not send it, and for accounts without
 -- a titular. The ledger's own shape of a titular.
 ALTER TABLE transferencia ADD COLUMN titular_destino TEXT
-    CONSTRAINT transferencia_titular_destino_shape CHECK (titular_destino <> '' AND length(titular_destino) <= 255);
+    CONSTRAINT transferencia_titular_destino_shape CHECK (titular_destino <> '' AND length(titular_destino) <= 255),
+    -- Only a settlement names it, and LIQUIDADA is final: the listing reads
+    -- the transfers paid to a client from its LIQUIDADA rows alone.
+    ADD CONSTRAINT transferencia_titular_destino_liquidada CHECK (titular_destino IS NULL OR status = 'LIQUIDADA');
 
 -- A held settlement keeps the titular it named, for when it is applied.
 ALTER TABLE resultado_retido ADD COLUMN titular_destino TEXT
@@ -21,20 +24,22 @@ ALTER TABLE resultado_retido ADD COLUMN titular_destino TEXT
 --   - a client's own transfers (what it created), with or without status,
 --     desde, ate: transferencia_cliente_historico, one range per status
 --     (all of them when status is not given);
---   - the transfers paid into its accounts (titular_destino):
---     transferencia_titular_historico, likewise;
+--   - the transfers paid into its accounts (titular_destino, only on
+--     LIQUIDADA rows): transferencia_titular_historico, with desde and
+--     ate; a status filter without LIQUIDADA skips it;
 --   - an operator's listing of every client, with or without status, desde,
 --     ate: transferencia_historico, likewise;
 --   - conta (either side of the transfer), for clients and operators alike:
 --     transferencia_origem_recentes and transferencia_destino_recentes
 --     (00003), with the status and the client's visibility checked on the
 --     rows the scan reads.
--- status is a column of the first three so that a status filter reads
--- only that status's rows; a transfer's status changes once or twice in
--- its life, so these updates are no longer HOT ones (the projection's
--- statement writes the new index entries in its one transaction).
+-- status is a column of the client's and the operator's indexes so that a
+-- status filter reads only that status's rows; a transfer's status changes
+-- once or twice in its life, and these changes are no longer HOT updates
+-- (the projection's statement writes the new index entries in its one
+-- transaction).
 CREATE INDEX transferencia_cliente_historico ON transferencia (cliente_id, status, criada_em, id);
-CREATE INDEX transferencia_titular_historico ON transferencia (titular_destino, status, criada_em, id)
+CREATE INDEX transferencia_titular_historico ON transferencia (titular_destino, criada_em, id)
     WHERE titular_destino IS NOT NULL;
 CREATE INDEX transferencia_historico ON transferencia (status, criada_em, id);
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/services/transfers/internal/postgres"
@@ -180,7 +181,9 @@ func TestHistoryUsesItsIndexes(t *testing.T) {
 	}{
 		{"a client's", postgres.HistoryByPartySQL, []any{"client-3", statuses, since, before, uuid.Nil, 51},
 			[]string{"transferencia_cliente_historico", "transferencia_titular_historico"}},
-		{"a client's by status", postgres.HistoryByPartySQL, []any{"client-3", []string{"REJEITADA"}, since, before, uuid.Nil, 51},
+		{"a client's rejected", postgres.HistoryByPartySQL, []any{"client-3", []string{"REJEITADA"}, since, before, uuid.Nil, 51},
+			[]string{"transferencia_cliente_historico"}},
+		{"a client's settled", postgres.HistoryByPartySQL, []any{"client-3", []string{"LIQUIDADA"}, since, before, uuid.Nil, 51},
 			[]string{"transferencia_cliente_historico", "transferencia_titular_historico"}},
 		{"every client's", postgres.HistoryAllSQL, []any{statuses, since, before, uuid.Nil, 51},
 			[]string{"transferencia_historico"}},
@@ -264,4 +267,31 @@ func planNodes(t *testing.T, plan []byte) []string {
 	}
 	walk(doc[0].Plan)
 	return out
+}
+
+// TestHistoryRunsOnItsGenericPlan: the settings History queues ahead of
+// its statement hold for that statement (the batch's implicit
+// transaction), and end with it.
+func TestHistoryRunsOnItsGenericPlan(t *testing.T) {
+	t.Parallel()
+	db, _ := newStore(t, "test", nil)
+	ctx := context.Background()
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(pg.GenericPlanSQL)
+	var during, after string
+	b.Queue(`SELECT current_setting('plan_cache_mode')`).QueryRow(func(r pgx.Row) error { return r.Scan(&during) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if during != "force_generic_plan" || after != "auto" {
+		t.Errorf("plan_cache_mode %q in the batch and %q after it, want force_generic_plan and auto", during, after)
+	}
 }
