@@ -149,6 +149,9 @@ func (h *History) List(ctx context.Context, v Viewer, f Filter, limit int, curso
 	if f.Client != "" && !v.All {
 		return Page{}, ErrClientFilter
 	}
+	if v.Client == "" && !v.All {
+		return Page{}, nil // nobody: an empty party would be every client's listing
+	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return Page{}, ErrEmptyRange
 	}
