@@ -68,16 +68,7 @@ func TestProjectionStoresTheDestinationHolder(t *testing.T) {
 	// Held, then re-applied once its transfer is visible.
 	late, request := uuid.New(), uuid.New()
 	handle(record(t, topics.Settled, bound(paidTo(settled(late), "client-b"), request)))
-	now := time.Now().UTC()
-	if _, err := f.store.Create(ctx, transfer.Creation{
-		Transfer: transfer.Transfer{ID: late, Source: "CC-001", Destination: "CC-002", AmountCents: 100, Currency: "BRL",
-			Status: transfer.StatusPending, Client: "client-a", CreatedAt: now, UpdatedAt: now},
-		Response: transfer.Response{StatusCode: 202, Body: []byte("{}")},
-		Event: events.Message{ID: request, AggregateType: transfer.AggregateType, AggregateID: late.String(), Topic: topics.Requested,
-			Key: "CC-001", Type: events.TypeRequested, Payload: []byte("{}")},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.createFor(t, late, request)
 	if n, _, err := f.store.ReapplyHeld(ctx, time.Hour, 100); err != nil || n != 1 {
 		t.Fatalf("ReapplyHeld = %d, %v; want 1", n, err)
 	}
