@@ -354,3 +354,52 @@ func TestListingPagesWhileTransfersArrive(t *testing.T) {
 	}
 	t.Logf("%d transfers listed in %d pages of 3 while %d arrived", listed, pages+1, arrived)
 }
+
+// TestListingRangeIsHalfOpen: desde and ate select the transfers created
+// in [desde, ate), to the nanosecond a client may write: a transfer
+// created at desde is listed, one created at ate is not, and a desde a
+// nanosecond after a transfer's creation leaves it out.
+func TestListingRangeIsHalfOpen(t *testing.T) {
+	t.Parallel()
+	l := newListing(t)
+	ids := []string{l.create(t, "client-a", "CC-A1", "CC-B1"), l.create(t, "client-a", "CC-A1", "CC-B1"),
+		l.create(t, "client-a", "CC-A1", "CC-B1")}
+	created := map[string]time.Time{}
+	_, p := l.list(t, "client-a", false, "")
+	for _, it := range p.Itens {
+		at, err := time.Parse(time.RFC3339Nano, it["criadaEm"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		created[it["id"].(string)] = at
+	}
+	first, middle, last := created[ids[0]], created[ids[1]], created[ids[2]]
+	if !first.Before(middle) || !middle.Before(last) {
+		t.Fatalf("creation times %v, %v, %v are not increasing", first, middle, last)
+	}
+	q := func(from, to time.Time) string {
+		v := url.Values{}
+		if !from.IsZero() {
+			v.Set("desde", from.Format(time.RFC3339Nano))
+		}
+		if !to.IsZero() {
+			v.Set("ate", to.Format(time.RFC3339Nano))
+		}
+		return v.Encode()
+	}
+	for _, tc := range []struct {
+		name     string
+		from, to time.Time
+		want     []string
+	}{
+		{"desde at a creation includes it", middle, time.Time{}, reversed(ids[1], ids[2])},
+		{"ate at a creation excludes it", time.Time{}, middle, reversed(ids[0])},
+		{"both", middle, last, reversed(ids[1])},
+		{"desde a nanosecond after", middle.Add(time.Nanosecond), time.Time{}, reversed(ids[2])},
+		{"ate a nanosecond after", time.Time{}, middle.Add(time.Nanosecond), reversed(ids[0], ids[1])},
+	} {
+		if got := l.all(t, "client-a", false, q(tc.from, tc.to), 1); !cmp.Equal(tc.want, got) {
+			t.Errorf("%s (?%s): %v, want %v", tc.name, q(tc.from, tc.to), got, tc.want)
+		}
+	}
+}
