@@ -48,7 +48,7 @@ func parseOpenAPI(t *testing.T) document {
 func router() chi.Router {
 	log := slog.New(slog.DiscardHandler)
 	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
-	mount(r, nil, nil, nil, opsRoutes(nil, nil, nil, log), log)
+	mount(r, nil, nil, nil, nil, opsRoutes(nil, nil, nil, log), log)
 	return r
 }
 
@@ -66,6 +66,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 func TestOpenAPIStatuses(t *testing.T) {
 	want := map[string][]int{
 		"POST /transferencias":                   {202, 400, 401, 403, 408, 409, 413, 415, 422, 429, 500, 503},
+		"GET /transferencias":                    {200, 400, 401, 403, 429, 500, 503},
 		"GET /transferencias/{id}":               {200, 400, 401, 403, 404, 429, 500, 503},
 		"POST /transferencias/{id}/captura":      {202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503},
 		"POST /transferencias/{id}/cancelamento": {202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503},

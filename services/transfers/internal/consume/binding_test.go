@@ -149,6 +149,22 @@ func TestResultAppliesOnlyToItsRequest(t *testing.T) {
 	}
 }
 
+// createFor creates transfer id PENDENTE with request as the eventoId of
+// its TransferenciaSolicitada, as a retry that recreated it would.
+func (f fixture) createFor(t *testing.T, id, request uuid.UUID) {
+	t.Helper()
+	now := time.Now().UTC()
+	if _, err := f.store.Create(context.Background(), transfer.Creation{
+		Transfer: transfer.Transfer{ID: id, Source: "CC-001", Destination: "CC-002", AmountCents: 100, Currency: "BRL",
+			Status: transfer.StatusPending, Client: "client-a", CreatedAt: now, UpdatedAt: now},
+		Response: transfer.Response{StatusCode: 202, Body: []byte("{}")},
+		Event: events.Message{ID: request, AggregateType: transfer.AggregateType, AggregateID: id.String(), Topic: topics.Requested,
+			Key: "CC-001", Type: events.TypeRequested, Payload: []byte("{}")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReapplyHeld: a held result bound to a request is applied by
 // ReapplyHeld once a transfer of that request exists, resolved APLICADO by
 // postgres.ReappliedBy, only while within the window; one without a
@@ -158,19 +174,7 @@ func TestReapplyHeld(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	create := func(id, request uuid.UUID) {
-		t.Helper()
-		now := time.Now().UTC()
-		if _, err := f.store.Create(ctx, transfer.Creation{
-			Transfer: transfer.Transfer{ID: id, Source: "CC-001", Destination: "CC-002", AmountCents: 100, Currency: "BRL",
-				Status: transfer.StatusPending, Client: "client-a", CreatedAt: now, UpdatedAt: now},
-			Response: transfer.Response{StatusCode: 202, Body: []byte("{}")},
-			Event: events.Message{ID: request, AggregateType: transfer.AggregateType, AggregateID: id.String(), Topic: topics.Requested,
-				Key: "CC-001", Type: events.TypeRequested, Payload: []byte("{}")},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	create := func(id, request uuid.UUID) { f.createFor(t, id, request) }
 	early, late, unbound, other := uuid.New(), uuid.New(), uuid.New(), uuid.New()
 	reqEarly, reqLate, reqOther := uuid.New(), uuid.New(), uuid.New()
 	if err := f.proj.Handle(ctx, []broker.Record{
