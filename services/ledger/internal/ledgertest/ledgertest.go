@@ -256,12 +256,13 @@ WHERE NOT EXISTS (SELECT 1 FROM posting p WHERE p.entry_type = 'DEPOSIT' AND p.e
 
 // CheckInvariants fails the test for every broken invariant of the ledger:
 // those the schema cannot enforce (sums per currency, balances equal to
-// postings, reserved amounts equal to the open holds) and the consistency
+// postings, reserved amounts equal to the open holds, the running balance
+// of every posting) and the consistency
 // of markers, reservations, postings and result events.
 func CheckInvariants(tb testing.TB, db *postgres.DB) {
 	tb.Helper()
 	ctx := context.Background()
-	for _, inv := range slices.Concat(invariants, holdInvariants) {
+	for _, inv := range slices.Concat(invariants, holdInvariants, historyInvariants) {
 		rows, err := db.Query(ctx, inv.query)
 		if err != nil {
 			tb.Fatalf("invariant %q: %v", inv.name, err)
