@@ -162,12 +162,15 @@ type Entry struct {
 
 // apply moves a's balance by e: a debit takes the amount out, a credit
 // puts it in.
-func (e Entry) apply(a *Account) {
+func (e Entry) apply(a *Account) { a.BalanceCents += e.Signed() }
+
+// Signed is e's amount as it moves its account's balance: a credit adds
+// it, a debit takes it out.
+func (e Entry) Signed() int64 {
 	if e.Direction == Debit {
-		a.BalanceCents -= e.AmountCents
-	} else {
-		a.BalanceCents += e.AmountCents
+		return -e.AmountCents
 	}
+	return e.AmountCents
 }
 
 // AvailableCents is what a transfer or a hold may take from the account:

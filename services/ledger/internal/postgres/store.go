@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 
@@ -80,9 +81,14 @@ WHERE id = ANY($1::text[])
 ORDER BY id
 FOR UPDATE`
 
+	// depositPostingsSQL writes a deposit's two postings with the running
+	// balances after them ($5 the funding account's, $6 the account's),
+	// stamped with the clock read after the locks, as settlements are.
 	depositPostingsSQL = `
-INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
-VALUES ('DEPOSIT', $1, $2, 'D', $4), ('DEPOSIT', $1, $3, 'C', $4)`
+INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents, balance_after_cents, created_at)
+SELECT 'DEPOSIT', $1, x.account_id, x.direction, $4, x.after, (SELECT clock_timestamp())
+FROM (VALUES (1, $2::text, 'D', $5::bigint), (2, $3::text, 'C', $6::bigint)) AS x(k, account_id, direction, after)
+ORDER BY x.k`
 
 	creditSQL = `UPDATE account SET balance_cents = balance_cents + $2 WHERE id = $1 RETURNING balance_cents`
 
@@ -205,13 +211,9 @@ func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.
 		if _, err := tx.Exec(ctx, ensureFundingSQL, a.Currency); err != nil {
 			return fmt.Errorf("ensure funding account %s: %w", a.Currency, err)
 		}
-		rows, err := tx.Query(ctx, lockAccountsSQL, []string{accountID, funding})
+		locked, err := readLocked(tx.Query(ctx, lockAccountsSQL, []string{accountID, funding}))
 		if err != nil {
-			return fmt.Errorf("lock accounts: %w", err)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lock accounts: %w", err)
+			return err
 		}
 		// Claim the deposit id: a request with the same key that got the
 		// locks first has committed by now, and this one replays it.
@@ -240,8 +242,12 @@ func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.
 				return fmt.Errorf("count the deposits of the day: %w", err)
 			}
 		}
-		if _, err := tx.Exec(ctx, depositPostingsSQL, id, funding, accountID, amount); err != nil {
-			return fmt.Errorf("write deposit postings: %w", err)
+		fundingBefore, before := locked[funding].BalanceCents, locked[accountID].BalanceCents
+		if before > math.MaxInt64-amount || fundingBefore < math.MinInt64+amount {
+			return ledger.ErrBalanceOverflow
+		}
+		if _, err := tx.Exec(ctx, depositPostingsSQL, id, funding, accountID, amount, fundingBefore-amount, before+amount); err != nil {
+			return mapOverflow(fmt.Errorf("write deposit postings: %w", err))
 		}
 		var after, ignored int64
 		if err := tx.QueryRow(ctx, creditSQL, funding, -amount).Scan(&ignored); err != nil {
