@@ -184,7 +184,10 @@ type Posting struct {
 	EntryID     uuid.UUID
 	Direction   Direction
 	AmountCents int64
-	CreatedAt   time.Time
+	// BalanceAfterCents is the running balance: the account's posted
+	// balance right after this posting.
+	BalanceAfterCents int64
+	CreatedAt         time.Time
 }
 
 // Deposit is money entering an account from its currency's funding account.
@@ -333,6 +336,18 @@ type Store interface {
 	// Postings returns up to limit postings of the account with an id below
 	// before, newest first. Returns ErrAccountNotFound.
 	Postings(ctx context.Context, accountID string, before int64, limit int) ([]Posting, error)
+
+	// BalanceAt returns the running balance of the account's last posting
+	// stamped before at, 0 when there is none (an unknown account
+	// included): one index probe.
+	BalanceAt(ctx context.Context, accountID string, at time.Time) (int64, error)
+
+	// Statement reads, in one snapshot, the account's balances at from and
+	// at to (as BalanceAt), calls begin with them, then calls each with
+	// every posting stamped in [from, to), oldest first, as it reads it.
+	// It stops at the first error begin or each returns, and returns it.
+	Statement(ctx context.Context, accountID string, from, to time.Time,
+		begin func(opening, closing int64) error, each func(Posting) error) error
 }
 
 // Decide applies the settlement rules, in the seed's order, to t against

@@ -95,8 +95,7 @@ ORDER BY x.k`
 	finishDepositSQL = `
 UPDATE deposit SET balance_after_cents = $2 WHERE id = $1 RETURNING created_at`
 
-	postingsSQL = `
-SELECT id, entry_id, direction, amount_cents, created_at FROM posting
+	postingsSQL = `SELECT ` + postingColumns + ` FROM posting
 WHERE account_id = $1 AND id < $2
 ORDER BY id DESC
 LIMIT $3`
@@ -298,14 +297,10 @@ func (s *Store) Postings(ctx context.Context, accountID string, before int64, li
 	defer rows.Close()
 	var out []ledger.Posting
 	for rows.Next() {
-		var (
-			p   ledger.Posting
-			dir string
-		)
-		if err := rows.Scan(&p.ID, &p.EntryID, &dir, &p.AmountCents, &p.CreatedAt); err != nil {
-			return nil, fmt.Errorf("scan posting: %w", err)
+		p, err := scanPosting(rows)
+		if err != nil {
+			return nil, err
 		}
-		p.Direction = ledger.Direction(dir)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {

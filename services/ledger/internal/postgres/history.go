@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/services/ledger/internal/ledger"
+)
+
+const (
+	// postingColumns are the columns of a posting as the API shows it, in
+	// scanPosting's order: /lancamentos and the statement read them here,
+	// and a new column of a posting is added once, here and in
+	// scanPosting.
+	postingColumns = `id, entry_id, direction, amount_cents, balance_after_cents, created_at`
+
+	// balanceAtSQL is one probe of posting_account_time: per account the
+	// stamps follow the running balance (migrations/ledger/00007), so the
+	// last posting stamped before $2 carries the balance at $2.
+	balanceAtSQL = `
+SELECT coalesce((SELECT balance_after_cents FROM posting WHERE account_id = $1 AND created_at < $2
+                  ORDER BY created_at DESC, id DESC LIMIT 1), 0)`
+
+	// statementSQL reads the postings of [$2, $3), oldest first, along
+	// posting_account_time.
+	statementSQL = `SELECT ` + postingColumns + ` FROM posting
+WHERE account_id = $1 AND created_at >= $2 AND created_at < $3
+ORDER BY created_at, id`
+)
+
+// scanPosting scans a row of postingColumns.
+func scanPosting(row pgx.Row) (ledger.Posting, error) {
+	var (
+		p   ledger.Posting
+		dir string
+	)
+	if err := row.Scan(&p.ID, &p.EntryID, &dir, &p.AmountCents, &p.BalanceAfterCents, &p.CreatedAt); err != nil {
+		return ledger.Posting{}, fmt.Errorf("scan posting: %w", err)
+	}
+	p.Direction = ledger.Direction(dir)
+	return p, nil
+}
+
+// BalanceAt implements ledger.Store.
+func (s *Store) BalanceAt(ctx context.Context, accountID string, at time.Time) (int64, error) {
+	var balance int64
+	if err := s.db.QueryRow(ctx, balanceAtSQL, accountID, at).Scan(&balance); err != nil {
+		return 0, fmt.Errorf("balance of %s: %w", accountID, err)
+	}
+	return balance, nil
+}
+
+// Statement implements ledger.Store: one REPEATABLE READ, READ ONLY
+// transaction (one snapshot for both balances and the postings), the
+// postings read by one query whose rows pgx hands over as they arrive.
+func (s *Store) Statement(ctx context.Context, accountID string, from, to time.Time,
+	begin func(opening, closing int64) error, each func(ledger.Posting) error) error {
+	snapshot := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	return s.db.InTxOptions(ctx, snapshot, func(tx pgx.Tx) error {
+		var opening, closing int64
+		b := &pgx.Batch{}
+		b.Queue(balanceAtSQL, accountID, from).QueryRow(func(r pgx.Row) error { return r.Scan(&opening) })
+		b.Queue(balanceAtSQL, accountID, to).QueryRow(func(r pgx.Row) error { return r.Scan(&closing) })
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("balances of %s: %w", accountID, err)
+		}
+		if err := begin(opening, closing); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, statementSQL, accountID, from, to)
+		if err != nil {
+			return fmt.Errorf("statement of %s: %w", accountID, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			p, err := scanPosting(rows)
+			if err != nil {
+				return err
+			}
+			if err := each(p); err != nil {
+				return err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("statement of %s: %w", accountID, err)
+		}
+		return nil
+	})
+}
