@@ -67,10 +67,10 @@ func TestRunningBalanceBackfill(t *testing.T) {
 	// balance, in a loop until the migration is done.
 	stop := make(chan struct{})
 	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		wrote  int
-		errs   []error
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		wrote int
+		errs  []error
 	)
 	for w := range 2 {
 		wg.Go(func() {
