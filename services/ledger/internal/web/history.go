@@ -127,7 +127,7 @@ func (h *Handler) statement(w http.ResponseWriter, r *http.Request) {
 		// The status and part of the body are gone: abort the response, so
 		// that the client sees a broken transfer, never a short statement
 		// that looks whole.
-		h.log.WarnContext(r.Context(), "statement cut short", "account_id", id, "postings", rows, "error", err)
+		h.log.WarnContext(r.Context(), "statement cut short", "account", id, "postings", rows, "err", err)
 		panic(http.ErrAbortHandler)
 	}
 }
