@@ -46,13 +46,15 @@ type StatementHeader struct {
 // BalanceAt returns the account and its posted balance at instant at (see
 // above), if r may read it. Returns ErrAccountNotFound as Account does.
 func (s *Service) BalanceAt(ctx context.Context, id string, at time.Time, r Reader) (Account, int64, error) {
-	a, err := s.Account(ctx, id, r)
+	if !ValidAccountID(id) {
+		return Account{}, 0, ErrAccountNotFound
+	}
+	a, balance, err := s.store.BalanceAt(ctx, id, at)
 	if err != nil {
 		return Account{}, 0, err
 	}
-	balance, err := s.store.BalanceAt(ctx, id, at)
-	if err != nil {
-		return Account{}, 0, fmt.Errorf("balance of %s at %s: %w", id, at.Format(time.RFC3339Nano), err)
+	if !r.Sees(a) {
+		return Account{}, 0, ErrAccountNotFound
 	}
 	return a, balance, nil
 }

@@ -337,10 +337,10 @@ type Store interface {
 	// before, newest first. Returns ErrAccountNotFound.
 	Postings(ctx context.Context, accountID string, before int64, limit int) ([]Posting, error)
 
-	// BalanceAt returns the running balance of the account's last posting
-	// stamped before at, 0 when there is none (an unknown account
-	// included): one index probe.
-	BalanceAt(ctx context.Context, accountID string, at time.Time) (int64, error)
+	// BalanceAt returns the account and the running balance of its last
+	// posting stamped before at, 0 when there is none, in one statement
+	// (the balance one index probe). Returns ErrAccountNotFound.
+	BalanceAt(ctx context.Context, accountID string, at time.Time) (Account, int64, error)
 
 	// Statement reads, in one snapshot, the account's balances at from and
 	// at to (as BalanceAt), calls begin with them, then calls each with

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paysuite/payments/pkg/postgres"
+
 	"github.com/paysuite/payments/services/ledger/internal/ledger"
 )
 
@@ -23,6 +25,13 @@ const (
 	balanceAtSQL = `
 SELECT coalesce((SELECT balance_after_cents FROM posting WHERE account_id = $1 AND created_at < $2
                   ORDER BY created_at DESC, id DESC LIMIT 1), 0)`
+
+	// accountAtSQL is accountSQL with balanceAtSQL's probe: one round trip.
+	accountAtSQL = `
+SELECT ` + accountColumns + `,
+       coalesce((SELECT p.balance_after_cents FROM posting p WHERE p.account_id = a.id AND p.created_at < $2
+                  ORDER BY p.created_at DESC, p.id DESC LIMIT 1), 0)
+FROM account a WHERE a.id = $1`
 
 	// statementSQL reads the postings of [$2, $3), oldest first, along
 	// posting_account_time.
@@ -45,12 +54,17 @@ func scanPosting(row pgx.Row) (ledger.Posting, error) {
 }
 
 // BalanceAt implements ledger.Store.
-func (s *Store) BalanceAt(ctx context.Context, accountID string, at time.Time) (int64, error) {
+func (s *Store) BalanceAt(ctx context.Context, accountID string, at time.Time) (ledger.Account, int64, error) {
 	var balance int64
-	if err := s.db.QueryRow(ctx, balanceAtSQL, accountID, at).Scan(&balance); err != nil {
-		return 0, fmt.Errorf("balance of %s: %w", accountID, err)
+	a, err := postgres.ScanOne(s.db.QueryRow(ctx, accountAtSQL, accountID, at), func(row pgx.Row) (ledger.Account, error) {
+		var a ledger.Account
+		err := row.Scan(&a.ID, &a.Currency, &a.BalanceCents, &a.ReservedCents, &a.Holder, &a.Funding, &a.CreatedAt, &balance)
+		return a, err
+	}, ledger.ErrAccountNotFound, "read account "+accountID)
+	if err != nil {
+		return ledger.Account{}, 0, err
 	}
-	return balance, nil
+	return a, balance, nil
 }
 
 // Statement implements ledger.Store: one REPEATABLE READ, READ ONLY

@@ -194,7 +194,7 @@ AND wait_event_type = 'Lock'`).Scan(&firstBegan); err != nil {
 		{posted1.at.Add(time.Microsecond), 970},
 		{chain[0].at.Add(-time.Hour), 0},
 	} {
-		got, err := s.BalanceAt(ctx, "CC-A", c.at)
+		_, got, err := s.BalanceAt(ctx, "CC-A", c.at)
 		if err != nil || got != c.want {
 			t.Errorf("balance at %v = %d, %v; want %d", c.at, got, err, c.want)
 		}
@@ -279,7 +279,7 @@ func TestStatementReadsOneSnapshot(t *testing.T) {
 		t.Errorf("statement: opening %d closing %d postings %v; want %d %d %v", opening, closing, got, chain[1].after, chain[4].after, want)
 	}
 	for _, at := range []time.Time{from, to} {
-		b, err := s.BalanceAt(ctx, "CC-A", at)
+		_, b, err := s.BalanceAt(ctx, "CC-A", at)
 		if err != nil || (at.Equal(from) && b != opening) || (at.Equal(to) && b != closing) {
 			t.Errorf("balance at %v = %d, %v; the statement says %d .. %d", at, b, err, opening, closing)
 		}
