@@ -64,7 +64,8 @@ CREATE TRIGGER posting_fill_balance_after BEFORE INSERT ON posting
     FOR EACH ROW WHEN (NEW.balance_after_cents IS NULL) EXECUTE FUNCTION posting_fill_balance_after();
 
 -- Postings stay immutable, with one exception: the backfill below gives a
--- posting without a running balance its value, once.
+-- posting without a running balance its value, once, and may move its
+-- stamp later (below).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION posting_immutable() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -72,7 +73,7 @@ BEGIN
     IF TG_OP = 'UPDATE' AND OLD.balance_after_cents IS NULL AND NEW.balance_after_cents IS NOT NULL
        AND NEW.id = OLD.id AND NEW.entry_type = OLD.entry_type AND NEW.entry_id = OLD.entry_id
        AND NEW.account_id = OLD.account_id AND NEW.direction = OLD.direction
-       AND NEW.amount_cents = OLD.amount_cents AND NEW.created_at = OLD.created_at THEN
+       AND NEW.amount_cents = OLD.amount_cents AND NEW.created_at >= OLD.created_at THEN
         RETURN NEW;
     END IF;
     RAISE EXCEPTION 'postings are immutable: % on posting is not allowed', TG_OP
@@ -104,6 +105,16 @@ $$;
 -- locks it holds are those of the rows it updates, which nothing else
 -- writes, for one batch. Run again after an interruption, it resumes: each
 -- batch starts from the running balance of the posting before it.
+--
+-- It also mends the stamps of those postings. They were stamped with
+-- now(), their transaction's start: a transaction that began first but
+-- took the account's lock last posted later with an earlier stamp. Each
+-- gets the latest stamp among the account's postings up to it. That
+-- instant lies within its own transaction (the earlier posting's stamp is
+-- before that posting's commit, which came before this transaction got
+-- the lock), so it is still a true time of the posting, and per account
+-- the stamps then follow the running balance, as they do for every
+-- posting written since step 1.
 -- +goose StatementBegin
 DO $$
 DECLARE
@@ -116,18 +127,23 @@ BEGIN
         last_id := 0;
         LOOP
             WITH batch AS (
-                SELECT id, CASE direction WHEN 'C' THEN amount_cents ELSE -amount_cents END AS signed
+                SELECT id, created_at, CASE direction WHEN 'C' THEN amount_cents ELSE -amount_cents END AS signed
                   FROM posting
                  WHERE account_id = acc AND id > last_id AND balance_after_cents IS NULL
                  ORDER BY id LIMIT 10000
+            ), prev AS (
+                SELECT p.balance_after_cents AS balance, p.created_at AS at FROM posting p
+                 WHERE p.account_id = acc AND p.id < (SELECT min(id) FROM batch)
+                 ORDER BY p.id DESC LIMIT 1
             ), start AS (
-                SELECT coalesce((SELECT p.balance_after_cents FROM posting p
-                                  WHERE p.account_id = acc AND p.id < (SELECT min(id) FROM batch)
-                                  ORDER BY p.id DESC LIMIT 1), 0) AS balance
+                SELECT coalesce((SELECT balance FROM prev), 0) AS balance,
+                       coalesce((SELECT at FROM prev), '-infinity') AS at
             ), filled AS (
-                SELECT b.id, s.balance + sum(b.signed) OVER (ORDER BY b.id) AS after FROM batch b CROSS JOIN start s
+                SELECT b.id, s.balance + sum(b.signed) OVER w AS after, greatest(s.at, max(b.created_at) OVER w) AS at
+                  FROM batch b CROSS JOIN start s
+                WINDOW w AS (ORDER BY b.id)
             ), done AS (
-                UPDATE posting p SET balance_after_cents = f.after FROM filled f
+                UPDATE posting p SET balance_after_cents = f.after, created_at = f.at FROM filled f
                  WHERE p.account_id = acc AND p.id = f.id
                 RETURNING p.id
             )

@@ -148,19 +148,21 @@ UPDATE account a SET balance_cents = p.net
 FROM (SELECT account_id, sum(CASE direction WHEN 'C' THEN amount_cents ELSE -amount_cents END) AS net FROM posting GROUP BY account_id) p
 WHERE a.id = p.account_id`}
 
-// oldReleaseTransfer posts a 1-cent transfer from src to dst as the
+// oldReleaseTransfer posts two 1-cent transfers from src to dst as the
 // release before the running balance does: accounts locked in id order,
 // postings without balance_after_cents, balances updated after them.
 func oldReleaseTransfer(ctx context.Context, tx pgx.Tx, src, dst string) error {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM account WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, []string{src, dst}); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `WITH e AS (SELECT gen_random_uuid() AS id)
+	// Two entries in one statement, as a batch writes them: the fill
+	// trigger of the second posting of an account must see the first.
+	if _, err := tx.Exec(ctx, `WITH e AS (SELECT n, gen_random_uuid() AS id FROM generate_series(1, 2) n)
 INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
 SELECT 'DEPOSIT', e.id, x.account_id, x.direction, 1 FROM e, (VALUES (1, $1::text, 'D'), (2, $2::text, 'C')) AS x(k, account_id, direction)
-ORDER BY x.k`, src, dst); err != nil {
+ORDER BY e.n, x.k`, src, dst); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `UPDATE account SET balance_cents = balance_cents + CASE id WHEN $1 THEN -1 ELSE 1 END WHERE id IN ($1, $2)`, src, dst)
+	_, err := tx.Exec(ctx, `UPDATE account SET balance_cents = balance_cents + CASE id WHEN $1 THEN -2 ELSE 2 END WHERE id IN ($1, $2)`, src, dst)
 	return err
 }
