@@ -52,6 +52,20 @@ func Apply(ctx context.Context, db *sql.DB, sets ...Set) error {
 	return nil
 }
 
+// ApplyTo runs the pending migrations of set s up to and including
+// version, on db: how a test builds a database as an older release left it
+// before it fills it and runs the rest.
+func ApplyTo(ctx context.Context, db *sql.DB, s Set, version int64) error {
+	p, err := provider(db, s)
+	if err != nil {
+		return err
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate %s to %d: %w", s.Name, version, err)
+	}
+	return nil
+}
+
 // Pending reports whether any of the sets has a migration not yet applied.
 func Pending(ctx context.Context, db *sql.DB, sets ...Set) (bool, error) {
 	for _, s := range sets {

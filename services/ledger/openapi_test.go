@@ -41,6 +41,8 @@ func TestOpenAPIStatuses(t *testing.T) {
 		"GET /contas/{id}":             {200, 401, 403, 404, 429, 500},
 		"POST /contas/{id}/depositos":  {201, 400, 401, 403, 404, 408, 413, 415, 422, 429, 500},
 		"GET /contas/{id}/lancamentos": {200, 400, 401, 403, 404, 422, 429, 500},
+		"GET /contas/{id}/saldo":       {200, 400, 401, 403, 404, 429, 500},
+		"GET /contas/{id}/extrato":     {200, 400, 401, 403, 404, 422, 429, 500},
 		"GET /ops/depositos":           {200, 400, 401, 403, 422, 429, 500},
 		"GET /openapi.yaml":            {200},
 		"GET /healthz":                 {200},

@@ -162,12 +162,15 @@ type Entry struct {
 
 // apply moves a's balance by e: a debit takes the amount out, a credit
 // puts it in.
-func (e Entry) apply(a *Account) {
+func (e Entry) apply(a *Account) { a.BalanceCents += e.Signed() }
+
+// Signed is e's amount as it moves its account's balance: a credit adds
+// it, a debit takes it out.
+func (e Entry) Signed() int64 {
 	if e.Direction == Debit {
-		a.BalanceCents -= e.AmountCents
-	} else {
-		a.BalanceCents += e.AmountCents
+		return -e.AmountCents
 	}
+	return e.AmountCents
 }
 
 // AvailableCents is what a transfer or a hold may take from the account:
@@ -185,7 +188,10 @@ type Posting struct {
 	RefundID    uuid.UUID
 	Direction   Direction
 	AmountCents int64
-	CreatedAt   time.Time
+	// BalanceAfterCents is the running balance: the account's posted
+	// balance right after this posting.
+	BalanceAfterCents int64
+	CreatedAt         time.Time
 }
 
 // Deposit is money entering an account from its currency's funding account.
@@ -349,6 +355,18 @@ type Store interface {
 	// Postings returns up to limit postings of the account with an id below
 	// before, newest first. Returns ErrAccountNotFound.
 	Postings(ctx context.Context, accountID string, before int64, limit int) ([]Posting, error)
+
+	// BalanceAt returns the account and the running balance of its last
+	// posting stamped before at, 0 when there is none, in one statement
+	// (the balance one index probe). Returns ErrAccountNotFound.
+	BalanceAt(ctx context.Context, accountID string, at time.Time) (Account, int64, error)
+
+	// Statement reads, in one snapshot, the account's balances at from and
+	// at to (as BalanceAt), calls begin with them, then calls each with
+	// every posting stamped in [from, to), oldest first, as it reads it.
+	// It stops at the first error begin or each returns, and returns it.
+	Statement(ctx context.Context, accountID string, from, to time.Time,
+		begin func(opening, closing int64) error, each func(Posting) error) error
 }
 
 // Decide applies the settlement rules, in the seed's order, to t against

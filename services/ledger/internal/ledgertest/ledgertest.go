@@ -258,12 +258,12 @@ WHERE NOT EXISTS (SELECT 1 FROM posting p WHERE p.entry_type = 'DEPOSIT' AND p.e
 // CheckInvariants fails the test for every broken invariant of the ledger:
 // those the schema cannot enforce (sums per currency, balances equal to
 // postings, reserved amounts equal to the open holds, refunds within what
-// was settled) and the consistency of markers, reservations, refunds,
-// postings and result events.
+// was settled, the running balance of every posting) and the consistency
+// of markers, reservations, refunds, postings and result events.
 func CheckInvariants(tb testing.TB, db *postgres.DB) {
 	tb.Helper()
 	ctx := context.Background()
-	for _, inv := range slices.Concat(invariants, holdInvariants, refundInvariants) {
+	for _, inv := range slices.Concat(invariants, holdInvariants, refundInvariants, historyInvariants) {
 		rows, err := db.Query(ctx, inv.query)
 		if err != nil {
 			tb.Fatalf("invariant %q: %v", inv.name, err)

@@ -129,8 +129,10 @@ VALUES ($1, 'RESERVADA', 'CC-A', 'CC-B', 300, 'BRL', $2, 'loja')`, h.id, uuid.Ne
     captured_cents, closed_by, closed_event_id, closed_at)
 VALUES ($1, 'CC-A', 'CC-B', 'BRL', 300, $2, $3, $4, $5, $6, $7)`, h.id, expires, h.state, h.cents, h.closedBy, closedEvent, closedAt)
 	}
+	// CC-A's balance is a deposit's, so that the capture's running
+	// balances are not negative.
 	exec(`INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents) VALUES
-    ('TRANSFER', $1, 'CC-A', 'D', 120), ('TRANSFER', $1, 'CC-B', 'C', 120)`, captured)
+    ('DEPOSIT', gen_random_uuid(), 'CC-A', 'C', 1000), ('TRANSFER', $1, 'CC-A', 'D', 120), ('TRANSFER', $1, 'CC-B', 'C', 120)`, captured)
 	exec(`INSERT INTO processed_transfer (transfer_id, result, source_account, dest_account, amount_cents, currency, event_id, client_id)
 VALUES ($1, 'LIQUIDADA', 'CC-A', 'CC-B', 1, 'BRL', $2, 'loja')`, immediate, uuid.New())
 

@@ -55,16 +55,16 @@ SELECT ` + reservationColumns + `
 FROM due JOIN reservation r ON r.transfer_id = due.transfer_id JOIN processed_transfer m ON m.transfer_id = r.transfer_id
 ORDER BY r.transfer_id`
 
-	// closeSQL writes the postings of the captures, the balances and
-	// reservations of the accounts moved, and the closed reservations
-	// ($8-$13), in one statement.
+	// closeSQL writes the postings of the captures (with their running
+	// balances), the balances and reservations of the accounts moved, and
+	// the closed reservations ($9-$14), in one statement.
 	closeSQL = postingsAndBalances + `
 UPDATE reservation AS r
 SET state = c.state, captured_cents = NULLIF(c.captured, 0),
     closed_by = NULLIF(c.closed_by, '00000000-0000-0000-0000-000000000000'), closed_event_id = c.event_id, closed_at = c.at
-FROM unnest($8::uuid[], $9::text[], $10::bigint[], $11::uuid[], $12::uuid[], $13::timestamptz[])
+FROM unnest($9::uuid[], $10::text[], $11::bigint[], $12::uuid[], $13::uuid[], $14::timestamptz[])
      AS c(id, state, captured, closed_by, event_id, at)
-WHERE r.transfer_id = ANY($8::uuid[]) AND r.transfer_id = c.id`
+WHERE r.transfer_id = ANY($9::uuid[]) AND r.transfer_id = c.id`
 )
 
 // CloseReservations implements ledger.Store.
@@ -143,7 +143,7 @@ func (s *Store) close(ctx context.Context, tx pgx.Tx, cs []ledger.Command, held 
 	accounts map[string]*ledger.Account, close ledger.Closer) ([]ledger.Result, error) {
 	results := make([]ledger.Result, len(cs))
 	var (
-		m                  = newMoves()
+		m                  = newMoves(accounts)
 		cIDs, cBy, cEvents [][16]byte
 		cStates            []string
 		cCaptured          []int64

@@ -22,14 +22,10 @@ const reservationSQL = `
 SELECT amount_cents, expires_at, state, coalesce(captured_cents, 0), closed_at
 FROM reservation WHERE transfer_id = $1`
 
-// balancesSQL computes each side's balance after it as the sum of the
-// account's postings up to it (postings of one account are numbered in
-// commit order, see the posting table).
+// balancesSQL reads each side with the running balance its account had
+// right after it.
 const balancesSQL = `
-SELECT p.account_id, p.direction, p.amount_cents,
-       (SELECT COALESCE(sum(CASE q.direction WHEN 'C' THEN q.amount_cents ELSE -q.amount_cents END), 0)
-          FROM posting q WHERE q.account_id = p.account_id AND q.id <= p.id)::bigint,
-       p.created_at
+SELECT p.account_id, p.direction, p.amount_cents, p.balance_after_cents, p.created_at
   FROM posting p WHERE p.entry_type = 'TRANSFER' AND p.entry_id = $1 ORDER BY p.direction DESC`
 
 // Processed returns how the ledger decided transfer id with its postings,

@@ -65,14 +65,14 @@ WHERE transfer_id = ANY($1::uuid[]) AND result = 'LIQUIDADO'
 GROUP BY transfer_id`
 
 	// refundWriteSQL writes the refunds' postings (entry REFUND, the
-	// refund's id), the balances and the results ($8-$11) in one
+	// refund's id), the balances and the results ($9-$12) in one
 	// statement, as writeSQL does a settlement's.
 	refundWriteSQL = `
 UPDATE refund AS f
-SET result = ($9::text[])[array_position($8::uuid[], f.refund_id)],
-    reason = NULLIF(($10::text[])[array_position($8::uuid[], f.refund_id)], ''),
-    result_event_id = ($11::uuid[])[array_position($8::uuid[], f.refund_id)]
-WHERE f.refund_id = ANY($8::uuid[])`
+SET result = ($10::text[])[array_position($9::uuid[], f.refund_id)],
+    reason = NULLIF(($11::text[])[array_position($9::uuid[], f.refund_id)], ''),
+    result_event_id = ($12::uuid[])[array_position($9::uuid[], f.refund_id)]
+WHERE f.refund_id = ANY($9::uuid[])`
 )
 
 // refundPostingsAndBalances is the settlements' postingsAndBalances with
@@ -152,7 +152,7 @@ func (s *Store) refund(ctx context.Context, tx pgx.Tx, fs []ledger.Refund, decid
 
 	results := make([]ledger.RefundResult, len(fs))
 	var (
-		m                  = newMoves()
+		m                  = newMoves(rb.accounts)
 		rIDs, rEventIDs    [][16]byte
 		rResults, rReasons []string
 	)

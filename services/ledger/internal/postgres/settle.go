@@ -36,39 +36,45 @@ ON CONFLICT (transfer_id) DO NOTHING
 RETURNING transfer_id`
 
 	// postingsAndBalances are the first two CTEs of writeSQL and of the
-	// closing of reservations: the postings ($1-$4) and the balances and
-	// reservations of each account moved ($5-$7), as the domain left them.
+	// closing of reservations: the postings ($1-$4) with the running
+	// balance after each ($5, moves.add), and the balances and
+	// reservations of each account moved ($6-$8), as the domain left them.
+	// Every posting of the statement is stamped with one reading of the
+	// database clock, taken in this statement, after the transaction took
+	// the accounts' locks: per account, a later posting (a later holder of
+	// the lock) is never stamped before an earlier one, so created_at
+	// follows the running balance's order (GET /contas/{id}/saldo?em=).
 	// The accounts are found by "= ANY", which can only probe the primary
 	// key, not by a join with the unnested arrays alone: with statistics
 	// taken while the table was small, the planner answers the join by
 	// hashing every row, sequential scans off or not.
 	postingsAndBalances = `
 WITH postings AS (
-    INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
-    SELECT 'TRANSFER', p.entry_id, p.account_id, p.direction, p.amount
-    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY
-         AS p(entry_id, account_id, direction, amount, n)
+    INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents, balance_after_cents, created_at)
+    SELECT 'TRANSFER', p.entry_id, p.account_id, p.direction, p.amount, p.after, (SELECT clock_timestamp())
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) WITH ORDINALITY
+         AS p(entry_id, account_id, direction, amount, after, n)
     ORDER BY p.n
 ), balances AS (
     UPDATE account AS a SET balance_cents = b.balance, reserved_cents = b.reserved
-    FROM unnest($5::text[], $6::bigint[], $7::bigint[]) AS b(id, balance, reserved)
-    WHERE a.id = ANY($5::text[]) AND a.id = b.id
+    FROM unnest($6::text[], $7::bigint[], $8::bigint[]) AS b(id, balance, reserved)
+    WHERE a.id = ANY($6::text[]) AND a.id = b.id
 )`
 
 	// writeSQL writes the postings, the balances, the reservations of the
-	// holds ($11-$16) and the results ($8-$10, the markers found by
+	// holds ($12-$17) and the results ($9-$11, the markers found by
 	// "= ANY" as the accounts are) in one statement: they do not read
 	// each other's rows, so data-modifying CTEs apply them together, and
 	// a batch costs one statement whatever its size.
 	writeSQL = postingsAndBalances + `, reservations AS (
     INSERT INTO reservation (transfer_id, source_account, dest_account, currency, amount_cents, expires_at)
-    SELECT * FROM unnest($11::uuid[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::timestamptz[])
+    SELECT * FROM unnest($12::uuid[], $13::text[], $14::text[], $15::text[], $16::bigint[], $17::timestamptz[])
 )
 UPDATE processed_transfer AS m
-SET result = ($9::text[])[array_position($8::uuid[], m.transfer_id)],
-    reason = NULLIF(($10::text[])[array_position($8::uuid[], m.transfer_id)], ''),
-    result_event_id = ($17::uuid[])[array_position($8::uuid[], m.transfer_id)]
-WHERE m.transfer_id = ANY($8::uuid[])`
+SET result = ($10::text[])[array_position($9::uuid[], m.transfer_id)],
+    reason = NULLIF(($11::text[])[array_position($9::uuid[], m.transfer_id)], ''),
+    result_event_id = ($18::uuid[])[array_position($9::uuid[], m.transfer_id)]
+WHERE m.transfer_id = ANY($9::uuid[])`
 )
 
 // Settle implements ledger.Store: one transaction for all of ts.
@@ -163,7 +169,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 
 	results := make([]ledger.Result, len(ts))
 	var (
-		m                  = newMoves()
+		m                  = newMoves(accounts)
 		rIDs, rEventIDs    [][16]byte
 		rResults, rReasons []string
 		holds              reservationRows
@@ -197,39 +203,71 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, ts []ledger.Transfer, dec
 }
 
 // moves are what a transaction's decisions wrote: the postings of their
-// entries, the accounts they moved and the events that announce them.
+// entries with the running balance after each, the accounts they moved and
+// the events that announce them.
 type moves struct {
 	entries              [][16]byte
 	accounts, directions []string
-	amounts              []int64
+	amounts, after       []int64
 	moved                map[string]bool
 	events               []events.Message
+	// running is each locked account's posted balance so far in this
+	// transaction: as locked, then moved by each entry in order.
+	running map[string]int64
 }
 
-func newMoves() *moves { return &moves{moved: map[string]bool{}} }
+// newMoves starts the moves of a transaction that locked accounts, before
+// any decision changes their balances.
+func newMoves(accounts map[string]*ledger.Account) *moves {
+	m := &moves{moved: map[string]bool{}, running: make(map[string]int64, len(accounts))}
+	for id, a := range accounts {
+		m.running[id] = a.BalanceCents
+	}
+	return m
+}
 
-// add records the entries of the entry id (a transfer) and its event.
+// add records the entries of the entry id (a transfer) and its event. The
+// postings are inserted in the order they are added, which for each
+// account is the order of its running balance.
 func (m *moves) add(id uuid.UUID, entries []ledger.Entry, event events.Message) {
 	for _, e := range entries {
 		m.entries = append(m.entries, [16]byte(id))
 		m.accounts = append(m.accounts, e.AccountID)
 		m.directions = append(m.directions, string(e.Direction))
 		m.amounts = append(m.amounts, e.AmountCents)
+		m.running[e.AccountID] += e.Signed()
+		m.after = append(m.after, m.running[e.AccountID])
 		m.moved[e.AccountID] = true
 	}
 	m.events = append(m.events, event)
 }
 
+// checkRunning returns an error when a moved account's balance, as the
+// decisions left it, is not the running balance of its last posting: the
+// two are computed apart (the domain moves balances, add sums entries), and
+// a transaction that would write them out of step is refused.
+func (m *moves) checkRunning(accounts map[string]*ledger.Account) error {
+	for id := range m.moved {
+		if a := accounts[id]; a == nil || a.BalanceCents != m.running[id] {
+			return fmt.Errorf("account %s: balance %+v, running balance of its postings %d", id, a, m.running[id])
+		}
+	}
+	return nil
+}
+
 // write enqueues m's events and runs stmt, a statement that begins with
 // postingsAndBalances, with m's postings and the balances it left on
-// accounts ($1-$7) and then rest, in one round trip.
+// accounts ($1-$8) and then rest, in one round trip.
 func (s *Store) write(ctx context.Context, tx pgx.Tx, accounts map[string]*ledger.Account, m *moves, what, stmt string, rest ...any) error {
+	if err := m.checkRunning(accounts); err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
+	}
 	wb := &pgx.Batch{}
 	if err := s.outbox.Queue(ctx, tx, wb, m.events...); err != nil {
 		return err
 	}
 	bIDs, bBalances, bReserved := balances(accounts, m.moved)
-	wb.Queue(stmt, append([]any{m.entries, m.accounts, m.directions, m.amounts, bIDs, bBalances, bReserved}, rest...)...)
+	wb.Queue(stmt, append([]any{m.entries, m.accounts, m.directions, m.amounts, m.after, bIDs, bBalances, bReserved}, rest...)...)
 	wr := tx.SendBatch(ctx, wb)
 	_, err := wr.Exec()
 	if err != nil {

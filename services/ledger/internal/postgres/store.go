@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/outbox"
@@ -81,20 +81,21 @@ WHERE id = ANY($1::text[])
 ORDER BY id
 FOR UPDATE`
 
+	// depositPostingsSQL writes a deposit's two postings with the running
+	// balances after them ($5 the funding account's, $6 the account's),
+	// stamped with the clock read after the locks, as settlements are.
 	depositPostingsSQL = `
-INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents)
-VALUES ('DEPOSIT', $1, $2, 'D', $4), ('DEPOSIT', $1, $3, 'C', $4)`
+INSERT INTO posting (entry_type, entry_id, account_id, direction, amount_cents, balance_after_cents, created_at)
+SELECT 'DEPOSIT', $1, x.account_id, x.direction, $4, x.after, (SELECT clock_timestamp())
+FROM (VALUES (1, $2::text, 'D', $5::bigint), (2, $3::text, 'C', $6::bigint)) AS x(k, account_id, direction, after)
+ORDER BY x.k`
 
 	creditSQL = `UPDATE account SET balance_cents = balance_cents + $2 WHERE id = $1 RETURNING balance_cents`
 
 	finishDepositSQL = `
 UPDATE deposit SET balance_after_cents = $2 WHERE id = $1 RETURNING created_at`
 
-	// postingsSQL finds a refund's transfer by its marker (one primary-key
-	// probe per refund posting).
-	postingsSQL = `
-SELECT p.id, coalesce(f.transfer_id, p.entry_id), p.direction, p.amount_cents, p.created_at, f.refund_id FROM posting p
-LEFT JOIN refund f ON p.entry_type = 'REFUND' AND f.refund_id = p.entry_id
+	postingsSQL = `SELECT ` + postingColumns + ` FROM ` + postingFrom + `
 WHERE p.account_id = $1 AND p.id < $2
 ORDER BY p.id DESC
 LIMIT $3`
@@ -209,13 +210,9 @@ func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.
 		if _, err := tx.Exec(ctx, ensureFundingSQL, a.Currency); err != nil {
 			return fmt.Errorf("ensure funding account %s: %w", a.Currency, err)
 		}
-		rows, err := tx.Query(ctx, lockAccountsSQL, []string{accountID, funding})
+		locked, err := readLocked(tx.Query(ctx, lockAccountsSQL, []string{accountID, funding}))
 		if err != nil {
-			return fmt.Errorf("lock accounts: %w", err)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lock accounts: %w", err)
+			return err
 		}
 		// Claim the deposit id: a request with the same key that got the
 		// locks first has committed by now, and this one replays it.
@@ -244,8 +241,12 @@ func (s *Store) Deposit(ctx context.Context, req ledger.DepositRequest) (ledger.
 				return fmt.Errorf("count the deposits of the day: %w", err)
 			}
 		}
-		if _, err := tx.Exec(ctx, depositPostingsSQL, id, funding, accountID, amount); err != nil {
-			return fmt.Errorf("write deposit postings: %w", err)
+		fundingBefore, before := locked[funding].BalanceCents, locked[accountID].BalanceCents
+		if before > math.MaxInt64-amount || fundingBefore < math.MinInt64+amount {
+			return ledger.ErrBalanceOverflow
+		}
+		if _, err := tx.Exec(ctx, depositPostingsSQL, id, funding, accountID, amount, fundingBefore-amount, before+amount); err != nil {
+			return mapOverflow(fmt.Errorf("write deposit postings: %w", err))
 		}
 		var after, ignored int64
 		if err := tx.QueryRow(ctx, creditSQL, funding, -amount).Scan(&ignored); err != nil {
@@ -296,17 +297,9 @@ func (s *Store) Postings(ctx context.Context, accountID string, before int64, li
 	defer rows.Close()
 	var out []ledger.Posting
 	for rows.Next() {
-		var (
-			p        ledger.Posting
-			dir      string
-			refundID *uuid.UUID
-		)
-		if err := rows.Scan(&p.ID, &p.EntryID, &dir, &p.AmountCents, &p.CreatedAt, &refundID); err != nil {
-			return nil, fmt.Errorf("scan posting: %w", err)
-		}
-		p.Direction = ledger.Direction(dir)
-		if refundID != nil {
-			p.RefundID = *refundID
+		p, err := scanPosting(rows)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, p)
 	}

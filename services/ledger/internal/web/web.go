@@ -1,6 +1,7 @@
-// Package web is the ledger's HTTP API (CONTRACTS.md section 2): open
-// accounts, deposit from the funding account, read balances and postings,
-// and list deposits for operators.
+// Package web is the ledger's HTTP API (CONTRACTS.md sections 2 and 11):
+// open accounts, deposit from the funding account, read balances (now or
+// at an instant), postings and statements, and list deposits for
+// operators.
 // Errors are problem+json through pkg/httpapi's one writer; the domain's
 // errors carry their kinds.
 package web
@@ -52,6 +53,8 @@ func (h *Handler) Table() []auth.Route {
 		{Method: http.MethodGet, Pattern: "/contas/{id}", Scope: auth.ScopeAccountsRead + " " + auth.ScopeOperations, Handler: h.account},
 		{Method: http.MethodPost, Pattern: "/contas/{id}/depositos", Scope: auth.ScopeAccountsDeposit, Handler: h.deposit},
 		{Method: http.MethodGet, Pattern: "/contas/{id}/lancamentos", Scope: auth.ScopeAccountsRead + " " + auth.ScopeOperations, Handler: h.postings},
+		{Method: http.MethodGet, Pattern: "/contas/{id}/saldo", Scope: auth.ScopeAccountsRead + " " + auth.ScopeOperations, Handler: h.balanceAt},
+		{Method: http.MethodGet, Pattern: "/contas/{id}/extrato", Scope: auth.ScopeAccountsRead + " " + auth.ScopeOperations, Handler: h.statement},
 		{Method: http.MethodGet, Pattern: "/ops/depositos", Scope: auth.ScopeOperations, Handler: h.deposits},
 	}
 }
@@ -92,16 +95,20 @@ type DepositResponse struct {
 	CreatedAt         time.Time `json:"criadoEm"`
 }
 
-// PostingResponse is a posting on the wire. TransferID holds the deposit
-// id for a deposit's posting, and the refunded transfer's id for a
-// refund's, whose RefundID (estornoId) is set.
+// PostingResponse is a posting on the wire, in /lancamentos and in the
+// statement. TransferID holds the deposit id for a deposit's posting, and
+// the refunded transfer's id for a refund's, whose RefundID (estornoId)
+// is set (nil and absent otherwise). BalanceAfterCents is the account's
+// balance right after the posting. A new field goes into postingResponse
+// and csvRow.
 type PostingResponse struct {
-	ID          int64     `json:"id"`
-	TransferID  uuid.UUID `json:"transferenciaId"`
-	RefundID    uuid.UUID `json:"estornoId,omitzero"`
-	Direction   string    `json:"tipo"`
-	AmountCents int64     `json:"valorEmCentavos"`
-	CreatedAt   time.Time `json:"criadoEm"`
+	ID                int64      `json:"id"`
+	TransferID        uuid.UUID  `json:"transferenciaId"`
+	RefundID          *uuid.UUID `json:"estornoId,omitempty"`
+	Direction         string     `json:"tipo"`
+	AmountCents       int64      `json:"valorEmCentavos"`
+	BalanceAfterCents int64      `json:"saldoAposEmCentavos"`
+	CreatedAt         time.Time  `json:"criadoEm"`
 }
 
 // PostingsPage is one page of postings, newest first; NextCursor is null on
@@ -246,8 +253,7 @@ func (h *Handler) postings(w http.ResponseWriter, r *http.Request) {
 	}
 	page := PostingsPage{Items: make([]PostingResponse, len(ps))}
 	for i, p := range ps {
-		page.Items[i] = PostingResponse{ID: p.ID, TransferID: p.EntryID, RefundID: p.RefundID, Direction: string(p.Direction),
-			AmountCents: p.AmountCents, CreatedAt: p.CreatedAt.UTC()}
+		page.Items[i] = postingResponse(p)
 	}
 	if more {
 		c := encodeCursor(ps[len(ps)-1].ID)

@@ -666,7 +666,8 @@ func TestAccountsArePrivate(t *testing.T) {
 		delete(m, "requestId")
 		return m
 	}
-	for _, sub := range []string{"", "/lancamentos", "/lancamentos?limite=5"} {
+	for _, sub := range []string{"", "/lancamentos", "/lancamentos?limite=5", "/saldo?em=2030-01-01T00:00:00Z",
+		"/extrato?desde=2026-01-01T00:00:00Z&ate=2026-02-01T00:00:00Z"} {
 		t.Run("GET /contas/{id}"+sub, func(t *testing.T) {
 			if r := a.do(t, "GET", "/contas/CC-ANA"+sub, "", ana...); r.status != http.StatusOK {
 				t.Errorf("the titular: %d %s, want 200", r.status, r.rawBody)
