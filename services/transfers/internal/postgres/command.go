@@ -50,21 +50,10 @@ func (s *Store) Command(ctx context.Context, id, transferID uuid.UUID, decide fu
 		if !claimed {
 			return transfer.ErrInProgress
 		}
-		var r transfer.Record
-		var fp []byte
-		var status int16
-		err := tx.QueryRow(ctx, commandRecordSQL, id).Scan(&r.Client, &fp, &status, &r.Response.Body)
-		switch {
-		case err == nil:
-			if len(fp) != len(r.Fingerprint) {
-				return fmt.Errorf("command %s: corrupt idempotency record", id)
-			}
-			copy(r.Fingerprint[:], fp)
-			r.Response.StatusCode = int(status)
-			rec = &r
-			return nil // nothing written: the commit only releases the claim
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("read command %s: %w", id, err)
+		r, err := readRecord(ctx, tx, commandRecordSQL, id)
+		if err != nil || r != nil {
+			rec = r
+			return err // nothing written: the commit only releases the claim
 		}
 		t, err := scanTransfer(tx.QueryRow(ctx, commandLockSQL, transferID))
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -68,6 +68,12 @@ type Transfer struct {
 	ExpiresAt time.Time
 	// SettledCents is what a hold's capture settled; 0 until captured.
 	SettledCents int64
+	// RefundedCents is the sum of its settled refunds
+	// (valorEstornadoEmCentavos).
+	RefundedCents int64
+	// DestHolder is the titular of the destination account, as the
+	// ledger's TransferenciaLiquidada named it; empty until then.
+	DestHolder string
 	// Client is the client (the token's sub) that created the transfer;
 	// empty for transfers created before clients were recorded.
 	Client string
@@ -301,6 +307,11 @@ const (
 	// the result is kept (see HeldResult) instead of being applied or
 	// dropped.
 	Held
+	// Unmatched: a refund result for no refund this database has (with
+	// that transfer and, when settled, that amount); it changes nothing
+	// and is not recorded as processed, so that a redelivery applies once
+	// the refund exists.
+	Unmatched
 )
 
 // CanMove reports whether a transfer in status from takes a result of
@@ -353,4 +364,15 @@ type Store interface {
 	// the command, and ErrInProgress while another transaction with the
 	// same id has not finished, without waiting for it.
 	Command(ctx context.Context, id, transferID uuid.UUID, decide func(Transfer) (CommandCreation, error)) (*Record, error)
+	// Refund runs one refund in one transaction: when a refund with id
+	// exists it writes nothing and returns its record; otherwise it locks
+	// the transfer transferID (ErrNotFound when there is none), calls
+	// decide with it and the sum of its refunds not rejected, and writes
+	// the RefundCreation decide returns, refund row and event, unless
+	// decide returns an error (returned, nothing written). It returns
+	// (nil, nil) when it wrote the refund, and ErrInProgress while another
+	// transaction with the same id has not finished, without waiting.
+	Refund(ctx context.Context, id, transferID uuid.UUID, decide func(t Transfer, committed int64) (RefundCreation, error)) (*Record, error)
+	// GetRefund returns the refund, or ErrRefundNotFound.
+	GetRefund(ctx context.Context, id uuid.UUID) (Refund, error)
 }

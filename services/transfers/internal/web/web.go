@@ -1,6 +1,7 @@
 // Package web is the transfers service's HTTP adapter: POST and GET
 // /transferencias as CONTRACTS.md section 1 fixes them, a hold's capture
-// and cancellation (section 9, command.go), and the OpenAPI document. Errors are written by pkg/httpapi, the suite's one problem
+// and cancellation (section 9, command.go), refunds (section 10,
+// refund.go), and the OpenAPI document. Errors are written by pkg/httpapi, the suite's one problem
 // writer.
 package web
 
@@ -70,6 +71,9 @@ func (h *Handler) Routes() []auth.Route {
 		{Method: http.MethodGet, Pattern: "/transferencias/{id}", Scope: auth.ScopeTransfersRead + " " + auth.ScopeOperations, Handler: h.get},
 		{Method: http.MethodPost, Pattern: "/transferencias/{id}/captura", Scope: auth.ScopeTransfersCreate, Handler: h.capture},
 		{Method: http.MethodPost, Pattern: "/transferencias/{id}/cancelamento", Scope: auth.ScopeTransfersCreate, Handler: h.cancel},
+		{Method: http.MethodPost, Pattern: "/transferencias/{id}/estornos", Scope: auth.ScopeTransfersRefund + " " + auth.ScopeOperations, Handler: h.refund},
+		{Method: http.MethodGet, Pattern: "/transferencias/{id}/estornos/{estornoId}",
+			Scope: auth.ScopeTransfersRead + " " + auth.ScopeTransfersRefund + " " + auth.ScopeOperations, Handler: h.getRefund},
 		{Method: http.MethodGet, Pattern: "/openapi.yaml", Scope: auth.Public, Handler: h.spec},
 	}
 }
