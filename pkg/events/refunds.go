@@ -50,6 +50,15 @@ type RefundRequested struct {
 	Currency      string    `json:"moeda"`
 	ClientID      string    `json:"clienteId,omitempty"`
 	OccurredAt    time.Time `json:"ocorridoEm"`
+	// Operator is true when ClientID asked as an operator, who may refund
+	// any transfer; otherwise ClientID must be the destination's titular.
+	// Additive.
+	Operator bool `json:"operador,omitempty"`
+	// Authorization is the transfers service's signature over the refund
+	// id, transfer id, accounts, amount, currency, client and Operator
+	// (transfersig.RefundClaim). Additive: without one that verifies the
+	// ledger rejects the refund (ORIGEM_NAO_AUTORIZADA).
+	Authorization *Authorization `json:"autorizacao,omitempty"`
 }
 
 // RefundSettled is the payload of EstornoLiquidado: the ledger posted the

@@ -303,3 +303,72 @@ func BenchmarkSign(b *testing.B) {
 		k.Sign(claim)
 	}
 }
+
+var refund = transfersig.RefundClaim{RefundID: uuid.MustParse("5d1c7a2e-8b3f-4c6d-9e0a-1b2c3d4e5f60"), TransferID: claim.TransferID,
+	Source: "CC-001", Destination: "CC-002", AmountCents: 10_000, Currency: "BRL", Client: "bruno"}
+
+// A refund's signature covers every field of the refund claim, the
+// operator flag included, and never verifies as a transfer's claim, nor
+// a transfer's as a refund's, even when the fields they share are equal.
+func TestVerifyRefund(t *testing.T) {
+	t.Parallel()
+	key, other := newKey(t), newKey(t)
+	v := verifier(t, key)
+	a := key.SignRefund(refund)
+	if err := v.VerifyRefund(refund, a); err != nil {
+		t.Fatalf("the signed refund: %v", err)
+	}
+	changed := func(f func(c *transfersig.RefundClaim)) transfersig.RefundClaim { c := refund; f(&c); return c }
+	tests := []struct {
+		name  string
+		claim transfersig.RefundClaim
+		auth  *events.Authorization
+		want  error
+	}{
+		{"another refund", changed(func(c *transfersig.RefundClaim) { c.RefundID = uuid.New() }), a, transfersig.ErrBadSignature},
+		{"another transfer", changed(func(c *transfersig.RefundClaim) { c.TransferID = uuid.New() }), a, transfersig.ErrBadSignature},
+		{"ids swapped", changed(func(c *transfersig.RefundClaim) { c.RefundID, c.TransferID = c.TransferID, c.RefundID }), a, transfersig.ErrBadSignature},
+		{"another source", changed(func(c *transfersig.RefundClaim) { c.Source = "CC-009" }), a, transfersig.ErrBadSignature},
+		{"another destination", changed(func(c *transfersig.RefundClaim) { c.Destination = "CC-009" }), a, transfersig.ErrBadSignature},
+		{"another amount", changed(func(c *transfersig.RefundClaim) { c.AmountCents++ }), a, transfersig.ErrBadSignature},
+		{"another currency", changed(func(c *transfersig.RefundClaim) { c.Currency = "USD" }), a, transfersig.ErrBadSignature},
+		{"another client", changed(func(c *transfersig.RefundClaim) { c.Client = "ana" }), a, transfersig.ErrBadSignature},
+		{"no client", changed(func(c *transfersig.RefundClaim) { c.Client = "" }), a, transfersig.ErrBadSignature},
+		{"made an operator", changed(func(c *transfersig.RefundClaim) { c.Operator = true }), a, transfersig.ErrBadSignature},
+		{"shifted boundary", changed(func(c *transfersig.RefundClaim) { c.Source, c.Destination = "CC-00", "1CC-002" }), a, transfersig.ErrBadSignature},
+		{"an operator's signature made a titular's", refund, key.SignRefund(changed(func(c *transfersig.RefundClaim) { c.Operator = true })), transfersig.ErrBadSignature},
+		{"signed by a key the verifier does not hold", refund, other.SignRefund(refund), transfersig.ErrUnknownKey},
+		{"none", refund, nil, transfersig.ErrUnsigned},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := v.VerifyRefund(tc.claim, tc.auth); !errors.Is(err, tc.want) {
+				t.Errorf("VerifyRefund = %v, want %v", err, tc.want)
+			}
+		})
+	}
+
+	// One kind never verifies as the other: the transfer claim with the
+	// refund's own fields, and the refund claim of a transfer's fields.
+	asTransfer := transfersig.Claim{TransferID: refund.TransferID, Source: refund.Source, Destination: refund.Destination,
+		AmountCents: refund.AmountCents, Currency: refund.Currency, Client: refund.Client}
+	if err := v.Verify(asTransfer, a); !errors.Is(err, transfersig.ErrBadSignature) {
+		t.Errorf("a refund's signature verified as a transfer's: %v", err)
+	}
+	asRefund := transfersig.RefundClaim{TransferID: claim.TransferID, Source: claim.Source, Destination: claim.Destination,
+		AmountCents: claim.AmountCents, Currency: claim.Currency, Client: claim.Client}
+	if err := v.VerifyRefund(asRefund, key.Sign(claim)); !errors.Is(err, transfersig.ErrBadSignature) {
+		t.Errorf("a transfer's signature verified as a refund's: %v", err)
+	}
+	hold := claim
+	hold.Hold = true
+	if err := v.VerifyRefund(asRefund, key.Sign(hold)); !errors.Is(err, transfersig.ErrBadSignature) {
+		t.Errorf("a hold's signature verified as a refund's: %v", err)
+	}
+	if msg := refund.Message(); !strings.HasPrefix(string(msg), "paysuite refund authorization v1\x00") {
+		t.Errorf("the refund's message does not start with its purpose: %q", msg)
+	}
+	if k := key.SignRefund(refund); *k != *a {
+		t.Errorf("two signatures of one refund differ: %+v, %+v", k, a)
+	}
+}
