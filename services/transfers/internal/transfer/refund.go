@@ -11,6 +11,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/errkind"
 	"github.com/paysuite/payments/pkg/events"
+	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/pkg/validate"
 )
 
@@ -116,7 +117,8 @@ func (t Transfer) Settled() int64 {
 
 // Refund accepts a refund of a settled transfer, idempotently: in one
 // transaction with its EstornoSolicitado event (key contaOrigem, with
-// clienteId and the service's signature) to the ledger, under the
+// clienteId, operador and the service's signature over them,
+// transfersig.RefundClaim) to the ledger, under the
 // transfer's lock, so that the refunds not rejected never exceed what the
 // transfer settled. It returns the response to give and whether it
 // replays an earlier one. Errors, each changing nothing: a
@@ -171,7 +173,10 @@ func (s *Service) decideRefund(sub RefundSubmission, fp [32]byte, t Transfer, co
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	ev := events.RefundRequested{EventID: uuid.New(), RefundID: sub.ID, TransferID: t.ID, SourceAccount: t.Source,
-		DestAccount: t.Destination, AmountCents: amount, Currency: t.Currency, ClientID: sub.Client, OccurredAt: now}
+		DestAccount: t.Destination, AmountCents: amount, Currency: t.Currency, ClientID: sub.Client, OccurredAt: now,
+		Operator: sub.Operator,
+		Authorization: s.signer.SignRefund(transfersig.RefundClaim{RefundID: sub.ID, TransferID: t.ID, Source: t.Source,
+			Destination: t.Destination, AmountCents: amount, Currency: t.Currency, Client: sub.Client, Operator: sub.Operator})}
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		return RefundCreation{}, fmt.Errorf("encode %s: %w", events.TypeRefundRequested, err)

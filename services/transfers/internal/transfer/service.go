@@ -20,6 +20,7 @@ const AggregateType = "transferencia"
 // service's own key).
 type Signer interface {
 	Sign(transfersig.Claim) *events.Authorization
+	SignRefund(transfersig.RefundClaim) *events.Authorization
 }
 
 // Service creates transfers, reads them, and takes the commands of holds.
