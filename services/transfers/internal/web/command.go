@@ -46,7 +46,11 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, p auth.Princip
 	}
 	audit.Resource("command_id", key)
 	var in captureRequest
-	if err := decodeOptional(w, r, kind, &in); err != nil {
+	var into any = &in
+	if kind == transfer.CommandCancel {
+		into = nil
+	}
+	if err := decodeOptional(w, r, into); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
@@ -69,10 +73,10 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, p auth.Princip
 	_, _ = w.Write(resp.Body)
 }
 
-// decodeOptional reads a command's body into in: none at all (no
-// Content-Type, no bytes) is an empty one; otherwise strict JSON, as POST
-// /transferencias, with no field for a cancellation.
-func decodeOptional(w http.ResponseWriter, r *http.Request, kind transfer.CommandKind, in *captureRequest) error {
+// decodeOptional reads a command's or a refund's body into in: none at
+// all (no Content-Type, no bytes) is an empty one; otherwise strict JSON,
+// as POST /transferencias, with no field when in is nil (a cancellation).
+func decodeOptional(w http.ResponseWriter, r *http.Request, in any) error {
 	if r.ContentLength <= 0 && len(r.Header.Values("Content-Type")) == 0 {
 		return nil
 	}
@@ -80,7 +84,7 @@ func decodeOptional(w http.ResponseWriter, r *http.Request, kind transfer.Comman
 	if err != nil || len(body) == 0 {
 		return err
 	}
-	if kind == transfer.CommandCancel {
+	if in == nil {
 		return httpapi.DecodeStrict(body, &struct{}{})
 	}
 	return httpapi.DecodeStrict(body, in)

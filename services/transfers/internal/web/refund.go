@@ -48,8 +48,8 @@ func (h *Handler) refundAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 		return
 	}
 	audit.Resource("refund_id", key)
-	var in captureRequest
-	if err := decodeOptional(w, r, transfer.CommandCapture, &in); err != nil {
+	var in captureRequest // the same optional valorEmCentavos
+	if err := decodeOptional(w, r, &in); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
