@@ -41,7 +41,7 @@ func TestRefundThroughKafka(t *testing.T) {
 		OccurredAt: time.Now().UTC(), DestHolder: "client-b"})
 	poll.True(t, 30*time.Second, "the transfer to be LIQUIDADA", func() bool { return s.status(t, id)["status"] == "LIQUIDADA" })
 
-	holder := map[string]string{"Authorization": s.iss.Bearer(t, "client-b", auth.ScopeTransfersRefund)}
+	holder := map[string]string{"Authorization": s.iss.Bearer(t, "client-b", auth.ScopeTransfersRefund, auth.ScopeTransfersRead)}
 	payer := map[string]string{"Authorization": s.iss.Bearer(t, "client-a", auth.ScopeTransfersRefund, auth.ScopeTransfersRead)}
 	refund := func(hdr map[string]string, key, amount string) (int, []byte) {
 		t.Helper()

@@ -317,19 +317,31 @@ func TestRefundInFlight(t *testing.T) {
 	hd := h.holds.hold(uuid.MustParse(key))
 	first := make(chan response, 1)
 	go func() { first <- h.refund(t, id, key, holderClient, []byte(`{"valorEmCentavos":20000}`)) }()
+	released := false
+	t.Cleanup(func() { // a failure below must not leave the first request held
+		if !released {
+			close(hd.release)
+		}
+	})
 	waitClosed(t, hd.entered, "the refund to reach its commit")
 	wantProblem(t, "same key in flight", h.refund(t, id, key, holderClient, []byte(`{"valorEmCentavos":20000}`)), 409,
 		httpapi.TypeURI(errkind.InProgress))
 	second := make(chan response, 1)
 	go func() { second <- h.refund(t, id, uuid.NewString(), holderClient, []byte(`{"valorEmCentavos":20000}`)) }()
-	// The second waits on the transfer's row lock, held by the first.
+	// The second waits on the transfer's row lock, held by the first (a
+	// row lock's waiter waits on the holder's transaction id).
 	poll.Until(t, 10*time.Second, "the second refund to wait on the transfer's lock", func() (bool, string) {
+		select {
+		case r := <-second:
+			t.Fatalf("the second refund did not wait: %d %s", r.status, r.body)
+		default:
+		}
 		var waiting int
-		err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE NOT granted
-			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting)
+		err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`).Scan(&waiting)
 		return err == nil && waiting > 0, fmt.Sprint(waiting, err)
 	})
 	close(hd.release)
+	released = true
 	if r := <-first; r.status != http.StatusAccepted {
 		t.Errorf("first = %d %s", r.status, r.body)
 	}
