@@ -320,8 +320,10 @@ func TestSameTransferDeliveredTwiceDebitsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantID := events.DerivedID("liquidada", id)
-	if ev.EventID != wantID || ev.TransferID != id || string(m.Key) != "CC-001" || ev.RequestEventID != requestOf(id) {
-		t.Errorf("settled event %+v key %q, want id %s for transfer %s keyed CC-001, bound to request %s", ev, m.Key, wantID, id, requestOf(id))
+	if ev.EventID != wantID || ev.TransferID != id || string(m.Key) != "CC-001" || ev.RequestEventID != requestOf(id) ||
+		ev.DestHolder != ledgertest.Client {
+		t.Errorf("settled event %+v key %q, want id %s for transfer %s keyed CC-001, bound to request %s, titularDestino %s",
+			ev, m.Key, wantID, id, requestOf(id), ledgertest.Client)
 	}
 	for k, want := range map[string]string{events.HeaderEventID: wantID.String(), events.HeaderEventType: events.TypeSettled,
 		events.HeaderCorrelationID: id.String(), events.HeaderTraceparent: traceparent} {

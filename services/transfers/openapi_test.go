@@ -48,7 +48,7 @@ func parseOpenAPI(t *testing.T) document {
 func router() chi.Router {
 	log := slog.New(slog.DiscardHandler)
 	r := httpapi.NewRouter(log, nil, prometheus.NewRegistry(), nil)
-	mount(r, nil, nil, nil, opsRoutes(nil, nil, nil, log), log)
+	mount(r, nil, nil, nil, nil, opsRoutes(nil, nil, nil, log), log)
 	return r
 }
 
@@ -75,6 +75,7 @@ func TestOpenAPIStatuses(t *testing.T) {
 		"GET /healthz":                                  {200},
 		"GET /readyz":                                   {200, 503},
 		"GET /metrics":                                  {200},
+		"GET /transferencias":                           {200, 400, 401, 403, 429, 500, 503},
 	}
 	openapitest.CheckStatuses(t, OpenAPI, want)
 }

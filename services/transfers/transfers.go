@@ -213,6 +213,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	store := postgres.NewStore(db, ob, cfg.ProjectionGroup, reg, cfg.ClaimTimeout)
 	svc := transfer.NewService(store, cfg.Topics, signer)
 	log.InfoContext(ctx, "transfer authorization key", "authorization_kid", signer.KeyID())
+	// The listing's cursors are authenticated with a key derived from the
+	// signing key: the same on every instance, and nothing to configure.
+	cursorKey, err := signer.DeriveKey(historyCursorPurpose)
+	if err != nil {
+		return err
+	}
+	history, err := transfer.NewHistory(store, cursorKey)
+	if err != nil {
+		return err
+	}
 
 	// The projection writes through the store and tells admission control
 	// what it settles.
@@ -225,7 +235,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 
 	ready := platform.NewReadiness(cfg.Service, db, producer, log, reg)
 	router := platform.NewRouter(cfg.Config, log, reg, ready, authn)
-	mount(router, svc, admit, web.NewIdempotencyMetrics(reg), opsRoutes(ob, store, ledgerhttp.New(cfg.LedgerURL), log), log)
+	mount(router, svc, history, admit, web.NewIdempotencyMetrics(reg), opsRoutes(ob, store, ledgerhttp.New(cfg.LedgerURL), log), log)
 
 	return platform.Serve(ctx, cfg.Config, log, listening, platform.Parts{
 		Router:    router,
@@ -258,11 +268,17 @@ func publishDelay(cfg platform.Config) time.Duration {
 	return cfg.Logical.SettleInterval
 }
 
+// historyCursorPurpose names the key, derived from the transfer signing
+// key, that authenticates the cursors of GET /transferencias.
+const historyCursorPurpose = "paysuite transfers listing cursor v1"
+
 // mount adds the service's routes to r, a router from httpapi.NewRouter:
-// the API, its POST behind admission control admit (nil: never shed) and
-// counted on idem (nil: not counted), then the operator routes ops.
-func mount(r chi.Router, svc *transfer.Service, admit web.Admission, idem *web.IdempotencyMetrics, ops []auth.Route, log *slog.Logger) {
-	h := web.New(svc, log, OpenAPI).WithIdempotencyMetrics(idem)
+// the API, its listing read from history, its POST behind admission
+// control admit (nil: never shed) and counted on idem (nil: not counted),
+// then the operator routes ops.
+func mount(r chi.Router, svc *transfer.Service, history *transfer.History, admit web.Admission, idem *web.IdempotencyMetrics,
+	ops []auth.Route, log *slog.Logger) {
+	h := web.New(svc, log, OpenAPI).WithIdempotencyMetrics(idem).WithHistory(history)
 	if admit != nil {
 		h.WithAdmission(admit)
 	}

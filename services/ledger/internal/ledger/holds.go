@@ -222,24 +222,24 @@ func (r Rules) Closer(now time.Time) Closer {
 		if outcome == AlreadyClosed {
 			return cl, nil
 		}
-		cl.Event, err = r.closingEvent(res, c, outcome, reason, now)
+		cl.Event, err = r.closingEvent(res, c, outcome, reason, holderOf(dest), now)
 		res.ClosedEventID = cl.Event.ID
 		return cl, err
 	}
 }
 
 // closingEvent announces the closing of res: TransferenciaLiquidada with
-// the captured amount, or TransferenciaCancelada with its motivo, keyed by
+// the captured amount and destHolder (the destination's titular), or TransferenciaCancelada with its motivo, keyed by
 // the source account, with an id derived from the transfer id so that it
 // is the one closing event of the transfer whatever command closed it.
-func (r Rules) closingEvent(res *Reservation, c Command, outcome Outcome, reason string, now time.Time) (events.Message, error) {
+func (r Rules) closingEvent(res *Reservation, c Command, outcome Outcome, reason, destHolder string, now time.Time) (events.Message, error) {
 	m := transferMessage(res.TransferID, res.Source, c.Traceparent, now)
 	var payload any
 	if outcome == Settled {
 		m.ID = events.DerivedID(KindSettled, res.TransferID)
 		m.Topic, m.Type = r.Topics.Settled, events.TypeSettled
 		payload = events.Settled{EventID: m.ID, TransferID: res.TransferID, OccurredAt: now,
-			RequestEventID: res.RequestEventID, AmountCents: res.CapturedCents}
+			RequestEventID: res.RequestEventID, AmountCents: res.CapturedCents, DestHolder: destHolder}
 	} else {
 		m.ID = events.DerivedID(KindCancelled, res.TransferID)
 		m.Topic, m.Type = r.Topics.Cancelled, events.TypeCancelled

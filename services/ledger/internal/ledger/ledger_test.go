@@ -268,13 +268,15 @@ func TestDeciderBuildsResultEvents(t *testing.T) {
 		wantPayload string
 	}{
 		{"settled", acct("A", 10), "settled-topic", events.TypeSettled, ledger.KindSettled,
-			`{"eventoId":"%s","transferenciaId":"%s","ocorridoEm":"2026-11-29T22:00:00Z"}`},
+			`{"eventoId":"%s","transferenciaId":"%s","ocorridoEm":"2026-11-29T22:00:00Z","titularDestino":"bruno"}`},
 		{"rejected", acct("A", 9), "rejected-topic", events.TypeRejected, ledger.KindRejected,
 			`{"eventoId":"%s","transferenciaId":"%s","motivo":"SALDO_INSUFICIENTE","ocorridoEm":"2026-11-29T22:00:00Z"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := decide(tc.source, acct("B", 0), tr)
+			dest := acct("B", 0)
+			dest.Holder = "bruno" // the settlement names the destination's titular, not the client
+			d, err := decide(tc.source, dest, tr)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,25 +105,27 @@ func (r Rules) decider(now time.Time, proofs map[Transfer]Proof) Decider {
 			t.ExpiresAt = d.Reservation.ExpiresAt
 		}
 		var err error
-		d.Event, err = r.resultEvent(t, outcome, reason, now)
+		d.Event, err = r.resultEvent(t, outcome, reason, holderOf(dest), now)
 		return d, err
 	}
 }
 
 // resultEvent is the event of a decided transfer:
-// TransferenciaLiquidada, TransferenciaRejeitada or TransferenciaReservada
+// TransferenciaLiquidada (naming destHolder, the destination's titular),
+// TransferenciaRejeitada or TransferenciaReservada
 // (with t.ExpiresAt, the reservation's), keyed by the source
 // account, with an id derived from the transfer id so that a second
 // decision (which the processed marker prevents anyway) could not make a
 // second event.
-func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.Time) (events.Message, error) {
+func (r Rules) resultEvent(t Transfer, outcome Outcome, reason, destHolder string, now time.Time) (events.Message, error) {
 	m := transferMessage(t.ID, t.Source, t.Traceparent, now)
 	var payload any
 	switch outcome {
 	case Settled:
 		m.ID = events.DerivedID(KindSettled, t.ID)
 		m.Topic, m.Type = r.Topics.Settled, events.TypeSettled
-		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now, RequestEventID: t.RequestEventID}
+		payload = events.Settled{EventID: m.ID, TransferID: t.ID, OccurredAt: now, RequestEventID: t.RequestEventID,
+			DestHolder: destHolder}
 	case Rejected:
 		m.ID = events.DerivedID(KindRejected, t.ID)
 		m.Topic, m.Type = r.Topics.Rejected, events.TypeRejected
@@ -137,6 +139,16 @@ func (r Rules) resultEvent(t Transfer, outcome Outcome, reason string, now time.
 		return events.Message{}, fmt.Errorf("no result event for outcome %q", outcome)
 	}
 	return withPayload(m, payload)
+}
+
+// holderOf is the titular of a, empty when a is nil or has none: the
+// titularDestino a settlement names, so that the transfers service knows
+// who may read and refund what was paid into a.
+func holderOf(a *Account) string {
+	if a == nil {
+		return ""
+	}
+	return a.Holder
 }
 
 // transferMessage is the frame of an event about transfer id: keyed by its

@@ -194,9 +194,9 @@ func TestCloseReservation(t *testing.T) {
 		payload   map[string]any // beside eventoId, transferenciaId, ocorridoEm
 	}{
 		{"capture of all", func(h ledger.Transfer) ledger.Command { return captureOf(h, 60_000) }, at,
-			ledger.Settled, "captured", money{40_000, 0}, 60_000, events.TypeSettled, map[string]any{"valorEmCentavos": 60_000.0}},
+			ledger.Settled, "captured", money{40_000, 0}, 60_000, events.TypeSettled, map[string]any{"valorEmCentavos": 60_000.0, "titularDestino": ledgertest.Client}},
 		{"capture of a part releases the rest", func(h ledger.Transfer) ledger.Command { return captureOf(h, 25_000) }, at,
-			ledger.Settled, "captured", money{75_000, 0}, 25_000, events.TypeSettled, map[string]any{"valorEmCentavos": 25_000.0}},
+			ledger.Settled, "captured", money{75_000, 0}, 25_000, events.TypeSettled, map[string]any{"valorEmCentavos": 25_000.0, "titularDestino": ledgertest.Client}},
 		{"cancellation", cancelOf, at,
 			ledger.Cancelled, "cancelled", money{100_000, 0}, 0, events.TypeCancelled, map[string]any{"motivo": "CANCELADA_PELO_CLIENTE"}},
 		{"capture past the expiry expires", func(h ledger.Transfer) ledger.Command { return captureOf(h, 60_000) }, expiresAt,

@@ -164,7 +164,7 @@ func TestSettleAppliesTheRulesInOrder(t *testing.T) {
 				wantEvent.ID = events.DerivedID("liquidada", tc.t.ID)
 				wantEvent.Topic, wantEvent.Type = ledgertest.Topics.Settled, events.TypeSettled
 				wantEvent.Payload = map[string]any{"eventoId": wantEvent.ID.String(), "transferenciaId": tc.t.ID.String(),
-					"ocorridoEm": "2026-11-29T22:00:00Z"}
+					"ocorridoEm": "2026-11-29T22:00:00Z", "titularDestino": ledgertest.Client}
 			} else {
 				wantEvent.ID = events.DerivedID("rejeitada-ledger", tc.t.ID)
 				wantEvent.Topic, wantEvent.Type = ledgertest.Topics.Rejected, events.TypeRejected

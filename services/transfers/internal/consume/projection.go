@@ -157,6 +157,10 @@ func (p *Projection) decodeResult(m broker.Record) (transfer.Result, error) {
 		var ev events.Settled
 		err = checked(events.TypeSettled, events.Decode(m.Value, &ev), &ev.EventID, &ev.TransferID)
 		r.EventID, r.TransferID, r.RequestEventID, r.Status, r.SettledCents = ev.EventID, ev.TransferID, ev.RequestEventID, transfer.StatusSettled, ev.AmountCents
+		r.DestHolder = ev.DestHolder
+		if err == nil && len(ev.DestHolder) > transfer.MaxHolderLen {
+			err = consumer.Permanent(fmt.Errorf("%w: titularDestino over %d bytes", events.ErrMalformed, transfer.MaxHolderLen))
+		}
 	case p.topics.Rejected:
 		var ev events.Rejected
 		err = checked(events.TypeRejected, events.Decode(m.Value, &ev), &ev.EventID, &ev.TransferID)

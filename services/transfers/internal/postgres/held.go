@@ -40,11 +40,14 @@ const heldLockSQL = heldByIDSQL + ` FOR UPDATE OF r`
 
 const heldCountSQL = `SELECT count(*) FROM resultado_retido WHERE resolucao IS NULL`
 
-// heldApplySQL moves the transfer, still PENDENTE, to the ledger's result.
+// heldApplySQL moves the transfer, still PENDENTE, to the ledger's result,
+// with the destination's titular the held settlement ($4) named.
 const heldApplySQL = `
-UPDATE transferencia
-SET status = $2, motivo_rejeicao = NULLIF($3, ''), atualizada_em = greatest(now(), criada_em)
-WHERE id = $1 AND status = 'PENDENTE'`
+UPDATE transferencia AS t
+SET status = $2::text, motivo_rejeicao = NULLIF($3, ''), atualizada_em = greatest(now(), t.criada_em),
+    titular_destino = CASE WHEN $2::text = 'LIQUIDADA' THEN r.titular_destino END
+FROM resultado_retido AS r
+WHERE t.id = $1 AND t.status = 'PENDENTE' AND r.evento_id = $4`
 
 // heldResolveSQL resolves a held row that is still unresolved.
 const heldResolveSQL = `
@@ -137,7 +140,7 @@ func (s *Store) ApplyHeld(ctx context.Context, eventID uuid.UUID, ledger transfe
 		if err := transfer.CheckSettlement(h, *h.Transfer, ledger); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, heldApplySQL, h.TransferID, string(ledger.Result), ledger.Reason)
+		tag, err := tx.Exec(ctx, heldApplySQL, h.TransferID, string(ledger.Result), ledger.Reason, eventID)
 		if err != nil {
 			return fmt.Errorf("apply held result %s: %w", eventID, err)
 		}
@@ -206,7 +209,7 @@ const reapplyNote = "re-applied: the transfer of the request it was decided for 
 // returns the creation times of the transfers that left PENDENTE.
 const reapplySQL = `
 WITH due AS (
-    SELECT r.evento_id, r.transferencia_id, r.status, r.motivo, r.valor_centavos, r.recebido_em, t.status AS was
+    SELECT r.evento_id, r.transferencia_id, r.status, r.motivo, r.valor_centavos, r.titular_destino, r.recebido_em, t.status AS was
     FROM resultado_retido AS r JOIN transferencia AS t ON t.id = r.transferencia_id
     WHERE r.resolucao IS NULL AND r.recebido_em > now() - $1::interval
       AND r.evento_solicitacao_id IS NOT NULL AND t.evento_solicitacao_id = r.evento_solicitacao_id
@@ -221,7 +224,8 @@ WITH due AS (
     UPDATE transferencia AS t
     SET status = f.status, motivo_rejeicao = f.motivo, atualizada_em = greatest(now(), t.criada_em),
         valor_liquidado_centavos = CASE WHEN f.status = 'LIQUIDADA' AND t.captura = 'MANUAL'
-            AND f.valor_centavos BETWEEN 1 AND t.valor_centavos THEN f.valor_centavos END
+            AND f.valor_centavos BETWEEN 1 AND t.valor_centavos THEN f.valor_centavos END,
+        titular_destino = CASE WHEN f.status = 'LIQUIDADA' THEN f.titular_destino ELSE t.titular_destino END
     FROM first AS f
     WHERE t.id = f.transferencia_id AND t.status = f.was
     RETURNING f.evento_id, t.criada_em, f.was = 'PENDENTE' AS ended

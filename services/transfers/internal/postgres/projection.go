@@ -30,7 +30,8 @@ import (
 // takes any result, RESERVADA only a hold's end); atualizada_em never goes
 // below criada_em, whatever the clocks. A hold's capture ($9, the amount it
 // settled) sets valor_liquidado_centavos when the amount is within the
-// transfer's. A result that is not bound (no transfer has its id, or the
+// transfer's; a settlement sets titular_destino to the titular it names
+// ($10). A result that is not bound (no transfer has its id, or the
 // transfer has another request event) is held instead of applied or
 // dropped (a held row already there for the event is kept as it is). It
 // returns how many events were new, the event ids of the results that
@@ -46,8 +47,8 @@ import (
 // this statement.
 const applyAllSQL = `
 WITH input AS (
-    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::bigint[])
-        WITH ORDINALITY AS u(event_id, transfer_id, status, reason, type, payload, binding, amount, n)
+    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::bigint[],
+        $10::text[]) WITH ORDINALITY AS u(event_id, transfer_id, status, reason, type, payload, binding, amount, holder, n)
 ), marked AS (
     INSERT INTO inbox_event (consumer, event_id)
     SELECT $1, i.event_id FROM input AS i ORDER BY i.n
@@ -61,21 +62,24 @@ WITH input AS (
     FROM input AS i JOIN marked AS m ON m.event_id = i.event_id
     LEFT JOIN target AS t ON t.id = i.transfer_id
 ), first AS (
-    SELECT DISTINCT ON (j.transfer_id) j.transfer_id, j.status, j.reason, j.amount, j.event_id
+    SELECT DISTINCT ON (j.transfer_id) j.transfer_id, j.status, j.reason, j.amount, j.holder, j.event_id
     FROM judged AS j WHERE j.bound
     ORDER BY j.transfer_id, j.n
 ), moved AS (
     UPDATE transferencia AS t
     SET status = f.status, motivo_rejeicao = NULLIF(f.reason, ''), atualizada_em = greatest(now(), t.criada_em),
         valor_liquidado_centavos = CASE WHEN f.status = 'LIQUIDADA' AND t.captura = 'MANUAL'
-            AND f.amount BETWEEN 1 AND t.valor_centavos THEN f.amount END
+            AND f.amount BETWEEN 1 AND t.valor_centavos THEN f.amount END,
+        titular_destino = CASE WHEN f.status = 'LIQUIDADA' THEN NULLIF(f.holder, '') ELSE t.titular_destino END
     FROM first AS f, target AS g
     WHERE t.id = ANY($3::uuid[]) AND t.id = f.transfer_id AND g.id = t.id
       AND (t.status = 'PENDENTE' OR (t.status = 'RESERVADA' AND f.status IN ('LIQUIDADA', 'CANCELADA', 'EXPIRADA')))
     RETURNING f.event_id, t.criada_em, g.status = 'PENDENTE' AS ended
 ), held AS (
-    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload, evento_solicitacao_id, valor_centavos)
-    SELECT j.event_id, j.type, j.transfer_id, j.status, NULLIF(j.reason, ''), j.payload, j.binding, NULLIF(j.amount, 0)
+    INSERT INTO resultado_retido (evento_id, tipo, transferencia_id, status, motivo, payload, evento_solicitacao_id, valor_centavos,
+                                  titular_destino)
+    SELECT j.event_id, j.type, j.transfer_id, j.status, NULLIF(j.reason, ''), j.payload, j.binding, NULLIF(j.amount, 0),
+        NULLIF(j.holder, '')
     FROM judged AS j
     WHERE NOT j.bound
     ORDER BY j.n
@@ -110,7 +114,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) (out []t
 	var eventIDs, transferIDs [][16]byte
 	var bindings []pgtype.UUID
 	var amounts []int64
-	var statuses, reasons, types, payloads []string
+	var statuses, reasons, types, payloads, holders []string
 	for _, r := range rs {
 		if err := r.Check(); err != nil {
 			return nil, nil, err
@@ -124,6 +128,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) (out []t
 		types, payloads = append(types, heldType(r)), append(payloads, heldPayload(r))
 		bindings = append(bindings, requestEventID(r.RequestEventID))
 		amounts = append(amounts, r.SettledCents)
+		holders = append(holders, r.DestHolder)
 	}
 	var fresh int64
 	var moved, held []uuid.UUID
@@ -133,7 +138,7 @@ func (s *Store) ApplyResults(ctx context.Context, rs []transfer.Result) (out []t
 		// took longer than a batch of one).
 		b := &pgx.Batch{}
 		b.Queue(pg.GenericPlanSQL)
-		b.Queue(applyAllSQL, s.consumer, eventIDs, transferIDs, statuses, reasons, types, payloads, bindings, amounts).
+		b.Queue(applyAllSQL, s.consumer, eventIDs, transferIDs, statuses, reasons, types, payloads, bindings, amounts, holders).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&fresh, &moved, &created, &held) })
 		return tx.SendBatch(ctx, b).Close()
 	})

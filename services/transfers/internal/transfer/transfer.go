@@ -45,6 +45,10 @@ const (
 	DefaultHoldTTL = 7 * 24 * time.Hour
 )
 
+// MaxHolderLen bounds a titular (client id) as the ledger bounds an
+// account's holder.
+const MaxHolderLen = 255
+
 // Limits of a request (CONTRACTS.md section 1), shared with the ledger.
 const (
 	MaxAccountLen  = validate.MaxAccountLen
@@ -71,17 +75,18 @@ type Transfer struct {
 	// RefundedCents is the sum of its settled refunds
 	// (valorEstornadoEmCentavos).
 	RefundedCents int64
-	// DestHolder is the titular of the destination account, as the
-	// ledger's TransferenciaLiquidada named it; empty until then.
-	DestHolder string
 	// Client is the client (the token's sub) that created the transfer;
 	// empty for transfers created before clients were recorded.
 	Client string
 	// RequestID is the id of the request that created it (for operators);
 	// empty when not recorded.
 	RequestID string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// DestHolder is the titular (client id) of the destination account,
+	// which the ledger names when it settles the transfer (titularDestino);
+	// empty until then, or when the ledger named none.
+	DestHolder string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // Request is what a client asks for: move AmountCents of Currency from
@@ -233,15 +238,18 @@ type Record struct {
 	Response    Response
 }
 
-// Viewer is who reads a transfer: a client sees only its own transfers, an
-// operator (All) sees every one.
+// Viewer is who reads a transfer: a client sees the transfers it created
+// and those paid into an account it holds (once the ledger has named it,
+// DestHolder), an operator (All) sees every one.
 type Viewer struct {
 	Client string
 	All    bool
 }
 
 // Sees reports whether v may read t.
-func (v Viewer) Sees(t Transfer) bool { return v.All || (v.Client != "" && v.Client == t.Client) }
+func (v Viewer) Sees(t Transfer) bool {
+	return v.All || (v.Client != "" && (v.Client == t.Client || v.Client == t.DestHolder))
+}
 
 // Creation is everything the creation of a transfer writes in its one
 // transaction.
@@ -268,6 +276,9 @@ type Result struct {
 	// SettledCents is what a hold's capture settled (the valorEmCentavos of
 	// its TransferenciaLiquidada); 0 when the record carries none.
 	SettledCents int64
+	// DestHolder is the destination's titular a settlement names
+	// (titularDestino); empty when the record carries none.
+	DestHolder string
 	// RequestEventID is the result's binding (eventoSolicitacaoId): the
 	// eventoId of the TransferenciaSolicitada it was decided for; uuid.Nil
 	// when the record carried none.
@@ -288,6 +299,9 @@ func (r Result) Check() error {
 	}
 	if r.Status == StatusRejected && r.Reason == "" {
 		return errors.New("apply result: rejection without a reason")
+	}
+	if len(r.DestHolder) > MaxHolderLen {
+		return fmt.Errorf("apply result: titularDestino over %d bytes", MaxHolderLen)
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package web is the transfers service's HTTP adapter: POST and GET
 // /transferencias as CONTRACTS.md section 1 fixes them, a hold's capture
 // and cancellation (section 9, command.go), refunds (section 10,
-// refund.go), and the OpenAPI document. Errors are written by pkg/httpapi, the suite's one problem
+// refund.go), the listing (section 11, history.go), and the OpenAPI
+// document. Errors are written by pkg/httpapi, the suite's one problem
 // writer.
 package web
 
@@ -35,6 +36,7 @@ type Handler struct {
 	openapi []byte
 	admit   Admission
 	idem    *IdempotencyMetrics
+	history *transfer.History
 }
 
 // Admission decides whether a client's new transfer is taken now; when
@@ -68,6 +70,7 @@ func New(svc *transfer.Service, log *slog.Logger, openapi []byte) *Handler {
 func (h *Handler) Routes() []auth.Route {
 	return []auth.Route{
 		{Method: http.MethodPost, Pattern: "/transferencias", Scope: auth.ScopeTransfersCreate, Handler: h.create},
+		{Method: http.MethodGet, Pattern: "/transferencias", Scope: auth.ScopeTransfersRead + " " + auth.ScopeOperations, Handler: h.list},
 		{Method: http.MethodGet, Pattern: "/transferencias/{id}", Scope: auth.ScopeTransfersRead + " " + auth.ScopeOperations, Handler: h.get},
 		{Method: http.MethodPost, Pattern: "/transferencias/{id}/captura", Scope: auth.ScopeTransfersCreate, Handler: h.capture},
 		{Method: http.MethodPost, Pattern: "/transferencias/{id}/cancelamento", Scope: auth.ScopeTransfersCreate, Handler: h.cancel},
