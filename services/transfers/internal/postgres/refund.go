@@ -37,25 +37,10 @@ func (s *Store) Refund(ctx context.Context, id, transferID uuid.UUID, decide fun
 	var rec *transfer.Record
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		rec = nil
-		var claimed bool
-		var timeout string
-		if err := tx.QueryRow(ctx, claimSQL, lockKey(id), s.claimTimeout).Scan(&claimed, &timeout); err != nil {
-			return fmt.Errorf("claim key %s: %w", id, err)
-		}
-		if !claimed {
-			return transfer.ErrInProgress
-		}
-		r, err := readRecord(ctx, tx, refundRecordSQL, id)
+		r, t, err := s.claimAndLock(ctx, tx, id, transferID, refundRecordSQL)
 		if err != nil || r != nil {
 			rec = r
 			return err // nothing written: the commit only releases the claim
-		}
-		t, err := scanTransfer(tx.QueryRow(ctx, commandLockSQL, transferID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("refund of transfer %s: %w", transferID, transfer.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("lock transfer %s: %w", transferID, err)
 		}
 		var committed int64
 		if err := tx.QueryRow(ctx, refundCommittedSQL, transferID).Scan(&committed); err != nil {

@@ -77,11 +77,7 @@ func (r RefundSubmission) Fingerprint() [32]byte {
 	f := newCanonical()
 	f.str("ESTORNO")
 	f.str(r.TransferID.String())
-	amount := int64(-1)
-	if r.AmountCents != nil {
-		amount = *r.AmountCents
-	}
-	f.int(amount)
+	f.optional(r.AmountCents)
 	return f.sum()
 }
 
@@ -140,16 +136,7 @@ func (s *Service) Refund(ctx context.Context, sub RefundSubmission) (resp Respon
 	rec, err := s.store.Refund(ctx, sub.ID, sub.TransferID, func(t Transfer, committed int64) (RefundCreation, error) {
 		return s.decideRefund(sub, fp, t, committed)
 	})
-	switch {
-	case err != nil:
-		return Response{}, false, err
-	case rec == nil:
-		return sub.Response, false, nil
-	case rec.Client != sub.Client || rec.Fingerprint != fp:
-		return Response{}, false, ErrKeyReused
-	default:
-		return rec.Response, true, nil
-	}
+	return answer(rec, err, sub.Client, fp, sub.Response)
 }
 
 // decideRefund checks sub against t, the transfer as locked, whose

@@ -217,6 +217,16 @@ func (c canonical) int(v int64) {
 	c.h.Write(n[:])
 }
 
+// optional writes *v, or -1 when v is nil (an amount not given: every
+// amount written is positive).
+func (c canonical) optional(v *int64) {
+	if v == nil {
+		c.int(-1)
+		return
+	}
+	c.int(*v)
+}
+
 func (c canonical) sum() [32]byte {
 	var sum [32]byte
 	copy(sum[:], c.h.Sum(nil))

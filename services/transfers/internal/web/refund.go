@@ -36,18 +36,10 @@ func (h *Handler) refund(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) refundAs(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord) {
-	id, err := httpapi.PathUUID(r, "id", "transfer id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+	id, key, ok := h.commandKeys(w, r, audit, "refund_id")
+	if !ok {
 		return
 	}
-	audit.Resource("transfer_id", id)
-	key, err := httpapi.IdempotencyKey(r)
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	audit.Resource("refund_id", key)
 	var in captureRequest // the same optional valorEmCentavos
 	if err := decodeOptional(w, r, &in); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
@@ -66,13 +58,7 @@ func (h *Handler) refundAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	if replayed {
-		w.Header().Set(HeaderReplayed, "true")
-	}
-	w.Header().Set("Location", "/transferencias/"+id.String()+"/estornos/"+key.String())
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(resp.Body)
+	writeStored(w, resp, replayed, "/transferencias/"+id.String()+"/estornos/"+key.String())
 }
 
 func (h *Handler) getRefund(w http.ResponseWriter, r *http.Request) {

@@ -177,13 +177,7 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	if replayed {
-		w.Header().Set(HeaderReplayed, "true")
-	}
-	w.Header().Set("Location", "/transferencias/"+id.String())
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(resp.Body)
+	writeStored(w, resp, replayed, "/transferencias/"+id.String())
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
