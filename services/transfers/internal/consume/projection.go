@@ -1,6 +1,7 @@
 // Package consume is the transfers service's Kafka adapter: the projection
 // that reads results (TransferenciaLiquidada, TransferenciaRejeitada, and a
-// hold's TransferenciaReservada and TransferenciaCancelada), decodes them
+// hold's TransferenciaReservada and TransferenciaCancelada, and the
+// refunds' EstornoLiquidado and EstornoRejeitado, refunds.go), decodes them
 // and hands them to its Store, which moves transfers forward
 // (transfer.CanMove) or holds a result whose transfer it does not know (postgres.Store: the write, its deduplication and its counts);
 // and the task that re-applies held results once their transfer is
