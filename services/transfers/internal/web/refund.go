@@ -62,14 +62,8 @@ func (h *Handler) refundAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 }
 
 func (h *Handler) getRefund(w http.ResponseWriter, r *http.Request) {
-	p, ok := auth.FromContext(r.Context())
+	v, id, ok := h.readerOf(w, r)
 	if !ok {
-		auth.Unauthenticated(w, r, h.log)
-		return
-	}
-	id, err := httpapi.PathUUID(r, "id", "transfer id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	refundID, err := httpapi.PathUUID(r, "estornoId", "refund id")
@@ -77,7 +71,7 @@ func (h *Handler) getRefund(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	e, err := h.svc.GetRefund(r.Context(), id, refundID, transfer.Viewer{Client: p.Subject, All: p.Operator()})
+	e, err := h.svc.GetRefund(r.Context(), id, refundID, v)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/errkind"
@@ -181,23 +182,33 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
-	p, ok := auth.FromContext(r.Context())
+	v, id, ok := h.readerOf(w, r)
 	if !ok {
-		auth.Unauthenticated(w, r, h.log)
 		return
 	}
-	id, err := httpapi.PathUUID(r, "id", "transfer id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	t, err := h.svc.Get(r.Context(), id, transfer.Viewer{Client: p.Subject, All: p.Operator()})
+	t, err := h.svc.Get(r.Context(), id, v)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	out := view(t)
 	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+// readerOf is who reads the transfer of a read's path, and that transfer's
+// id; on an error it writes the problem and returns false.
+func (h *Handler) readerOf(w http.ResponseWriter, r *http.Request) (transfer.Viewer, uuid.UUID, bool) {
+	p, ok := auth.FromContext(r.Context())
+	if !ok {
+		auth.Unauthenticated(w, r, h.log)
+		return transfer.Viewer{}, uuid.Nil, false
+	}
+	id, err := httpapi.PathUUID(r, "id", "transfer id")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return transfer.Viewer{}, uuid.Nil, false
+	}
+	return transfer.Viewer{Client: p.Subject, All: p.Operator()}, id, true
 }
 
 // view is the body that shows t to its client.
