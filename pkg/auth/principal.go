@@ -12,6 +12,9 @@ import (
 const (
 	ScopeTransfersCreate = "transferencias:criar"
 	ScopeTransfersRead   = "transferencias:ler"
+	// ScopeTransfersRefund refunds transfers paid into the client's
+	// accounts (CONTRACTS.md section 10).
+	ScopeTransfersRefund = "transferencias:estornar"
 	ScopeAccountsAdmin   = "contas:admin"
 	ScopeAccountsDeposit = "contas:depositar"
 	ScopeAccountsRead    = "contas:ler"

@@ -17,6 +17,9 @@ type Transfer struct {
 	Captura                  string `json:"captura,omitempty"`
 	ExpiraEm                 string `json:"expiraEm,omitempty"`
 	ValorLiquidadoEmCentavos int64  `json:"valorLiquidadoEmCentavos,omitempty"`
+	// ValorEstornadoEmCentavos is the sum of its settled refunds; absent
+	// while none is settled.
+	ValorEstornadoEmCentavos int64 `json:"valorEstornadoEmCentavos,omitempty"`
 }
 
 // TransferTimes are when a transfer was created and last changed, as Time

@@ -65,15 +65,17 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 // CONTRACTS.md section 1, plus the operational routes) is documented.
 func TestOpenAPIStatuses(t *testing.T) {
 	want := map[string][]int{
-		"POST /transferencias":                   {202, 400, 401, 403, 408, 409, 413, 415, 422, 429, 500, 503},
-		"GET /transferencias":                    {200, 400, 401, 403, 429, 500, 503},
-		"GET /transferencias/{id}":               {200, 400, 401, 403, 404, 429, 500, 503},
-		"POST /transferencias/{id}/captura":      {202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503},
-		"POST /transferencias/{id}/cancelamento": {202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503},
-		"GET /openapi.yaml":                      {200},
-		"GET /healthz":                           {200},
-		"GET /readyz":                            {200, 503},
-		"GET /metrics":                           {200},
+		"POST /transferencias":                          {202, 400, 401, 403, 408, 409, 413, 415, 422, 429, 500, 503},
+		"GET /transferencias/{id}":                      {200, 400, 401, 403, 404, 429, 500, 503},
+		"POST /transferencias/{id}/captura":             {202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503},
+		"POST /transferencias/{id}/cancelamento":        {202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503},
+		"POST /transferencias/{id}/estornos":            {202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503},
+		"GET /transferencias/{id}/estornos/{estornoId}": {200, 400, 401, 403, 404, 429, 500, 503},
+		"GET /openapi.yaml":                             {200},
+		"GET /healthz":                                  {200},
+		"GET /readyz":                                   {200, 503},
+		"GET /metrics":                                  {200},
+		"GET /transferencias":                           {200, 400, 401, 403, 429, 500, 503},
 	}
 	openapitest.CheckStatuses(t, OpenAPI, want)
 }

@@ -2,7 +2,10 @@
 // over HTTP (POST /transferencias, idempotent by Idempotency-Key), stores
 // each with its TransferenciaSolicitada event in one transaction (the outbox
 // relay publishes it), and projects the settlement results read from Kafka
-// onto the transfer's status (consumer group transferencias-projecao).
+// onto the transfer's status (consumer group transferencias-projecao). It
+// also takes a hold's capture and cancellation and a settled transfer's
+// refunds (POST /transferencias/{id}/estornos), each written with its
+// event, and projects the ledger's answers to them.
 //
 // Run starts it; the transfers binary and the all-in-one binary call it.
 package transfers

@@ -71,8 +71,12 @@ func startOn(t *testing.T, dsn string, tweak func(*transfers.Config)) *service {
 		// The commands' topics: written by the relay, read by no one here.
 		CaptureRequested: kafkatest.Topic(t, "captura-solicitada", 1),
 		CancelRequested:  kafkatest.Topic(t, "cancelamento-solicitado", 1),
+		// Refunds: requests written by the relay, results read.
+		RefundRequested: kafkatest.Topic(t, "estorno-solicitado", 1),
+		RefundSettled:   kafkatest.Topic(t, "estorno-liquidado", 1),
+		RefundRejected:  kafkatest.Topic(t, "estorno-rejeitado", 1),
 	}
-	dlts(t, brokers, topics.Settled, topics.Rejected, topics.Reserved, topics.Cancelled)
+	dlts(t, brokers, topics.Settled, topics.Rejected, topics.Reserved, topics.Cancelled, topics.RefundSettled, topics.RefundRejected)
 	iss := authtest.New(t)
 	cfg := transfers.Config{
 		Config: platform.Config{

@@ -77,7 +77,7 @@ LEDGER=$(url_of ledger)
 log "transfers at $TRANSFERS, ledger at $LEDGER"
 
 TOKEN=$("$WORK/payments" auth token --client schemathesis --ttl 1h \
-	--scopes transferencias:criar,transferencias:ler,contas:admin,contas:depositar,contas:ler,operacoes)
+	--scopes transferencias:criar,transferencias:ler,transferencias:estornar,contas:admin,contas:depositar,contas:ler,operacoes)
 
 mkdir -p "$REPORT_DIR"
 status=0

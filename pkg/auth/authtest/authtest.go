@@ -37,7 +37,7 @@ const Issuer = "https://issuer.test"
 // AllScopes are every scope of CONTRACTS.md section 8 but contas:depositar,
 // which the suite never grants together with transferencias:criar: a test
 // that deposits does it as a client of its own, with DepositScopes.
-var AllScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin,
+var AllScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeTransfersRefund, auth.ScopeAccountsAdmin,
 	auth.ScopeAccountsRead, auth.ScopeOperations}
 
 // DepositScopes are the scopes of a test's minting client: deposits only.

@@ -222,6 +222,7 @@ func maxTokenLifetime(getenv func(string) string) (time.Duration, error) {
 	return d, nil
 }
 
-// allScopes are the scopes of CONTRACTS.md section 8.
-var allScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeAccountsAdmin,
+// allScopes are the scopes of CONTRACTS.md section 8 (and section 10's
+// transferencias:estornar).
+var allScopes = []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeTransfersRefund, auth.ScopeAccountsAdmin,
 	auth.ScopeAccountsDeposit, auth.ScopeAccountsRead, auth.ScopeOperations}

@@ -1,6 +1,7 @@
 // Package consume is the transfers service's Kafka adapter: the projection
 // that reads results (TransferenciaLiquidada, TransferenciaRejeitada, and a
-// hold's TransferenciaReservada and TransferenciaCancelada), decodes them
+// hold's TransferenciaReservada and TransferenciaCancelada, and the
+// refunds' EstornoLiquidado and EstornoRejeitado, refunds.go), decodes them
 // and hands them to its Store, which moves transfers forward
 // (transfer.CanMove) or holds a result whose transfer it does not know (postgres.Store: the write, its deduplication and its counts);
 // and the task that re-applies held results once their transfer is
@@ -40,6 +41,9 @@ type Store interface {
 	// returns how many it applied and the creation times of the
 	// transfers that left PENDENTE.
 	ReapplyHeld(ctx context.Context, window time.Duration, limit int) (n int, created []time.Time, err error)
+	// ApplyRefundResults applies rs, refund results, in one transaction,
+	// each event id at most once; out[i] is what rs[i] did.
+	ApplyRefundResults(ctx context.Context, rs []transfer.RefundResult) (out []transfer.Outcome, err error)
 }
 
 // Admission is told the creation times of the transfers the projection
@@ -65,7 +69,14 @@ func NewProjection(store Store, admit Admission, topics events.Topics, log *slog
 
 // Topics returns the topics the projection reads.
 func (p *Projection) Topics() []string {
-	return []string{p.topics.Settled, p.topics.Rejected, p.topics.Reserved, p.topics.Cancelled}
+	return []string{p.topics.Settled, p.topics.Rejected, p.topics.Reserved, p.topics.Cancelled, p.topics.RefundSettled, p.topics.RefundRejected}
+}
+
+// decoded is one record's result: a transfer's, or a refund's (refund
+// not nil).
+type decoded struct {
+	result transfer.Result
+	refund *transfer.RefundResult
 }
 
 // Handle is a consumer.Handler: it applies the results of one partition's
@@ -78,14 +89,34 @@ func (p *Projection) Topics() []string {
 // sends it straight to the DLT (never marked in the inbox, so it burns no
 // event id) and hands the rest to Handle again. A database failure applies
 // nothing and is returned for the loop to retry.
+//
+// A batch is one partition's records, so of one topic: transfer results
+// or refund results. Should it hold both, each kind is applied in its own
+// transaction (a refund and a transfer result never touch the same row's
+// status), and a failure of the second is retried with the first found
+// in the inbox.
 func (p *Projection) Handle(ctx context.Context, ms []broker.Record) error {
-	rs, stop := consumer.DecodeUntil(ms, func(_ int, m broker.Record) (transfer.Result, error) { return p.decode(m) })
+	ds, stop := consumer.DecodeUntil(ms, func(_ int, m broker.Record) (decoded, error) { return p.decode(m) })
+	var rs []transfer.Result
+	var refunds []transfer.RefundResult
+	for _, d := range ds {
+		if d.refund != nil {
+			refunds = append(refunds, *d.refund)
+		} else {
+			rs = append(rs, d.result)
+		}
+	}
 	if len(rs) > 0 {
 		if err := p.apply(ctx, rs); err != nil {
 			return err
 		}
 	}
-	return consumer.StoppedAt(len(rs), stop)
+	if len(refunds) > 0 {
+		if err := p.applyRefunds(ctx, refunds); err != nil {
+			return err
+		}
+	}
+	return consumer.StoppedAt(len(ds), stop)
 }
 
 // apply writes rs through the store, tells admission control what moved,
@@ -109,7 +140,17 @@ func (p *Projection) tell(created []time.Time) {
 	}
 }
 
-func (p *Projection) decode(m broker.Record) (transfer.Result, error) {
+func (p *Projection) decode(m broker.Record) (decoded, error) {
+	switch m.Topic {
+	case p.topics.RefundSettled, p.topics.RefundRejected:
+		r, err := p.decodeRefund(m)
+		return decoded{refund: &r}, err
+	}
+	r, err := p.decodeResult(m)
+	return decoded{result: r}, err
+}
+
+func (p *Projection) decodeResult(m broker.Record) (transfer.Result, error) {
 	r := transfer.Result{Payload: m.Value}
 	var err error
 	switch m.Topic {

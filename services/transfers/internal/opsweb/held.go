@@ -87,7 +87,7 @@ func toHeld(h transfer.HeldResult) opsapi.Held {
 func View(t transfer.Transfer) opsapi.Transfer {
 	v := opsapi.Transfer{ID: t.ID.String(), ContaOrigem: t.Source, ContaDestino: t.Destination,
 		ValorEmCentavos: t.AmountCents, Moeda: t.Currency, Status: string(t.Status), Captura: t.Capture,
-		ValorLiquidadoEmCentavos: t.SettledCents}
+		ValorLiquidadoEmCentavos: t.SettledCents, ValorEstornadoEmCentavos: t.RefundedCents}
 	if t.Status == transfer.StatusRejected {
 		v.Motivo = t.Reason
 	}

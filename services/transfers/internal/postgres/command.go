@@ -42,36 +42,10 @@ func (s *Store) Command(ctx context.Context, id, transferID uuid.UUID, decide fu
 	var rec *transfer.Record
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		rec = nil
-		var claimed bool
-		var timeout string
-		if err := tx.QueryRow(ctx, claimSQL, lockKey(id), s.claimTimeout).Scan(&claimed, &timeout); err != nil {
-			return fmt.Errorf("claim key %s: %w", id, err)
-		}
-		if !claimed {
-			return transfer.ErrInProgress
-		}
-		var r transfer.Record
-		var fp []byte
-		var status int16
-		err := tx.QueryRow(ctx, commandRecordSQL, id).Scan(&r.Client, &fp, &status, &r.Response.Body)
-		switch {
-		case err == nil:
-			if len(fp) != len(r.Fingerprint) {
-				return fmt.Errorf("command %s: corrupt idempotency record", id)
-			}
-			copy(r.Fingerprint[:], fp)
-			r.Response.StatusCode = int(status)
-			rec = &r
-			return nil // nothing written: the commit only releases the claim
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("read command %s: %w", id, err)
-		}
-		t, err := scanTransfer(tx.QueryRow(ctx, commandLockSQL, transferID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("command on transfer %s: %w", transferID, transfer.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("lock transfer %s: %w", transferID, err)
+		r, t, err := s.claimAndLock(ctx, tx, id, transferID, commandRecordSQL)
+		if err != nil || r != nil {
+			rec = r
+			return err // nothing written: the commit only releases the claim
 		}
 		c, err := decide(t)
 		if err != nil {
@@ -98,4 +72,41 @@ func (s *Store) Command(ctx context.Context, id, transferID uuid.UUID, decide fu
 		return nil, err
 	}
 	return rec, nil
+}
+
+// claim takes the key id's claim in tx (see Store): ErrInProgress when
+// another transaction holds it.
+func (s *Store) claim(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+	var claimed bool
+	var timeout string
+	if err := tx.QueryRow(ctx, claimSQL, lockKey(id), s.claimTimeout).Scan(&claimed, &timeout); err != nil {
+		return fmt.Errorf("claim key %s: %w", id, err)
+	}
+	if !claimed {
+		return transfer.ErrInProgress
+	}
+	return nil
+}
+
+// claimAndLock is how a command or a refund with key id on transfer
+// transferID starts in tx: the key's claim, then its idempotency record
+// (recordSQL; when there is one, it is returned and nothing else is
+// done), then the transfer locked FOR UPDATE (ErrNotFound when there is
+// none).
+func (s *Store) claimAndLock(ctx context.Context, tx pgx.Tx, id, transferID uuid.UUID, recordSQL string) (*transfer.Record, transfer.Transfer, error) {
+	if err := s.claim(ctx, tx, id); err != nil {
+		return nil, transfer.Transfer{}, err
+	}
+	r, err := readRecord(ctx, tx, recordSQL, id)
+	if err != nil || r != nil {
+		return r, transfer.Transfer{}, err
+	}
+	t, err := scanTransfer(tx.QueryRow(ctx, commandLockSQL, transferID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, t, fmt.Errorf("transfer %s: %w", transferID, transfer.ErrNotFound)
+	}
+	if err != nil {
+		return nil, t, fmt.Errorf("lock transfer %s: %w", transferID, err)
+	}
+	return nil, t, nil
 }

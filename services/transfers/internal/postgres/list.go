@@ -14,7 +14,7 @@ import (
 // transferColumns are the columns scanTransfer reads, in its order.
 const transferColumns = `id, conta_origem, conta_destino, valor_centavos, moeda, status, coalesce(motivo_rejeicao, ''),
        coalesce(cliente_id, ''), coalesce(request_id, ''), criada_em, atualizada_em,
-       captura, expira_em, coalesce(valor_liquidado_centavos, 0), coalesce(titular_destino, '')`
+       captura, expira_em, coalesce(valor_liquidado_centavos, 0), coalesce(titular_destino, ''), valor_estornado_centavos`
 
 // byAccountSQL lists both sides of the account, newest first, after the
 // cursor ($2, $3) when one is given.
@@ -50,7 +50,7 @@ func scanTransfer(row pgx.Row) (transfer.Transfer, error) {
 	var status string
 	var expiresAt *time.Time
 	if err := row.Scan(&t.ID, &t.Source, &t.Destination, &t.AmountCents, &t.Currency, &status, &t.Reason,
-		&t.Client, &t.RequestID, &t.CreatedAt, &t.UpdatedAt, &t.Capture, &expiresAt, &t.SettledCents, &t.DestHolder); err != nil {
+		&t.Client, &t.RequestID, &t.CreatedAt, &t.UpdatedAt, &t.Capture, &expiresAt, &t.SettledCents, &t.DestHolder, &t.RefundedCents); err != nil {
 		return transfer.Transfer{}, err
 	}
 	if expiresAt != nil {

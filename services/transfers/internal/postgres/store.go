@@ -102,13 +102,8 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 	var rec *transfer.Record
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		rec = nil
-		var claimed bool
-		var timeout string
-		if err := tx.QueryRow(ctx, claimSQL, lockKey(t.ID), s.claimTimeout).Scan(&claimed, &timeout); err != nil {
-			return fmt.Errorf("claim key %s: %w", t.ID, err)
-		}
-		if !claimed {
-			return transfer.ErrInProgress
+		if err := s.claim(ctx, tx, t.ID); err != nil {
+			return err
 		}
 		rows, err := tx.Query(ctx, createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
 			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client, truncateRequestID(t.RequestID), //nolint:gosec // HTTP status codes fit

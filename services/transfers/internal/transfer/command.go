@@ -65,11 +65,7 @@ func (c CommandSubmission) Fingerprint() [32]byte {
 	f := newCanonical()
 	f.str(string(c.Kind))
 	f.str(c.TransferID.String())
-	amount := int64(-1)
-	if c.AmountCents != nil {
-		amount = *c.AmountCents
-	}
-	f.int(amount)
+	f.optional(c.AmountCents)
 	return f.sum()
 }
 
@@ -117,16 +113,7 @@ func (s *Service) Command(ctx context.Context, sub CommandSubmission) (resp Resp
 		created = c.Response
 		return c, err
 	})
-	switch {
-	case err != nil:
-		return Response{}, false, err
-	case rec == nil:
-		return created, false, nil
-	case rec.Client != sub.Client || rec.Fingerprint != fp:
-		return Response{}, false, ErrKeyReused
-	default:
-		return rec.Response, true, nil
-	}
+	return answer(rec, err, sub.Client, fp, created)
 }
 
 // decideCommand checks sub against t, the transfer as locked, and builds

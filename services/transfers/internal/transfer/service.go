@@ -20,6 +20,7 @@ const AggregateType = "transferencia"
 // service's own key).
 type Signer interface {
 	Sign(transfersig.Claim) *events.Authorization
+	SignRefund(transfersig.RefundClaim) *events.Authorization
 }
 
 // Service creates transfers, reads them, and takes the commands of holds.
@@ -137,16 +138,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (resp Response, re
 			OccurredAt:    now,
 		},
 	})
-	switch {
-	case err != nil:
-		return Response{}, false, err
-	case rec == nil:
-		return sub.Response, false, nil
-	case rec.Client != sub.Client || rec.Fingerprint != fp:
-		return Response{}, false, ErrKeyReused
-	default:
-		return rec.Response, true, nil
-	}
+	return answer(rec, err, sub.Client, fp, sub.Response)
 }
 
 // Get returns the transfer id as v sees it: ErrNotFound when there is none
@@ -161,4 +153,23 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID, v Viewer) (Transfer, er
 		return Transfer{}, fmt.Errorf("get transfer %s: %w", id, ErrNotFound)
 	}
 	return t, nil
+}
+
+// answer is the idempotent answer to a request of client with
+// fingerprint fp whose store call returned rec and err: err; created, the
+// new response, when the request created its resource (rec nil); the
+// stored response, replayed, when the key is bound to this client and
+// fingerprint; ErrKeyReused otherwise (the same error for another client
+// and another body, so that a key says nothing of who holds it).
+func answer(rec *Record, err error, client string, fp [32]byte, created Response) (Response, bool, error) {
+	switch {
+	case err != nil:
+		return Response{}, false, err
+	case rec == nil:
+		return created, false, nil
+	case rec.Client != client || rec.Fingerprint != fp:
+		return Response{}, false, ErrKeyReused
+	default:
+		return rec.Response, true, nil
+	}
 }

@@ -9,11 +9,8 @@ package transfer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
 	"time"
 
 	"github.com/google/uuid"
@@ -72,6 +69,9 @@ type Transfer struct {
 	ExpiresAt time.Time
 	// SettledCents is what a hold's capture settled; 0 until captured.
 	SettledCents int64
+	// RefundedCents is the sum of its settled refunds
+	// (valorEstornadoEmCentavos).
+	RefundedCents int64
 	// Client is the client (the token's sub) that created the transfer;
 	// empty for transfers created before clients were recorded.
 	Client string
@@ -196,30 +196,6 @@ func (r Request) Fingerprint() [32]byte {
 	return c.sum()
 }
 
-// canonical is a fingerprint being made: the SHA-256 of strings, each
-// length-prefixed, and integers, 8 bytes big-endian, in the order written,
-// so that no two different sequences of fields hash the same bytes.
-type canonical struct{ h hash.Hash }
-
-func newCanonical() canonical { return canonical{sha256.New()} }
-
-func (c canonical) str(s string) {
-	c.int(int64(len(s)))
-	c.h.Write([]byte(s))
-}
-
-func (c canonical) int(v int64) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(v)) //nolint:gosec // a bit pattern, not arithmetic
-	c.h.Write(n[:])
-}
-
-func (c canonical) sum() [32]byte {
-	var sum [32]byte
-	copy(sum[:], c.h.Sum(nil))
-	return sum
-}
-
 // Response is the answer given to the request that created a transfer. It is
 // stored with the transfer so that a replay gets exactly the same answer.
 type Response struct {
@@ -318,6 +294,11 @@ const (
 	// the result is kept (see HeldResult) instead of being applied or
 	// dropped.
 	Held
+	// Unmatched: a refund result for no refund this database has (with
+	// that transfer and, when settled, that amount); it changes nothing
+	// and is not recorded as processed, so that a redelivery applies once
+	// the refund exists.
+	Unmatched
 )
 
 // CanMove reports whether a transfer in status from takes a result of
@@ -370,4 +351,15 @@ type Store interface {
 	// the command, and ErrInProgress while another transaction with the
 	// same id has not finished, without waiting for it.
 	Command(ctx context.Context, id, transferID uuid.UUID, decide func(Transfer) (CommandCreation, error)) (*Record, error)
+	// Refund runs one refund in one transaction: when a refund with id
+	// exists it writes nothing and returns its record; otherwise it locks
+	// the transfer transferID (ErrNotFound when there is none), calls
+	// decide with it and the sum of its refunds not rejected, and writes
+	// the RefundCreation decide returns, refund row and event, unless
+	// decide returns an error (returned, nothing written). It returns
+	// (nil, nil) when it wrote the refund, and ErrInProgress while another
+	// transaction with the same id has not finished, without waiting.
+	Refund(ctx context.Context, id, transferID uuid.UUID, decide func(t Transfer, committed int64) (RefundCreation, error)) (*Record, error)
+	// GetRefund returns the refund, or ErrRefundNotFound.
+	GetRefund(ctx context.Context, id uuid.UUID) (Refund, error)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/google/uuid"
+
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
@@ -33,20 +35,16 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 // cancellation's, when sent, must be an empty object. The 202 (and each
 // replay) carries the transfer as it was when the command was accepted.
 func (h *Handler) command(w http.ResponseWriter, r *http.Request, p auth.Principal, audit *auth.AuditRecord, kind transfer.CommandKind) {
-	id, err := httpapi.PathUUID(r, "id", "transfer id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+	id, key, ok := h.commandKeys(w, r, audit, "command_id")
+	if !ok {
 		return
 	}
-	audit.Resource("transfer_id", id)
-	key, err := httpapi.IdempotencyKey(r)
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	audit.Resource("command_id", key)
 	var in captureRequest
-	if err := decodeOptional(w, r, kind, &in); err != nil {
+	var into any = &in
+	if kind == transfer.CommandCancel {
+		into = nil
+	}
+	if err := decodeOptional(w, r, into); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
@@ -61,18 +59,13 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, p auth.Princip
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	if replayed {
-		w.Header().Set(HeaderReplayed, "true")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(resp.Body)
+	writeStored(w, resp, replayed, "")
 }
 
-// decodeOptional reads a command's body into in: none at all (no
-// Content-Type, no bytes) is an empty one; otherwise strict JSON, as POST
-// /transferencias, with no field for a cancellation.
-func decodeOptional(w http.ResponseWriter, r *http.Request, kind transfer.CommandKind, in *captureRequest) error {
+// decodeOptional reads a command's or a refund's body into in: none at
+// all (no Content-Type, no bytes) is an empty one; otherwise strict JSON,
+// as POST /transferencias, with no field when in is nil (a cancellation).
+func decodeOptional(w http.ResponseWriter, r *http.Request, in any) error {
 	if r.ContentLength <= 0 && len(r.Header.Values("Content-Type")) == 0 {
 		return nil
 	}
@@ -80,8 +73,41 @@ func decodeOptional(w http.ResponseWriter, r *http.Request, kind transfer.Comman
 	if err != nil || len(body) == 0 {
 		return err
 	}
-	if kind == transfer.CommandCancel {
+	if in == nil {
 		return httpapi.DecodeStrict(body, &struct{}{})
 	}
 	return httpapi.DecodeStrict(body, in)
+}
+
+// commandKeys reads a command's or a refund's transfer id (the path) and
+// its Idempotency-Key, and names both in audit (the key as keyName); on
+// an error it writes the problem and returns false.
+func (h *Handler) commandKeys(w http.ResponseWriter, r *http.Request, audit *auth.AuditRecord, keyName string) (id, key uuid.UUID, ok bool) {
+	id, err := httpapi.PathUUID(r, "id", "transfer id")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return id, key, false
+	}
+	audit.Resource("transfer_id", id)
+	key, err = httpapi.IdempotencyKey(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return id, key, false
+	}
+	audit.Resource(keyName, key)
+	return id, key, true
+}
+
+// writeStored writes resp, an idempotent request's answer (the stored one
+// when replayed, which says so), with location when not empty.
+func writeStored(w http.ResponseWriter, resp transfer.Response, replayed bool, location string) {
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
+	if location != "" {
+		w.Header().Set("Location", location)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(resp.Body)
 }

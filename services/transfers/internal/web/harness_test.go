@@ -36,7 +36,7 @@ const requestedTopic = "test.transferencia.solicitada"
 
 // testTopics are the topics the handlers under test write to.
 var testTopics = events.Topics{Requested: requestedTopic, CaptureRequested: "test.transferencia.captura-solicitada",
-	CancelRequested: "test.transferencia.cancelamento-solicitado"}
+	CancelRequested: "test.transferencia.cancelamento-solicitado", RefundRequested: "test.estorno.solicitado"}
 
 var testSpec = []byte("openapi: 3.1.0\n")
 
@@ -106,7 +106,7 @@ const (
 // asClient is the test-only middleware that puts the principal of the
 // X-Test-* headers into the request context.
 var asClient = authtest.AsHeaderClient(defaultClient, func(r *http.Request) []string {
-	scopes := []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead}
+	scopes := []string{auth.ScopeTransfersCreate, auth.ScopeTransfersRead, auth.ScopeTransfersRefund}
 	if r.Header.Get(headerOperator) == "true" {
 		scopes = append(scopes, auth.ScopeOperations)
 	}

@@ -1,7 +1,8 @@
 // Package web is the transfers service's HTTP adapter: POST and GET
 // /transferencias as CONTRACTS.md section 1 fixes them, a hold's capture
-// and cancellation (section 9, command.go), the listing (section 11,
-// history.go), and the OpenAPI document. Errors are written by pkg/httpapi, the suite's one problem
+// and cancellation (section 9, command.go), refunds (section 10,
+// refund.go), the listing (section 11, history.go), and the OpenAPI
+// document. Errors are written by pkg/httpapi, the suite's one problem
 // writer.
 package web
 
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/errkind"
@@ -73,6 +75,9 @@ func (h *Handler) Routes() []auth.Route {
 		{Method: http.MethodGet, Pattern: "/transferencias/{id}", Scope: auth.ScopeTransfersRead + " " + auth.ScopeOperations, Handler: h.get},
 		{Method: http.MethodPost, Pattern: "/transferencias/{id}/captura", Scope: auth.ScopeTransfersCreate, Handler: h.capture},
 		{Method: http.MethodPost, Pattern: "/transferencias/{id}/cancelamento", Scope: auth.ScopeTransfersCreate, Handler: h.cancel},
+		{Method: http.MethodPost, Pattern: "/transferencias/{id}/estornos", Scope: auth.ScopeTransfersRefund + " " + auth.ScopeOperations, Handler: h.refund},
+		{Method: http.MethodGet, Pattern: "/transferencias/{id}/estornos/{estornoId}",
+			Scope: auth.ScopeTransfersRead + " " + auth.ScopeTransfersRefund + " " + auth.ScopeOperations, Handler: h.getRefund},
 		{Method: http.MethodGet, Pattern: "/openapi.yaml", Scope: auth.Public, Handler: h.spec},
 	}
 }
@@ -173,33 +178,37 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	if replayed {
-		w.Header().Set(HeaderReplayed, "true")
-	}
-	w.Header().Set("Location", "/transferencias/"+id.String())
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(resp.Body)
+	writeStored(w, resp, replayed, "/transferencias/"+id.String())
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
-	p, ok := auth.FromContext(r.Context())
+	v, id, ok := h.readerOf(w, r)
 	if !ok {
-		auth.Unauthenticated(w, r, h.log)
 		return
 	}
-	id, err := httpapi.PathUUID(r, "id", "transfer id")
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	t, err := h.svc.Get(r.Context(), id, transfer.Viewer{Client: p.Subject, All: p.Operator()})
+	t, err := h.svc.Get(r.Context(), id, v)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	out := view(t)
 	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+// readerOf is who reads the transfer of a read's path, and that transfer's
+// id; on an error it writes the problem and returns false.
+func (h *Handler) readerOf(w http.ResponseWriter, r *http.Request) (transfer.Viewer, uuid.UUID, bool) {
+	p, ok := auth.FromContext(r.Context())
+	if !ok {
+		auth.Unauthenticated(w, r, h.log)
+		return transfer.Viewer{}, uuid.Nil, false
+	}
+	id, err := httpapi.PathUUID(r, "id", "transfer id")
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return transfer.Viewer{}, uuid.Nil, false
+	}
+	return transfer.Viewer{Client: p.Subject, All: p.Operator()}, id, true
 }
 
 // view is the body that shows t to its client.

@@ -492,6 +492,14 @@ func (f fakeStore) Command(ctx context.Context, _, transferID uuid.UUID, _ func(
 	_, err := f.create(ctx, transfer.Creation{Transfer: transfer.Transfer{ID: transferID}})
 	return nil, err
 }
+func (f fakeStore) Refund(ctx context.Context, _, transferID uuid.UUID, _ func(transfer.Transfer, int64) (transfer.RefundCreation, error)) (*transfer.Record, error) {
+	_, err := f.create(ctx, transfer.Creation{Transfer: transfer.Transfer{ID: transferID}})
+	return nil, err
+}
+func (f fakeStore) GetRefund(ctx context.Context, id uuid.UUID) (transfer.Refund, error) {
+	_, err := f.get(ctx, id)
+	return transfer.Refund{}, err
+}
 
 // TestInternalErrors: a panicking handler and a failing store both give a
 // 500 problem that says only "internal error".
