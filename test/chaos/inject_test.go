@@ -173,17 +173,21 @@ func (s *suite) injectStaleRead() {
 	defer cancel()
 	var id string
 	var updated time.Time
+	var holder *string // titular_destino: only a LIQUIDADA transfer has one
 	if !poll.Wait(30*time.Second, 200*time.Millisecond, func() bool {
 		_, accepted, _ := s.load.snapshot()
-		holds := s.load.holdKeys()
+		holds, refunds := s.load.holdKeys(), s.load.refundKeys()
 		keys := make([]string, 0, len(accepted))
 		for k := range accepted {
-			if _, hold := holds[k]; !hold { // an immediate transfer: a hold's statuses are judged apart
+			// An immediate transfer (a hold's statuses are judged apart)
+			// that the load does not refund (a refund of it would meet the
+			// injected PENDENTE).
+			if _, hold := holds[k]; !hold && !refunds[k] {
 				keys = append(keys, k)
 			}
 		}
-		err := s.transfer.QueryRow(ctx, `SELECT id::text, atualizada_em FROM transferencia
- WHERE status = 'LIQUIDADA' AND id::text = ANY($1) ORDER BY atualizada_em LIMIT 1`, keys).Scan(&id, &updated)
+		err := s.transfer.QueryRow(ctx, `SELECT id::text, atualizada_em, titular_destino FROM transferencia
+ WHERE status = 'LIQUIDADA' AND id::text = ANY($1) ORDER BY atualizada_em LIMIT 1`, keys).Scan(&id, &updated, &holder)
 		return err == nil
 	}) {
 		s.t.Fatal("inject: no settled transfer within 30s")
@@ -195,18 +199,19 @@ func (s *suite) injectStaleRead() {
 		}
 	}
 	read(0, history.StatusSettled)
-	set := func(status string, at time.Time) {
-		tag, err := s.transfer.Exec(ctx, `UPDATE transferencia SET status = $2, atualizada_em = $3 WHERE id::text = $1`, id, status, at)
+	set := func(status string, at time.Time, holder *string) {
+		tag, err := s.transfer.Exec(ctx, `UPDATE transferencia SET status = $2, atualizada_em = $3, titular_destino = $4
+ WHERE id::text = $1`, id, status, at, holder)
 		if err != nil || tag.RowsAffected() != 1 {
 			s.t.Fatalf("inject: set %s %s: %v (%d rows)", id, status, err, tag.RowsAffected())
 		}
 	}
-	set(history.StatusPending, updated)
+	set(history.StatusPending, updated, nil)
 	for i := range 4 {
 		read(i, history.StatusPending)
 		time.Sleep(500 * time.Millisecond) // reads spread over the two seconds, not a wait for a condition
 	}
-	set(history.StatusSettled, updated)
+	set(history.StatusSettled, updated, holder)
 	read(1, history.StatusSettled)
 	s.injected = append(s.injected, history.Anomaly{Kind: history.StaleRead, About: id})
 	s.t.Logf("inject: transfer %s set back to PENDENTE for 2s and read; the checker must report one %s on it", id, history.StaleRead)

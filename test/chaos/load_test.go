@@ -62,6 +62,7 @@ type load struct {
 	refused  map[string]string       // key -> a final 4xx answer
 	holds    map[string]holdPlan     // the keys sent as holds
 	refunds  map[string]*refundTrack // every refund key sent
+	toRefund map[string]bool         // the transfer keys the load means to refund once settled
 	wg       sync.WaitGroup
 }
 
@@ -72,7 +73,7 @@ func newLoad(urls []string, bearer string, rec *history.Recorder) *load {
 			MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 		}},
 		requests: map[string]transferReq{}, accepted: map[string]time.Time{}, refused: map[string]string{}, holds: map[string]holdPlan{},
-		refunds: map[string]*refundTrack{},
+		refunds: map[string]*refundTrack{}, toRefund: map[string]bool{},
 	}
 }
 
@@ -363,6 +364,11 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 			l.holdStats.holds.Add(1)
 		} else {
 			refund = rand.Float64() < *flagRefunds
+			if refund {
+				l.mu.Lock()
+				l.toRefund[key] = true
+				l.mu.Unlock()
+			}
 		}
 		copies := 1
 		if n%dupEvery == 0 {

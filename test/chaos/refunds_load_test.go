@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -100,6 +101,13 @@ func (l *load) track(key, transfer string, over bool) {
 		l.refunds[key] = t
 	}
 	t.over = t.over || over
+}
+
+// refundKeys returns the keys of the transfers the load means to refund.
+func (l *load) refundKeys() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.toRefund)
 }
 
 // refundStats counts the load's refunds and their answers.
