@@ -10,10 +10,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
-	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/test/e2e"
-	"github.com/paysuite/payments/test/support/logtest"
 	"github.com/paysuite/payments/test/support/poll"
 )
 
@@ -23,15 +21,8 @@ import (
 // show with their amounts, statuses (the rejection's motivo) and times,
 // and the summary shows the amount refunded.
 func TestConsoleRefundJourney(t *testing.T) {
-	s := e2e.NewSuite(t, e2e.Options{Partitions: 2})
-	e := &env{suite: s, url: startConsole(t, s, &logtest.Buffer{}), operator: s.Issuer.Token(t, "ana", auth.ScopeOperations), browser: newBrowser(t)}
-	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	src, dst, other := "PAYER-"+suffix, "SHOP-"+suffix, "ELSE-"+suffix
-	for _, a := range []string{src, dst, other} {
-		s.OpenAccount(t, a, "BRL") // client A is the titular of all three
-	}
-	s.Deposit(t, src, 100_000)
-	e.signIn(t, e.operator)
+	e, accounts := journeyEnv(t, "PAYER", "SHOP", "ELSE") // client A is the titular of all three
+	s, src, dst, other := e.suite, accounts[0], accounts[1], accounts[2]
 
 	paid := transfer(t, s, src, dst, 10_000)
 	if paid.Status != e2e.StatusSettled {
