@@ -40,3 +40,23 @@ type OperatorTransfer struct {
 	RequestID string `json:"requestId,omitempty"`
 	TransferTimes
 }
+
+// Refund is a refund of a transfer (CONTRACTS.md section 10): the body of
+// GET /transferencias/{id}/estornos/{estornoId}, and each item of the
+// operators' GET /ops/transferencias/{id}/estornos. Motivo is set only
+// when it is REJEITADO.
+type Refund struct {
+	ID              string `json:"id"`
+	TransferenciaID string `json:"transferenciaId"`
+	ValorEmCentavos int64  `json:"valorEmCentavos"`
+	Status          string `json:"status"`
+	Motivo          string `json:"motivo,omitempty"`
+	CriadoEm        string `json:"criadoEm"`
+	AtualizadoEm    string `json:"atualizadoEm"`
+}
+
+// Refunds is the body of GET /ops/transferencias/{id}/estornos: a
+// transfer's refunds, oldest first (empty for an unknown transfer).
+type Refunds struct {
+	Estornos []Refund `json:"estornos"`
+}

@@ -22,14 +22,8 @@ import (
 // amount captured of the amount reserved and the postings; a cancelled
 // one its cancellation.
 func TestConsoleHoldJourney(t *testing.T) {
-	s := e2e.NewSuite(t, e2e.Options{Partitions: 2})
-	e := &env{suite: s, url: startConsole(t, s, &logtest.Buffer{}), operator: s.Issuer.Token(t, "ana", auth.ScopeOperations), browser: newBrowser(t)}
-	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	src, dst := "HOLD-"+suffix, "SHOP-"+suffix
-	s.OpenAccount(t, src, "BRL")
-	s.OpenAccount(t, dst, "BRL")
-	s.Deposit(t, src, 100_000)
-	e.signIn(t, e.operator)
+	e, accounts := journeyEnv(t, "HOLD", "SHOP")
+	s, src, dst := e.suite, accounts[0], accounts[1]
 
 	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	post := func(path string, body any) {
@@ -111,6 +105,24 @@ func TestConsoleHoldJourney(t *testing.T) {
 		hasStep("step done|Cancelled")
 		stepsSay(t, e, "cancelled by the client: the 100.00 BRL reserved released")
 	})
+}
+
+// journeyEnv starts the suite and the console in Chromium, signs the
+// operator in, and opens one BRL account per prefix (its name made unique),
+// as client A, funding the first with 1,000.00; it returns them in order.
+func journeyEnv(t *testing.T, prefixes ...string) (*env, []string) {
+	t.Helper()
+	s := e2e.NewSuite(t, e2e.Options{Partitions: 2})
+	e := &env{suite: s, url: startConsole(t, s, &logtest.Buffer{}), operator: s.Issuer.Token(t, "ana", auth.ScopeOperations), browser: newBrowser(t)}
+	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	accounts := make([]string, len(prefixes))
+	for i, p := range prefixes {
+		accounts[i] = p + "-" + suffix
+		s.OpenAccount(t, accounts[i], "BRL")
+	}
+	s.Deposit(t, accounts[0], 100_000)
+	e.signIn(t, e.operator)
+	return e, accounts
 }
 
 // stepsSay checks that the journey's steps say each of wants.

@@ -32,7 +32,9 @@ type DemoTransfer struct {
 // Demo is the scripted flow: accounts opened and funded through the ledger
 // API, transfers through the transfers API, three holds (one captured in
 // part, one cancelled, one left to expire HoldExpiry after its request,
-// which the demo waits for), then the final statuses and balances,
+// which the demo waits for), two refunds of the settled transfer (one in
+// part that settles, one over what remains that is refused), then the
+// final statuses and balances,
 // reserved and available ones included, checked against what the
 // contracts promise; and the door closed to a request without a token or
 // without the scope it needs.
@@ -44,8 +46,10 @@ type Demo struct {
 	// DemoScopes); ReaderToken one of a second client holding only the
 	// read scopes (ReaderClient); MinterToken the one of the client that
 	// funds accounts (MinterClient, with MinterScopes only: minting is
-	// never held with transferencias:criar).
-	Token, ReaderToken, MinterToken string
+	// never held with transferencias:criar); RefundToken the demo
+	// client's token with RefundScopes only, with which it refunds, as the
+	// titular of the account its settled transfer paid.
+	Token, ReaderToken, MinterToken, RefundToken string
 	// Timeout bounds the wait for every transfer to reach a final status
 	// (for the expiring hold: the wait after its expiraEm).
 	Timeout time.Duration
@@ -148,6 +152,10 @@ func (d *Demo) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	refunds, err := d.askRefunds(ctx, ids[0])
+	if err != nil {
+		return err
+	}
 	holdFails, err := d.closeHolds(ctx, holds, a)
 	if err != nil {
 		return err
@@ -173,6 +181,17 @@ func (d *Demo) Run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(d.Out, "   %-38s -> 404\n", "a balance of "+DemoClient+"'s read as "+ReaderClient)
+	if _, err := d.call(ctx, http.MethodPost, d.Transfers+"/transferencias/"+ids[0]+"/estornos", uuid.NewString(),
+		map[string]any{"valorEmCentavos": 1}, http.StatusForbidden); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.Out, "   %-38s -> 403 insufficient_scope\n", "a refund as "+DemoClient+" (no "+auth.ScopeTransfersRefund+")")
+
+	refundFails, err := d.settleRefunds(ctx, refunds)
+	if err != nil {
+		return err
+	}
+	failures = append(failures, refundFails...)
 
 	if err := d.awaitExpiry(ctx, holds); err != nil {
 		return err
@@ -205,13 +224,13 @@ func (d *Demo) Run(ctx context.Context) error {
 		return err
 	}
 	// Every hold ended: nothing stays reserved, and only the captured
-	// part of one moved.
-	captured := float64(capturedCents(holds))
+	// part of one moved; the partial refund moved back from b to a.
+	captured, refunded := float64(capturedCents(holds)), float64(RefundCents)
 	fmt.Fprintln(d.Out, "-- balances (GET /contas/{id}): saldo, reservado")
 	for _, want := range []struct {
 		id    string
 		cents float64
-	}{{a, 70_000 - captured}, {b, 30_000 + captured}, {c, 0}, {usd, 0}} {
+	}{{a, 70_000 - captured + refunded}, {b, 30_000 + captured - refunded}, {c, 0}, {usd, 0}} {
 		r, err := d.call(ctx, http.MethodGet, d.Ledger+"/contas/"+want.id, "", nil, http.StatusOK)
 		if err != nil {
 			return err

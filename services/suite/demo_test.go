@@ -38,8 +38,10 @@ func TestDemoHint(t *testing.T) {
 // TestDemoHoldEndings: the scripted flow against the embedded suite on a
 // real PostgreSQL and a real Kafka shows the three endings of a hold (one
 // captured in part, one cancelled, one expired at its short expiraEm),
-// with nothing left reserved, and every other expectation of the demo.
-// It lasts a little over suite.HoldExpiry: the demo waits for the expiry.
+// with nothing left reserved; the two refunds of the settled transfer
+// (one in part, settled, one over what remains, refused with 422
+// refund-exceeds-refundable) with the balances they leave; and every other
+// expectation of the demo. It lasts a little over suite.HoldExpiry: the demo waits for the expiry.
 func TestDemoHoldEndings(t *testing.T) {
 	issuer := authtest.New(t)
 	ep, cancel, done := startSuite(t, issuer.Env())
@@ -53,6 +55,7 @@ func TestDemoHoldEndings(t *testing.T) {
 	var out bytes.Buffer
 	d := &suite.Demo{Transfers: ep.Transfers, Ledger: ep.Ledger, Out: &out, Timeout: 2 * time.Minute,
 		Token:       issuer.Token(t, suite.DemoClient, suite.DemoScopes...),
+		RefundToken: issuer.Token(t, suite.DemoClient, suite.RefundScopes...),
 		ReaderToken: issuer.Token(t, suite.ReaderClient, suite.ReaderScopes...),
 		MinterToken: issuer.Token(t, suite.MinterClient, suite.MinterScopes...)}
 	start := time.Now()
@@ -66,6 +69,16 @@ func TestDemoHoldEndings(t *testing.T) {
 		`hold cancelled\s+CANCELADA\s+CANCELADA\s+ok`,
 		`hold left to expire\s+EXPIRADA\s+EXPIRADA\s+ok`,
 		`saldo \d+, reservado 37000, disponivel \d+ cents  ok`,
+		`partial refund \(10000 cents\)\s+\S+ -> 202 PENDENTE`,
+		`refund over what remains \(25000 cents\)\s+-> 422 refund-exceeds-refundable`,
+		`partial refund\s+LIQUIDADO 10000 at \S+  ok`,
+		`refund over what remains\s+refused \(422 refund-exceeds-refundable\), nothing written  ok`,
+		`the refunded transfer\s+LIQUIDADA, valorEstornadoEmCentavos 10000 of 30000  ok`,
+		`a refund as demo \(no transferencias:estornar\)\s+-> 403`,
+		// A paid 300.00 and a captured 50.00, and got 100.00 back:
+		// 1000 - 300 - 50 + 100; B received what A paid.
+		`DEMO-\w+-A\s+75000 cents \(BRL\), reservado 0  ok`,
+		`DEMO-\w+-B\s+25000 cents \(BRL\), reservado 0  ok`,
 	} {
 		if !regexp.MustCompile(ending).MatchString(out.String()) {
 			t.Errorf("the demo's output does not show %q", ending)

@@ -66,7 +66,9 @@ type Journey struct {
 	// ExpiresAt is when a hold's reservation expires (its expiraEm); zero
 	// for an immediate transfer.
 	ExpiresAt time.Time
-	Marks     []Mark
+	// Refunds are the transfer's refunds, oldest first (journey_refunds.go).
+	Refunds []RefundLine
+	Marks   []Mark
 }
 
 // Mark is a step's dot on the drawn timeline: X in 0..1000 of the SVG.
@@ -80,6 +82,7 @@ type Mark struct {
 // not found (or its service is down: see down).
 type journeyParts struct {
 	transfer                                  *opsapi.OperatorTransfer
+	refunds                                   *opsapi.Refunds
 	decision                                  *opsDecision
 	settlement                                *opsapi.Settlement
 	notifications                             *opsNotifications
@@ -309,6 +312,7 @@ func buildJourney(id string, p journeyParts, now time.Time) Journey {
 	if !accepted.At.IsZero() && !projected.At.IsZero() {
 		j.EndToEnd = humanDuration(projected.At.Sub(accepted.At))
 	}
+	j.Refunds = refundLines(p)
 	j.Marks = marks(j.Steps)
 	if p.transfersOut != nil {
 		for _, ev := range p.transfersOut.Eventos {

@@ -141,6 +141,7 @@ func (s *Server) journey(w http.ResponseWriter, r *http.Request, sess *session) 
 	var p journeyParts
 	sid := id.String()
 	fetchInto(f, s.cfg.Transfers, "/ops/transferencias/"+sid, &p.transfer)
+	fetchInto(f, s.cfg.Transfers, "/ops/transferencias/"+sid+"/estornos", &p.refunds)
 	fetchInto(f, s.cfg.Transfers, "/ops/outbox/transferencias/"+sid, &p.transfersOut)
 	fetchInto(f, s.cfg.Transfers, "/ops/outbox", &p.transfersLog)
 	fetchInto(f, s.cfg.Antifraud, "/ops/decisoes/"+sid, &p.decision)

@@ -77,7 +77,8 @@ func devTransferKey(getenv func(string) string, stdout io.Writer) (func(string) 
 	}, nil
 }
 
-// demoTokens gives the demo the tokens of its three clients, signed with the
+// demoTokens gives the demo the tokens of its three clients (two for the
+// demo client: its main one and its refund one), signed with the
 // key in keyFile for the configured (or development) issuer and audience.
 func demoTokens(d *suite.Demo, keyFile string, getenv func(string) string) error {
 	k, err := auth.ReadSigningKey(keyFile)
@@ -92,6 +93,9 @@ func demoTokens(d *suite.Demo, keyFile string, getenv func(string) string) error
 		})
 	}
 	if d.Token, err = sign(suite.DemoClient, suite.DemoScopes); err != nil {
+		return err
+	}
+	if d.RefundToken, err = sign(suite.DemoClient, suite.RefundScopes); err != nil {
 		return err
 	}
 	if d.ReaderToken, err = sign(suite.ReaderClient, suite.ReaderScopes); err != nil {

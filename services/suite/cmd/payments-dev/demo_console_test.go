@@ -15,7 +15,7 @@ import (
 
 // TestDemoPrintsConsoleAndToken: "payments-dev demo" (make demo) prints the
 // console's URL and a sign-in token that verifies with the operacoes
-// scope, on the real PostgreSQL (kfake for Kafka, as make demo runs).
+// scope, and its refunds ran with the refund token it minted, on the real PostgreSQL (kfake for Kafka, as make demo runs).
 func TestDemoPrintsConsoleAndToken(t *testing.T) {
 	dbURL := os.Getenv("TEST_DATABASE_URL")
 	if dbURL == "" {
@@ -37,6 +37,9 @@ func TestDemoPrintsConsoleAndToken(t *testing.T) {
 	code, stdout, stderr, err := runCLI(t, env, "demo", "--exit", "--key", filepath.Join(dir, auth.KeyFile))
 	if code != 0 {
 		t.Fatalf("demo: exit %d: %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	if !regexp.MustCompile(`partial refund\s+LIQUIDADO 10000 at \S+  ok`).MatchString(stdout) {
+		t.Errorf("the demo's output does not show its partial refund settled:\n%s", stdout)
 	}
 	m := regexp.MustCompile(`Console:    open (http://127\.0\.0\.1:\d+) and paste this sign-in token[^\n]*\n(\S+)\n`).FindStringSubmatch(stdout)
 	if m == nil {

@@ -1,6 +1,6 @@
 // Package opsweb is the transfers service's operator endpoints (scope
 // operacoes), for the console: one transfer with its client, an account's
-// transfers, newest first, in pages, and the results held because their
+// transfers, newest first, in pages, a transfer's refunds, and the results held because their
 // transfer was unknown, which an operator applies (against the ledger's
 // own record of the transfer, read from the ledger) or discards, audited.
 package opsweb
@@ -48,6 +48,8 @@ type Store interface {
 	// first, after the transfer created at after with id afterID when
 	// after is not nil.
 	ByAccount(ctx context.Context, account string, after *time.Time, afterID *uuid.UUID, limit int) ([]transfer.Transfer, error)
+	// RefundsOf returns the transfer's refunds, oldest first.
+	RefundsOf(ctx context.Context, transferID uuid.UUID) ([]transfer.Refund, error)
 }
 
 // Routes returns the transfers service's operator routes on store; a held
@@ -60,6 +62,16 @@ func Routes(store Store, ledger Ledger, log *slog.Logger) []auth.Route {
 				// store is read at request time: routes of a nil store can be listed.
 				func(ctx context.Context, id uuid.UUID) (transfer.Transfer, error) { return store.Get(ctx, id) },
 				func(_ uuid.UUID, t transfer.Transfer) any { return fromTransfer(t) })},
+		{Method: http.MethodGet, Pattern: "/ops/transferencias/{id}/estornos", Scope: auth.ScopeOperations,
+			Handler: opsapi.GetByID(log, "transfer id",
+				func(ctx context.Context, id uuid.UUID) ([]transfer.Refund, error) { return store.RefundsOf(ctx, id) },
+				func(_ uuid.UUID, rs []transfer.Refund) any {
+					out := opsapi.Refunds{Estornos: make([]opsapi.Refund, 0, len(rs))}
+					for _, e := range rs {
+						out.Estornos = append(out.Estornos, RefundView(e))
+					}
+					return out
+				})},
 		{Method: http.MethodGet, Pattern: "/ops/contas/{id}/transferencias", Scope: auth.ScopeOperations, Handler: h.byAccount},
 	}, heldRoutes(store, ledger, log)...)
 }
@@ -118,6 +130,13 @@ func (h *handler) byAccount(w http.ResponseWriter, r *http.Request) {
 		out.Proxima = encodeCursor(last.CreatedAt, last.ID.String())
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+// RefundView is e as every view of a refund shows it, the public one
+// included.
+func RefundView(e transfer.Refund) opsapi.Refund {
+	return opsapi.Refund{ID: e.ID.String(), TransferenciaID: e.TransferID.String(), ValorEmCentavos: e.AmountCents,
+		Status: string(e.Status), Motivo: e.Reason, CriadoEm: opsapi.Time(e.CreatedAt), AtualizadoEm: opsapi.Time(e.UpdatedAt)}
 }
 
 func validAccount(s string) bool { return accountShape.MatchString(s) }

@@ -27,6 +27,10 @@ const refundColumns = `id, transferencia_id, valor_centavos, status, coalesce(mo
 
 const refundGetSQL = `SELECT ` + refundColumns + ` FROM estorno WHERE id = $1`
 
+// refundsOfSQL reads a transfer's refunds, oldest first (index
+// estorno_transferencia).
+const refundsOfSQL = `SELECT ` + refundColumns + ` FROM estorno WHERE transferencia_id = $1 ORDER BY criado_em, id`
+
 // Refund implements transfer.Store. Its claim is Create's (an advisory
 // lock on the key, taken without waiting); the transfer's row lock then
 // orders the refunds of one transfer, so that of two refunds with
@@ -86,15 +90,36 @@ func readRecord(ctx context.Context, tx pgx.Tx, query string, id uuid.UUID) (*tr
 
 // GetRefund implements transfer.Store.
 func (s *Store) GetRefund(ctx context.Context, id uuid.UUID) (transfer.Refund, error) {
-	var r transfer.Refund
-	var status string
-	err := s.db.QueryRow(ctx, refundGetSQL, id).Scan(&r.ID, &r.TransferID, &r.AmountCents, &status, &r.Reason, &r.Client,
-		&r.CreatedAt, &r.UpdatedAt)
+	r, err := scanRefund(s.db.QueryRow(ctx, refundGetSQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return transfer.Refund{}, fmt.Errorf("get refund %s: %w", id, transfer.ErrRefundNotFound)
 	}
 	if err != nil {
 		return transfer.Refund{}, fmt.Errorf("get refund %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// RefundsOf returns the refunds of the transfer transferID, oldest first:
+// none for an unknown transfer. The operators' journey reads it.
+func (s *Store) RefundsOf(ctx context.Context, transferID uuid.UUID) ([]transfer.Refund, error) {
+	rows, err := s.db.Query(ctx, refundsOfSQL, transferID)
+	if err != nil {
+		return nil, fmt.Errorf("read refunds of transfer %s: %w", transferID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (transfer.Refund, error) { return scanRefund(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read refunds of transfer %s: %w", transferID, err)
+	}
+	return out, nil
+}
+
+// scanRefund reads one row of refundColumns.
+func scanRefund(row pgx.Row) (transfer.Refund, error) {
+	var r transfer.Refund
+	var status string
+	if err := row.Scan(&r.ID, &r.TransferID, &r.AmountCents, &status, &r.Reason, &r.Client, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		return transfer.Refund{}, err
 	}
 	r.Status, r.CreatedAt, r.UpdatedAt = transfer.RefundStatus(status), r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	return r, nil

@@ -6,7 +6,7 @@ import (
 
 	"github.com/paysuite/payments/pkg/auth"
 	"github.com/paysuite/payments/pkg/httpapi"
-	"github.com/paysuite/payments/pkg/opsapi"
+	"github.com/paysuite/payments/services/transfers/internal/opsweb"
 	"github.com/paysuite/payments/services/transfers/internal/transfer"
 )
 
@@ -15,17 +15,6 @@ type refundAccepted struct {
 	ID              string `json:"id"`
 	TransferenciaID string `json:"transferenciaId"`
 	Status          string `json:"status"`
-}
-
-// refundResponse is the body of GET /transferencias/{id}/estornos/{estornoId}.
-type refundResponse struct {
-	ID              string `json:"id"`
-	TransferenciaID string `json:"transferenciaId"`
-	ValorEmCentavos int64  `json:"valorEmCentavos"`
-	Status          string `json:"status"`
-	Motivo          string `json:"motivo,omitempty"`
-	CriadoEm        string `json:"criadoEm"`
-	AtualizadoEm    string `json:"atualizadoEm"`
 }
 
 // refund is an audited write (CONTRACTS.md section 10): the
@@ -76,7 +65,5 @@ func (h *Handler) getRefund(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, refundResponse{ID: e.ID.String(), TransferenciaID: e.TransferID.String(),
-		ValorEmCentavos: e.AmountCents, Status: string(e.Status), Motivo: e.Reason,
-		CriadoEm: opsapi.Time(e.CreatedAt), AtualizadoEm: opsapi.Time(e.UpdatedAt)})
+	httpapi.WriteJSON(w, http.StatusOK, opsweb.RefundView(e))
 }
