@@ -113,6 +113,9 @@ type Report struct {
 	Windows    []Window // each fault's window and what it held
 	Undecided  []string // keys porcupine could not decide in time (not anomalies, not proofs)
 	checkedFor time.Duration
+	// ExplainedReads are the stale reads an unfenced former primary
+	// explains (KindUnfenced).
+	ExplainedReads []ExplainedStaleRead
 }
 
 // OK reports a run without anomalies.
@@ -160,6 +163,7 @@ func (r Report) Table() string {
 	for _, c := range crashes {
 		fmt.Fprintf(&b, "allowed duplicate webhooks explained by %q: %d\n", c, byCrash[c])
 	}
+	explainedReadsTable(&b, r.ExplainedReads)
 	if len(r.Undecided) > 0 {
 		fmt.Fprintf(&b, "keys porcupine could not decide: %d\n", len(r.Undecided))
 	}
@@ -202,7 +206,9 @@ func Check(h History) (Report, error) {
 	}
 	rep.Figures = figures(h)
 	add := func(a []Anomaly) { rep.Anomalies = append(rep.Anomalies, a...) }
-	add(checkReads(h))
+	reads, explainedReads := checkReads(h)
+	add(reads)
+	rep.ExplainedReads = explainedReads
 	reg, undecided := checkRegisters(h)
 	add(reg)
 	rep.Undecided = undecided
@@ -243,6 +249,8 @@ func validate(h History) error {
 			ok = op.Webhook != nil
 		case KindCrash:
 			ok = op.Crash != nil
+		case KindUnfenced:
+			ok = op.Unfenced != nil && len(op.Unfenced.Databases) > 0
 		case KindCapture, KindCancel:
 			ok = op.Command != nil && op.Answer != nil && op.Key != "" && op.Command.TransferID != ""
 		}

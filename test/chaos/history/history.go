@@ -281,6 +281,7 @@ type Op struct {
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
 	Record   *Record   `json:"record,omitempty"`
 	Webhook  *Webhook  `json:"webhook,omitempty"`
+	Unfenced *Unfenced `json:"unfenced,omitempty"`
 	Crash    *Crash    `json:"crash,omitempty"`
 }
 
