@@ -143,10 +143,10 @@ func checkReads(h History) ([]Anomaly, []ExplainedStaleRead) {
 		if st := sortedKeys(seen); len(st) > 1 {
 			out = append(out, Anomaly{TwoTerminal, id, "seen " + strings.Join(st, " and ")})
 		}
-		if a, b, ok := contradiction(list, excused); ok {
+		if a, b, ok := contradictionExcept(list, excused); ok {
 			out = append(out, Anomaly{StaleRead, id, fmt.Sprintf("%s (done %s) then %s (from %s)",
 				a.what, a.complete.Format(time.RFC3339Nano), b.what, b.invoke.Format(time.RFC3339Nano))})
-		} else if _, b, ok := contradiction(list, nil); ok {
+		} else if _, b, ok := contradiction(list); ok {
 			explained = append(explained, ExplainedStaleRead{Key: id, Fault: unfencedDuring(unfenced, b)})
 		}
 	}
@@ -155,9 +155,14 @@ func checkReads(h History) ([]Anomaly, []ExplainedStaleRead) {
 
 // contradiction returns the first pair of observations, a completed
 // before b was invoked, where b (a read) knows less than a or names
-// another terminal status; a read b that skip (when not nil) excuses
-// is passed over.
-func contradiction(list []observation, skip func(observation) bool) (observation, observation, bool) {
+// another terminal status.
+func contradiction(list []observation) (observation, observation, bool) {
+	return contradictionExcept(list, nil)
+}
+
+// contradictionExcept is contradiction passing over each read b that skip
+// (when not nil) excuses.
+func contradictionExcept(list []observation, skip func(observation) bool) (observation, observation, bool) {
 	for _, b := range list {
 		if b.answer || (skip != nil && skip(b)) {
 			continue
