@@ -151,19 +151,16 @@ func (r Report) Table() string {
 			}
 		}
 	}
-	byCrash := map[string]int{}
+	crashes := make([]string, 0, len(r.Explained))
 	for _, e := range r.Explained {
-		byCrash[e.Crash]++
+		crashes = append(crashes, e.Crash)
 	}
-	crashes := make([]string, 0, len(byCrash))
-	for c := range byCrash {
-		crashes = append(crashes, c)
+	countBy(&b, "allowed duplicate webhooks explained by %q: %d\n", crashes)
+	faults := make([]string, 0, len(r.ExplainedReads))
+	for _, e := range r.ExplainedReads {
+		faults = append(faults, e.Fault)
 	}
-	sort.Strings(crashes)
-	for _, c := range crashes {
-		fmt.Fprintf(&b, "allowed duplicate webhooks explained by %q: %d\n", c, byCrash[c])
-	}
-	explainedReadsTable(&b, r.ExplainedReads)
+	countBy(&b, "allowed stale reads explained by an unfenced former primary in %q: %d\n", faults)
 	if len(r.Undecided) > 0 {
 		fmt.Fprintf(&b, "keys porcupine could not decide: %d\n", len(r.Undecided))
 	}
@@ -192,6 +189,23 @@ func (r Report) Table() string {
 		fmt.Fprintf(&b, "holds: %d accepted, %d captures and %d cancellations answered 202\n", f.Holds, f.Captures, f.Cancels)
 	}
 	return b.String()
+}
+
+// countBy prints format with each distinct name (sorted) and how many
+// times names holds it: what explains the allowed oddities, by fault.
+func countBy(b *strings.Builder, format string, names []string) {
+	by := map[string]int{}
+	for _, n := range names {
+		by[n]++
+	}
+	distinct := make([]string, 0, len(by))
+	for n := range by {
+		distinct = append(distinct, n)
+	}
+	sort.Strings(distinct)
+	for _, n := range distinct {
+		fmt.Fprintf(b, format, n, by[n])
+	}
 }
 
 // Check judges a history. It returns an error when the history is

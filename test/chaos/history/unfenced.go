@@ -1,10 +1,7 @@
 package history
 
 import (
-	"fmt"
 	"slices"
-	"sort"
-	"strings"
 	"time"
 )
 
@@ -62,21 +59,4 @@ func unfencedDuring(ws []Op, o observation) string {
 		}
 	}
 	return ""
-}
-
-// explainedReadsTable lists the allowed stale reads by the fault that
-// explains them.
-func explainedReadsTable(b *strings.Builder, reads []ExplainedStaleRead) {
-	by := map[string]int{}
-	for _, e := range reads {
-		by[e.Fault]++
-	}
-	faults := make([]string, 0, len(by))
-	for f := range by {
-		faults = append(faults, f)
-	}
-	sort.Strings(faults)
-	for _, f := range faults {
-		fmt.Fprintf(b, "allowed stale reads explained by an unfenced former primary in %q: %d\n", f, by[f])
-	}
 }
