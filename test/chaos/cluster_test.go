@@ -44,6 +44,7 @@ const probeTopic = "chaos-cluster-probe"
 type pgPair struct {
 	name string
 	p    *cluster.Pair
+	dbs  []string // its databases, for the history's unfenced window
 	// notifications: the webhook sender's database is on it, so its
 	// faults may explain a webhook delivered twice.
 	notifications bool
@@ -151,7 +152,8 @@ func TestChaosCluster(t *testing.T) {
 	loadStart := time.Now()
 
 	s.settle(10 * time.Second) // traffic before the first fault
-	pairs := []*pgPair{{name: "transfers", p: s.pairB}, {name: "ledger+antifraud+notifications", p: s.pairA, notifications: true}}
+	pairs := []*pgPair{{name: "transfers", p: s.pairB, dbs: []string{"transfers"}},
+		{name: "ledger+antifraud+notifications", p: s.pairA, dbs: []string{"ledger", "antifraud", "notifications"}, notifications: true}}
 	if mode == cluster.Async {
 		for _, pr := range pairs {
 			s.failover(pr, true)
@@ -469,7 +471,9 @@ func (s *suite) standbyStopped(pr *pgPair) {
 // back as a primary). cut: the standby's replication is cut 3 s before
 // the crash (the asynchronous run: what the primary acknowledged since is
 // lost). In the synchronous run the pair is then rebuilt (Resync) to a
-// synchronous standby.
+// synchronous standby. The killed primary never runs again before
+// FenceOld restarts it as a standby: unlike hangPrimary, no unfenced
+// window.
 func (s *suite) failover(pr *pgPair, cut bool) {
 	s.t.Helper()
 	name := "kill -9 primary of the " + pr.name + " pair, standby promoted"
@@ -505,7 +509,12 @@ func (s *suite) failover(pr *pgPair, cut bool) {
 // promotes the standby meanwhile, resumes the old primary and shows what
 // fencing prevents (it believes it is the primary, and a fresh connection
 // on the multi-host URL lands on it), then fences it. The pair is then
-// rebuilt to a synchronous standby.
+// rebuilt to a synchronous standby. From SIGCONT until the fencing
+// returns the old primary runs unfenced on purpose: the services' pools
+// may hold a connection to it (one whose statement had no deadline waits
+// through the hang and is handed out again once it answers) or open one
+// that lands on it, and read there what it lacks. The history records
+// that window (KindUnfenced), which explains a stale read answered in it.
 func (s *suite) hangPrimary(pr *pgPair) {
 	s.t.Helper()
 	name := fmt.Sprintf("SIGSTOP primary of the %s pair for %s, standby promoted, SIGCONT, fenced", pr.name, *flagHang)
@@ -520,9 +529,11 @@ func (s *suite) hangPrimary(pr *pgPair) {
 	s.settle(2 * time.Second)
 	took := pr.p.Promote()
 	s.settle(*flagHang - 2*time.Second - took)
+	resumed := time.Now()
 	pr.p.ContOld()
 	believes, lands := unfencedOld(old, pr.p.URL("postgres", "chaos-fence-check"))
 	pr.p.FenceOld()
+	s.rec.Unfenced(resumed, time.Now(), history.Unfenced{Fault: name, Databases: pr.dbs})
 	_, landsAfter := unfencedOld(old, pr.p.URL("postgres", "chaos-fence-check"))
 	f.restored = time.Now()
 	f.note = fmt.Sprintf("promoted in %s; revived unfenced: believes it is the primary %v, a fresh multi-host connection lands on it %v; fenced: lands on it %v",

@@ -118,6 +118,9 @@ type Report struct {
 	Windows    []Window // each fault's window and what it held
 	Undecided  []string // keys porcupine could not decide in time (not anomalies, not proofs)
 	checkedFor time.Duration
+	// ExplainedReads are the stale reads an unfenced former primary
+	// explains (KindUnfenced).
+	ExplainedReads []ExplainedStaleRead
 }
 
 // OK reports a run without anomalies.
@@ -153,18 +156,16 @@ func (r Report) Table() string {
 			}
 		}
 	}
-	byCrash := map[string]int{}
+	crashes := make([]string, 0, len(r.Explained))
 	for _, e := range r.Explained {
-		byCrash[e.Crash]++
+		crashes = append(crashes, e.Crash)
 	}
-	crashes := make([]string, 0, len(byCrash))
-	for c := range byCrash {
-		crashes = append(crashes, c)
+	countBy(&b, "allowed duplicate webhooks explained by %q: %d\n", crashes)
+	faults := make([]string, 0, len(r.ExplainedReads))
+	for _, e := range r.ExplainedReads {
+		faults = append(faults, e.Fault)
 	}
-	sort.Strings(crashes)
-	for _, c := range crashes {
-		fmt.Fprintf(&b, "allowed duplicate webhooks explained by %q: %d\n", c, byCrash[c])
-	}
+	countBy(&b, "allowed stale reads explained by an unfenced former primary in %q: %d\n", faults)
 	if len(r.Undecided) > 0 {
 		fmt.Fprintf(&b, "keys porcupine could not decide: %d\n", len(r.Undecided))
 	}
@@ -199,6 +200,23 @@ func (r Report) Table() string {
 	return b.String()
 }
 
+// countBy prints format with each distinct name (sorted) and how many
+// times names holds it: what explains the allowed oddities, by fault.
+func countBy(b *strings.Builder, format string, names []string) {
+	by := map[string]int{}
+	for _, n := range names {
+		by[n]++
+	}
+	distinct := make([]string, 0, len(by))
+	for n := range by {
+		distinct = append(distinct, n)
+	}
+	sort.Strings(distinct)
+	for _, n := range distinct {
+		fmt.Fprintf(b, format, n, by[n])
+	}
+}
+
 // Check judges a history. It returns an error when the history is
 // malformed (an operation without its kind's fields) or when porcupine
 // could not decide some key in time; anomalies are in the report, and a
@@ -211,7 +229,9 @@ func Check(h History) (Report, error) {
 	}
 	rep.Figures = figures(h)
 	add := func(a []Anomaly) { rep.Anomalies = append(rep.Anomalies, a...) }
-	add(checkReads(h))
+	reads, explainedReads := checkReads(h)
+	add(reads)
+	rep.ExplainedReads = explainedReads
 	reg, undecided := checkRegisters(h)
 	add(reg)
 	rep.Undecided = undecided
@@ -255,6 +275,8 @@ func validate(h History) error {
 			ok = op.Webhook != nil
 		case KindCrash:
 			ok = op.Crash != nil
+		case KindUnfenced:
+			ok = op.Unfenced != nil && len(op.Unfenced.Databases) > 0
 		case KindCapture, KindCancel:
 			ok = op.Command != nil && op.Answer != nil && op.Key != "" && op.Command.TransferID != ""
 		case KindRefund, KindRefundGet:

@@ -1,7 +1,9 @@
 // Package history records what the clients of a fault test did and saw,
 // one operation per JSON line, and checks that history Jepsen-style: every
 // transfer answered 202 reaches one terminal status and no read contradicts
-// an earlier one and each read answers the accepted request's body, each
+// an earlier one (but one answered while a former primary of the transfers
+// database ran unfenced: unfenced.go) and each read answers the accepted
+// request's body, each
 // Idempotency-Key behaves as a register the first accepted body wins
 // (checked with porcupine), balance snapshots keep the bank invariant and
 // the per-account model (every balance exactly what its deposits and the
@@ -348,6 +350,7 @@ type Op struct {
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
 	Record   *Record   `json:"record,omitempty"`
 	Webhook  *Webhook  `json:"webhook,omitempty"`
+	Unfenced *Unfenced `json:"unfenced,omitempty"`
 	Crash    *Crash    `json:"crash,omitempty"`
 	// Refund is the transfer a refund or a refund's read is about (Key is
 	// the refund's id, its Idempotency-Key).

@@ -55,8 +55,10 @@ func terminal(status string) bool {
 // with two terminal statuses (by reads, result events, or postings, which
 // are a settlement; a hold's by reads only, the ledger's side of a hold is
 // holds.go's), and reads that contradict an earlier one in real time (the
-// earlier completed before the later was invoked).
-func checkReads(h History) []Anomaly {
+// earlier completed before the later was invoked). A contradicting read
+// that overlapped an unfenced window of the transfers database may have
+// been answered by the former primary: it is explained, not reported.
+func checkReads(h History) ([]Anomaly, []ExplainedStaleRead) {
 	obs := map[string][]observation{}
 	accepted := map[string]bool{}
 	holds := holdIDs(h)
@@ -114,6 +116,9 @@ func checkReads(h History) []Anomaly {
 		}
 	}
 	var out []Anomaly
+	var explained []ExplainedStaleRead
+	unfenced := unfencedOn(h, readsDatabase)
+	excused := func(b observation) bool { return unfencedDuring(unfenced, b) != "" }
 	ids := make([]string, 0, len(obs))
 	for id := range obs {
 		ids = append(ids, id)
@@ -138,12 +143,14 @@ func checkReads(h History) []Anomaly {
 		if st := sortedKeys(seen); len(st) > 1 {
 			out = append(out, Anomaly{TwoTerminal, id, "seen " + strings.Join(st, " and ")})
 		}
-		if a, b, ok := contradiction(list); ok {
+		if a, b, ok := contradictionExcept(list, excused); ok {
 			out = append(out, Anomaly{StaleRead, id, fmt.Sprintf("%s (done %s) then %s (from %s)",
 				a.what, a.complete.Format(time.RFC3339Nano), b.what, b.invoke.Format(time.RFC3339Nano))})
+		} else if _, b, ok := contradiction(list); ok {
+			explained = append(explained, ExplainedStaleRead{Key: id, Fault: unfencedDuring(unfenced, b)})
 		}
 	}
-	return out
+	return out, explained
 }
 
 // sortObservations sorts list by the time each was invoked.
@@ -155,8 +162,14 @@ func sortObservations(list []observation) {
 // before b was invoked, where b (a read) knows less than a or names
 // another terminal status.
 func contradiction(list []observation) (observation, observation, bool) {
+	return contradictionExcept(list, nil)
+}
+
+// contradictionExcept is contradiction passing over each read b that skip
+// (when not nil) excuses.
+func contradictionExcept(list []observation, skip func(observation) bool) (observation, observation, bool) {
 	for _, b := range list {
-		if b.answer {
+		if b.answer || (skip != nil && skip(b)) {
 			continue
 		}
 		for _, a := range list {
