@@ -40,7 +40,12 @@ func TestReapplyLoopOnAHungServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- proj.ReapplyLoop(ctx, time.Hour, 10*time.Millisecond) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ReapplyLoop: %v", err)
+		}
+	})
 
 	id, request := uuid.New(), uuid.New()
 	if err := f.proj.Handle(ctx, []broker.Record{record(t, topics.Settled, bound(settled(id), request))}); err != nil {
