@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // Relay liveness is tied to a database session: each running relay holds a
@@ -111,7 +113,10 @@ func (l *liveness) hold(ctx context.Context, held *bool) error {
 	for range 10 {
 		candidate := rand.Int32N(1<<31-1) + 1 // 1..2^31-1: never 0, which means "none"
 		var ok bool
-		if err := conn.QueryRow(ctx, livenessLockSQL, candidate).Scan(&ok); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+		err := conn.QueryRow(lctx, livenessLockSQL, candidate).Scan(&ok)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("take liveness lock: %w", err)
 		}
 		if ok {

@@ -123,9 +123,12 @@ ON CONFLICT (slot) DO UPDATE SET max_seq = EXCLUDED.max_seq, drained = false, cr
 	return !drained, nil
 }
 
-// dropSlot drops this relay's slot and its record (a failed drain).
+// dropSlot drops this relay's slot and its record (a failed drain), both
+// within postgres.CallTimeout.
 func (r *LogicalRelay) dropSlot(ctx context.Context) error {
 	slot := r.slotName()
+	ctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	defer cancel()
 	if _, err := r.ob.db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot); err != nil {
 		return err
 	}
@@ -150,11 +153,16 @@ UPDATE outbox_event AS o SET status = 'PUBLISHED', published_at = now(), locked_
 
 // drain publishes the events the table holds from before the slot, in seq
 // order, and records that it is done. Polling relays must be stopped
-// first: a row one of them has leased is sent by both (a duplicate).
+// first: a row one of them has leased is sent by both (a duplicate). Each
+// statement is bounded (postgres.CallTimeout): on a hung server the drain
+// fails, and the relay tries again.
 func (r *LogicalRelay) drain(ctx context.Context) error {
 	slot := r.slotName()
 	var maxSeq int64
-	if err := r.ob.db.QueryRow(ctx, `SELECT max_seq FROM outbox_relay_slot WHERE slot = $1`, slot).Scan(&maxSeq); err != nil {
+	qctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	err := r.ob.db.QueryRow(qctx, `SELECT max_seq FROM outbox_relay_slot WHERE slot = $1`, slot).Scan(&maxSeq)
+	cancel()
+	if err != nil {
 		return err
 	}
 	var after int64
@@ -180,16 +188,23 @@ func (r *LogicalRelay) drain(ctx context.Context) error {
 		}
 		r.oldestUnconfirmed.Store(nil)
 		if len(acked) > 0 {
-			if _, err := r.ob.db.Exec(ctx, markPublishedSQL, acked); err != nil {
+			mctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+			_, err := r.ob.db.Exec(mctx, markPublishedSQL, acked)
+			cancel()
+			if err != nil {
 				return fmt.Errorf("mark drained events published: %w", err)
 			}
 		}
 	}
-	_, err := r.ob.db.Exec(ctx, `UPDATE outbox_relay_slot SET drained = true WHERE slot = $1`, slot)
+	uctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	defer cancel()
+	_, err = r.ob.db.Exec(uctx, `UPDATE outbox_relay_slot SET drained = true WHERE slot = $1`, slot)
 	return err
 }
 
 func (r *LogicalRelay) readDrain(ctx context.Context, after, maxSeq int64) ([]claimed, error) {
+	ctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	defer cancel()
 	rows, err := r.ob.db.Query(ctx, drainSQL, after, maxSeq, r.poll.cfg.BatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox events to drain: %w", err)

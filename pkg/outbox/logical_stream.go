@@ -38,7 +38,9 @@ func (r *LogicalRelay) stream(ctx context.Context) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing; the slot is free either way
 
-	held, err := r.deadKeys(ctx)
+	dctx, dcancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	held, err := r.deadKeys(dctx)
+	dcancel()
 	if err != nil {
 		return err
 	}

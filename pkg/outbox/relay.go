@@ -248,8 +248,12 @@ func (r *Relay) listenLoop(ctx context.Context) {
 
 func (r *Relay) listenOnce(ctx context.Context) error {
 	// A connection of its own, outside the pool: a listener holds its
-	// connection for as long as it runs.
-	conn, err := pgx.ConnectConfig(ctx, r.ob.db.Config().ConnConfig.Copy())
+	// connection for as long as it runs. The connect and the LISTEN are
+	// bounded (postgres.CallTimeout); the wait for a notification is not
+	// (polling covers a listener stuck on a hung server).
+	lctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(lctx, r.ob.db.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
@@ -258,9 +262,10 @@ func (r *Relay) listenOnce(ctx context.Context) error {
 		defer cancel()
 		conn.Close(cctx) //nolint:errcheck // closing a listener; nothing to do on error
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.ob.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(lctx, "LISTEN "+pgx.Identifier{r.ob.channel}.Sanitize()); err != nil {
 		return err
 	}
+	cancel()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/periodic"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // Waiting for the broker. A send that fails because the broker cannot be
@@ -105,14 +106,17 @@ func (w *waitState) settle(seen uint64) {
 }
 
 // probeLoop probes the broker through the oldest waiting event while the
-// relay is waiting.
+// relay is waiting. Each probe is bounded (postgres.CallTimeout): on a hung
+// server it fails and the next one reconnects.
 func (r *Relay) probeLoop(ctx context.Context) {
 	periodic.Every(ctx, func() time.Duration { return r.jitter(r.cfg.PollInterval) }, func() {
 		seen := r.wait.begin()
 		if !r.wait.waitingAt(seen) {
 			return
 		}
-		tag, err := r.ob.db.Exec(ctx, probeSQL)
+		pctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+		tag, err := r.ob.db.Exec(pctx, probeSQL)
+		cancel()
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -127,13 +131,17 @@ func (r *Relay) probeLoop(ctx context.Context) {
 }
 
 // resume makes every event that waits for the broker due now, if any
-// failure is unresolved: the broker took a send of this relay.
+// failure is unresolved: the broker took a send of this relay. The
+// statement is bounded (postgres.CallTimeout); a failed one leaves the
+// events to the probe.
 func (r *Relay) resume(ctx context.Context) {
 	seen := r.wait.begin()
 	if !r.wait.waitingAt(seen) || !r.wait.resumeDue(time.Now(), r.cfg.PollInterval) {
 		return
 	}
-	tag, err := r.ob.db.Exec(ctx, resumeSQL)
+	rctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+	tag, err := r.ob.db.Exec(rctx, resumeSQL)
+	cancel()
 	if err != nil {
 		r.log.WarnContext(ctx, "outbox: the broker is back, but the events that waited for it could not be made due; the probe carries on",
 			"relay", r.cfg.Name, "err", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/periodic"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // CloseReservation applies one capture or cancellation in its own transaction.
@@ -59,7 +60,11 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) ([]Result, error) {
 func (s *Service) RunExpiry(ctx context.Context, interval time.Duration, batch int, log *slog.Logger, expired func([]Result)) {
 	periodic.Every(ctx, periodic.Fixed(interval), func() {
 		for ctx.Err() == nil {
-			rs, err := s.ExpireDue(ctx, batch)
+			// One transaction, bounded as a whole: on a hung server the
+			// sweep fails and the next one reconnects.
+			cctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+			rs, err := s.ExpireDue(cctx, batch)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					log.ErrorContext(ctx, "expiry sweep failed", "err", err)

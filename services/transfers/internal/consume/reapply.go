@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/paysuite/payments/pkg/periodic"
+	"github.com/paysuite/payments/pkg/postgres"
 )
 
 // reapplyBatch is the most held results one pass of ReapplyLoop applies.
@@ -21,7 +22,11 @@ const reapplyBatch = 100
 func (p *Projection) ReapplyLoop(ctx context.Context, window, interval time.Duration) error {
 	periodic.Every(ctx, periodic.Fixed(interval), func() {
 		for ctx.Err() == nil {
-			n, created, err := p.store.ReapplyHeld(ctx, window, reapplyBatch)
+			// Bounded: on a hung server the pass fails and the next one
+			// reconnects (postgres.CallTimeout).
+			cctx, cancel := context.WithTimeout(ctx, postgres.CallTimeout)
+			n, created, err := p.store.ReapplyHeld(cctx, window, reapplyBatch)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					p.log.WarnContext(ctx, "re-apply held results failed", "err", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/paysuite/payments/pkg/periodic"
+	pg "github.com/paysuite/payments/pkg/postgres"
 )
 
 // metrics are the projection's, counted where it writes. The held ones
@@ -69,9 +70,11 @@ func (s *Store) HeldGaugesLoop(ctx context.Context, window, interval time.Durati
 }
 
 // RefreshHeldGauges sets transfers_results_held and
-// transfers_results_held_overdue (past window) from the table once; a
-// failure keeps the last values.
+// transfers_results_held_overdue (past window) from the table once, both
+// reads within postgres.CallTimeout; a failure keeps the last values.
 func (s *Store) RefreshHeldGauges(ctx context.Context, window time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, pg.CallTimeout)
+	defer cancel()
 	n, err := s.CountHeld(ctx)
 	if err == nil {
 		s.metrics.pending.Set(float64(n))

@@ -192,11 +192,14 @@ DELETE FROM inbox_event WHERE ctid IN (
 
 // CleanupInbox deletes the processed-event rows (inbox_event) of every
 // consumer older than retention, batch rows per statement, until none is
-// left, and returns how many it deleted.
+// left, and returns how many it deleted. Each statement is bounded
+// (postgres.CallTimeout), as the outbox cleanup's are.
 func (s *Store) CleanupInbox(ctx context.Context, retention time.Duration, batch int) (int64, error) {
 	var total int64
 	for {
-		tag, err := s.db.Exec(ctx, cleanupSQL, retention.String(), batch)
+		dctx, cancel := context.WithTimeout(ctx, pg.CallTimeout)
+		tag, err := s.db.Exec(dctx, cleanupSQL, retention.String(), batch)
+		cancel()
 		if err != nil {
 			return total, fmt.Errorf("inbox cleanup: %w", err)
 		}
