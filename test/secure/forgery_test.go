@@ -286,7 +286,7 @@ func TestForgedDeadLetters(t *testing.T) {
 			for _, d := range got.Topicos {
 				names = append(names, d.Topico)
 			}
-			want := []string{events.DLT(tp.Analysed), events.DLT(tp.CaptureRequested), events.DLT(tp.CancelRequested)}
+			want := []string{events.DLT(tp.Analysed), events.DLT(tp.CaptureRequested), events.DLT(tp.CancelRequested), events.DLT(tp.RefundRequested)}
 			if svc == s.notifications {
 				want = []string{events.DLT(tp.Settled), events.DLT(tp.Rejected), events.DLT(tp.Reserved), events.DLT(tp.Cancelled),
 					events.DLT(tp.RefundSettled), events.DLT(tp.RefundRejected)}
