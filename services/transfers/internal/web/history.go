@@ -75,8 +75,14 @@ func historyQuery(r *http.Request) (f transfer.Filter, limit int, cursor string,
 		if err != nil {
 			return ""
 		}
-		var v string
-		v, _, err = httpapi.SearchParam(r, name)
+		v, given, gerr := httpapi.SearchParam(r, name)
+		switch {
+		case gerr != nil:
+			err = gerr
+		case given && v == "" && slices.Contains(nonEmptyParams, name):
+			// Given empty, a typed parameter is malformed, never absent.
+			err = param(name, "must not be empty; leave it out for no filter")
+		}
 		return v
 	}
 	account, statuses, since, until, lim, cursor, client :=
@@ -113,6 +119,10 @@ func historyQuery(r *http.Request) (f transfer.Filter, limit int, cursor string,
 	}
 	return f, limit, cursor, nil
 }
+
+// nonEmptyParams are the listing's parameters whose shape an empty value
+// breaks (an account id, an instant, an integer).
+var nonEmptyParams = []string{"conta", "desde", "ate", "limite"}
 
 // instant is the RFC 3339 time v of parameter name, the zero time when v
 // is empty.
