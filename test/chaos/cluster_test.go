@@ -319,19 +319,12 @@ func (s *suite) clusterFaults(pairs []*pgPair) {
 	}
 }
 
-// busiestPartition is topic's partition with the most records. The
-// offsets are asked again for up to 30 s: right after a fault a partition
-// whose leader is still moving answers with an error.
+// busiestPartition is topic's partition with the most records (offsets
+// asks again while a leader is still moving).
 func (s *suite) busiestPartition(topic string) int {
 	s.t.Helper()
-	var first, end map[int]int64
-	var err error
-	if !poll.Wait(30*time.Second, poll.Interval, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		first, end, err = offsets(ctx, s.kc, topic)
-		return err == nil
-	}) {
+	first, end, err := offsets(context.Background(), s.kc, topic)
+	if err != nil {
 		s.t.Fatalf("offsets of %s: %v", topic, err)
 	}
 	best, most := 0, int64(-1)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/paysuite/payments/test/support/poll"
 )
 
 // partitions lists a topic's partitions.
@@ -36,7 +38,21 @@ func partitions(ctx context.Context, c *kafka.Client, topic string) ([]int, erro
 }
 
 // offsets returns the first and end offset of each partition of topic.
+// It asks again for up to 30 s (while ctx lasts) when the answer is an
+// error: right after a fault a partition whose leader is still moving
+// answers "not leader" or "an unexpected server error".
 func offsets(ctx context.Context, c *kafka.Client, topic string) (first, end map[int]int64, err error) {
+	poll.Wait(30*time.Second, poll.Interval, func() bool {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		first, end, err = offsetsOnce(actx, c, topic)
+		return err == nil || ctx.Err() != nil
+	})
+	return first, end, err
+}
+
+// offsetsOnce is one ask of offsets.
+func offsetsOnce(ctx context.Context, c *kafka.Client, topic string) (first, end map[int]int64, err error) {
 	ps, err := partitions(ctx, c, topic)
 	if err != nil {
 		return nil, nil, err
