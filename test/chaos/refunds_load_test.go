@@ -129,7 +129,11 @@ func (l *load) driveRefund(ctx context.Context, key string, r transferReq, fate 
 		return
 	}
 	l.refundStats.refunded.Add(1)
-	time.Sleep(time.Duration(rand.IntN(2000)) * time.Millisecond) // a client's pause before it acts, not a wait for a condition
+	select { // a client's pause before it acts, not a wait for a condition
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Duration(rand.IntN(2000)) * time.Millisecond):
+	}
 	first, second, two := refundAmounts(fate, r.AmountCents)
 	var wg sync.WaitGroup
 	refund := func(amount int64) {

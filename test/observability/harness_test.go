@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -307,19 +306,22 @@ func (h *harness) do(method, path string, hdr map[string]string, body string) (i
 
 // expectStatus sends a request and fails the test unless it gets want.
 //
-// A 503 overloaded (admission control) is waited out as a client would,
-// by its Retry-After, for up to wait: the outage step leaves transfers
+// A 503 overloaded (admission control) is asked again, as a client
+// would, for up to wait: the outage step leaves transfers
 // that never settle here (no ledger runs), and admission sheds until the
 // rate it admits climbs back.
 func (h *harness) expectStatus(want int, method, path string, hdr map[string]string, body string) http.Header {
 	h.t.Helper()
-	status, header, b := h.do(method, path, hdr, body)
-	for deadline := time.Now().Add(wait); status != want && status == http.StatusServiceUnavailable &&
-		bytes.Contains(b, []byte("/overloaded")) && time.Now().Before(deadline); {
-		after, _ := strconv.Atoi(header.Get("Retry-After"))
-		time.Sleep(min(time.Duration(max(after, 1))*time.Second, 2*time.Second))
+	var (
+		status int
+		header http.Header
+		b      []byte
+	)
+	poll.Until(h.t, wait, "an answer other than 503 overloaded", func() (bool, string) {
 		status, header, b = h.do(method, path, hdr, body)
-	}
+		overloaded := status != want && status == http.StatusServiceUnavailable && bytes.Contains(b, []byte("/overloaded"))
+		return !overloaded, string(b)
+	})
 	if status != want {
 		h.t.Fatalf("%s %s = %d %s, want %d", method, path, status, b, want)
 	}

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -49,7 +50,11 @@ func TestRunExpiryOnAHungServer(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
-	time.Sleep(200 * time.Millisecond) // sweeps finding nothing due, their connections fresh
+	// A few sweeps finding nothing to do, on fresh connections, before the hang.
+	poll.Until(t, 10*time.Second, "three sweeps on the server", func() (bool, string) {
+		n := pdb.Stat().AcquireCount()
+		return n >= 3, fmt.Sprintf("%d connections acquired", n)
+	})
 	proxy.Hang()
 	poll.Until(t, pgplatform.CallTimeout+5*time.Second, "the sweep on the hung server failed", func() (bool, string) {
 		return strings.Contains(logs.String(), "expiry sweep failed"), logs.String()

@@ -2,6 +2,7 @@ package consume_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -51,7 +52,11 @@ func TestReapplyLoopOnAHungServer(t *testing.T) {
 	if err := f.proj.Handle(ctx, []broker.Record{record(t, topics.Settled, bound(settled(id), request))}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // passes finding nothing to apply, their connections fresh
+	// A few passes finding nothing to do, on fresh connections, before the hang.
+	poll.Until(t, 10*time.Second, "three passes on the server", func() (bool, string) {
+		n := pdb.Stat().AcquireCount()
+		return n >= 3, fmt.Sprintf("%d connections acquired", n)
+	})
 	proxy.Hang()
 	poll.Until(t, pg.CallTimeout+5*time.Second, "the pass on the hung server failed", func() (bool, string) {
 		return strings.Contains(logs.String(), "re-apply held results failed"), logs.String()
