@@ -40,13 +40,16 @@ type claimed struct {
 // transaction). Claims are short (a few milliseconds for a thousand rows);
 // sends and marks are not under the lock.
 //
+// The claim's commit does not wait for its WAL to reach disk
+// (synchronous_commit off, for its own transaction only; see asyncCommitSQL).
+//
 // The claim also turns bitmap scans off for its own transaction: the outbox
 // is a queue, its statistics always lag behind it, and with a few hundred
 // rows estimated where tens of thousands wait, the planner reads every ready
 // row through a bitmap and sorts them rather than walk the seq index until
 // the batch is full, and matches the leased ids by ANDing bitmaps of
 // thousands of rows.
-const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), hashtext('claim')), set_config('enable_bitmapscan', 'off', true)`
+const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtext('outbox_event'), hashtext('claim')), set_config('enable_bitmapscan', 'off', true), set_config('synchronous_commit', 'off', true)`
 
 // The claim statement leases and returns the events to send; their order is
 // not the statement's, the caller sorts them by seq.
@@ -207,7 +210,7 @@ func (r *Relay) release(ctx context.Context, batch []claimed, token string) erro
 	for i, c := range batch {
 		ids[i] = c.id
 	}
-	if _, err := r.ob.db.Exec(ctx, releaseSQL, ids, token); err != nil {
+	if err := r.execAsync(ctx, releaseSQL, ids, token); err != nil {
 		// Still leased to the claim and unsent: another relay takes them
 		// after the lease, or at once if this relay dies.
 		return fmt.Errorf("release %d outbox events: %w", len(ids), err)

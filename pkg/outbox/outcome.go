@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/paysuite/payments/pkg/backoff"
 	"github.com/paysuite/payments/pkg/broker"
@@ -43,6 +44,42 @@ UPDATE outbox_event AS o
        locked_by = NULL, locked_until = NULL, lease_owner = NULL
   FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bool[], $6::bool[], $7::bool[]) AS f(id, delay_ms, err, dead, refused, outage)
  WHERE o.id = f.id AND o.status = 'PROCESSING' AND o.locked_by = $5`
+
+// asyncCommitSQL makes the commit of the transaction it runs in return
+// without waiting for its WAL to reach disk (or a synchronous standby). The
+// relay's own writes (a claim's leases, the marks PUBLISHED, a retry's
+// schedule, a release) take it: each is bookkeeping that a crash or a
+// failover may lose without losing or doubling an event's effect. A lost
+// lease or mark leaves the event PENDING or leased to a claim no live relay
+// holds, so it is sent again: a second copy, which every consumer drops by
+// its event id, as it drops the copy a relay that died between its send and
+// its mark leaves. The leases still exclude other claims at once: a commit
+// is visible when it returns, durable or not. The events themselves are
+// written by the business transactions, which keep the server's
+// synchronous_commit. The WAL of these commits reaches disk with the next
+// durable commit or the WAL writer's next round (wal_writer_delay), and
+// each one saves a transfer's hop a wait for the disk: the claim's on the
+// way to the broker, the mark's beside it.
+const asyncCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
+
+// execAsync runs sql in a transaction of its own whose commit does not wait
+// for the disk (asyncCommitSQL): both statements in one round trip, a pgx
+// batch running as one implicit transaction.
+func (r *Relay) execAsync(ctx context.Context, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(asyncCommitSQL)
+	b.Queue(sql, args...)
+	br := r.ob.db.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	// Close reports the implicit commit's outcome.
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // errNotSent is the result of an event the claim leased but did not send:
 // held back behind an older event of its key that failed in the same batch,
@@ -105,14 +142,14 @@ func (r *Relay) record(ctx context.Context, batch []claimed, results []error, to
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postgres.CallTimeout)
 	defer cancel()
 	if len(ok) > 0 {
-		if _, err := r.ob.db.Exec(mctx, publishedSQL, ok, token); err != nil {
+		if err := r.execAsync(mctx, publishedSQL, ok, token); err != nil {
 			// The events stay PROCESSING; after the lease they are sent
 			// again: a duplicate, never a loss.
 			return fmt.Errorf("mark %d outbox events published: %w", len(ok), err)
 		}
 	}
 	if len(failIDs) > 0 {
-		if _, err := r.ob.db.Exec(mctx, failedSQL, failIDs, delays, errs, dead, token, refused, outages); err != nil {
+		if err := r.execAsync(mctx, failedSQL, failIDs, delays, errs, dead, token, refused, outages); err != nil {
 			return fmt.Errorf("schedule %d outbox retries: %w", len(failIDs), err)
 		}
 	}
