@@ -37,6 +37,7 @@ func (c Config) kgoOpts() ([]kgo.Opt, error) {
 		kgo.MetadataMinAge(500 * time.Millisecond),
 		kgo.MetadataMaxAge(30 * time.Second),
 		kgo.BrokerMaxReadBytes(int32(max(c.maxMessageBytes()*16, 100<<20))), //nolint:gosec // bounded above by the broker's limits
+		kgo.WithHooks(requestCounter{}),
 	}, sec...), nil
 }
 

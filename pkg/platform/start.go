@@ -11,6 +11,7 @@ import (
 
 	"github.com/paysuite/payments/migrations"
 	"github.com/paysuite/payments/pkg/auth"
+	"github.com/paysuite/payments/pkg/broker"
 	"github.com/paysuite/payments/pkg/httpapi"
 	"github.com/paysuite/payments/pkg/postgres"
 )
@@ -24,10 +25,11 @@ import (
 const maxPoolConns = 1000
 
 // NewRegistry is the service's metrics registry, served at /metrics, with
-// the Go runtime and process collectors registered.
+// the Go runtime and process collectors and the Kafka clients' request
+// counter (broker.Requests) registered.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), broker.Requests)
 	return reg
 }
 
