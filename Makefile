@@ -7,7 +7,8 @@
 #                go.mod's tool block)
 #   make bench   benchmarks against the same throwaway servers:
 #                make bench BENCH=Relay BENCHTIME=5s PKGS=./pkg/outbox/...
-#   make bench-e2e  the whole flow under open-loop load (test/benche2e), all
+#   make bench-e2e  the whole flow under open-loop load (test/benche2e) on a durable
+#                PostgreSQL, each relay in turn, all
 #                in one process and as four processes, on the same servers:
 #                make bench-e2e BENCH_E2E_FLAGS='-rates 100,300,600 -step 60s'
 #   make demo    the whole suite in one process, a scripted flow, then it serves
@@ -56,8 +57,9 @@
 #                in PAYSUITE_COMPOSE_CACHE (default /var/cache/paysuite-compose)
 #   make vuln    govulncheck; needs vuln.go.dev, so not part of CI
 #
-# The throwaway PostgreSQL runs with fsync=off, synchronous_commit=off and
-# full_page_writes=off: benchmark numbers measure code, not durable commits.
+# The throwaway PostgreSQL of make test and make bench runs with fsync=off,
+# synchronous_commit=off and full_page_writes=off; make bench-e2e turns all
+# three on (BENCH_E2E_DURABLE).
 
 SHELL := bash
 GO ?= go
@@ -92,11 +94,16 @@ bench:
 	TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -benchmem -timeout 60m $(PKGS)
 
 # Not part of CI. It drops and creates the databases payments_<service> and
-# the suite's default topics on the servers it is given: with-infra's own.
+# the suite's default topics on the servers it is given: with-infra's own,
+# on a data folder of its own. PostgreSQL is durable, as deploy/ runs it
+# (fsync, synchronous_commit, full_page_writes on); BENCH_E2E_DURABLE=0
+# measures on with-infra's test settings (all three off) instead.
 # pg_stat_statements is loaded; the bench turns its tracking off unless
-# -profile asks for it.
+# -profile asks for it. Both relays are measured, each beside its own
+# baselines (-relay polling,logical).
 BENCH_E2E_FLAGS ?=
-BENCH_E2E_PG_OPTS ?= -c shared_preload_libraries=pg_stat_statements
+BENCH_E2E_DURABLE ?= 1
+BENCH_E2E_PG_OPTS ?= -c shared_preload_libraries=pg_stat_statements $(if $(filter 0,$(BENCH_E2E_DURABLE)),,-c fsync=on -c synchronous_commit=on -c full_page_writes=on)
 bench-e2e:
 	TEST_PG_OPTS='$(BENCH_E2E_PG_OPTS)' TEST_KAFKA_JVM_OPTS='$(BENCH_KAFKA_JVM_OPTS)' $(WITH_INFRA) $(GO) run ./test/benche2e $(BENCH_E2E_FLAGS)
 

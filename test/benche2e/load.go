@@ -182,11 +182,12 @@ func (a *api) closedLoop(ctx context.Context, url string, accounts []string, cli
 			for ctx.Err() == nil {
 				id := uuid.New()
 				sent := time.Now()
-				st, _, err := a.call(context.WithoutCancel(ctx), http.MethodPost, url+"/transferencias", id.String(), transferBody(accounts))
+				st, body, err := a.call(context.WithoutCancel(ctx), http.MethodPost, url+"/transferencias", id.String(), transferBody(accounts))
 				if err != nil {
 					st = 0
 				}
-				mine = append(mine, postResult{id: id, status: st, latency: time.Since(sent)})
+				mine = append(mine, postResult{id: id, status: st, latency: time.Since(sent),
+					overloaded: st == http.StatusServiceUnavailable && body["type"] == overloadedType})
 			}
 			mu.Lock()
 			all = append(all, mine...)

@@ -65,9 +65,12 @@ type options struct {
 	profile      string
 	profileCPU   bool
 	// overload are the overload steps, multiples of the plateau the rates
-	// found; relay is OUTBOX_RELAY of every service.
-	overload []float64
-	relay    string
+	// found; relays are the OUTBOX_RELAY values measured in turn, and relay
+	// the one of the run in progress (every service's).
+	overload   []float64
+	relays     []string
+	relay      string
+	warmupRate float64
 }
 
 func main() {
@@ -81,15 +84,16 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench-e2e", flag.ContinueOnError)
-	modes := fs.String("modes", "all-in-one,four-processes", "deployments to measure, in order: all-in-one (payments-dev run), four-processes")
+	modes := fs.String("modes", "all-in-one,four-processes", "deployments to measure, in order: all-in-one (payments-dev run on the broker), four-processes, embedded (payments-dev run on its in-process kfake, as make run)")
 	rates := fs.String("rates", "50,100,200,400,800", "offered rates, requests per second, in order (a rate left undrained ends the series)")
 	step := fs.Duration("step", 15*time.Second, "how long each rate is offered")
 	drain := fs.Duration("drain", 30*time.Second, "longest wait after a step for its transfers to reach a terminal status")
-	warmup := fs.Duration("warmup", 20*time.Second, "load at the first rate before the first step of each deployment, not reported")
+	warmup := fs.Duration("warmup", 20*time.Second, "load before the first step of each deployment, not reported")
+	warmupRate := fs.Float64("warmup-rate", 300, "rate of the warm-up: high enough that the broker's JIT compiles its hot paths before the first step, not during it")
 	accounts := fs.Int("accounts", 1000, "funded accounts the transfers pick from")
 	postClients := fs.Int("post-clients", 8, "clients of the POST-alone baseline (closed loop)")
 	postFor := fs.Duration("post-for", 10*time.Second, "duration of the POST-alone baseline")
-	floorSamples := fs.Int("floor-samples", 50, "records of the produce-to-consume floor")
+	floorSamples := fs.Int("floor-samples", 200, "records of the produce-to-consume floor")
 	basePort := fs.Int("port", 18080, "first of the four HTTP ports (transfers, ledger, antifraud, notifications)")
 	maxInFlight := fs.Int("max-in-flight", 4000, "most outstanding requests; a request that finds them all busy leaves late (reported)")
 	logDir := fs.String("logs", "", "folder for the services' logs (default: a temporary folder, kept)")
@@ -97,7 +101,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	profileCPU := fs.Bool("profile-cpu", true, "with -profile, also the CPU profiles (perf, JFR, pprof), which cost CPU of their own; false keeps the heap profiles and PostgreSQL's statements (a long memory run)")
 	profile := fs.String("profile", "", "folder for profiles: each service's CPU profile per step and heap profile at start and end (binaries built with -tags benchprofile), PostgreSQL's statements per step (pg_stat_statements)")
 	overload := fs.String("overload", "2,5", "overload steps after the rates, as multiples of the plateau (the highest settled/s of the rates), comma-separated; empty: none")
-	relay := fs.String("relay", "polling", "OUTBOX_RELAY of every service: polling, or logical (the WAL; PostgreSQL needs wal_level=logical, as test/infra/with-infra.sh starts it)")
+	relays := fs.String("relay", "polling,logical", "OUTBOX_RELAY of every service, comma-separated, each measured in turn beside baselines of its own: polling, logical (the WAL; PostgreSQL needs wal_level=logical, as test/infra/with-infra.sh starts it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -106,9 +110,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	o := options{step: *step, warmup: *warmup, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
 		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, logDir: *logDir, env: map[string]string{},
-		profile: *profile, profileCPU: *profileCPU, relay: *relay}
-	if o.relay != "polling" && o.relay != "logical" {
-		return fmt.Errorf("-relay: %q is neither polling nor logical", o.relay)
+		profile: *profile, profileCPU: *profileCPU, warmupRate: *warmupRate}
+	for r := range strings.SplitSeq(*relays, ",") {
+		if r = strings.TrimSpace(r); r != "polling" && r != "logical" {
+			return fmt.Errorf("-relay: %q is neither polling nor logical", r)
+		}
+		o.relays = append(o.relays, strings.TrimSpace(r))
 	}
 	for m := range strings.SplitSeq(*overload, ",") {
 		if m = strings.TrimSpace(m); m == "" {
@@ -121,7 +128,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.overload = append(o.overload, v)
 	}
 	for m := range strings.SplitSeq(*modes, ",") {
-		if m = strings.TrimSpace(m); m != "all-in-one" && m != "four-processes" {
+		if m = strings.TrimSpace(m); m != "all-in-one" && m != "four-processes" && m != "embedded" {
 			return fmt.Errorf("-modes: unknown deployment %q", m)
 		}
 		o.modes = append(o.modes, strings.TrimSpace(m))
@@ -143,8 +150,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		o.env[k] = v
 	}
-	if o.accounts < 2 || o.step <= 0 || o.postClients < 1 || o.floorSamples < 1 {
-		return errors.New("-accounts must be at least 2; -step, -post-clients and -floor-samples positive")
+	if o.accounts < 2 || o.step <= 0 || o.postClients < 1 || o.floorSamples < 1 || o.warmupRate <= 0 {
+		return errors.New("-accounts must be at least 2; -step, -warmup-rate, -post-clients and -floor-samples positive")
 	}
 	serverURL, brokers := os.Getenv("TEST_DATABASE_URL"), os.Getenv("TEST_KAFKA_BROKERS")
 	if serverURL == "" || brokers == "" {
@@ -223,7 +230,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		// Velocity rules off: random transfers
 		// between a fixed set of accounts would trip them.
 		"ANTIFRAUD_VELOCITY_MAX_COUNT": "0", "ANTIFRAUD_VELOCITY_MAX_CENTS": "0",
-		"OUTBOX_RELAY": o.relay,
 		// One minter funds every account of every phase at the ceiling
 		// of one deposit: no daily minting ceiling in the way.
 		"LEDGER_MAX_DEPOSIT_CENTS_PER_DAY": "1000000000000000000",
@@ -231,20 +237,43 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for k, v := range o.env {
 		b.baseEnv[k] = v
 	}
-	fmt.Fprintf(out, "bench-e2e: logs in %s; PostgreSQL %s; Kafka %s\n", o.logDir, envconfig.RedactDSN(serverURL), brokers)
-	fmt.Fprintf(out, "bench-e2e: %d accounts, rates %v/s for %s each, %s drain; overload steps %vx the plateau; OUTBOX_RELAY=%s\n\n",
-		o.accounts, o.rates, o.step, o.drain, o.overload, o.relay)
+	fmt.Fprintf(out, "bench-e2e: logs in %s; PostgreSQL %s (%s); Kafka %s\n", o.logDir, envconfig.RedactDSN(serverURL),
+		durability(ctx, serverURL), brokers)
+	fmt.Fprintf(out, "bench-e2e: %d accounts, rates %v/s for %s each, %s drain; overload steps %vx the plateau; OUTBOX_RELAY %v in turn\n\n",
+		o.accounts, o.rates, o.step, o.drain, o.overload, o.relays)
 
-	if err := b.baselines(ctx); err != nil {
-		return fmt.Errorf("baselines: %w", err)
+	var runs []*bench
+	for _, relay := range o.relays {
+		r := b.forRelay(relay)
+		fmt.Fprintf(out, "=== OUTBOX_RELAY=%s\n", relay)
+		if err := r.baselines(ctx); err != nil {
+			return fmt.Errorf("%s: baselines: %w", relay, err)
+		}
+		for _, m := range o.modes {
+			if err := r.deployment(ctx, m); err != nil {
+				return fmt.Errorf("%s: %s: %w", relay, m, err)
+			}
+		}
+		runs = append(runs, r)
 	}
-	for _, m := range o.modes {
-		if err := b.deployment(ctx, m); err != nil {
-			return fmt.Errorf("%s: %w", m, err)
+	for _, r := range runs {
+		r.summary()
+	}
+	return nil
+}
+
+// forRelay is a copy of b for one OUTBOX_RELAY: the same binaries, keys and
+// servers, its own baselines and results.
+func (b *bench) forRelay(relay string) *bench {
+	r := *b
+	r.o.relay = relay
+	r.baseEnv = map[string]string{"OUTBOX_RELAY": relay}
+	for k, v := range b.baseEnv {
+		if k != "OUTBOX_RELAY" { // -env does not override the relay measured
+			r.baseEnv[k] = v
 		}
 	}
-	b.summary()
-	return nil
+	return &r
 }
 
 type bench struct {
@@ -260,8 +289,14 @@ type bench struct {
 	postP99  time.Duration
 	// postCPU is the CPU of one accepted POST of the POST-alone baseline,
 	// counted as a step's CPU per settled transfer is.
-	postCPU   time.Duration
-	floorP50  time.Duration
+	postCPU  time.Duration
+	floorP50 time.Duration
+	// commitP50 is one durable commit's latency on the server; shedRate
+	// and shedCPU the POSTs shed per second, and the CPU of one, with the
+	// transfers service alone and admission made to shed.
+	commitP50 time.Duration
+	shedRate  float64
+	shedCPU   time.Duration
 	sustained map[string]float64
 	plateau   map[string]float64
 	rows      map[string][]stepRow
@@ -351,10 +386,13 @@ func remaining(specs []broker.TopicSpec, created []string) []broker.TopicSpec {
 func (b *bench) startServices(ctx context.Context, mode, only string) ([]*proc, error) {
 	var procs []*proc
 	var urls []string
-	if mode == "all-in-one" {
+	if oneProcess(mode) {
 		env := map[string]string{"DATABASE_URL": b.serverURL}
 		for k, v := range b.baseEnv {
 			env[k] = v
+		}
+		if mode == "embedded" { // make run: franz-go's kfake in the process
+			delete(env, "KAFKA_BROKERS")
 		}
 		for i, s := range services {
 			env[strings.ToUpper(s)+"_HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", b.o.basePort+i)
@@ -420,14 +458,78 @@ func (b *bench) baselines(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	procs, err := b.startServices(ctx, "four-processes", "transfers")
+	alone, err := b.postAlone(ctx, accounts, nil, 2*time.Second)
 	if err != nil {
 		return err
 	}
-	b.api.closedLoop(ctx, b.url(0), accounts, b.o.postClients, 2*time.Second) // warm-up
-	// The CPU of the POST alone is counted as a step's is (cpuPerSettled:
-	// the transfers process, which also relays its events, PostgreSQL and
-	// the broker; not the load generator), so that the two compare.
+	b.postRate, b.postP99, b.postCPU = alone.rate, alone.lat.p99, alone.cpu
+	fmt.Fprintf(b.out, "POST /transferencias alone (transfers process only, %d clients closed loop, %s): %.0f accepted/s, p50 %s ms, p99 %s ms (%d of %d answered 202); CPU %s ms per accepted POST (the process, PostgreSQL and the broker)\n",
+		b.o.postClients, b.o.postFor, b.postRate, ms(alone.lat.p50), ms(alone.lat.p99), alone.lat.n, alone.answered, msf(b.postCPU))
+	// The same with every POST shed: no relay, and admission sheds past
+	// one pending outbox event. Its rate decays to the least it admits
+	// (one a second) within seconds of the warm-up.
+	shed, err := b.postAlone(ctx, accounts, map[string]string{"OUTBOX_RELAY_ENABLED": "false", "ADMISSION_MAX_OUTBOX_PENDING": "1"}, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	b.shedRate, b.shedCPU = float64(shed.shed)/b.o.postFor.Seconds(), shed.cpuShed
+	fmt.Fprintf(b.out, "POST /transferencias shed (the same, admission made to shed): %.0f shed/s, %d accepted; CPU %s ms per shed POST = %.3f x an accepted POST's\n",
+		b.shedRate, shed.lat.n, msf3(b.shedCPU), float64(b.shedCPU)/float64(max(b.postCPU, 1)))
+	commits, err := commitLatencies(ctx, b.serverURL, b.o.floorSamples)
+	if err != nil {
+		return fmt.Errorf("commit floor: %w", err)
+	}
+	cl := summarise(commits)
+	b.commitP50 = cl.p50
+	fmt.Fprintf(b.out, "one durable commit (one-row INSERT, autocommit, %d in a row): p50 %s ms, p99 %s ms\n", cl.n, msf(cl.p50), msf(cl.p99))
+
+	// The first records of a fresh client and topic find the broker's
+	// fetch and produce paths cold (its JIT, the client's connections): a
+	// first round is thrown away, so that the floor is a warm one.
+	if _, err := floor(ctx, b.kcfg, "bench-e2e.floor."+uuid.NewString()[:8], b.o.floorSamples); err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	samples, err := floor(ctx, b.kcfg, "bench-e2e.floor."+uuid.NewString()[:8], b.o.floorSamples)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	fl := summarise(samples)
+	b.floorP50 = fl.p50
+	fmt.Fprintf(b.out, "floor: one record produce-to-consume (broker.NewProducer -> broker.NewGroup, %d records): p50 %s ms, p99 %s ms; three hops: %s ms\n\n",
+		fl.n, msf(fl.p50), msf(fl.p99), msf(3*fl.p50))
+	return nil
+}
+
+// aloneResult is what postAlone measured.
+type aloneResult struct {
+	rate           float64
+	lat            dist
+	answered, shed int
+	cpu, cpuShed   time.Duration
+}
+
+// postAlone runs the transfers service alone with env added to its own,
+// warms it up for warm, and then measures POST /transferencias closed loop
+// for -post-for: the accepted rate and latency, and the CPU of the
+// process, PostgreSQL and the broker (counted as a step's is, so that the
+// figures compare; the load generator left out) per accepted POST and per
+// shed one.
+func (b *bench) postAlone(ctx context.Context, accounts []string, env map[string]string, warm time.Duration) (aloneResult, error) {
+	saved := b.baseEnv
+	b.baseEnv = map[string]string{}
+	for k, v := range saved {
+		b.baseEnv[k] = v
+	}
+	for k, v := range env {
+		b.baseEnv[k] = v
+	}
+	procs, err := b.startServices(ctx, "four-processes", "transfers")
+	b.baseEnv = saved
+	if err != nil {
+		return aloneResult{}, err
+	}
+	defer stopAll(procs)
+	b.api.closedLoop(ctx, b.url(0), accounts, b.o.postClients, warm)
 	cpu := stepRow{usage: map[string][2]usage{}, servers: map[string]time.Duration{}}
 	before, _ := readUsage(procs[0].cmd.Process.Pid)
 	serversBefore := serverUsage(b.pgPort, b.kafkaPort)
@@ -437,28 +539,21 @@ func (b *bench) baselines(ctx context.Context) error {
 	for name, c := range serverUsage(b.pgPort, b.kafkaPort) {
 		cpu.servers[name] = c - serversBefore[name]
 	}
-	stopAll(procs)
 	var lat []time.Duration
+	res := aloneResult{answered: len(rs)}
 	for _, r := range rs {
-		if r.status == http.StatusAccepted {
+		switch {
+		case r.status == http.StatusAccepted:
 			lat = append(lat, r.latency)
+		case r.overloaded:
+			res.shed++
 		}
 	}
-	dl := summarise(lat)
-	b.postRate, b.postP99 = float64(len(lat))/b.o.postFor.Seconds(), dl.p99
-	b.postCPU = cpuPerSettled(cpu, len(lat))
-	fmt.Fprintf(b.out, "POST /transferencias alone (transfers process only, %d clients closed loop, %s): %.0f accepted/s, p50 %s ms, p99 %s ms (%d of %d answered 202); CPU %s ms per accepted POST (the process, PostgreSQL and the broker)\n",
-		b.o.postClients, b.o.postFor, b.postRate, ms(dl.p50), ms(dl.p99), len(lat), len(rs), msf(b.postCPU))
-
-	samples, err := floor(ctx, b.kcfg, "bench-e2e.floor."+uuid.NewString()[:8], b.o.floorSamples)
-	if err != nil {
-		return fmt.Errorf("floor: %w", err)
-	}
-	fl := summarise(samples)
-	b.floorP50 = fl.p50
-	fmt.Fprintf(b.out, "floor: one record produce-to-consume (broker.NewProducer -> broker.NewGroup, %d records): p50 %s ms, p99 %s ms; three hops: %s ms\n\n",
-		fl.n, ms(fl.p50), ms(fl.p99), ms(3*fl.p50))
-	return nil
+	res.lat = summarise(lat)
+	res.rate = float64(len(lat)) / b.o.postFor.Seconds()
+	res.cpu = cpuPerSettled(cpu, len(lat))
+	res.cpuShed = cpuPerSettled(cpu, res.shed)
+	return res, nil
 }
 
 // stepRow is one rate's line.
@@ -487,6 +582,16 @@ type stepRow struct {
 	shed          int
 	heapMiB       float64
 	cpuPerSettled time.Duration
+	// cpu is the CPU of every process over the step; jit the part of the
+	// broker's that its JIT compiler threads took (counted in cpu too).
+	cpu, jit time.Duration
+	// elapsed is the step's length as measured.
+	elapsed time.Duration
+	// work is each round-trip counter's growth over the step (counters).
+	work map[string]float64
+	// generator is the CPU of this process, the load generator, over the
+	// step: on the same cores as the suite, not counted in cpu.
+	generator time.Duration
 }
 
 // busyCores is how many of the machine's cores were busy over the step,
@@ -500,7 +605,7 @@ func (r stepRow) busyCores() float64 {
 
 // deployment measures one deployment at every rate.
 func (b *bench) deployment(ctx context.Context, mode string) error {
-	fmt.Fprintf(b.out, "== %s\n", mode)
+	fmt.Fprintf(b.out, "== %s, OUTBOX_RELAY=%s\n", mode, b.o.relay)
 	d, err := b.reset(ctx)
 	if err != nil {
 		return err
@@ -519,17 +624,18 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 	if err != nil {
 		return err
 	}
-	// Warm-up at the first rate, not reported: the broker's JIT compiles
-	// its hot paths meanwhile (its compiler threads took a sixth of the
-	// machine in the first steps after a 3 s warm-up).
-	b.api.openLoop(ctx, b.url(0), accounts, b.o.rates[0], b.o.warmup, b.o.maxInFlight)
+	// Warm-up, not reported: the broker's JIT compiles its hot paths
+	// meanwhile. At a low rate it does not: after 10 s at 100/s its C2
+	// compiler threads still took a quarter of the machine in the first
+	// step, charged to that step's transfers.
+	b.api.openLoop(ctx, b.url(0), accounts, b.o.warmupRate, b.o.warmup, b.o.maxInFlight)
 	b.waitDrained(ctx, d, b.o.drain)
 	// The heap's start is taken warm, after the first load: its growth to
 	// the end is what the steps added, not the caches and pools the first
 	// requests fill.
 	heapStart := b.heaps(ctx, mode)
 	if b.prof != nil {
-		b.heapProfiles(ctx, procs, mode+"-start")
+		b.heapProfiles(ctx, procs, b.o.relay+"-"+mode+"-start")
 	}
 
 	var rows []stepRow
@@ -555,9 +661,10 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 	}
 	heapEnd := b.heaps(ctx, mode)
 	if b.prof != nil {
-		b.heapProfiles(ctx, procs, mode+"-end")
+		b.heapProfiles(ctx, procs, b.o.relay+"-"+mode+"-end")
 	}
 	b.table(mode, procs, rows)
+	b.workTable(mode, rows)
 	fmt.Fprint(b.out, "heap in use (MiB, go_memstats_heap_inuse_bytes) start -> end:")
 	for _, s := range heapOrder(mode) {
 		fmt.Fprintf(b.out, " %s %.1f -> %.1f;", s, heapStart[s], heapEnd[s])
@@ -578,8 +685,13 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 	return nil
 }
 
+// oneProcess reports a deployment of one process: all-in-one
+// (payments-dev run on the bench's broker) or embedded (the same on its
+// own in-process fake broker, kfake, as make run starts it).
+func oneProcess(mode string) bool { return mode == "all-in-one" || mode == "embedded" }
+
 func heapOrder(mode string) []string {
-	if mode == "all-in-one" {
+	if oneProcess(mode) {
 		return []string{"payments"}
 	}
 	return services
@@ -589,7 +701,7 @@ func heapOrder(mode string) []string {
 // one process's figures on each port).
 func (b *bench) heaps(ctx context.Context, mode string) map[string]float64 {
 	out := map[string]float64{}
-	if mode == "all-in-one" {
+	if oneProcess(mode) {
 		out["payments"] = heapInUse(ctx, b.url(0))
 		return out
 	}
@@ -625,6 +737,9 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 		before[p.name], _ = readUsage(p.cmd.Process.Pid)
 	}
 	serversBefore := serverUsage(b.pgPort, b.kafkaPort)
+	jitBefore := jitUsage(b.kafkaPort)
+	selfBefore, _ := readUsage(os.Getpid())
+	workBefore := b.counters(ctx, mode)
 	busyBefore, totalBefore := machineBusy()
 	profiled := make(chan struct{})
 	if b.prof != nil {
@@ -635,7 +750,7 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 		// written by the time the step ends.
 		go func() {
 			defer close(profiled)
-			prefix := fmt.Sprintf("%s-%.0f", mode, rate)
+			prefix := fmt.Sprintf("%s-%s-%.0f", b.o.relay, mode, rate)
 			var wg sync.WaitGroup
 			wg.Go(func() { b.serverProfiles(ctx, b.o.step-time.Second, prefix) })
 			b.cpuProfiles(ctx, procs, b.o.step-time.Second, prefix)
@@ -653,6 +768,14 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 	}
 	busyAfter, totalAfter := machineBusy()
 	row.busy, row.total = busyAfter-busyBefore, totalAfter-totalBefore
+	row.jit, row.elapsed = jitUsage(b.kafkaPort)-jitBefore, end.Sub(start)
+	if selfAfter, err := readUsage(os.Getpid()); err == nil {
+		row.generator = selfAfter.cpu - selfBefore.cpu
+	}
+	row.work = map[string]float64{}
+	for n, v := range b.counters(ctx, mode) {
+		row.work[n] = v - workBefore[n]
+	}
 	row.servers = map[string]time.Duration{}
 	for name, cpu := range serverUsage(b.pgPort, b.kafkaPort) {
 		row.servers[name] = cpu - serversBefore[name]
@@ -687,10 +810,11 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 	// below is not measured.
 	<-profiled
 	if b.prof != nil {
-		b.prof.dumpStatements(ctx, fmt.Sprintf("%s-%.0f-postgresql.txt", mode, rate), settled)
+		b.prof.dumpStatements(ctx, fmt.Sprintf("%s-%s-%.0f-postgresql.txt", b.o.relay, mode, rate), settled)
 	}
 	row.settled = float64(settled) / end.Sub(start).Seconds()
 	row.cpuPerSettled = cpuPerSettled(row, settled)
+	row.cpu = rowCPU(row)
 	for _, h := range b.heaps(ctx, mode) {
 		row.heapMiB += max(h, 0)
 	}
@@ -756,39 +880,22 @@ func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
 		}
 		fmt.Fprintln(tw)
 	}
+	fmt.Fprint(tw, "of which the broker's JIT compiler\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%.2f cores\t", r.jit.Seconds()/b.o.step.Seconds())
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprint(tw, "load generator (this bench, not in CPU ms/settled)\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%.2f cores\t", r.generator.Seconds()/b.o.step.Seconds())
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprint(tw, "machine, all processes\t")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%.2f of %d cores\t", r.busyCores(), runtime.NumCPU())
 	}
 	fmt.Fprintln(tw)
 	_ = tw.Flush()
-}
-
-func (b *bench) summary() {
-	fmt.Fprintln(b.out, "== Summary (each figure from this run; the aims are the README's)")
-	fmt.Fprintf(b.out, "POST alone: %.0f/s; three-hop floor: %s ms\n", b.postRate, ms(3*b.floorP50))
-	for _, m := range b.o.modes {
-		s := b.sustained[m]
-		ratio := 0.0
-		if b.postRate > 0 {
-			ratio = s / b.postRate
-		}
-		rows := b.rows[m]
-		bound := ""
-		if len(rows) > 0 && rows[len(rows)-1].sustained && rows[len(rows)-1].offered == s {
-			bound = " (the highest rate offered: offer more with -rates)"
-		}
-		fmt.Fprintf(b.out, "%s: sustained %.0f/s%s = %.2f x POST alone (aim >= 0.5)\n", m, s, bound, ratio)
-		b.overloadSummary(m)
-		// The offered rate nearest half the sustained one.
-		if half, ok := nearest(rows, s/2); ok {
-			fmt.Fprintf(b.out, "%s: e2e p99 at %.0f/s (nearest half the sustained rate): %s ms (aim < 250)\n", m, half.offered, ms(half.e2e.p99))
-		}
-		if at50, ok := nearest(rows, 50); ok && at50.offered == 50 && b.floorP50 > 0 {
-			fmt.Fprintf(b.out, "%s: e2e p50 at 50/s: %s ms = %.1f x the three-hop floor (aim <= 2)\n", m, ms(at50.e2e.p50),
-				float64(at50.e2e.p50)/float64(3*b.floorP50))
-		}
-	}
 }
 
 // nearest returns the row whose offered rate is nearest rate.

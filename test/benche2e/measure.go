@@ -41,6 +41,13 @@ var hops = []string{
 	"ledger outbox (enqueue to ack)",
 	"projection (ack to atualizada_em)",
 	"notifications (ack to log row written)",
+	// Each service to the next, its relay and the next consumer together:
+	// true for both relays (the logical relay's published_at is its
+	// settle's time, up to OUTBOX_LOGICAL_SETTLE_INTERVAL after the ack,
+	// so the hops above read from it are not a hop's time for it).
+	"transfers to antifraud (enqueue to decision)",
+	"antifraud to ledger (enqueue to settlement)",
+	"ledger to projection (enqueue to atualizada_em)",
 }
 
 // flow is what the rows of one step's transfers say.
@@ -164,6 +171,9 @@ func measureFlow(ctx context.Context, d dbs, ids []uuid.UUID) (flow, error) {
 		add(hops[4], lo.enqueued, lo.published)
 		add(hops[5], lo.published, t.updated)
 		add(hops[6], lo.published, notified[id])
+		add(hops[7], to.enqueued, decided[id])
+		add(hops[8], ao.enqueued, lo.enqueued)
+		add(hops[9], lo.enqueued, t.updated)
 	}
 	return f, nil
 }

@@ -248,6 +248,37 @@ func serverUsage(pgPort, kafkaPort int) map[string]time.Duration {
 	return out
 }
 
+// jitUsage is the CPU time of the JIT compiler threads ("C1 CompilerThre",
+// "C2 CompilerThre") of the broker listening on kafkaPort: the part of its
+// CPU that is warm-up, not requests.
+func jitUsage(kafkaPort int) time.Duration {
+	k := listenerPID(kafkaPort)
+	if k <= 0 {
+		return 0
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", k))
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(t) //nolint:gosec // /proc
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open || !strings.Contains(s[open:end], "CompilerThre") {
+			continue
+		}
+		f := strings.Fields(s[end+2:])
+		if len(f) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(utime+stime) * (time.Second / clockTick)
+	}
+	return total
+}
+
 // listenerPID returns the process listening on TCP port (IPv4 or IPv6),
 // or 0.
 func listenerPID(port int) int {

@@ -7,13 +7,15 @@
 #
 #   TEST_DATABASE_URL   set: use that server, start none.
 #                       unset: start a private cluster as the postgres user on
-#                       127.0.0.1:${TEST_PG_PORT:-55432} (fsync off: tests only).
+#                       127.0.0.1:${TEST_PG_PORT:-55432} (fsync off: tests only,
+#                       unless TEST_PG_OPTS turns it on).
 #   TEST_KAFKA_BROKERS  set: use those brokers, start none.
 #                       unset: start a single KRaft broker+controller on
 #                       127.0.0.1:${TEST_KAFKA_PORT:-19092} (controller on the
 #                       next port), jars cached in .cache/kafka/<version>/libs.
-#   TEST_PG_OPTS        extra server options of that cluster ("-c name=value ...";
-#                       make bench-e2e preloads pg_stat_statements with it).
+#   TEST_PG_OPTS        extra server options of that cluster ("-c name=value ...",
+#                       after the defaults, so they override them; make bench-e2e
+#                       preloads pg_stat_statements and turns durability on).
 #   TEST_KAFKA_JVM_OPTS  JVM flags of that broker (default: 768 MB heap, serial
 #                       GC, C1-only JIT for a fast start).
 #   TEST_KAFKA_READY_TIMEOUT  seconds to wait for it (default 90).
@@ -223,7 +225,9 @@ start_postgres() {
 	export TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 	local version
 	version=$("$PG_BIN/psql" "$TEST_DATABASE_URL" -Atc 'SHOW server_version')
-	log "PostgreSQL $version (started, $PG_BIN, fsync=off) at $TEST_DATABASE_URL"
+	local fsync
+	fsync=$("$PG_BIN/psql" "$TEST_DATABASE_URL" -Atc 'SHOW fsync')
+	log "PostgreSQL $version (started, $PG_BIN, fsync=$fsync) at $TEST_DATABASE_URL"
 }
 
 # --------------------------------------------------------------------- Kafka
