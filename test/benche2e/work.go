@@ -20,15 +20,10 @@ import (
 // flushes (pg_stat_database, pg_stat_wal) over the whole server.
 func (b *bench) counters(ctx context.Context, mode string) map[string]float64 {
 	out := map[string]float64{}
-	urls := []string{b.url(0)} // the all-in-one binary serves its one process's figures on each port
-	if !oneProcess(mode) {
-		urls = nil
-		for i := range services {
-			urls = append(urls, b.url(i))
-		}
-	}
-	for _, u := range urls {
-		scrape(ctx, u, out)
+	for i := range services {
+		// One process serves its Kafka clients' counter (one for the
+		// process) on each service's port: counted once.
+		scrape(ctx, b.url(i), out, i == 0 || !oneProcess(mode))
 	}
 	conn, err := pgx.Connect(ctx, b.serverURL)
 	if err != nil {
@@ -45,8 +40,9 @@ func (b *bench) counters(ctx context.Context, mode string) map[string]float64 {
 	return out
 }
 
-// scrape adds the counters of one process's /metrics to out.
-func scrape(ctx context.Context, url string, out map[string]float64) {
+// scrape adds the counters of one service's /metrics to out, the Kafka
+// clients' requests only when kafka is set.
+func scrape(ctx context.Context, url string, out map[string]float64, kafka bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
 	if err != nil {
 		return
@@ -69,7 +65,7 @@ func scrape(ctx context.Context, url string, out map[string]float64) {
 			continue
 		}
 		switch {
-		case strings.HasPrefix(name, `kafka_client_requests_total{request="`):
+		case kafka && strings.HasPrefix(name, `kafka_client_requests_total{request="`):
 			out["kafka "+strings.TrimSuffix(strings.TrimPrefix(name, `kafka_client_requests_total{request="`), `"}`)] += v
 		case name == "outbox_relay_batch_size_count":
 			out["relay claims with events"] += v

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestScrapeReadsTheRoundTripCounters(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `# HELP kafka_client_requests_total Requests.
+# TYPE kafka_client_requests_total counter
+kafka_client_requests_total{request="Fetch"} 120
+kafka_client_requests_total{request="Produce"} 7
+outbox_relay_batch_size_count 5
+outbox_relay_batch_size_sum 50
+outbox_relay_empty_claims_total 2
+go_memstats_heap_inuse_bytes 1.2e+07
+`)
+	}))
+	defer srv.Close()
+	out := map[string]float64{"kafka Fetch": 30}
+	scrape(context.Background(), srv.URL, out, true)
+	want := map[string]float64{"kafka Fetch": 150, "kafka Produce": 7, "relay claims with events": 5, "relay claims finding none": 2}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("scrape (-want +got):\n%s", diff)
+	}
+	// Another service of the same process: its relay's claims, not the
+	// process's Kafka counter a second time.
+	scrape(context.Background(), srv.URL, out, false)
+	want = map[string]float64{"kafka Fetch": 150, "kafka Produce": 7, "relay claims with events": 10, "relay claims finding none": 4}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("scrape of a second service (-want +got):\n%s", diff)
+	}
+}
+
+func TestPerSettledDividesByTheTransfersOfTheStep(t *testing.T) {
+	t.Parallel()
+	row := stepRow{settled: 100, elapsed: 10 * time.Second}
+	if got := perSettled(2*time.Second, row); got != 2*time.Millisecond {
+		t.Errorf("perSettled = %v, want 2ms (2 s over 1,000 transfers)", got)
+	}
+	if got := perSettled(time.Second, stepRow{}); got != 0 {
+		t.Errorf("perSettled of a step that settled nothing = %v, want 0", got)
+	}
+}
