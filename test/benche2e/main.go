@@ -844,11 +844,7 @@ func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
 	_ = tw.Flush()
 	fmt.Fprintf(b.out, "\n%s: time per hop, p50 / p99 ms (rows' timestamps; an outbox's figure is its wait and its send together)\n", mode)
 	tw = tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "hop\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%.0f/s\t", r.offered)
-	}
-	fmt.Fprintln(tw)
+	rateHeader(tw, "hop", rows)
 	for _, h := range hops {
 		fmt.Fprintf(tw, "%s\t", h)
 		for _, r := range rows {
@@ -859,11 +855,7 @@ func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
 	_ = tw.Flush()
 	fmt.Fprintf(b.out, "\n%s: processes, CPU (cores busy, from /proc/<pid>/stat) and RSS at the step's end (MiB)\n", mode)
 	tw = tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "process\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%.0f/s\t", r.offered)
-	}
-	fmt.Fprintln(tw)
+	rateHeader(tw, "process", rows)
 	for _, p := range procs {
 		fmt.Fprintf(tw, "%s\t", p.name)
 		for _, r := range rows {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -93,11 +94,7 @@ func (b *bench) workTable(mode string, rows []stepRow) {
 	sort.Strings(sorted)
 	fmt.Fprintf(b.out, "\n%s: round trips per settled transfer (counters' growth over the step)\n", mode)
 	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "counter\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%.0f/s\t", r.offered)
-	}
-	fmt.Fprintln(tw)
+	rateHeader(tw, "counter", rows)
 	for _, n := range sorted {
 		fmt.Fprintf(tw, "%s\t", n)
 		for _, r := range rows {
@@ -111,4 +108,14 @@ func (b *bench) workTable(mode string, rows []stepRow) {
 		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
+}
+
+// rateHeader writes the header line of a table with a column per step:
+// first, then each step's offered rate.
+func rateHeader(w io.Writer, first string, rows []stepRow) {
+	fmt.Fprintf(w, "%s\t", first)
+	for _, r := range rows {
+		fmt.Fprintf(w, "%.0f/s\t", r.offered)
+	}
+	fmt.Fprintln(w)
 }
