@@ -80,7 +80,7 @@ func rowCPU(row stepRow) time.Duration {
 }
 
 // durability reports the server's fsync, synchronous_commit and
-// full_page_writes: what a figure of this run was measured on.
+// full_page_writes settings, printed beside the figures they shape.
 func durability(ctx context.Context, serverURL string) string {
 	conn, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
