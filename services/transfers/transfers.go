@@ -28,6 +28,7 @@ import (
 	"github.com/paysuite/payments/pkg/opsapi"
 	"github.com/paysuite/payments/pkg/outbox"
 	"github.com/paysuite/payments/pkg/platform"
+	pg "github.com/paysuite/payments/pkg/postgres"
 	"github.com/paysuite/payments/pkg/transfersig"
 	"github.com/paysuite/payments/services/transfers/internal/admission"
 	"github.com/paysuite/payments/services/transfers/internal/consume"
@@ -209,10 +210,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 
 	// Admission control reads the backlog the relay can send from the
 	// database (every instance the same figure), not from this process's
-	// relay.
+	// relay, on a connection of its own: through the pool, its read would
+	// queue behind the very requests it is there to shed (under a surge
+	// every connection of the pool is a POST's, and the read waits seconds
+	// for one while the door admits everything offered).
+	admitDB, err := pg.Open(ctx, cfg.DatabaseURL, 1)
+	if err != nil {
+		return err
+	}
+	defer admitDB.Close()
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending,
 		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh, PublishDelay: publishDelay(cfg.Config)},
-		admission.NewBacklog(db), time.Now, admission.NewMetrics(reg))
+		admission.NewBacklog(admitDB), time.Now, admission.NewMetrics(reg))
 	store := postgres.NewStore(db, ob, cfg.ProjectionGroup, reg, cfg.ClaimTimeout)
 	svc := transfer.NewService(store, cfg.Topics, signer)
 	log.InfoContext(ctx, "transfer authorization key", "authorization_kid", signer.KeyID())
