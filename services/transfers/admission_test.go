@@ -1,0 +1,142 @@
+package transfers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paysuite/payments/migrations"
+	"github.com/paysuite/payments/pkg/errkind"
+	"github.com/paysuite/payments/pkg/httpapi"
+	"github.com/paysuite/payments/services/transfers"
+	"github.com/paysuite/payments/test/support/pgtest"
+	"github.com/paysuite/payments/test/support/poll"
+)
+
+// With every connection of the service's pool taken by a POST stuck in its
+// transaction (the table it inserts into is locked), admission control still
+// reads the outbox backlog, on its connection of its own, and sheds: a new
+// POST is answered 503 overloaded at once. Read through the pool, the
+// refresh would wait for the stuck POST's connection until its request
+// timeout, and nothing would be shed meanwhile.
+func TestAdmissionReadsTheBacklogWithThePoolTaken(t *testing.T) {
+	t.Parallel()
+	s := startOn(t, pgtest.NewDSN(t, migrations.ForService(transfers.Service)...), func(c *transfers.Config) {
+		c.DBMaxConns = 1
+		c.RequestTimeout = 30 * time.Second
+		c.AdmissionMaxAge = 2 * time.Second
+		c.AdmissionRefresh = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	lock, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx) //nolint:errcheck // released below; this covers a failed test
+	// SHARE blocks the POST's insert and lets every read through.
+	if _, err := lock.Exec(ctx, "LOCK TABLE transferencia IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	stuck := make(chan int, 1)
+	go func() {
+		st, _, _ := s.tryPost(uuid.NewString())
+		stuck <- st
+	}()
+	other, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	poll.Until(t, 10*time.Second, "the first POST to wait for the lock", func() (bool, string) {
+		var n int
+		err := other.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&n)
+		return err == nil && n >= 1, "no backend waiting for a lock"
+	})
+	// An event older than the bound, which the relay cannot send: its
+	// claims need the pool's one connection.
+	id := uuid.New()
+	if _, err := other.Exec(ctx, `INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, occurred_at, enqueued_at)
+VALUES ($1, 'transfer', $2, $3, 'k', 'test', '{}', now(), now() - interval '1 minute')`, id, id.String(), s.topics.Requested); err != nil {
+		t.Fatal(err)
+	}
+	// Within a fraction of the first POST's 30 s: the pool's one
+	// connection stays taken all along.
+	poll.Until(t, 5*time.Second, "admission control to shed", func() (bool, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/metrics", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return err == nil && strings.Contains(string(b), "\ntransfers_admission_shedding 1\n"), "not shedding"
+	})
+	// While shedding, the client's fair share still admits a request a
+	// second, which waits for the pool like the first: of three at once,
+	// the others are answered 503 overloaded without waiting.
+	answers := make(chan string, 3)
+	for range 3 {
+		go func() {
+			st, b, err := s.tryPost(uuid.NewString())
+			var p struct{ Type string }
+			_ = json.Unmarshal(b, &p)
+			if err == nil && st == http.StatusServiceUnavailable && p.Type == httpapi.TypeURI(errkind.Overloaded) {
+				answers <- ""
+				return
+			}
+			answers <- fmt.Sprintf("%d %s %v", st, b, err)
+		}()
+	}
+	select {
+	case a := <-answers:
+		if a != "" {
+			t.Errorf("the first answer while shedding: %s, want 503 overloaded", a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no POST answered within 5 s while shedding: want 503 overloaded at once")
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-answers
+	<-answers
+	<-stuck
+}
+
+// tryPost sends a POST /transferencias of 100 from conta-a to conta-b
+// under key, from any goroutine: it returns the status and body, or the
+// transport's error.
+func (s *service) tryPost(key string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, s.url+"/transferencias",
+		strings.NewReader(body("conta-a", "conta-b", 100)))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", s.bearer)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
