@@ -121,22 +121,9 @@ VALUES ($1, 'transfer', $2, $3, 'k', 'test', '{}', now(), now() - interval '1 mi
 }
 
 // tryPost sends a POST /transferencias of 100 from conta-a to conta-b
-// under key, from any goroutine: it returns the status and body, or the
-// transport's error.
+// under key, from any goroutine (send).
 func (s *service) tryPost(key string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, s.url+"/transferencias",
-		strings.NewReader(body("conta-a", "conta-b", 100)))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", s.bearer)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
+	status, _, b, err := s.send(http.MethodPost, "/transferencias",
+		map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}, body("conta-a", "conta-b", 100))
+	return status, b, err
 }

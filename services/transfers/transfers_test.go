@@ -134,9 +134,19 @@ func dlts(t *testing.T, brokers []string, topics ...string) {
 
 func (s *service) do(t *testing.T, method, path string, hdr map[string]string, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, s.url+path, bytes.NewReader([]byte(body)))
+	status, h, b, err := s.send(method, path, hdr, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return status, h, b
+}
+
+// send is do for any goroutine: the transport's error is returned, not
+// failed on.
+func (s *service) send(method, path string, hdr map[string]string, body string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(context.Background(), method, s.url+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		return 0, nil, nil, err
 	}
 	req.Header.Set("Authorization", s.bearer)
 	for k, v := range hdr {
@@ -148,14 +158,11 @@ func (s *service) do(t *testing.T, method, path string, hdr map[string]string, b
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, res.Header, b
+	return res.StatusCode, res.Header, b, err
 }
 
 func (s *service) post(t *testing.T, key, body string, extra map[string]string) (int, http.Header) {
