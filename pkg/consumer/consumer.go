@@ -33,8 +33,8 @@ type Config struct {
 	Broker broker.Config
 	Group  string
 	Topics []string
-	// Handler processes the records fetched together from one partition;
-	// required. MaxBatch bounds them (default 100).
+	// Handler processes the records fetched together (process in
+	// handle.go says which); required. MaxBatch bounds them (default 100).
 	Handler  Handler
 	MaxBatch int
 	// Policy handles failures; default BlockingRetries.

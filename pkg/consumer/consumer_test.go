@@ -379,27 +379,30 @@ func TestBatchFailureKeepsTheBatchAttempt(t *testing.T) {
 	}
 }
 
-// TestPartitionsOfAFetchAreHandledConcurrently: the first record of each of
-// two partitions waits for the other's to start. Handled one partition after
-// the other, the first would wait in vain; handled concurrently, both meet.
+// TestPartitionsOfAFetchAreHandledConcurrently: a fetch of two partitions
+// goes to the handler as one batch first; the handler fails it at its first
+// record, and the partitions go on concurrently: the first record of each
+// then waits for the other's to start. Handled one partition after the
+// other, the first would wait in vain; handled concurrently, both meet.
 // Within each partition, records keep their offset order.
 //
 // The records are written before the consumer starts, so its first poll
 // usually holds both partitions; but which partitions a fetch holds is the
 // client's and the broker's choice (a partition whose start offset is
-// still loading is left out of the first fetch). A wait in vain is
-// therefore also what a first poll of one partition shows, and the
-// scenario runs again, on a fresh topic and group, up to attempts times:
-// a consumer that handles partitions one after the other fails every one.
+// still loading is left out of the first fetch). A first poll of one
+// partition shows no batch of both and waits in vain, and the scenario
+// runs again, on a fresh topic and group, up to attempts times: a consumer
+// that never hands a fetch as one batch, or handles partitions one after
+// the other, fails every one.
 func TestPartitionsOfAFetchAreHandledConcurrently(t *testing.T) {
 	t.Parallel()
 	const attempts = 3
 	var vain []string
 	for i := range attempts {
-		order, timeouts := partitionsMeet(t)
-		if len(timeouts) > 0 {
+		order, fetches, timeouts := partitionsMeet(t)
+		if fetches == 0 || len(timeouts) > 0 {
 			vain = append(vain, timeouts...)
-			t.Logf("attempt %d: %v waited in vain for the other partition", i+1, timeouts)
+			t.Logf("attempt %d: %d batches of both partitions; %v waited in vain for the other partition", i+1, fetches, timeouts)
 			continue
 		}
 		want := map[string][]string{"a": {"a0", "a1", "a2"}, "b": {"b0", "b1", "b2"}}
@@ -408,30 +411,15 @@ func TestPartitionsOfAFetchAreHandledConcurrently(t *testing.T) {
 		}
 		return
 	}
-	t.Fatalf("in %d attempts, %v waited in vain for the other partition: partitions handled one after the other", attempts, vain)
+	t.Fatalf("in %d attempts, no fetch was one batch, or %v waited in vain for the other partition: partitions handled one after the other", attempts, vain)
 }
 
 // partitionsMeet runs the scenario once: it returns the records handled per
-// partition and the first records that waited in vain for the other's.
-func partitionsMeet(t *testing.T) (order map[string][]string, timeouts []string) {
+// partition, the handler calls that held both partitions, and the first
+// records that waited in vain for the other's.
+func partitionsMeet(t *testing.T) (order map[string][]string, fetches int, timeouts []string) {
 	t.Helper()
-	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	topic := kafkatest.Topic(t, "consumer-partitions", 2)
-	kafkatest.CreateTopic(t, events.DLT(topic), 2)
-	w := kafkatest.NewDLTWriter(t, kcfg) // honours Message.Partition
-	defer func() { _ = w.Close() }()
-	var msgs []kafka.Message
-	for _, v := range []string{"a0", "a1", "a2", "b0", "b1", "b2"} {
-		p := 0
-		if v[0] == 'b' {
-			p = 1
-		}
-		msgs = append(msgs, kafka.Message{Topic: topic, Partition: p, Key: []byte(v[:1]), Value: []byte(v)})
-	}
-	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
-		t.Fatal(err)
-	}
-
+	kcfg, topic, w := twoPartitions(t, "consumer-partitions", "a0", "a1", "a2", "b0", "b1", "b2")
 	var mu sync.Mutex
 	order = map[string][]string{}
 	started := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
@@ -456,12 +444,18 @@ func partitionsMeet(t *testing.T) (order map[string][]string, timeouts []string)
 	cfg := consumer.Config{
 		Broker: kcfg, Group: kafkatest.Group(t, "partitions"), Topics: []string{topic},
 		Handler: func(_ context.Context, ms []broker.Record) error {
+			if partitionsOf(ms) > 1 {
+				mu.Lock()
+				fetches++
+				mu.Unlock()
+				return &consumer.BatchFailure{Handled: 0, Err: errors.New("the fetch's transaction failed")}
+			}
 			for _, m := range ms {
 				handle(string(m.Value))
 			}
 			return nil
 		},
-		Policy:    consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 0},
+		Policy:    consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 1},
 		Publisher: w,
 	}
 	m := startMember(t, cfg)
@@ -473,5 +467,109 @@ func partitionsMeet(t *testing.T) (order map[string][]string, timeouts []string)
 	m.stop(t)
 	mu.Lock()
 	defer mu.Unlock()
-	return order, timeouts
+	return order, fetches, timeouts
+}
+
+// TestAFetchIsOneBatchAndItsFailureKeepsItsPrefix: a fetch of two
+// partitions is one handler call; when it stops part way, the records it
+// finished are never handled again, the failed one is retried alone (the
+// fetch's attempt counting as its first), and the rest of its partition
+// goes on. The scenario runs up to three times for a first poll that
+// holds both partitions (see TestPartitionsOfAFetchAreHandledConcurrently).
+func TestAFetchIsOneBatchAndItsFailureKeepsItsPrefix(t *testing.T) {
+	t.Parallel()
+	for i := range 3 {
+		kcfg, topic, w := twoPartitions(t, "consumer-fetch", "a0", "a1", "a2", "b0", "b1", "b2")
+		var (
+			mu     sync.Mutex
+			first  []string           // the first call that held both partitions
+			failed string             // the record that call failed at: its fourth
+			counts = map[string]int{} // records handled
+			alone  []string           // records handed alone
+		)
+		handler := func(_ context.Context, ms []broker.Record) error {
+			mu.Lock()
+			defer mu.Unlock()
+			vs := make([]string, len(ms))
+			for j, m := range ms {
+				vs[j] = string(m.Value)
+			}
+			if len(ms) == 1 {
+				alone = append(alone, vs[0])
+			}
+			if first == nil && partitionsOf(ms) > 1 && len(ms) == 6 {
+				first, failed = vs, vs[4]
+				for _, v := range vs[:4] {
+					counts[v]++
+				}
+				return &consumer.BatchFailure{Handled: 4, Err: errors.New("receiver down")}
+			}
+			for _, v := range vs {
+				counts[v]++
+			}
+			return nil
+		}
+		cfg := consumer.Config{
+			Broker: kcfg, Group: kafkatest.Group(t, "fetch"), Topics: []string{topic}, Handler: handler,
+			Policy:    consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 1},
+			Publisher: w,
+		}
+		m := startMember(t, cfg)
+		poll.True(t, 60*time.Second, "every record handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(counts) == 6
+		})
+		m.stop(t)
+		mu.Lock()
+		if first == nil {
+			mu.Unlock()
+			t.Logf("attempt %d: no fetch held both partitions", i+1)
+			continue
+		}
+		defer mu.Unlock()
+		for v, n := range counts {
+			if n != 1 {
+				t.Errorf("%s handled %d times, want once (first call %v)", v, n, first)
+			}
+		}
+		if !slices.Contains(alone, failed) {
+			t.Errorf("the failed record %s was not retried alone: calls of one record %v", failed, alone)
+		}
+		return
+	}
+	t.Fatal("in 3 attempts no fetch held both partitions: a fetch is not handed as one batch")
+}
+
+// twoPartitions writes values to a fresh topic of two partitions (those
+// starting with "b" to partition 1, the others to 0) and returns the broker,
+// the topic and a writer for its DLT.
+func twoPartitions(t *testing.T, name string, values ...string) (broker.Config, string, *kafkatest.Writer) {
+	t.Helper()
+	kcfg := broker.Config{Brokers: kafkatest.Brokers(t)}
+	topic := kafkatest.Topic(t, name, 2)
+	kafkatest.CreateTopic(t, events.DLT(topic), 2)
+	w := kafkatest.NewDLTWriter(t, kcfg) // honours Message.Partition
+	t.Cleanup(func() { _ = w.Close() })
+	var msgs []kafka.Message
+	for _, v := range values {
+		p := 0
+		if v[0] == 'b' {
+			p = 1
+		}
+		msgs = append(msgs, kafka.Message{Topic: topic, Partition: p, Key: []byte(v[:1]), Value: []byte(v)})
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	return kcfg, topic, w
+}
+
+// partitionsOf counts the partitions ms holds records of.
+func partitionsOf(ms []broker.Record) int {
+	seen := map[int32]bool{}
+	for _, m := range ms {
+		seen[m.Partition] = true
+	}
+	return len(seen)
 }

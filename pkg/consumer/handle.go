@@ -21,34 +21,101 @@ import (
 // partition, byPartition), and returns how many of each part were handled:
 // the prefix of each that may be committed.
 //
-// The partitions of a fetch are handled concurrently, each in offset order:
-// records of one partition never overtake each other, and a partition
-// waiting (a retry, an outage, a slow transaction) does not delay the
-// records of the others fetched with it.
+// The records of one topic go to the Handler first as one batch, each
+// partition's in offset order: one transaction for all the topic's
+// partitions in the fetch, whose cost per record falls as fetches grow
+// with the load. A batch never holds two topics: a transfer's events of
+// different topics (its hold's reservation and its capture) are never
+// handled in one batch, as they never were in one partition. When that
+// attempt stops part way (a BatchFailure, or any error), the records it
+// finished are kept and the partitions go on concurrently, each in offset
+// order, from where the attempt left them: the failed record is disposed
+// of by the policy with the attempt counting as its first, and a partition
+// waiting for a retry or an outage does not delay the records of the
+// others fetched with it. The topics of a fetch are handled concurrently.
 //
 // Transaction markers (fetch.Marker) are committed with the records around
 // them and never handed to a handler.
 func (l *loop) process(ctx context.Context, fetch broker.Fetch, parts [][]broker.Record) ([]int, error) {
 	handled := make([]int, len(parts))
 	errs := make([]error, len(parts))
-	run := func(i int) {
-		done, err := l.processPartition(ctx, fetch, parts[i])
-		handled[i], errs[i] = len(done), err
+	topics := byTopic(parts)
+	if len(topics) == 1 {
+		l.processTopic(ctx, fetch, parts, topics[0], handled, errs)
+	} else {
+		var wg sync.WaitGroup
+		for _, idx := range topics {
+			wg.Go(func() { l.processTopic(ctx, fetch, parts, idx, handled, errs) })
+		}
+		wg.Wait()
 	}
-	if len(parts) == 1 {
-		run(0)
-		return handled, errs[0]
-	}
-	var wg sync.WaitGroup
-	for i := range parts {
-		wg.Go(func() { run(i) })
-	}
-	wg.Wait()
 	var err error
 	for _, e := range errs {
 		err = graver(err, e)
 	}
 	return handled, err
+}
+
+// processTopic handles parts[i] for each i in idx, the partitions of one
+// topic (process), writing handled[i] and errs[i].
+func (l *loop) processTopic(ctx context.Context, fetch broker.Fetch, parts [][]broker.Record, idx []int, handled []int, errs []error) {
+	skip := make([]int, len(idx))     // records of each part the topic's attempt finished
+	firsts := make([]error, len(idx)) // the attempt's failure, for the part it stopped in
+	if len(idx) > 1 && l.level == 0 && ctx.Err() == nil && !l.rebalanceWaiting.Load() {
+		var ms []broker.Record
+		var owner []int // owner[j]: the index in idx of the part of ms[j]
+		for n, i := range idx {
+			for _, m := range parts[i] {
+				if !fetch.Marker(m) {
+					ms, owner = append(ms, m), append(owner, n)
+				}
+			}
+		}
+		if len(ms) > 1 {
+			k, failed := l.attemptBatch(ctx, ms)
+			if failed == nil {
+				for _, i := range idx {
+					handled[i] = len(parts[i])
+				}
+				return
+			}
+			for _, n := range owner[:k] {
+				skip[n]++
+			}
+			firsts[owner[k]] = failed
+		}
+	}
+	run := func(n int) {
+		i := idx[n]
+		done, err := l.processPartition(ctx, fetch, parts[i], skip[n], firsts[n])
+		handled[i], errs[i] = len(done), err
+	}
+	if len(idx) == 1 {
+		run(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for n := range idx {
+		wg.Go(func() { run(n) })
+	}
+	wg.Wait()
+}
+
+// byTopic groups the indexes of parts by topic, in order of first appearance.
+func byTopic(parts [][]broker.Record) [][]int {
+	index := map[string]int{}
+	var out [][]int
+	for i, part := range parts {
+		t := part[0].Topic
+		n, ok := index[t]
+		if !ok {
+			n = len(out)
+			index[t] = n
+			out = append(out, nil)
+		}
+		out[n] = append(out[n], i)
+	}
+	return out
 }
 
 // graver returns the error of a and b that decides what the loop does
@@ -74,7 +141,9 @@ func graver(a, b error) error {
 
 // processPartition handles the records of one partition, in offset order,
 // and returns the records handled (transaction markers among them): a
-// prefix of all.
+// prefix of all. The first skip records were finished already (by the
+// fetch's attempt), and first, when not nil, is the failure of an attempt
+// already made at the record after them, which counts as its first.
 //
 // The records go to the Handler as one batch. When it stops part way (a
 // BatchFailure; any other error stops it at its first record), the records
@@ -83,13 +152,7 @@ func graver(a, b error) error {
 // Handler again as a batch. A batch of one is handle's first attempt; a
 // retry topic's loop takes one record at a time, each waiting for its due
 // time.
-func (l *loop) processPartition(ctx context.Context, fetch broker.Fetch, all []broker.Record) ([]broker.Record, error) {
-	if l.rebalanceWaiting.Load() {
-		// Start no more partitions of this batch: a rebalance waits for it
-		// (and the member would be dropped from the group past the
-		// rebalance timeout).
-		return nil, errRebalance
-	}
+func (l *loop) processPartition(ctx context.Context, fetch broker.Fetch, all []broker.Record, skip int, first error) ([]broker.Record, error) {
 	var part []broker.Record
 	var at []int // at[n]: the index in all of part[n]; all[:at[n]] is done when part[n] is next
 	for i, m := range all {
@@ -97,35 +160,54 @@ func (l *loop) processPartition(ctx context.Context, fetch broker.Fetch, all []b
 			part, at = append(part, m), append(at, i)
 		}
 	}
-	for n := 0; n < len(part); n++ { // n: records of part handled
+	done := func(n int) []broker.Record { // the prefix of all done when part[:n] is
+		if n >= len(part) {
+			return all
+		}
+		return all[:at[n]]
+	}
+	if skip >= len(part) {
+		return all, nil
+	}
+	if l.rebalanceWaiting.Load() {
+		// Start no more partitions of this batch: a rebalance waits for it
+		// (and the member would be dropped from the group past the
+		// rebalance timeout).
+		if skip == 0 {
+			return nil, errRebalance
+		}
+		return done(skip), errRebalance
+	}
+	for n := skip; n < len(part); n++ { // n: records of part handled
 		if ctx.Err() != nil {
 			// Stopping: the record in hand was finished; the rest of
 			// the fetch is delivered again to whoever consumes next.
-			return all[:at[n]], errStopping
+			return done(n), errStopping
 		}
-		if n > 0 && l.rebalanceWaiting.Load() {
+		if n > skip && l.rebalanceWaiting.Load() {
 			// A rebalance waits: with every partition of the fetch in
 			// hand at once, each stops after its records in hand.
-			return all[:at[n]], errRebalance
+			return done(n), errRebalance
 		}
-		var first error // the failure of the batch's attempt at part[n]
-		if rest := part[n:]; len(rest) > 1 && l.level == 0 {
+		failed := first // the failure of the batch's attempt at part[n]
+		first = nil
+		if rest := part[n:]; failed == nil && len(rest) > 1 && l.level == 0 {
 			var k int
-			if k, first = l.attemptBatch(ctx, rest); first == nil {
+			if k, failed = l.attemptBatch(ctx, rest); failed == nil {
 				return all, nil
 			}
 			n += k
 		}
-		if err := l.handle(ctx, part[n], first); err != nil {
-			return all[:at[n]], err
+		if err := l.handle(ctx, part[n], failed); err != nil {
+			return done(n), err
 		}
 	}
 	return all, nil
 }
 
-// attemptBatch runs the Handler once on ms, records of one partition, and
-// returns how many of them it finished and, when that is not all, the
-// failure of the attempt at ms[k].
+// attemptBatch runs the Handler once on ms (a fetch's records of one topic,
+// or the rest of one partition's) and returns how many of them it finished and,
+// when that is not all, the failure of the attempt at ms[k].
 func (l *loop) attemptBatch(ctx context.Context, ms []broker.Record) (k int, failed error) {
 	start := l.cfg.Now()
 	spans := make([]trace.Span, len(ms))

@@ -11,7 +11,9 @@ import (
 	"github.com/paysuite/payments/pkg/events"
 )
 
-// Handler processes records of one partition, in offset order: 1 to
+// Handler processes records of one topic fetched together, each
+// partition's in offset order: the fetch's records of the topic, or the
+// rest of one partition's after an attempt at them stopped part way; 1 to
 // Config.MaxBatch of them, a batch of one being the single-record case. It
 // must be idempotent: a record may be delivered again after a crash or a
 // rebalance. nil means every record is done; *BatchFailure says how far it

@@ -20,8 +20,8 @@ type Analyser interface {
 	AnalyseBatch(ctx context.Context, reqs []analysis.Request) ([]analysis.Result, error)
 }
 
-// NewHandler returns the handler of the requested topic: the records of
-// one partition decided in one transaction (analysis.Service.AnalyseBatch).
+// NewHandler returns the handler of the requested topic: the records
+// fetched together decided in one transaction (analysis.Service.AnalyseBatch).
 // A record that cannot be decoded, misses a required field or carries
 // another event type stops the batch there: the records before it are
 // decided, and the handler returns a consumer.BatchFailure naming it with

@@ -63,7 +63,7 @@ func (c *Commands) Decode(m broker.Record) (ledger.Command, error) {
 	return ledger.Command{}, fmt.Errorf("record at %s: %w: not a command topic", where, events.ErrMalformed)
 }
 
-// Handle applies the commands of one partition, in offset order, in one
+// Handle applies the commands fetched together, in offset order, in one
 // transaction (a consumer.Handler). A record that cannot be decoded stops
 // the batch there, as in Settlement.Handle. When the batch's transaction
 // fails on a command the ledger refuses (ErrNotReserved,

@@ -47,7 +47,7 @@ func DecodeRefund(m broker.Record) (ledger.Refund, error) {
 		Authorization: e.Authorization}, nil
 }
 
-// Handle decides the refunds of one partition, in offset order, in one
+// Handle decides the refunds fetched together, in offset order, in one
 // transaction (a consumer.Handler), as Settlement.Handle settles
 // transfers: a record that cannot be decoded stops the batch there, the
 // refunds before it are decided and Handle returns a

@@ -64,7 +64,7 @@ func Decode(m broker.Record) (ledger.Transfer, error) {
 	}, nil
 }
 
-// Handle settles records of one partition, in offset order, in one
+// Handle settles the records fetched together, in offset order, in one
 // transaction (a consumer.Handler). It decodes them first: a record that
 // cannot be decoded stops the batch there, the records before it are
 // settled, and Handle returns a consumer.BatchFailure naming it with its

@@ -35,8 +35,8 @@ func NewHandler(n Notifier, topics events.Topics) *Handler {
 	return &Handler{notifier: n, topics: topics}
 }
 
-// Handle is a consumer.Handler: the records of one partition notified with
-// their log entries claimed, read and recorded together
+// Handle is a consumer.Handler: the records fetched together notified
+// with their log entries claimed, read and recorded together
 // (notify.Service.NotifyBatch), an event id repeated among them in a run of
 // its own. The record's main topic (the topic it was read from, or the
 // main topic of that retry topic) says which event it is; the record key

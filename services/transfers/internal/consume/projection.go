@@ -79,8 +79,8 @@ type decoded struct {
 	refund *transfer.RefundResult
 }
 
-// Handle is a consumer.Handler: it applies the results of one partition's
-// records, in offset order, in one transaction and one statement. A record
+// Handle is a consumer.Handler: it applies the results of the records
+// fetched together, in offset order, in one transaction and one statement. A record
 // that cannot be decoded, or whose content the contract forbids (an
 // eventoId that is not the one derived for its transfer and type,
 // events.CheckResultID, included), is a poison message: it stops the batch
@@ -90,8 +90,8 @@ type decoded struct {
 // event id) and hands the rest to Handle again. A database failure applies
 // nothing and is returned for the loop to retry.
 //
-// A batch is one partition's records, so of one topic: transfer results
-// or refund results. Should it hold both, each kind is applied in its own
+// A batch is of one topic (consumer.Handler): transfer results or refund
+// results. Should it hold both, each kind is applied in its own
 // transaction (a refund and a transfer result never touch the same row's
 // status), and a failure of the second is retried with the first found
 // in the inbox.
