@@ -22,11 +22,12 @@ import (
 )
 
 // With every connection of the service's pool taken by a POST stuck in its
-// transaction (the table it inserts into is locked), admission control still
-// reads the outbox backlog, on its connection of its own, and sheds: a new
-// POST is answered 503 overloaded at once. Read through the pool, the
-// refresh would wait for the stuck POST's connection until its request
-// timeout, and nothing would be shed meanwhile.
+// transaction (the table it inserts into is locked), the relay still
+// publishes, on its pool of its own, and admission control still reads the
+// outbox backlog, on its connection of its own, and sheds: a new POST is
+// answered 503 overloaded at once. Through the service's pool, the relay
+// would publish nothing and the refresh would wait for the stuck POST's
+// connection until its request timeout, shedding nothing meanwhile.
 func TestAdmissionReadsTheBacklogWithThePoolTaken(t *testing.T) {
 	t.Parallel()
 	s := startOn(t, pgtest.NewDSN(t, migrations.ForService(transfers.Service)...), func(c *transfers.Config) {
@@ -66,11 +67,22 @@ func TestAdmissionReadsTheBacklogWithThePoolTaken(t *testing.T) {
  WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&n)
 		return err == nil && n >= 1, "no backend waiting for a lock"
 	})
-	// An event older than the bound, which the relay cannot send: its
-	// claims need the pool's one connection.
+	// An event committed now is published by the relay.
+	sent := uuid.New()
+	if _, err := other.Exec(ctx, `INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, occurred_at)
+VALUES ($1, 'transfer', $2, $3, 'sent', 'test', '{}', now())`, sent, sent.String(), s.topics.Requested); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the relay to publish with the pool taken", func() (bool, string) {
+		var status string
+		err := other.QueryRow(ctx, "SELECT status FROM outbox_event WHERE id = $1", sent).Scan(&status)
+		return err == nil && status == "PUBLISHED", fmt.Sprint(status, err)
+	})
+	// An event older than the bound, waiting for a retry an hour away: the
+	// backlog stays older than the bound.
 	id := uuid.New()
-	if _, err := other.Exec(ctx, `INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, occurred_at, enqueued_at)
-VALUES ($1, 'transfer', $2, $3, 'k', 'test', '{}', now(), now() - interval '1 minute')`, id, id.String(), s.topics.Requested); err != nil {
+	if _, err := other.Exec(ctx, `INSERT INTO outbox_event (id, aggregate_type, aggregate_id, topic, key, event_type, payload, occurred_at, enqueued_at, attempts, next_attempt_at)
+VALUES ($1, 'transfer', $2, $3, 'k', 'test', '{}', now(), now() - interval '1 minute', 1, now() + interval '1 hour')`, id, id.String(), s.topics.Requested); err != nil {
 		t.Fatal(err)
 	}
 	// Within a fraction of the first POST's 30 s: the pool's one

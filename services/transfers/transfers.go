@@ -70,9 +70,27 @@ const DefaultHeldReapplyWindow = 5 * time.Minute
 // redelivery still finds its row.
 const DefaultInboxRetention = 14 * 24 * time.Hour
 
-// projectionBatchMax is the most results of one partition the projection
+// projectionBatchMax is the most results of one fetch the projection
 // applies in one statement.
 const projectionBatchMax = 100
+
+// inFlightPerConn times DATABASE_MAX_CONNS is the most POSTs admitted and
+// not answered yet (admission.Config.MaxInFlight): enough to keep every
+// connection busy while the next requests are read and authenticated, few
+// enough that a surge waits at the door, answered 503 at once, rather than
+// in the pool's queue.
+const inFlightPerConn = 8
+
+// relayConns is the size of the relay's own pool: a connection for each
+// worker's claims and marks (OUTBOX_WORKERS), and one each for its
+// notifier, cleanup, gauges and broker probe.
+func relayConns(c outbox.RelayConfig) int32 {
+	workers := c.Workers
+	if workers <= 0 {
+		workers = outbox.DefaultRelayConfig().Workers
+	}
+	return int32(workers + 4) //nolint:gosec // a handful
+}
 
 // Config is the transfers service's configuration.
 type Config struct {
@@ -202,8 +220,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	defer platform.Close(log, "kafka producer", producer.Close)
 
-	ob := outbox.New(db)
-	relay, err := platform.NewRelay(cfg.Config, db, ob, producer, log, reg)
+	// The relay claims and marks on a pool of its own: under a surge every
+	// connection of the service's pool is a POST's, and a relay behind
+	// them publishes a fraction of what it takes otherwise, which
+	// admission control then answers by shedding harder.
+	relayDB, err := pg.Open(ctx, cfg.DatabaseURL, relayConns(cfg.Relay))
+	if err != nil {
+		return err
+	}
+	defer relayDB.Close()
+	ob := outbox.New(relayDB)
+	relay, err := platform.NewRelay(cfg.Config, relayDB, ob, producer, log, reg)
 	if err != nil {
 		return err
 	}
@@ -220,7 +247,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	}
 	defer admitDB.Close()
 	admit := admission.New(admission.Config{MaxAge: cfg.AdmissionMaxAge, MaxPending: cfg.AdmissionMaxPending,
-		MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh, PublishDelay: publishDelay(cfg.Config)},
+		MaxInFlight: inFlightPerConn * cfg.DBMaxConns, MaxLatency: cfg.AdmissionMaxLatency, Refresh: cfg.AdmissionRefresh, PublishDelay: publishDelay(cfg.Config)},
 		admission.NewBacklog(admitDB), time.Now, admission.NewMetrics(reg))
 	store := postgres.NewStore(db, ob, cfg.ProjectionGroup, reg, cfg.ClaimTimeout)
 	svc := transfer.NewService(store, cfg.Topics, signer)

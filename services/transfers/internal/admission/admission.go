@@ -109,6 +109,14 @@ type Config struct {
 	// transfers settled since the last refresh took longer than this from
 	// their POST to their result (the end-to-end median; see lateShare).
 	MaxLatency time.Duration
+	// MaxInFlight, if positive, sheds at once while this many admitted
+	// requests are not answered yet (Admit, Done). Beyond the pool's
+	// connections a request waits for one, and under a surge that queue,
+	// not the outbox, is where the admitted transfers pile up: the commits
+	// stay at the rate the database takes, the bounds above see the
+	// queue only once it has reached the flow, and the projection's
+	// connections wait behind it with everything else.
+	MaxInFlight int
 	// Refresh is how often the backlog is read; default DefaultRefresh.
 	Refresh time.Duration
 	// PublishDelay is how late the outbox table learns that an event was
@@ -148,10 +156,12 @@ type Controller struct {
 	// clients that sent them; transfers settled, and those of them later
 	// than MaxLatency.
 	offered, admitted int
-	settled, late     int
-	worst             time.Duration // the oldest settled transfer's age
-	clients           map[string]struct{}
-	since             time.Time
+	// inFlight counts the requests admitted and not answered (Admit, Done).
+	inFlight      int
+	settled, late int
+	worst         time.Duration // the oldest settled transfer's age
+	clients       map[string]struct{}
+	since         time.Time
 	// settledRate is the moving average of the settled rate, per second;
 	// capacity the highest of it seen lately (see capacityDecay): what the
 	// flow takes, the admitted rate's anchor while shedding. admittedRate
@@ -288,8 +298,19 @@ func (c *Controller) Refresh(ctx context.Context) error {
 		// events waiting for a retry while its leader is elected), and
 		// clamping on a settled rate that merely echoes the admitted one,
 		// less the waiting partition's share, would ratchet the door shut.
+		//
+		// Not below minDrainFraction of the flow's capacity lately
+		// (anchor) while the flow is not stalled: the projection settles
+		// in bursts, and what settles in the first refresh after a surge
+		// is what the surge's own queries left the flow, a trickle that
+		// recovers as soon as the door sheds; a door clamped to it would
+		// stay nearly shut for seconds after.
 		if flowing && lateNow && c.settledRate < c.admittedRate*keepsUp {
-			c.rate = min(c.rate, c.settledRate*drain)
+			floor := 0.0
+			if !stalled {
+				floor = c.anchor() * minDrainFraction
+			}
+			c.rate = min(c.rate, max(c.settledRate*drain, floor))
 		}
 		// The same for the relay, from the database's counts, which every
 		// instance reads alike: while it is behind on what it could send

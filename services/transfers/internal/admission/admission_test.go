@@ -535,3 +535,67 @@ func TestTheProbeAdmitsLittleOverWhatSettles(t *testing.T) {
 		t.Errorf("offered 1,500/s to a flow settling 300/s, the door admitted %d in one second: want at most 380", worst)
 	}
 }
+
+// Past MaxInFlight requests admitted and not answered yet, the next are
+// shed at once, whatever the last refresh found; an answer makes room for
+// one more.
+func TestShedsPastTheRequestsInFlight(t *testing.T) {
+	t.Parallel()
+	clk, bl := newClock(), &fakeBacklog{}
+	c := admission.New(admission.Config{MaxAge: 2 * time.Second, MaxInFlight: 3, Refresh: 250 * time.Millisecond}, bl, clk.now, nil)
+	refresh(t, c)
+	for i := range 3 {
+		if ok, _ := c.Admit("a"); !ok {
+			t.Fatalf("request %d of 3 in flight shed", i+1)
+		}
+	}
+	if ok, retry := c.Admit("b"); ok || retry < time.Second {
+		t.Fatalf("a fourth request in flight: admitted %v, Retry-After %v; want shed, at least 1 s", ok, retry)
+	}
+	c.Done()
+	if ok, _ := c.Admit("b"); !ok {
+		t.Fatal("one answered: the next request shed")
+	}
+	if ok, _ := c.Admit("a"); ok {
+		t.Fatal("three in flight again: a request admitted")
+	}
+}
+
+// A refresh whose few results are late (the projection settles in bursts,
+// and the first after a surge is a trickle) clamps the door to a share of
+// what settled, but not below minDrainFraction, a quarter, of what the flow
+// took lately: the door stays open at about 100/s of a flow that took
+// 400/s, not at the 36/s the trickle alone would leave it.
+func TestALateTrickleDoesNotShutTheDoor(t *testing.T) {
+	t.Parallel()
+	clk, bl := newClock(), &fakeBacklog{}
+	c := admission.New(admission.Config{MaxAge: 2 * time.Second, MaxLatency: time.Second, Refresh: 250 * time.Millisecond}, bl, clk.now, nil)
+	// 20 s of a flow that settles at once the 400/s it is offered.
+	for range 80 {
+		for range 100 {
+			if ok, _ := c.Admit("a"); ok {
+				c.Settled([]time.Time{clk.now()})
+			}
+		}
+		clk.advance(250 * time.Millisecond)
+		refresh(t, c)
+	}
+	// Then two refreshes in which 3 transfers settle, each 3 s after its
+	// POST, while 400/s are admitted.
+	for range 2 {
+		for range 100 {
+			c.Admit("a")
+		}
+		late := clk.now().Add(-3 * time.Second)
+		c.Settled([]time.Time{late, late, late})
+		clk.advance(250 * time.Millisecond)
+		refresh(t, c)
+	}
+	got := offer(t, c, clk, 250*time.Millisecond, 250*time.Millisecond, map[string]int{"a": 4})["a"]
+	t.Logf("admitted %d of 100 in the 250 ms after the late trickle", got)
+	// The door at a quarter of 400/s, with its bucket of a refresh's worth:
+	// 47 of 100; clamped to the trickle, 17.
+	if got < 30 {
+		t.Errorf("admitted %d of 100 in the 250 ms after the late trickle, want at least 30 (a quarter of 400/s, and its bucket)", got)
+	}
+}

@@ -33,7 +33,9 @@ func (c *Controller) Settled(created []time.Time) {
 // also returns the Retry-After to send: the backlog's age (how long the
 // flow behind the door takes to catch up, by Little's law), at least a
 // second, jittered up to half again so that the refused clients do not
-// come back together.
+// come back together. A request admitted is in flight until the caller
+// calls Done, once it is answered: past Config.MaxInFlight of them the
+// next are shed at once, whatever the last refresh found.
 func (c *Controller) Admit(client string) (bool, time.Duration) {
 	if c.cfg.MaxAge <= 0 {
 		return true, 0
@@ -42,17 +44,31 @@ func (c *Controller) Admit(client string) (bool, time.Duration) {
 	defer c.mu.Unlock()
 	c.offered++
 	c.clients[client] = struct{}{}
-	if !c.shedding {
-		c.admitted++
-		return true, 0
+	if c.cfg.MaxInFlight > 0 && c.inFlight >= c.cfg.MaxInFlight {
+		c.metrics.Shed.Inc()
+		return false, RetryAfter(c.age)
 	}
-	ok, wait := c.fair.Allow(client, c.now())
-	if ok {
-		c.admitted++
-		return true, 0
+	ok, wait := true, time.Duration(0)
+	if c.shedding {
+		ok, wait = c.fair.Allow(client, c.now())
 	}
-	c.metrics.Shed.Inc()
-	return false, RetryAfter(max(c.age, wait))
+	if !ok {
+		c.metrics.Shed.Inc()
+		return false, RetryAfter(max(c.age, wait))
+	}
+	c.admitted++
+	c.inFlight++
+	return true, 0
+}
+
+// Done tells the controller that a request Admit admitted is answered.
+func (c *Controller) Done() {
+	if c.cfg.MaxAge <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight--
 }
 
 // RetryAfter is the Retry-After for a backlog of age: the age, at least a

@@ -41,9 +41,11 @@ type Handler struct {
 }
 
 // Admission decides whether a client's new transfer is taken now; when
-// not, it gives the Retry-After to send. *admission.Controller is one.
+// not, it gives the Retry-After to send. A request it admitted is Done
+// once answered. *admission.Controller is one.
 type Admission interface {
 	Admit(client string) (bool, time.Duration)
+	Done()
 }
 
 // WithAdmission makes h shed new transfers that a refuses (503 overloaded,
@@ -144,6 +146,7 @@ func (h *Handler) createAs(w http.ResponseWriter, r *http.Request, p auth.Princi
 				"the service is behind with the transfers it has taken; retry after the Retry-After seconds"))
 			return
 		}
+		defer h.admit.Done()
 	}
 	id, err := httpapi.IdempotencyKey(r)
 	if err != nil {
