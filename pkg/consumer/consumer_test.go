@@ -455,16 +455,10 @@ func partitionsMeet(t *testing.T) (order map[string][]string, fetches int, timeo
 			}
 			return nil
 		},
-		Policy:    consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 1},
+		Policy:    retryOnce,
 		Publisher: w,
 	}
-	m := startMember(t, cfg)
-	poll.True(t, 60*time.Second, "every record handled", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(order["a"]) >= 3 && len(order["b"]) >= 3
-	})
-	m.stop(t)
+	handleAll(t, cfg, &mu, func() bool { return len(order["a"]) >= 3 && len(order["b"]) >= 3 })
 	mu.Lock()
 	defer mu.Unlock()
 	return order, fetches, timeouts
@@ -511,16 +505,10 @@ func TestAFetchIsOneBatchAndItsFailureKeepsItsPrefix(t *testing.T) {
 		}
 		cfg := consumer.Config{
 			Broker: kcfg, Group: kafkatest.Group(t, "fetch"), Topics: []string{topic}, Handler: handler,
-			Policy:    consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 1},
+			Policy:    retryOnce,
 			Publisher: w,
 		}
-		m := startMember(t, cfg)
-		poll.True(t, 60*time.Second, "every record handled", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(counts) == 6
-		})
-		m.stop(t)
+		handleAll(t, cfg, &mu, func() bool { return len(counts) == 6 })
 		mu.Lock()
 		if first == nil {
 			mu.Unlock()
@@ -564,6 +552,22 @@ func twoPartitions(t *testing.T, name string, values ...string) (broker.Config, 
 	}
 	return kcfg, topic, w
 }
+
+// handleAll runs a member of cfg until done, called under mu, holds, then
+// stops it.
+func handleAll(t *testing.T, cfg consumer.Config, mu *sync.Mutex, done func() bool) {
+	t.Helper()
+	m := startMember(t, cfg)
+	poll.True(t, 60*time.Second, "every record handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return done()
+	})
+	m.stop(t)
+}
+
+// retryOnce retries a failed record once, 10 ms later.
+var retryOnce = consumer.Blocking{Backoff: backoff.Exponential{Initial: 10 * time.Millisecond, Multiplier: 1, Max: 10 * time.Millisecond}, Retries: 1}
 
 // partitionsOf counts the partitions ms holds records of.
 func partitionsOf(ms []broker.Record) int {

@@ -103,19 +103,11 @@ func (l *loop) processTopic(ctx context.Context, fetch broker.Fetch, parts [][]b
 
 // byTopic groups the indexes of parts by topic, in order of first appearance.
 func byTopic(parts [][]broker.Record) [][]int {
-	index := map[string]int{}
-	var out [][]int
-	for i, part := range parts {
-		t := part[0].Topic
-		n, ok := index[t]
-		if !ok {
-			n = len(out)
-			index[t] = n
-			out = append(out, nil)
-		}
-		out[n] = append(out[n], i)
+	idx := make([]int, len(parts))
+	for i := range idx {
+		idx[i] = i
 	}
-	return out
+	return groupBy(idx, func(i int) string { return parts[i][0].Topic })
 }
 
 // graver returns the error of a and b that decides what the loop does
@@ -348,17 +340,23 @@ func byPartition(batch []broker.Record) [][]broker.Record {
 		topic     string
 		partition int32
 	}
-	index := map[tp]int{}
-	var out [][]broker.Record
-	for _, m := range batch {
-		k := tp{m.Topic, m.Partition}
+	return groupBy(batch, func(m broker.Record) tp { return tp{m.Topic, m.Partition} })
+}
+
+// groupBy splits xs by key, in order of each key's first appearance, each
+// group in the order of xs.
+func groupBy[K comparable, V any](xs []V, key func(V) K) [][]V {
+	index := map[K]int{}
+	var out [][]V
+	for _, x := range xs {
+		k := key(x)
 		i, ok := index[k]
 		if !ok {
 			i = len(out)
 			index[k] = i
 			out = append(out, nil)
 		}
-		out[i] = append(out[i], m)
+		out[i] = append(out[i], x)
 	}
 	return out
 }
