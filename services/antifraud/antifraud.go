@@ -50,12 +50,12 @@ type Config struct {
 	Group string
 	// Risk parameterises the risk engine.
 	Risk risk.Config
-	// BatchMax is the most records of one partition decided in one
+	// BatchMax is the most records of one fetch decided in one
 	// database transaction; 1 decides each record alone.
-	BatchMax int `env:"ANTIFRAUD_BATCH_MAX" help:"records of one partition decided per transaction, 1..1000; 1 decides one per transaction"`
+	BatchMax int `env:"ANTIFRAUD_BATCH_MAX" help:"records of one fetch decided per transaction, 1..1000; 1 decides one per transaction"`
 }
 
-// DefaultBatchMax is how many records of one partition are decided in one
+// DefaultBatchMax is how many records of one fetch are decided in one
 // transaction unless ANTIFRAUD_BATCH_MAX says otherwise.
 const DefaultBatchMax = 50
 

@@ -61,7 +61,7 @@ const (
 	DefaultExpiryBatch    = 100
 )
 
-// DefaultBatchMax is how many records of one partition are settled in one
+// DefaultBatchMax is how many records of one fetch are settled in one
 // transaction at most.
 const DefaultBatchMax = 50
 
@@ -98,9 +98,9 @@ type Config struct {
 	// past their expiry; ExpiryBatch how many it releases per transaction.
 	ExpiryInterval time.Duration `env:"LEDGER_EXPIRY_INTERVAL" help:"how often the ledger releases the holds past their expiraEm, 10ms to 1h; a hold is released at most about this long after it expires"`
 	ExpiryBatch    int           `env:"LEDGER_EXPIRY_BATCH" help:"holds the expiry sweep releases per transaction, 1..1000"`
-	// BatchMax is the most records of one partition settled in one database
+	// BatchMax is the most records of one fetch settled in one database
 	// transaction; 1 settles each in its own.
-	BatchMax int `env:"LEDGER_BATCH_MAX" help:"records of one partition settled per transaction, 1..1000; 1 settles one per transaction"`
+	BatchMax int `env:"LEDGER_BATCH_MAX" help:"records of one fetch settled per transaction, 1..1000; 1 settles one per transaction"`
 	// Ownership is whether only the source account's titular may debit it
 	// (default enforced).
 	Ownership domain.Ownership `env:"LEDGER_OWNERSHIP" envDefault:"on" help:"on: a transfer debits an account only when its autorizacao verifies and its clienteId is the account's titular; off: neither check, for producers that predate both"`

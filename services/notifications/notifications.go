@@ -35,7 +35,7 @@ const Service = "notifications"
 // DefaultGroup is the consumer group of CONTRACTS.md section 3.
 const DefaultGroup = "notificacoes"
 
-// notifyBatchMax is the most records of one partition notified together.
+// notifyBatchMax is the most records of one fetch notified together.
 const notifyBatchMax = 100
 
 // Run runs the service with cfg, as ConfigFromEnv gives it (Run checks
@@ -94,7 +94,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	handler := consume.NewHandler(svc, cfg.Topics)
 	notifyCfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.Group, Topics: Consumed(cfg.Topics),
 		Policy: consumer.DelayedRetryTopics, Logger: log, Metrics: consumer.NewMetrics(reg),
-		// The records of one partition fetched together are notified with
+		// The records of one topic fetched together are notified with
 		// their log entries claimed and recorded at once.
 		Handler: handler.Handle, MaxBatch: notifyBatchMax}
 

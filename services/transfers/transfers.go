@@ -268,7 +268,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 	projection := consume.NewProjection(store, admit, cfg.Topics, log)
 	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),
 		Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg),
-		// The results of one partition fetched together are applied in
+		// The results of one topic fetched together are applied in
 		// one statement.
 		Handler: projection.Handle, MaxBatch: projectionBatchMax}
 
