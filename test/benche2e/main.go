@@ -60,6 +60,7 @@ type options struct {
 	floorSamples int
 	basePort     int
 	maxInFlight  int
+	maxConns     int
 	logDir       string
 	env          map[string]string
 	profile      string
@@ -96,6 +97,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	floorSamples := fs.Int("floor-samples", 200, "records of the produce-to-consume floor")
 	basePort := fs.Int("port", 18080, "first of the four HTTP ports (transfers, ledger, antifraud, notifications)")
 	maxInFlight := fs.Int("max-in-flight", 4000, "most outstanding requests; a request that finds them all busy leaves late (reported)")
+	maxConns := fs.Int("max-conns", 256, "most connections the load generator holds to a service, as a client's pool does; past them a request waits for one, and its POST latency counts the wait (0: no bound, a connection per outstanding request)")
 	logDir := fs.String("logs", "", "folder for the services' logs (default: a temporary folder, kept)")
 	envFlag := fs.String("env", "", "extra service settings, comma-separated NAME=VALUE (e.g. ANTIFRAUD_BATCH_MAX=1)")
 	profileCPU := fs.Bool("profile-cpu", true, "with -profile, also the CPU profiles (perf, JFR, pprof), which cost CPU of their own; false keeps the heap profiles and PostgreSQL's statements (a long memory run)")
@@ -109,7 +111,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	o := options{step: *step, warmup: *warmup, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
-		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, logDir: *logDir, env: map[string]string{},
+		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, maxConns: *maxConns, logDir: *logDir, env: map[string]string{},
 		profile: *profile, profileCPU: *profileCPU, warmupRate: *warmupRate}
 	for r := range strings.SplitSeq(*relays, ",") {
 		if r = strings.TrimSpace(r); r != "polling" && r != "logical" {
@@ -219,7 +221,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b.api = newAPI(token, minter)
+	b.api = newAPI(token, minter, b.o.maxConns)
 	b.baseEnv = map[string]string{
 		"AUTH_JWKS_FILE": filepath.Join(keyDir, auth.JWKSFile), "AUTH_ISSUER": "bench-e2e",
 		"TRANSFERS_AUTHORIZATION_KEY_FILE": filepath.Join(keyDir, transfersig.KeyFile),

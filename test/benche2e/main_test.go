@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestDBURL(t *testing.T) {
@@ -34,5 +35,26 @@ func TestSummarise(t *testing.T) {
 	}
 	if got := summarise(nil); got != (dist{}) {
 		t.Errorf("summarise(nil) = %+v", got)
+	}
+}
+
+// An overload step's load takes the generator's extra cores and the shed
+// answers' from the cores the flow used at the plateau's step; the bound is
+// what is left of those over all of them.
+func TestLoadShare(t *testing.T) {
+	t.Parallel()
+	sec := 10 * time.Second
+	top := stepRow{elapsed: sec, cpu: 18 * time.Second, generator: 1 * time.Second} // the flow 1.8 cores, the generator 0.1
+	r := stepRow{elapsed: sec, generator: 3 * time.Second, shed: 30000}             // 0.3 cores; 3,000 shed/s
+	got, ok := loadShare(top, r, 50*time.Microsecond)                               // 0.15 cores of shed answers
+	want := share{generator: 0.2, door: 0.15, flow: 1.8, bound: 1.45 / 1.8}
+	if !ok || !cmp.Equal(got, want, cmp.AllowUnexported(share{}), cmpopts.EquateApprox(0, 1e-9)) {
+		t.Errorf("loadShare = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := loadShare(top, r, 0); ok {
+		t.Error("no shed CPU measured: want no share")
+	}
+	if _, ok := loadShare(stepRow{}, r, time.Millisecond); ok {
+		t.Error("no plateau step: want no share")
 	}
 }

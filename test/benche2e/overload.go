@@ -104,13 +104,42 @@ func (b *bench) overloadSummary(mode string) {
 			mode, msf(step.cpuPerSettled), float64(step.cpuPerSettled)/float64(b.postCPU), msf(b.postCPU),
 			step.busyCores(), runtime.NumCPU(), float64(b.postCPU)/float64(step.cpuPerSettled))
 	}
+	step, _ := plateauRow(b.rows[mode])
 	for _, r := range b.rows[mode] {
 		if r.multiple == 0 || top <= 0 {
 			continue
 		}
 		fmt.Fprintf(b.out, "%s: %gx the plateau (%.0f/s offered): settled %.1f/s = %.2f x plateau (aim >= 0.9), shed %.1f/s, accepted e2e p99 %s ms (aim < 2000), pending after the drain %d (aim 0), heap %.1f MiB, CPU %s ms per settled\n",
 			mode, r.multiple, r.offered, r.settled, r.settled/top, float64(r.shed)/b.o.step.Seconds(), ms(r.e2e.p99), r.undrained, r.heapMiB, msf(r.cpuPerSettled))
+		if ls, ok := loadShare(step, r, b.shedCPU); ok {
+			fmt.Fprintf(b.out, "%s: %gx the plateau: the offered load's own cost takes %.2f of the %.2f cores the flow used at the plateau's step (the load generator %.2f cores more, the door's shed answers %.2f at %s ms each); at the plateau's CPU per settled transfer the rest settles at most %.2f x plateau\n",
+				mode, r.multiple, ls.generator+ls.door, ls.flow, ls.generator, ls.door, msf3(b.shedCPU), ls.bound)
+		}
 	}
+}
+
+// share is what an overload step's offered load itself takes of the cores
+// the flow used at the plateau's step, in cores: the load generator's CPU
+// above the plateau step's (it runs on the same cores) and the door's
+// answers (the shed requests a second times the CPU of one shed POST
+// alone); bound is the settled rate over the plateau's that the cores left
+// allow at the plateau step's CPU per settled transfer.
+type share struct{ generator, door, flow, bound float64 }
+
+// loadShare is r's share against the plateau's step top, with shedCPU the
+// CPU of one shed POST; false when a figure is missing.
+func loadShare(top, r stepRow, shedCPU time.Duration) (share, bool) {
+	cores := func(d, over time.Duration) float64 { return d.Seconds() / over.Seconds() }
+	if top.elapsed <= 0 || r.elapsed <= 0 || top.cpu <= 0 || shedCPU <= 0 {
+		return share{}, false
+	}
+	s := share{
+		generator: max(0, cores(r.generator, r.elapsed)-cores(top.generator, top.elapsed)),
+		door:      float64(r.shed) / r.elapsed.Seconds() * shedCPU.Seconds(),
+		flow:      cores(top.cpu, top.elapsed),
+	}
+	s.bound = max(0, s.flow-s.generator-s.door) / s.flow
+	return s, true
 }
 
 // msf is d in milliseconds with one decimal.
