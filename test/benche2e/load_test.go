@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -64,5 +65,49 @@ func TestPostSendsATransferAndReadsTheShed(t *testing.T) {
 	problem.Store(&other)
 	if st, shed := a.post(context.Background(), srv.URL, uuid.New(), accounts); st != http.StatusServiceUnavailable || shed {
 		t.Fatalf("another 503: got %d, shed %v", st, shed)
+	}
+}
+
+// The generator holds at most its maxConns connections to a service: with
+// the first requests held by the service, the rest wait for one of their
+// connections rather than open more.
+func TestPostHoldsAtMostMaxConnsConnections(t *testing.T) {
+	t.Parallel()
+	const maxConns, requests = 4, 20
+	var conns atomic.Int64
+	arrived, release := make(chan struct{}, requests), make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	a := newAPI("tok", "", maxConns)
+	accounts := []string{"bench-0000", "bench-0001"}
+	done := make(chan int, requests)
+	for range requests {
+		go func() {
+			st, _ := a.post(context.Background(), srv.URL, uuid.New(), accounts)
+			done <- st
+		}()
+	}
+	for range maxConns {
+		<-arrived
+	}
+	close(release)
+	for range requests {
+		if st := <-done; st != http.StatusAccepted {
+			t.Fatalf("a request answered %d", st)
+		}
+	}
+	if n := conns.Load(); n > maxConns {
+		t.Errorf("%d requests at once opened %d connections, want at most %d", requests, n, maxConns)
 	}
 }
