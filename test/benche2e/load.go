@@ -42,13 +42,29 @@ func (a *api) call(ctx context.Context, method, url, idemKey string, body any) (
 
 // callAs is call with another token.
 func (a *api) callAs(ctx context.Context, bearer, method, url, idemKey string, body any) (int, map[string]any, error) {
-	var rd io.Reader
+	var raw []byte
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return 0, nil, err
 		}
-		rd = bytes.NewReader(b)
+		raw = b
+	}
+	st, b, err := a.send(ctx, bearer, method, url, idemKey, raw)
+	if err != nil {
+		return 0, nil, err
+	}
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return st, out, nil
+}
+
+// send sends body (none if nil) as JSON with bearer's token and returns the
+// status and the answer, read to the end so that the connection is reused.
+func (a *api) send(ctx context.Context, bearer, method, url, idemKey string, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
@@ -64,10 +80,8 @@ func (a *api) callAs(ctx context.Context, bearer, method, url, idemKey string, b
 		return 0, nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	_ = json.Unmarshal(b, &out)
-	return resp.StatusCode, out, nil
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // openAccounts opens n BRL accounts named prefix-i and funds each.
@@ -123,26 +137,13 @@ type postResult struct {
 // reports the status (0 on a transport error) and whether it was shed at
 // the door. It is the load generator's request, on the same cores as the
 // suite: the body is appended rather than marshalled, and the answer is
-// read to the end (so the connection is reused) but parsed only for a 503's
-// problem type.
+// parsed only for a 503's problem type.
 func (a *api) post(ctx context.Context, url string, id uuid.UUID, accounts []string) (status int, overloaded bool) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(transferJSON(accounts)))
+	st, b, err := a.send(ctx, a.bearer, http.MethodPost, url, id.String(), transferJSON(accounts))
 	if err != nil {
 		return 0, false
 	}
-	req.Header["Authorization"] = []string{"Bearer " + a.bearer}
-	req.Header["Content-Type"] = []string{"application/json"}
-	req.Header["Idempotency-Key"] = []string{id.String()}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return 0, false
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, false
-	}
-	return resp.StatusCode, resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(b, overloadedJSON)
+	return st, st == http.StatusServiceUnavailable && bytes.Contains(b, overloadedJSON)
 }
 
 // overloadedJSON is the problem type of a shed request as it reads in a

@@ -152,8 +152,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		o.env[k] = v
 	}
-	if o.accounts < 2 || o.step <= 0 || o.postClients < 1 || o.floorSamples < 1 || o.warmupRate <= 0 {
-		return errors.New("-accounts must be at least 2; -step, -warmup-rate, -post-clients and -floor-samples positive")
+	if o.accounts < 2 || o.step <= 0 || o.postClients < 1 || o.floorSamples < 1 || o.warmupRate <= 0 || o.maxInFlight < 1 || o.maxConns < 0 {
+		return errors.New("-accounts must be at least 2; -step, -warmup-rate, -post-clients, -floor-samples and -max-in-flight positive; -max-conns 0 or more")
 	}
 	serverURL, brokers := os.Getenv("TEST_DATABASE_URL"), os.Getenv("TEST_KAFKA_BROKERS")
 	if serverURL == "" || brokers == "" {

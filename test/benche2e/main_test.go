@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +58,16 @@ func TestLoadShare(t *testing.T) {
 	}
 	if _, ok := loadShare(stepRow{}, r, time.Millisecond); ok {
 		t.Error("no plateau step: want no share")
+	}
+}
+
+// A bound the generator cannot honour is refused before anything starts.
+func TestRunRefusesBadBounds(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-max-conns", "-1"}, {"-max-in-flight", "0"}} {
+		err := run(t.Context(), args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("run %v: %v, want an error naming %s", args, err, args[0])
+		}
 	}
 }
