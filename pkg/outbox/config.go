@@ -32,6 +32,12 @@ type RelayConfig struct {
 	// PollInterval is the fallback scan when no wake-up arrives, and so the
 	// longest a dead relay's claims wait to be taken over.
 	PollInterval time.Duration `env:"OUTBOX_POLL_INTERVAL" help:"fallback scan when no wake-up arrives"`
+	// Gather is how long an idle worker of the polling relay waits after a
+	// wake-up before it claims, so that the events committed meanwhile go
+	// in the same claim, publish and mark; default 0: it claims at once.
+	// Larger, a trickle costs fewer round trips per event, and each event
+	// waits up to Gather more (docs/figures.md, "Batching at a trickle").
+	Gather time.Duration `env:"OUTBOX_GATHER" help:"wait of the polling relay after a wake-up before it claims; above 0 it trades latency for fewer round trips at low rates"`
 	// MaxAttempts is how many times the broker may refuse an event itself
 	// (too large, corrupt, invalid: see Refused) before it turns DEAD.
 	// Other failures (broker unreachable, leader moving, authorization,

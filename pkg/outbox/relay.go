@@ -104,11 +104,12 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	var workers sync.WaitGroup
 	var busy atomic.Int32 // workers with a batch in flight
+	var gathering atomic.Bool
 	for i := 0; i < r.cfg.Workers; i++ {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			r.workLoop(ctx, workCtx, &busy)
+			r.workLoop(ctx, workCtx, &busy, &gathering)
 		}()
 	}
 	workers.Wait()
@@ -129,7 +130,11 @@ func (r *Relay) Run(ctx context.Context) error {
 // for the same reason and counted as a signal: that worker's wake-up
 // follows, and a claim now would mostly scan events of the keys it holds
 // (and hold up the claims of every relay while it does).
-func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
+//
+// With a Gather, a worker woken from idle waits that long before it claims
+// (gathering is set meanwhile), and a wake-up that comes to another worker
+// then is left to it: its claim begins after that signal's commit.
+func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32, gathering *atomic.Bool) {
 	poll := time.NewTimer(r.cfg.PollInterval)
 	defer poll.Stop()
 	select { // claims wait for the liveness session
@@ -137,7 +142,14 @@ func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
 		return
 	case <-r.live.up:
 	}
+	woken := false
 	for ctx.Err() == nil {
+		if woken && r.cfg.Gather > 0 {
+			gathering.Store(true)
+			r.gather(ctx)
+			gathering.Store(false)
+		}
+		woken = false
 		seen := r.news.Load()
 		busy.Add(1)
 		n, err := r.PublishBatch(workCtx)
@@ -163,6 +175,10 @@ func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
 			select {
 			case <-ctx.Done():
 			case <-r.wake:
+				if gathering.Load() {
+					continue wait // the gathering worker's claim covers it
+				}
+				woken = true
 			case <-poll.C:
 				if busy.Load() > 0 {
 					r.news.Add(1) // the busy worker's batch end claims instead
@@ -171,6 +187,16 @@ func (r *Relay) workLoop(ctx, workCtx context.Context, busy *atomic.Int32) {
 			}
 			break
 		}
+	}
+}
+
+// gather waits cfg.Gather, or until ctx ends.
+func (r *Relay) gather(ctx context.Context) {
+	t := time.NewTimer(r.cfg.Gather)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

@@ -31,16 +31,7 @@ func TestRelayWakeUps(t *testing.T) {
 		defer pub.mu.Unlock()
 		return pub.sent[id] > 0
 	}
-	claims := func() float64 {
-		var empty, batches dto.Metric
-		if err := m.EmptyClaims.Write(&empty); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.BatchSize.Write(&batches); err != nil {
-			t.Fatal(err)
-		}
-		return empty.GetCounter().GetValue() + float64(batches.GetHistogram().GetSampleCount())
-	}
+	claims := func() float64 { return relayClaims(t, m) }
 
 	const n = 20
 	for i := range n {
@@ -108,4 +99,106 @@ func TestRelayWakesForHeldBackEvents(t *testing.T) {
 	})
 	gate.open(t, 0, nil)
 	gate.open(t, 1, nil) // fails unless the first batch's end claimed the second event
+}
+
+// TestRelayGathersAfterAWakeUp: with a Gather, the worker a commit wakes
+// waits before it claims, and the events committed meanwhile (each commit
+// waking the relay again) go in the same claim, publish and mark; none of
+// them goes out before the gather is over.
+func TestRelayGathersAfterAWakeUp(t *testing.T) {
+	t.Parallel()
+	e := newDBEnv(t)
+	m := outbox.NewMetrics(prometheus.NewRegistry())
+	pub := newSendLog()
+	cfg := fastRelay("gather")
+	cfg.PollInterval = time.Hour // every claim comes from a wake-up
+	cfg.Workers = 2
+	cfg.Gather = 3 * time.Second
+	runRelay(t, outbox.NewRelay(e.ob, pub, cfg, testLogger(t), m))
+	// Each worker claims once as it starts, without a wake-up.
+	poll.True(t, 10*time.Second, "both workers' first claims", func() bool {
+		var empty dto.Metric
+		if err := m.EmptyClaims.Write(&empty); err != nil {
+			t.Fatal(err)
+		}
+		return empty.GetCounter().GetValue() >= float64(cfg.Workers)
+	})
+
+	start := time.Now()
+	var ids []string
+	for _, k := range []string{"a", "b", "c"} { // three commits, three wake-ups
+		for _, id := range e.enqueue(t, payload{Key: k}) {
+			ids = append(ids, id.String())
+		}
+	}
+	if took := time.Since(start); took >= cfg.Gather {
+		t.Fatalf("the three commits took %v, longer than the gather of %v: the host is too slow for this test", took, cfg.Gather)
+	}
+	var first time.Duration // when the first of them was acked
+	poll.True(t, 10*time.Second, "the first event published", func() bool {
+		pub.mu.Lock()
+		defer pub.mu.Unlock()
+		first = time.Since(start)
+		return len(pub.order) > 0
+	})
+	if first < cfg.Gather {
+		t.Errorf("an event was published %v after the first commit, before the gather of %v ended", first, cfg.Gather)
+	}
+	batches := func() *dto.Histogram {
+		var b dto.Metric
+		if err := m.BatchSize.Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.GetHistogram()
+	}
+	poll.True(t, 10*time.Second, "the three events' batches recorded", func() bool {
+		return batches().GetSampleSum() >= float64(len(ids))
+	})
+	if h := batches(); h.GetSampleCount() != 1 || h.GetSampleSum() != 3 {
+		t.Errorf("3 events committed within the gather went in %d batches of %v events in all, want 1 batch of 3",
+			h.GetSampleCount(), h.GetSampleSum())
+	}
+}
+
+// TestRelayNotifiesOtherProcesses: a commit through one Outbox wakes the
+// relay of another (another process) by the first relay's NOTIFY: with
+// polling out of the picture, the other relay claims after each such
+// commit.
+func TestRelayNotifiesOtherProcesses(t *testing.T) {
+	t.Parallel()
+	e := newDBEnv(t)
+	claims := func(m *outbox.Metrics) float64 { return relayClaims(t, m) }
+	start := func(ob *outbox.Outbox, name string) *outbox.Metrics {
+		m := outbox.NewMetrics(prometheus.NewRegistry())
+		cfg := fastRelay(name)
+		cfg.PollInterval = time.Hour // every claim after the first comes from a wake-up
+		cfg.Workers = 1
+		runRelay(t, outbox.NewRelay(ob, newSendLog(), cfg, testLogger(t), m))
+		poll.True(t, 10*time.Second, name+"'s first claim", func() bool { return claims(m) >= 1 })
+		return m
+	}
+	start(e.ob, "this-process")
+	other := *e
+	other.ob = outbox.New(e.db)
+	m := start(other.ob, "other-process")
+
+	for i := range 3 {
+		before := claims(m)
+		e.enqueue(t, payload{Key: "n", N: i})
+		poll.True(t, 10*time.Second, "the other process's relay woken by the NOTIFY", func() bool { return claims(m) > before })
+	}
+}
+
+// relayClaims is how many claims a relay made: those that found nothing and
+// the batches.
+func relayClaims(t *testing.T, m *outbox.Metrics) float64 {
+	t.Helper()
+	var empty, batches dto.Metric
+	if err := m.EmptyClaims.Write(&empty); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.BatchSize.Write(&batches); err != nil {
+		t.Fatal(err)
+	}
+	return empty.GetCounter().GetValue() + float64(batches.GetHistogram().GetSampleCount())
 }
