@@ -113,13 +113,18 @@ const LeaseMargin = time.Second
 
 // Validate reports a configuration under which a relay could still be
 // sending when its lease ends, so that another relay would send the same
-// events again, possibly ahead of the older ones of their key. Services
-// refuse to start with it. Zero values are read as their defaults.
+// events again, possibly ahead of the older ones of their key, or one that
+// gathers no shorter than its fallback poll. Services refuse to start with
+// it. Zero values are read as their defaults.
 func (c RelayConfig) Validate() error {
 	d := c.withDefaults()
 	if min := d.SendTimeout + LeaseMargin + time.Second; d.Lease < min {
 		return fmt.Errorf("outbox relay: lease %v must be at least the send timeout %v + %v (OUTBOX_LEASE >= OUTBOX_SEND_TIMEOUT + %v)",
 			d.Lease, d.SendTimeout, LeaseMargin+time.Second, LeaseMargin+time.Second)
+	}
+	if d.Gather >= d.PollInterval {
+		return fmt.Errorf("outbox relay: gather %v must be below the poll interval %v (OUTBOX_GATHER < OUTBOX_POLL_INTERVAL): the fallback poll would claim first",
+			d.Gather, d.PollInterval)
 	}
 	if d.BackoffBase > d.BackoffMax {
 		return fmt.Errorf("outbox relay: backoff base %v exceeds backoff max %v", d.BackoffBase, d.BackoffMax)

@@ -513,7 +513,8 @@ func TestRelayDeadEventHoldsItsKeyUntilAnOperatorActs(t *testing.T) {
 	}
 }
 
-// A configuration under which a relay could send past its lease is refused.
+// A configuration under which a relay could send past its lease, or would
+// gather longer than its fallback poll, is refused.
 func TestRelayConfigValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -526,6 +527,8 @@ func TestRelayConfigValidate(t *testing.T) {
 		{"lease below send timeout", outbox.RelayConfig{Lease: 10 * time.Second}, true},
 		{"lease with room", outbox.RelayConfig{Lease: 5 * time.Second, SendTimeout: 3 * time.Second}, false},
 		{"backoff base above max", outbox.RelayConfig{BackoffBase: time.Minute, BackoffMax: time.Second}, true},
+		{"gather below the poll interval", outbox.RelayConfig{Gather: 30 * time.Millisecond}, false},
+		{"gather as long as the poll interval", outbox.RelayConfig{Gather: 500 * time.Millisecond}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
