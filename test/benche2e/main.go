@@ -86,7 +86,7 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench-e2e", flag.ContinueOnError)
 	modes := fs.String("modes", "all-in-one,four-processes", "deployments to measure, in order: all-in-one (payments-dev run on the broker), four-processes, embedded (payments-dev run on its in-process kfake, as make run)")
-	rates := fs.String("rates", "50,100,200,400,800", "offered rates, requests per second, in order (a rate left undrained ends the series)")
+	rates := fs.String("rates", "1,50,100,200,400,800", "offered rates, requests per second, in order (a rate left undrained ends the series; a step of 1/s measures the suite idling, for the 100/s CPU line)")
 	step := fs.Duration("step", 15*time.Second, "how long each rate is offered")
 	drain := fs.Duration("drain", 30*time.Second, "longest wait after a step for its transfers to reach a terminal status")
 	warmup := fs.Duration("warmup", 20*time.Second, "load before the first step of each deployment, not reported")

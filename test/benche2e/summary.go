@@ -37,6 +37,12 @@ func (b *bench) summary() {
 			fmt.Fprintf(b.out, "%s: CPU per settled transfer at 100/s: %s ms = %.2f x the plateau step's %s ms (aim <= 1.5); of which the broker's JIT compiler %s ms\n",
 				m, msf(at.cpuPerSettled), float64(at.cpuPerSettled)/float64(top.cpuPerSettled), msf(top.cpuPerSettled),
 				msf(perSettled(at.jit, at)))
+			if idle, ok := nearest(rows, 1); ok && idle.offered == 1 {
+				if sh, ok := splitIdle(idle, at, top); ok {
+					fmt.Fprintf(b.out, "%s: the suite at 1/s (idle but for one transfer a second): %.2f cores, %s ms of each transfer at 100/s; the aim leaves a transfer %s ms of its own at 100/s, against %s ms at the plateau step (its CPU less the idle share)\n",
+						m, sh.cores, msf(sh.at), msf(sh.left), msf(sh.topOwn))
+				}
+			}
 			if b.floorP50 > 0 {
 				fmt.Fprintf(b.out, "%s: e2e at 100/s: p50 %s ms = %.1f x the three-hop floor (aim <= 3), %.1f x the durable floor; p99 %s ms = %.1f x the three-hop floor (aim <= 10)\n",
 					m, ms(at.e2e.p50), float64(at.e2e.p50)/float64(3*b.floorP50), float64(at.e2e.p50)/float64(max(b.durableFloor(), 1)),
@@ -49,6 +55,35 @@ func (b *bench) summary() {
 		}
 	}
 	fmt.Fprintln(b.out)
+}
+
+// idleShare is what the suite costs with nothing to do, from a step of
+// 1/s, and what that leaves of the aim on CPU at a low rate.
+type idleShare struct {
+	// cores is every process's CPU at 1/s (the load generator's aside)
+	// over the step's length.
+	cores float64
+	// at is cores spread over the transfers the low rate's step settled a
+	// second; left is 1.5x the plateau step's CPU per settled transfer
+	// (the aim) less at: what the aim leaves a transfer of its own; topOwn
+	// is the plateau step's CPU per settled transfer less cores spread
+	// over its transfers: a transfer's own cost in full batches.
+	at, left, topOwn time.Duration
+}
+
+// splitIdle splits the CPU per settled transfer of the step at (a low
+// rate) and top (the plateau) into the idle suite's share, read from the
+// step idle, and a transfer's own; false when a step has no length or
+// settled nothing.
+func splitIdle(idle, at, top stepRow) (idleShare, bool) {
+	if idle.elapsed <= 0 || at.settled <= 0 || top.settled <= 0 {
+		return idleShare{}, false
+	}
+	cores := rowCPU(idle).Seconds() / idle.elapsed.Seconds()
+	share := func(r stepRow) time.Duration { return time.Duration(cores / r.settled * float64(time.Second)) }
+	sh := idleShare{cores: cores, at: share(at), topOwn: top.cpuPerSettled - share(top)}
+	sh.left = time.Duration(1.5*float64(top.cpuPerSettled)) - sh.at
+	return sh, true
 }
 
 // durableFloor is the three-hop floor plus the three durable commits every

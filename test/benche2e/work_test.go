@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -48,5 +49,30 @@ func TestPerSettledDividesByTheTransfersOfTheStep(t *testing.T) {
 	}
 	if got := perSettled(time.Second, stepRow{}); got != 0 {
 		t.Errorf("perSettled of a step that settled nothing = %v, want 0", got)
+	}
+}
+
+// The idle suite's CPU, from the 1/s step, is spread over each step's
+// settled transfers; the aim (1.5x the plateau step's CPU per settled
+// transfer) less the low rate's share is what it leaves a transfer.
+func TestSplitIdle(t *testing.T) {
+	t.Parallel()
+	// 0.2 cores at 1/s: 3 s of CPU over 15 s.
+	idle := stepRow{offered: 1, settled: 1, elapsed: 15 * time.Second, servers: map[string]time.Duration{"postgresql": 2 * time.Second, "kafka": time.Second}}
+	at := stepRow{offered: 100, settled: 100}
+	top := stepRow{offered: 800, settled: 800, cpuPerSettled: 2500 * time.Microsecond}
+	got, ok := splitIdle(idle, at, top)
+	if !ok {
+		t.Fatal("splitIdle refused three measured steps")
+	}
+	want := idleShare{cores: 0.2, at: 2 * time.Millisecond, left: 1750 * time.Microsecond, topOwn: 2250 * time.Microsecond}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(idleShare{}), cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })); diff != "" {
+		t.Errorf("splitIdle (-want +got):\n%s", diff)
+	}
+	if _, ok := splitIdle(stepRow{offered: 1}, at, top); ok {
+		t.Error("splitIdle of an idle step with no length: want false")
+	}
+	if _, ok := splitIdle(idle, stepRow{offered: 100}, top); ok {
+		t.Error("splitIdle of a 100/s step that settled nothing: want false")
 	}
 }
