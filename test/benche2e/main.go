@@ -53,6 +53,7 @@ type options struct {
 	rates        []float64
 	step         time.Duration
 	warmup       time.Duration
+	warmupMax    time.Duration
 	drain        time.Duration
 	accounts     int
 	postClients  int
@@ -90,6 +91,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	step := fs.Duration("step", 15*time.Second, "how long each rate is offered")
 	drain := fs.Duration("drain", 30*time.Second, "longest wait after a step for its transfers to reach a terminal status")
 	warmup := fs.Duration("warmup", 20*time.Second, "load before the first step of each deployment, not reported")
+	warmupMax := fs.Duration("warmup-max", 80*time.Second, "longest warm-up: past -warmup it goes on in slices of "+jitSlice.String()+" until the broker's JIT compiler threads take less than "+strconv.FormatFloat(jitQuiet, 'f', -1, 64)+" cores over a slice, or this much in all")
 	warmupRate := fs.Float64("warmup-rate", 300, "rate of the warm-up: high enough that the broker's JIT compiles its hot paths before the first step, not during it")
 	accounts := fs.Int("accounts", 1000, "funded accounts the transfers pick from")
 	postClients := fs.Int("post-clients", 8, "clients of the POST-alone baseline (closed loop)")
@@ -110,7 +112,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return err
 	}
-	o := options{step: *step, warmup: *warmup, drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
+	o := options{step: *step, warmup: *warmup, warmupMax: max(*warmup, *warmupMax), drain: *drain, accounts: *accounts, postClients: *postClients, postFor: *postFor,
 		floorSamples: *floorSamples, basePort: *basePort, maxInFlight: *maxInFlight, maxConns: *maxConns, logDir: *logDir, env: map[string]string{},
 		profile: *profile, profileCPU: *profileCPU, warmupRate: *warmupRate}
 	for r := range strings.SplitSeq(*relays, ",") {
@@ -629,8 +631,12 @@ func (b *bench) deployment(ctx context.Context, mode string) error {
 	// Warm-up, not reported: the broker's JIT compiles its hot paths
 	// meanwhile. At a low rate it does not: after 10 s at 100/s its C2
 	// compiler threads still took a quarter of the machine in the first
-	// step, charged to that step's transfers.
-	b.api.openLoop(ctx, b.url(0), accounts, b.o.warmupRate, b.o.warmup, b.o.maxInFlight)
+	// step, charged to that step's transfers. Nor always within 20 s at
+	// 300/s, so the load goes on until the compiler is quiet.
+	took, jit := warmUp(b.o.warmup, b.o.warmupMax, jitSlice, jitQuiet, func(d time.Duration) {
+		b.api.openLoop(ctx, b.url(0), accounts, b.o.warmupRate, d, b.o.maxInFlight)
+	}, func() time.Duration { return jitUsage(b.kafkaPort) })
+	fmt.Fprintf(b.out, "%s: warm-up %s at %.0f/s; the broker's JIT compiler at %.2f cores in its last %s\n", mode, took, b.o.warmupRate, jit, jitSlice)
 	b.waitDrained(ctx, d, b.o.drain)
 	// The heap's start is taken warm, after the first load: its growth to
 	// the end is what the steps added, not the caches and pools the first

@@ -76,3 +76,34 @@ func TestSplitIdle(t *testing.T) {
 		t.Error("splitIdle of a 100/s step that settled nothing: want false")
 	}
 }
+
+func TestWarmUpWaitsForTheJIT(t *testing.T) {
+	t.Parallel()
+	// The compiler's CPU after each load: 2 s over the first 20 s (0.1
+	// cores), then 0.5 s (0.1) and 0.05 s (0.01) over 5 s slices.
+	cases := []struct {
+		name     string
+		per      []time.Duration
+		most     time.Duration
+		took     time.Duration
+		lastJIT  float64
+		sessions int
+	}{
+		{"quiet at once", []time.Duration{200 * time.Millisecond}, 80 * time.Second, 20 * time.Second, 0.01, 1},
+		{"quiet after two slices", []time.Duration{2 * time.Second, 500 * time.Millisecond, 50 * time.Millisecond}, 80 * time.Second, 30 * time.Second, 0.01, 3},
+		{"never quiet: stops at the most", []time.Duration{2 * time.Second, time.Second, time.Second, time.Second}, 32 * time.Second, 30 * time.Second, 0.2, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var used time.Duration
+			var loads []time.Duration
+			took, last := warmUp(20*time.Second, c.most, 5*time.Second, 0.02,
+				func(d time.Duration) { used += c.per[min(len(loads), len(c.per)-1)]; loads = append(loads, d) },
+				func() time.Duration { return used })
+			if took != c.took || math.Abs(last-c.lastJIT) > 1e-9 || len(loads) != c.sessions {
+				t.Errorf("warmUp = %s, %.3f cores after %d loads %v; want %s, %.3f after %d", took, last, len(loads), loads, c.took, c.lastJIT, c.sessions)
+			}
+		})
+	}
+}

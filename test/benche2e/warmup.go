@@ -1,0 +1,30 @@
+package main
+
+import "time"
+
+// The warm-up goes on past -warmup in slices of jitSlice until the broker's
+// JIT compiler threads take less than jitQuiet cores over one: a compiler
+// still busy in the first step is charged to that step's transfers (0.05
+// to 0.15 cores of the first relay's steps, the second relay's nearly
+// none, on the same broker).
+const (
+	jitSlice = 5 * time.Second
+	jitQuiet = 0.02
+)
+
+// warmUp offers load for first, then for slice at a time while the JIT
+// took at least quiet cores over the last slice and less than most has
+// been offered in all. jit reads the compiler threads' CPU so far. It
+// returns how long the load ran and the compiler's cores over the last
+// slice (over first when no slice ran).
+func warmUp(first, most, slice time.Duration, quiet float64, load func(time.Duration), jit func() time.Duration) (time.Duration, float64) {
+	before := jit()
+	load(first)
+	took, last := first, (jit()-before).Seconds()/first.Seconds()
+	for last >= quiet && took+slice <= most {
+		before = jit()
+		load(slice)
+		took, last = took+slice, (jit()-before).Seconds()/slice.Seconds()
+	}
+	return took, last
+}
