@@ -4,9 +4,8 @@ import "time"
 
 // The warm-up goes on past -warmup in slices of jitSlice until the broker's
 // JIT compiler threads take less than jitQuiet cores over one: a compiler
-// still busy in the first step is charged to that step's transfers (0.05
-// to 0.15 cores of the first relay's steps, the second relay's nearly
-// none, on the same broker).
+// still busy in the first step is charged to that step's transfers, and
+// only to the relay measured first on a fresh broker.
 const (
 	jitSlice = 5 * time.Second
 	jitQuiet = 0.02
