@@ -157,6 +157,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.accounts < 2 || o.step <= 0 || o.postClients < 1 || o.floorSamples < 1 || o.warmupRate <= 0 || o.maxInFlight < 1 || o.maxConns < 0 {
 		return errors.New("-accounts must be at least 2; -step, -warmup-rate, -post-clients, -floor-samples and -max-in-flight positive; -max-conns 0 or more")
 	}
+	if *warmup < 0 || *warmupMax < 0 {
+		return errors.New("-warmup and -warmup-max must be 0 or more")
+	}
 	serverURL, brokers := os.Getenv("TEST_DATABASE_URL"), os.Getenv("TEST_KAFKA_BROKERS")
 	if serverURL == "" || brokers == "" {
 		return errors.New("TEST_DATABASE_URL and TEST_KAFKA_BROKERS are required: run through test/infra/with-infra.sh (make bench-e2e)")

@@ -64,7 +64,7 @@ func TestLoadShare(t *testing.T) {
 // A bound the generator cannot honour is refused before anything starts.
 func TestRunRefusesBadBounds(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"-max-conns", "-1"}, {"-max-in-flight", "0"}} {
+	for _, args := range [][]string{{"-max-conns", "-1"}, {"-max-in-flight", "0"}, {"-warmup", "-1s"}, {"-warmup-max", "-1s"}} {
 		err := run(t.Context(), args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("run %v: %v, want an error naming %s", args, err, args[0])

@@ -13,10 +13,14 @@ const (
 
 // warmUp offers load for first, then for slice at a time while the JIT
 // took at least quiet cores over the last slice and less than most has
-// been offered in all. jit reads the compiler threads' CPU so far. It
-// returns how long the load ran and the compiler's cores over the last
-// slice (over first when no slice ran).
+// been offered in all. jit reads the compiler threads' CPU so far (the
+// live threads': one that exits takes its time with it, and that slice
+// reads low). It returns how long the load ran and the compiler's cores
+// over the last load; with first 0 there is no warm-up at all.
 func warmUp(first, most, slice time.Duration, quiet float64, load func(time.Duration), jit func() time.Duration) (time.Duration, float64) {
+	if first <= 0 {
+		return 0, 0
+	}
 	before := jit()
 	load(first)
 	took, last := first, (jit()-before).Seconds()/first.Seconds()

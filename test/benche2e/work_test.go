@@ -79,30 +79,33 @@ func TestSplitIdle(t *testing.T) {
 
 func TestWarmUpWaitsForTheJIT(t *testing.T) {
 	t.Parallel()
-	// The compiler's CPU after each load: 2 s over the first 20 s (0.1
-	// cores), then 0.5 s (0.1) and 0.05 s (0.01) over 5 s slices.
+	// per is the compiler's CPU during each load in turn, the last
+	// repeated: over the first 20 s, 2 s is 0.1 cores; over a 5 s slice,
+	// 0.5 s is 0.1 cores and 0.05 s 0.01.
 	cases := []struct {
-		name     string
-		per      []time.Duration
-		most     time.Duration
-		took     time.Duration
-		lastJIT  float64
-		sessions int
+		name    string
+		first   time.Duration
+		per     []time.Duration
+		most    time.Duration
+		took    time.Duration
+		lastJIT float64
+		loads   int
 	}{
-		{"quiet at once", []time.Duration{200 * time.Millisecond}, 80 * time.Second, 20 * time.Second, 0.01, 1},
-		{"quiet after two slices", []time.Duration{2 * time.Second, 500 * time.Millisecond, 50 * time.Millisecond}, 80 * time.Second, 30 * time.Second, 0.01, 3},
-		{"never quiet: stops at the most", []time.Duration{2 * time.Second, time.Second, time.Second, time.Second}, 32 * time.Second, 30 * time.Second, 0.2, 3},
+		{"quiet at once", 20 * time.Second, []time.Duration{200 * time.Millisecond}, 80 * time.Second, 20 * time.Second, 0.01, 1},
+		{"quiet after two slices", 20 * time.Second, []time.Duration{2 * time.Second, 500 * time.Millisecond, 50 * time.Millisecond}, 80 * time.Second, 30 * time.Second, 0.01, 3},
+		{"never quiet: stops at the most", 20 * time.Second, []time.Duration{2 * time.Second, time.Second}, 32 * time.Second, 30 * time.Second, 0.2, 3},
+		{"no warm-up asked", 0, []time.Duration{time.Second}, 80 * time.Second, 0, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var used time.Duration
 			var loads []time.Duration
-			took, last := warmUp(20*time.Second, c.most, 5*time.Second, 0.02,
+			took, last := warmUp(c.first, c.most, 5*time.Second, 0.02,
 				func(d time.Duration) { used += c.per[min(len(loads), len(c.per)-1)]; loads = append(loads, d) },
 				func() time.Duration { return used })
-			if took != c.took || math.Abs(last-c.lastJIT) > 1e-9 || len(loads) != c.sessions {
-				t.Errorf("warmUp = %s, %.3f cores after %d loads %v; want %s, %.3f after %d", took, last, len(loads), loads, c.took, c.lastJIT, c.sessions)
+			if took != c.took || math.Abs(last-c.lastJIT) > 1e-9 || len(loads) != c.loads {
+				t.Errorf("warmUp = %s, %.3f cores after %d loads %v; want %s, %.3f after %d", took, last, len(loads), loads, c.took, c.lastJIT, c.loads)
 			}
 		})
 	}
