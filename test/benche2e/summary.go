@@ -49,6 +49,11 @@ func (b *bench) summary() {
 					ms(at.e2e.p99), float64(at.e2e.p99)/float64(3*b.floorP50))
 			}
 		}
+		if idle, ok := nearest(rows, 1); ok && idle.offered == 1 && idle.e2e.n > 0 && b.floorP50 > 0 {
+			alone, durable := latencyAlone(idle, b.floorP50, b.durableFloor())
+			fmt.Fprintf(b.out, "%s: e2e at 1/s (the machine idle but for it: no queue, no batch): p50 %s ms = %.1f x the three-hop floor, %.1f x the durable floor: what a transfer's hops take alone, against the aim's 3x at 100/s\n",
+				m, ms(idle.e2e.p50), alone, durable)
+		}
 		// The offered rate nearest half the sustained one.
 		if half, ok := nearest(rows, s/2); ok {
 			fmt.Fprintf(b.out, "%s: e2e p99 at %.0f/s (nearest half the sustained rate): %s ms (aim < 250)\n", m, half.offered, ms(half.e2e.p99))
@@ -84,6 +89,13 @@ func splitIdle(idle, at, top stepRow) (idleShare, bool) {
 	sh := idleShare{cores: cores, at: share(at), topOwn: top.cpuPerSettled - share(top)}
 	sh.left = time.Duration(1.5*float64(top.cpuPerSettled)) - sh.at
 	return sh, true
+}
+
+// latencyAlone is the e2e p50 of the step idle (1/s: each transfer
+// travels alone, nothing queued or batched) over the three-hop floor
+// (floor is one hop's) and over the durable floor.
+func latencyAlone(idle stepRow, floor, durable time.Duration) (overFloor, overDurable float64) {
+	return float64(idle.e2e.p50) / float64(3*floor), float64(idle.e2e.p50) / float64(max(durable, 1))
 }
 
 // durableFloor is the three-hop floor plus the three durable commits every

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,36 @@ func TestWarmUpWaitsForTheJIT(t *testing.T) {
 				t.Errorf("warmUp = %s, %.3f cores after %d loads %v; want %s, %.3f after %d", took, last, len(loads), loads, c.took, c.lastJIT, c.loads)
 			}
 		})
+	}
+}
+
+// The summary sets the 1/s step's e2e p50, where each transfer travels
+// alone, against both floors: the latency aim's ratio with no queue.
+func TestSummaryPrintsTheLatencyAlone(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	b := &bench{
+		o:         options{relay: "polling", modes: []string{"four-processes"}},
+		out:       &out,
+		floorP50:  time.Millisecond,
+		commitP50: 300 * time.Microsecond,
+		rows: map[string][]stepRow{"four-processes": {
+			{offered: 1, settled: 1, e2e: dist{n: 15, p50: 12 * time.Millisecond}},
+			{offered: 100, settled: 100, e2e: dist{n: 1500, p50: 29 * time.Millisecond}},
+		}},
+		sustained: map[string]float64{"four-processes": 100},
+		plateau:   map[string]float64{"four-processes": 100},
+	}
+	b.summary()
+	// 12 ms over 3 x 1 ms, and over 3 x 1 ms + 3 x 0.3 ms.
+	want := "four-processes: e2e at 1/s (the machine idle but for it: no queue, no batch): p50 12 ms = 4.0 x the three-hop floor, 3.1 x the durable floor"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, out.String())
+	}
+	b.rows["four-processes"] = b.rows["four-processes"][1:]
+	out.Reset()
+	b.summary()
+	if strings.Contains(out.String(), "e2e at 1/s") {
+		t.Errorf("summary of a run without a 1/s step prints a 1/s line:\n%s", out.String())
 	}
 }
