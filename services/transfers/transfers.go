@@ -81,6 +81,10 @@ const projectionBatchMax = 100
 // in the pool's queue.
 const inFlightPerConn = 8
 
+// projectionConns is the size of the projection's own pool: one for its
+// batch of results, one for the re-apply of held results.
+const projectionConns = 2
+
 // relayConns is the size of the relay's own pool: a connection for each
 // worker's claims and marks (OUTBOX_WORKERS), and one each for its
 // notifier, cleanup, gauges and broker probe.
@@ -263,9 +267,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, listening func(net.A
 		return err
 	}
 
-	// The projection writes through the store and tells admission control
-	// what it settles.
-	projection := consume.NewProjection(store, admit, cfg.Topics, log)
+	// The projection writes through the store, on a pool of its own, and
+	// tells admission control what it settles: under a surge every
+	// connection of the service's pool is a POST's, and a projection
+	// waiting behind them settles a trickle, which admission control reads
+	// as the flow falling behind and answers by shutting the door further.
+	projectionDB, err := pg.Open(ctx, cfg.DatabaseURL, projectionConns)
+	if err != nil {
+		return err
+	}
+	defer projectionDB.Close()
+	projection := consume.NewProjection(store.On(projectionDB), admit, cfg.Topics, log)
 	pcfg := consumer.Config{Broker: cfg.Kafka, Group: cfg.ProjectionGroup, Topics: projection.Topics(),
 		Policy: consumer.BlockingRetries, Logger: log, Metrics: consumer.NewMetrics(reg),
 		// The results of one topic fetched together are applied in

@@ -74,6 +74,14 @@ func NewStore(db *pg.DB, ob Enqueuer, consumer string, reg prometheus.Registerer
 	}
 }
 
+// On returns a Store that works on db and shares s's outbox, consumer
+// name and metrics: the projection's, on a pool of its own.
+func (s *Store) On(db *pg.DB) *Store {
+	c := *s
+	c.db = db
+	return &c
+}
+
 // claimSQL bounds the idle time of this transaction (SET LOCAL) and tries to
 // take the key's transaction-scoped advisory lock, without waiting.
 const claimSQL = `SELECT pg_try_advisory_xact_lock($1), set_config('idle_in_transaction_session_timeout', $2, true)`
