@@ -160,8 +160,11 @@ type Controller struct {
 	inFlight      int
 	settled, late int
 	worst         time.Duration // the oldest settled transfer's age
-	clients       map[string]struct{}
-	since         time.Time
+	// lateNow is the last refresh's verdict on the settled transfers'
+	// latency, kept through refreshes in which nothing settled.
+	lateNow bool
+	clients map[string]struct{}
+	since   time.Time
 	// settledRate is the moving average of the settled rate, per second;
 	// capacity the highest of it seen lately (see capacityDecay): what the
 	// flow takes, the admitted rate's anchor while shedding. admittedRate
@@ -206,7 +209,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // behind when the oldest event the relay can send is older than MaxAge
 // (less PublishDelay; or more than MaxPending wait), or when more than
 // half of the transfers settled since the last refresh took longer than
-// MaxLatency. Behind, shedding starts (at startFraction of the rate
+// MaxLatency (a refresh in which none settled keeps the last verdict). Behind, shedding starts (at startFraction of the rate
 // admitted since the last refresh) and the admitted rate is held at most
 // drainFraction of the rate the flow settles now (less, down to
 // minDrainFraction, the later the oldest result: MaxLatency over its
@@ -256,7 +259,14 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	} else {
 		c.relayCapacity *= capacityDecay
 	}
-	lateNow := c.cfg.MaxLatency > 0 && c.settled > 0 && float64(c.late) > lateShare*float64(c.settled)
+	// A refresh in which nothing settled carries the last verdict: the
+	// projection settles in batches, and no news is not good news: the
+	// transfers behind a late batch are older still at the next.
+	lateNow := c.lateNow
+	if c.settled > 0 || c.cfg.MaxLatency <= 0 {
+		lateNow = c.cfg.MaxLatency > 0 && float64(c.late) > lateShare*float64(c.settled)
+	}
+	c.lateNow = lateNow
 	age := max(0, b.OldestAge-c.cfg.PublishDelay)
 	// Stalled is judged on the whole outbox, not on its oldest event: one
 	// key's events waiting for a retry (a partition's leader election)
