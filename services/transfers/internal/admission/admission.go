@@ -161,10 +161,12 @@ type Controller struct {
 	settled, late int
 	worst         time.Duration // the oldest settled transfer's age
 	// lateNow is the last refresh's verdict on the settled transfers'
-	// latency, kept through refreshes in which nothing settled.
-	lateNow bool
-	clients map[string]struct{}
-	since   time.Time
+	// latency, kept through refreshes in which nothing settled (see
+	// Refresh); settledAt is the last refresh that saw some settle.
+	lateNow   bool
+	settledAt time.Time
+	clients   map[string]struct{}
+	since     time.Time
 	// settledRate is the moving average of the settled rate, per second;
 	// capacity the highest of it seen lately (see capacityDecay): what the
 	// flow takes, the admitted rate's anchor while shedding. admittedRate
@@ -209,8 +211,10 @@ func (c *Controller) Run(ctx context.Context) error {
 // behind when the oldest event the relay can send is older than MaxAge
 // (less PublishDelay; or more than MaxPending wait), or when more than
 // half of the transfers settled since the last refresh took longer than
-// MaxLatency (a refresh in which none settled keeps the last verdict). Behind, shedding starts (at startFraction of the rate
-// admitted since the last refresh) and the admitted rate is held at most
+// MaxLatency (a refresh in which none settled keeps the last verdict, up
+// to MaxLatency after the last that saw some). Behind, shedding starts
+// (at startFraction of the rate admitted since the last refresh) and the
+// admitted rate is held at most
 // drainFraction of the rate the flow settles now (less, down to
 // minDrainFraction, the later the oldest result: MaxLatency over its
 // age), and at most drainFraction of this instance's share of the most
@@ -259,12 +263,17 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	} else {
 		c.relayCapacity *= capacityDecay
 	}
-	// A refresh in which nothing settled carries the last verdict: the
-	// projection settles in batches, and no news is not good news: the
-	// transfers behind a late batch are older still at the next.
-	lateNow := c.lateNow
-	if c.settled > 0 || c.cfg.MaxLatency <= 0 {
+	// A refresh in which nothing settled carries the last verdict, for up
+	// to MaxLatency after the last refresh that saw something settle: the
+	// projection settles in batches, and no news is not good news (the
+	// transfers behind a late batch are older still at the next). Not
+	// longer: a projection whose partitions moved to another instance
+	// settles nothing from then on, and a verdict it kept would hold the
+	// door where it was for good.
+	lateNow := c.lateNow && now.Sub(c.settledAt) <= c.cfg.MaxLatency
+	if c.settled > 0 {
 		lateNow = c.cfg.MaxLatency > 0 && float64(c.late) > lateShare*float64(c.settled)
+		c.settledAt = now
 	}
 	c.lateNow = lateNow
 	age := max(0, b.OldestAge-c.cfg.PublishDelay)

@@ -671,3 +671,42 @@ func TestABurstyFlowKeepsTheMedianWithinTheBound(t *testing.T) {
 		t.Errorf("the admitted transfers' p99 %v, want under 2.5 s", tail)
 	}
 }
+
+// An instance's projection that stops settling anything (its partitions
+// moved to another instance) right after a late refresh: the verdict it
+// keeps through refreshes with nothing settled expires, and the door
+// opens again to a load the flow took before. Kept for good, it would
+// hold the door at the clamp's rate, about half of that load.
+func TestAVerdictExpiresWhenNothingSettles(t *testing.T) {
+	t.Parallel()
+	clk, bl := newClock(), &fakeBacklog{}
+	c := admission.New(admission.Config{MaxAge: 2 * time.Second, MaxLatency: time.Second, Refresh: 250 * time.Millisecond}, bl, clk.now, nil)
+	// 20 s of a flow that settles at once the 400/s it is offered.
+	for range 80 {
+		for range 100 {
+			if ok, _ := c.Admit("a"); ok {
+				c.Settled([]time.Time{clk.now()})
+			}
+		}
+		clk.advance(250 * time.Millisecond)
+		refresh(t, c)
+	}
+	// Two refreshes whose few results are late: the door clamps.
+	for range 2 {
+		for range 100 {
+			c.Admit("a")
+		}
+		late := clk.now().Add(-3 * time.Second)
+		c.Settled([]time.Time{late, late, late})
+		clk.advance(250 * time.Millisecond)
+		refresh(t, c)
+	}
+	// Then nothing settles here, under 200/s offered.
+	load := map[string]int{"a": 2}
+	offer(t, c, clk, 5*time.Second, 250*time.Millisecond, load)
+	got := offer(t, c, clk, 5*time.Second, 250*time.Millisecond, load)["a"]
+	t.Logf("admitted %d of 1000 in the 5 s from 5 s after the last result", got)
+	if got < 950 {
+		t.Errorf("nothing settled for 5 s after a late refresh: the door admits %d of 1000, want nearly all", got)
+	}
+}
