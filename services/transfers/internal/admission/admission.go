@@ -209,27 +209,26 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // Refresh reads the backlog and updates the decision's state. The flow is
 // behind when the oldest event the relay can send is older than MaxAge
-// (less PublishDelay; or more than MaxPending wait), or when more than
-// half of the transfers settled since the last refresh took longer than
-// MaxLatency (a refresh in which none settled keeps the last verdict, up
-// to MaxLatency after the last that saw some). Behind, shedding starts
-// (at startFraction of the rate admitted since the last refresh) and the
-// admitted rate is held at most
-// drainFraction of the rate the flow settles now (less, down to
-// minDrainFraction, the later the oldest result: MaxLatency over its
-// age), and at most drainFraction of this instance's share of the most
-// the relay took lately, so that the backlog drains while the flow works at its
-// best rate; while the backlog is stalled (no event has left the outbox
-// for PublishDelay plus stallGrace: an outage) it falls by decrease at
-// each refresh. The backlog, the stall and the relay's rates
+// (less PublishDelay; or more than MaxPending wait), or when more than half
+// of the transfers settled since the last refresh took longer than
+// MaxLatency (a refresh in which none settled keeps the last verdict, up to
+// MaxLatency after the last that saw some). Behind, shedding starts (at
+// startFraction of the rate admitted since the last refresh) and the
+// admitted rate is held at most drainFraction of the rate the flow settles
+// now (less, down to minDrainFraction, the later the oldest result:
+// MaxLatency over its age), and at most drainFraction of this instance's
+// share of the most the relay took lately, so that the backlog drains while
+// the flow works at its best rate; while the backlog is stalled (no event
+// has left the outbox for PublishDelay plus stallGrace: an outage) it falls
+// by decrease at each refresh. The backlog, the stall and the relay's rates
 // are the database's, so every instance, whether or not its projection
 // holds partitions, judges them alike. No longer behind, it grows by
 // increase a refresh up to recoverFraction of the capacity (see anchor),
 // then by probeStep of it (by increase alone while nothing has settled or
 // been taken lately), until it reaches the offered rate, and shedding
 // stops. The admitted rate is split evenly among the clients that sent
-// requests since the last refresh: each has a token bucket of
-// rate/clients. A failed read keeps the state as it was.
+// requests since the last refresh: each has a token bucket of rate/clients.
+// A failed read keeps the state as it was.
 func (c *Controller) Refresh(ctx context.Context) error {
 	// Bounded: a read stuck on a hung server would freeze the decision
 	// until the server woke.
