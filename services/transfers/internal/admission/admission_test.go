@@ -562,16 +562,14 @@ func TestShedsPastTheRequestsInFlight(t *testing.T) {
 	}
 }
 
-// A refresh whose few results are late (the projection settles in bursts,
-// and the first after a surge is a trickle) clamps the door to a share of
-// what settled, but not below minDrainFraction, a quarter, of what the flow
-// took lately: the door stays open at about 100/s of a flow that took
-// 400/s, not at the 36/s the trickle alone would leave it.
-func TestALateTrickleDoesNotShutTheDoor(t *testing.T) {
-	t.Parallel()
+// lateTrickle returns a controller after 20 s of a flow that settles at
+// once the 400/s it is offered, then two refreshes in which 3 transfers
+// settle, each 3 s after its POST, while 400/s are admitted: the door
+// clamps.
+func lateTrickle(tb testing.TB) (*admission.Controller, *clock) {
+	tb.Helper()
 	clk, bl := newClock(), &fakeBacklog{}
 	c := admission.New(admission.Config{MaxAge: 2 * time.Second, MaxLatency: time.Second, Refresh: 250 * time.Millisecond}, bl, clk.now, nil)
-	// 20 s of a flow that settles at once the 400/s it is offered.
 	for range 80 {
 		for range 100 {
 			if ok, _ := c.Admit("a"); ok {
@@ -579,10 +577,8 @@ func TestALateTrickleDoesNotShutTheDoor(t *testing.T) {
 			}
 		}
 		clk.advance(250 * time.Millisecond)
-		refresh(t, c)
+		refresh(tb, c)
 	}
-	// Then two refreshes in which 3 transfers settle, each 3 s after its
-	// POST, while 400/s are admitted.
 	for range 2 {
 		for range 100 {
 			c.Admit("a")
@@ -590,8 +586,19 @@ func TestALateTrickleDoesNotShutTheDoor(t *testing.T) {
 		late := clk.now().Add(-3 * time.Second)
 		c.Settled([]time.Time{late, late, late})
 		clk.advance(250 * time.Millisecond)
-		refresh(t, c)
+		refresh(tb, c)
 	}
+	return c, clk
+}
+
+// A refresh whose few results are late (the projection settles in bursts,
+// and the first after a surge is a trickle) clamps the door to a share of
+// what settled, but not below minDrainFraction, a quarter, of what the flow
+// took lately: the door stays open at about 100/s of a flow that took
+// 400/s, not at the 36/s the trickle alone would leave it.
+func TestALateTrickleDoesNotShutTheDoor(t *testing.T) {
+	t.Parallel()
+	c, clk := lateTrickle(t)
 	got := offer(t, c, clk, 250*time.Millisecond, 250*time.Millisecond, map[string]int{"a": 4})["a"]
 	t.Logf("admitted %d of 100 in the 250 ms after the late trickle", got)
 	// The door at a quarter of 400/s, with its bucket of a refresh's worth:
@@ -679,28 +686,7 @@ func TestABurstyFlowKeepsTheMedianWithinTheBound(t *testing.T) {
 // hold the door at the clamp's rate, about half of that load.
 func TestAVerdictExpiresWhenNothingSettles(t *testing.T) {
 	t.Parallel()
-	clk, bl := newClock(), &fakeBacklog{}
-	c := admission.New(admission.Config{MaxAge: 2 * time.Second, MaxLatency: time.Second, Refresh: 250 * time.Millisecond}, bl, clk.now, nil)
-	// 20 s of a flow that settles at once the 400/s it is offered.
-	for range 80 {
-		for range 100 {
-			if ok, _ := c.Admit("a"); ok {
-				c.Settled([]time.Time{clk.now()})
-			}
-		}
-		clk.advance(250 * time.Millisecond)
-		refresh(t, c)
-	}
-	// Two refreshes whose few results are late: the door clamps.
-	for range 2 {
-		for range 100 {
-			c.Admit("a")
-		}
-		late := clk.now().Add(-3 * time.Second)
-		c.Settled([]time.Time{late, late, late})
-		clk.advance(250 * time.Millisecond)
-		refresh(t, c)
-	}
+	c, clk := lateTrickle(t)
 	// Then nothing settles here, under 200/s offered.
 	load := map[string]int{"a": 2}
 	offer(t, c, clk, 5*time.Second, 250*time.Millisecond, load)
