@@ -52,10 +52,12 @@ type Store struct {
 }
 
 // Enqueuer writes outbox messages inside a transaction, to be published
-// if and only if it commits. *outbox.Outbox is the one the service runs
-// with; Create's enqueue is its last write before the commit.
+// if and only if it commits: Enqueue at once, Queue on the caller's batch.
+// *outbox.Outbox is the one the service runs with; Create queues its event
+// last in its batch, the transaction's last write before the commit.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, tx pgx.Tx, msgs ...events.Message) error
+	Queue(ctx context.Context, tx pgx.Tx, b *pgx.Batch, msgs ...events.Message) error
 }
 
 // NewStore returns a Store on db that enqueues events in ob, records the
@@ -86,81 +88,109 @@ func (s *Store) On(db *pg.DB) *Store {
 // take the key's transaction-scoped advisory lock, without waiting.
 const claimSQL = `SELECT pg_try_advisory_xact_lock($1), set_config('idle_in_transaction_session_timeout', $2, true)`
 
-// createSQL inserts the transfer unless it exists and, when it exists,
-// returns its idempotency record. One row in either case; none only if a
-// row appeared that this statement's snapshot cannot see, which the claim
-// rules out.
+// createSQL claims the key (see claimSQL) and, when it got the claim,
+// inserts the transfer unless it exists; when it exists, it returns its
+// idempotency record. One statement, so that the insert never runs without
+// the claim: an insert of a key whose creation is in flight elsewhere would
+// wait for that transaction (up to the claim timeout) instead of answering
+// at once. Its first column says whether the claim was taken, its second
+// whether the transfer was created. No row at all only if a creation of the
+// key committed between this statement's snapshot and its claim: in flight
+// for the caller, whose retry sees the row.
 const createSQL = `
-WITH ins AS (
+WITH claim AS MATERIALIZED (
+    SELECT pg_try_advisory_xact_lock($16) AS ok, set_config('idle_in_transaction_session_timeout', $17, true)
+), ins AS (
     INSERT INTO transferencia (id, conta_origem, conta_destino, valor_centavos, moeda, status,
                                criada_em, atualizada_em, hash_requisicao, resposta_status, resposta_corpo, cliente_id, request_id,
                                evento_solicitacao_id, captura, expira_em)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, NULLIF($12, ''), $13, COALESCE(NULLIF($14, ''), 'AUTOMATICA'), $15)
+    SELECT $1::uuid, $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::timestamptz, $7::timestamptz, $8::bytea, $9::smallint,
+           $10::bytea, $11::text, NULLIF($12::text, ''), $13::uuid, COALESCE(NULLIF($14::text, ''), 'AUTOMATICA'), $15::timestamptz
+    FROM claim WHERE claim.ok
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 )
-SELECT true, NULL::bytea, NULL::smallint, NULL::bytea, NULL::text FROM ins
+SELECT true, true, NULL::bytea, NULL::smallint, NULL::bytea, NULL::text FROM ins
 UNION ALL
-SELECT false, hash_requisicao, resposta_status, resposta_corpo, coalesce(cliente_id, '')
-FROM transferencia WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM ins)`
+SELECT true, false, hash_requisicao, resposta_status, resposta_corpo, coalesce(cliente_id, '')
+FROM transferencia, claim WHERE claim.ok AND id = $1 AND NOT EXISTS (SELECT 1 FROM ins)
+UNION ALL
+SELECT false, false, NULL, NULL, NULL, NULL FROM claim WHERE NOT claim.ok`
 
-// Create implements transfer.Store.
+// errNotCreated rolls back Create's transaction when the transfer was not
+// created (a replay, or a key in flight): the event queued with the insert
+// must not be published.
+var errNotCreated = errors.New("transfer not created")
+
+// Create implements transfer.Store. The claim, the insert and the event's
+// enqueue travel in one batch, one round trip between BEGIN and COMMIT
+// (each round trip holds a pool connection for a scheduling delay of both
+// processes when the cores are busy); the event is enqueued before the
+// insert's outcome is known, so a replay rolls the transaction back.
 func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Record, error) {
 	t := c.Transfer
 	var rec *transfer.Record
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		rec = nil
-		if err := s.claim(ctx, tx, t.ID); err != nil {
+		var r created
+		b := &pgx.Batch{}
+		b.Queue(createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
+			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client, truncateRequestID(t.RequestID), //nolint:gosec // HTTP status codes fit
+			requestEventID(c.Event.ID), t.Capture, nullTime(t.ExpiresAt), lockKey(t.ID), s.claimTimeout).
+			Query(r.read)
+		if err := s.outbox.Queue(ctx, tx, b, c.Event); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
-			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client, truncateRequestID(t.RequestID), //nolint:gosec // HTTP status codes fit
-			requestEventID(c.Event.ID), t.Capture, nullTime(t.ExpiresAt))
-		if err != nil {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("insert transfer %s: %w", t.ID, err)
 		}
-		var (
-			created bool
-			found   bool
-			fp      []byte
-			status  *int16
-			body    []byte
-			client  *string
-		)
-		for rows.Next() {
-			found = true
-			if err := rows.Scan(&created, &fp, &status, &body, &client); err != nil {
-				rows.Close()
-				return fmt.Errorf("insert transfer %s: %w", t.ID, err)
-			}
+		if r.created {
+			return nil
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("insert transfer %s: %w", t.ID, err)
-		}
-		switch {
-		case !found:
-			// Not ours and not visible: another creation committed between
-			// the claim and this statement, which the claim forbids. Report
-			// it as in flight; a retry sees the row.
-			return transfer.ErrInProgress
-		case !created:
-			if len(fp) != len(transfer.Record{}.Fingerprint) || status == nil {
-				return fmt.Errorf("transfer %s: corrupt idempotency record", t.ID)
-			}
-			rec = &transfer.Record{Response: transfer.Response{StatusCode: int(*status), Body: body}}
-			if client != nil {
-				rec.Client = *client
-			}
-			copy(rec.Fingerprint[:], fp)
-			return nil // nothing written: the commit only releases the claim
-		}
-		return s.outbox.Enqueue(ctx, tx, c.Event)
+		rec = r.rec // nil: the key is in flight
+		return errNotCreated
 	})
-	if err != nil {
-		return nil, err
+	switch {
+	case errors.Is(err, errNotCreated) && rec == nil:
+		return nil, transfer.ErrInProgress
+	case errors.Is(err, errNotCreated):
+		return rec, nil
 	}
-	return rec, nil
+	return nil, err
+}
+
+// created is createSQL's answer: rec is the transfer's idempotency record
+// when the key was claimed and its transfer exists.
+type created struct {
+	claimed, created bool
+	rec              *transfer.Record
+}
+
+// read reads createSQL's row, if any.
+func (r *created) read(rows pgx.Rows) error {
+	for rows.Next() {
+		var (
+			fp     []byte
+			status *int16
+			body   []byte
+			client *string
+		)
+		if err := rows.Scan(&r.claimed, &r.created, &fp, &status, &body, &client); err != nil {
+			return err
+		}
+		if !r.claimed || r.created {
+			continue
+		}
+		if len(fp) != len(transfer.Record{}.Fingerprint) || status == nil {
+			return errors.New("corrupt idempotency record")
+		}
+		r.rec = &transfer.Record{Response: transfer.Response{StatusCode: int(*status), Body: body}}
+		if client != nil {
+			r.rec.Client = *client
+		}
+		copy(r.rec.Fingerprint[:], fp)
+	}
+	return rows.Err()
 }
 
 const getSQL = `SELECT ` + transferColumns + ` FROM transferencia WHERE id = $1`

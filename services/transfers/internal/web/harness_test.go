@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paysuite/payments/migrations"
@@ -157,6 +158,30 @@ func (h *holder) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...events.Message)
 		}
 	}
 	return nil
+}
+
+// Queue implements postgres.Enqueuer: the real outbox's Queue, then, for a
+// transfer whose hold was asked for, a statement whose result, read once
+// every write before it in the batch is done, waits for the release.
+func (h *holder) Queue(ctx context.Context, tx pgx.Tx, b *pgx.Batch, msgs ...events.Message) error {
+	if err := h.Outbox.Queue(ctx, tx, b, msgs...); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if id, err := uuid.Parse(m.AggregateID); err == nil && h.held(id) {
+			b.Queue("SELECT 1").Exec(func(pgconn.CommandTag) error {
+				h.wait(ctx, id)
+				return nil
+			})
+		}
+	}
+	return nil
+}
+
+func (h *holder) held(id uuid.UUID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.keys[id] != nil
 }
 
 func (h *holder) wait(ctx context.Context, id uuid.UUID) {
