@@ -35,7 +35,8 @@ type Reading struct {
 	// instance did either. The sequence moves at insert, before commit:
 	// an insert in flight counts as left until it commits, so the
 	// differences are off by the change in what is in flight (a few
-	// transactions), and a rolled-back insert counts as admitted and left.
+	// transactions), and a rolled-back insert (a replayed POST's: its event
+	// is queued before the outcome is known) counts as admitted and left.
 	Enqueued, Left int64
 }
 

@@ -32,12 +32,13 @@ const DefaultClaimTimeout = 30 * time.Second
 
 // Store is the PostgreSQL transfer.Store.
 //
-// In-flight detection: Create first takes pg_try_advisory_xact_lock on the
-// key inside its transaction. The lock is the claim: only one transaction
-// per key can be past that line, a second one gets false at once (409, never
-// a wait), and PostgreSQL releases the lock when the transaction ends in any
-// way, including a crash of this process (the connection closes). A process
-// that stalls with the transaction open (stopped, partitioned) is cut off by
+// In-flight detection: Create's statement first takes
+// pg_try_advisory_xact_lock on the key inside its transaction, and inserts
+// only if it got it. The lock is the claim: only one transaction per key can
+// be past that line, a second one gets false at once (409, never a wait),
+// and PostgreSQL releases the lock when the transaction ends in any way,
+// including a crash of this process (the connection closes). A process that
+// stalls with the transaction open (stopped, partitioned) is cut off by
 // idle_in_transaction_session_timeout, set locally to the claim timeout, so
 // a key is never stuck for longer. Two transfers for one key are impossible
 // whatever happens: the key is the transfer's primary key.
@@ -132,7 +133,7 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 	var rec *transfer.Record
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		rec = nil
-		var r created
+		var r createResult
 		b := &pgx.Batch{}
 		b.Queue(createSQL, t.ID, t.Source, t.Destination, t.AmountCents, t.Currency,
 			string(t.Status), t.CreatedAt, c.Fingerprint[:], int16(c.Response.StatusCode), c.Response.Body, t.Client, truncateRequestID(t.RequestID), //nolint:gosec // HTTP status codes fit
@@ -159,15 +160,15 @@ func (s *Store) Create(ctx context.Context, c transfer.Creation) (*transfer.Reco
 	return nil, err
 }
 
-// created is createSQL's answer: rec is the transfer's idempotency record
-// when the key was claimed and its transfer exists.
-type created struct {
+// createResult is createSQL's answer: rec is the transfer's idempotency
+// record when the key was claimed and its transfer exists.
+type createResult struct {
 	claimed, created bool
 	rec              *transfer.Record
 }
 
 // read reads createSQL's row, if any.
-func (r *created) read(rows pgx.Rows) error {
+func (r *createResult) read(rows pgx.Rows) error {
 	for rows.Next() {
 		var (
 			fp     []byte
