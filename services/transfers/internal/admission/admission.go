@@ -71,6 +71,15 @@ const (
 	// replicated deployment whose p90 is already near the bound, would
 	// keep the door nearly shut while the flow takes what it admits.
 	lateShare = 0.5
+	// minLateSample is the fewest settled transfers the latency verdict
+	// is taken on: a refresh that saw fewer settle carries them into the
+	// next one's sample, for up to Config.MaxLatency, and a sample that
+	// stays smaller is dropped unjudged. One transfer is no median: the
+	// first after a start takes the cold path (the relay's first produce,
+	// the consumers' first fetch) and settles late, and a flow that
+	// settles a trickle holds no queue that shedding would drain. The
+	// outbox bound still sheds a stalled relay.
+	minLateSample = 5
 	// settledSmoothing weighs the last refresh's settled rate in its
 	// moving average (batches make one window's count noisy).
 	settledSmoothing = 0.5
@@ -106,8 +115,9 @@ type Config struct {
 	// relay can send.
 	MaxPending int64
 	// MaxLatency, if positive, also sheds while more than half of the
-	// transfers settled since the last refresh took longer than this from
-	// their POST to their result (the end-to-end median; see lateShare).
+	// transfers settled lately took longer than this from their POST to
+	// their result (the end-to-end median; see lateShare and
+	// minLateSample).
 	MaxLatency time.Duration
 	// MaxInFlight, if positive, sheds at once while this many admitted
 	// requests are not answered yet (Admit, Done). Beyond the pool's
@@ -160,9 +170,15 @@ type Controller struct {
 	inFlight      int
 	settled, late int
 	worst         time.Duration // the oldest settled transfer's age
-	// lateNow is the last refresh's verdict on the settled transfers'
-	// latency, kept through refreshes in which nothing settled (see
-	// Refresh); settledAt is the last refresh that saw some settle.
+	// The latency verdict's sample (see minLateSample): the transfers
+	// settled, late, and the oldest's age, counted since sampledAt, the
+	// refresh that began it.
+	sampled, sampledLate int
+	sampledWorst         time.Duration
+	sampledAt            time.Time
+	// lateNow is the last verdict on the settled transfers' latency,
+	// kept through refreshes that complete no sample (see Refresh);
+	// settledAt is the refresh that took it.
 	lateNow   bool
 	settledAt time.Time
 	clients   map[string]struct{}
@@ -210,9 +226,9 @@ func (c *Controller) Run(ctx context.Context) error {
 // Refresh reads the backlog and updates the decision's state. The flow is
 // behind when the oldest event the relay can send is older than MaxAge
 // (less PublishDelay; or more than MaxPending wait), or when more than half
-// of the transfers settled since the last refresh took longer than
-// MaxLatency (a refresh in which none settled keeps the last verdict, up to
-// MaxLatency after the last that saw some). Behind, shedding starts (at
+// of the transfers settled lately took longer than MaxLatency (a sample of
+// at least minLateSample; a refresh that completes none keeps the last
+// verdict, up to MaxLatency after it was taken). Behind, shedding starts (at
 // startFraction of the rate admitted since the last refresh) and the
 // admitted rate is held at most drainFraction of the rate the flow settles
 // now (less, down to minDrainFraction, the later the oldest result:
@@ -262,17 +278,27 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	} else {
 		c.relayCapacity *= capacityDecay
 	}
-	// A refresh in which nothing settled carries the last verdict, for up
-	// to MaxLatency after the last refresh that saw something settle: the
-	// projection settles in batches, and no news is not good news (the
-	// transfers behind a late batch are older still at the next). Not
-	// longer: a projection whose partitions moved to another instance
-	// settles nothing from then on, and a verdict it kept would hold the
-	// door where it was for good.
+	// The verdict is taken on a sample of at least minLateSample settled
+	// transfers, gathered over refreshes for up to MaxLatency. A refresh
+	// that completes no sample carries the last verdict, for up to
+	// MaxLatency after the refresh that took it: the projection settles in
+	// batches, and no news is not good news (the transfers behind a late
+	// batch are older still at the next). Not longer: a projection whose
+	// partitions moved to another instance settles nothing from then on,
+	// and a verdict it kept would hold the door where it was for good.
 	lateNow := c.lateNow && now.Sub(c.settledAt) <= c.cfg.MaxLatency
-	if c.settled > 0 {
-		lateNow = c.cfg.MaxLatency > 0 && float64(c.late) > lateShare*float64(c.settled)
-		c.settledAt = now
+	if c.settled > 0 && c.sampled == 0 {
+		c.sampledAt = now
+	}
+	c.sampled, c.sampledLate, c.sampledWorst = c.sampled+c.settled, c.sampledLate+c.late, max(c.sampledWorst, c.worst)
+	worst := c.worst
+	switch {
+	case c.sampled >= minLateSample:
+		lateNow = c.cfg.MaxLatency > 0 && float64(c.sampledLate) > lateShare*float64(c.sampled)
+		c.settledAt, worst = now, c.sampledWorst
+		c.sampled, c.sampledLate, c.sampledWorst = 0, 0, 0
+	case c.sampled > 0 && now.Sub(c.sampledAt) >= c.cfg.MaxLatency:
+		c.sampled, c.sampledLate, c.sampledWorst = 0, 0, 0
 	}
 	c.lateNow = lateNow
 	age := max(0, b.OldestAge-c.cfg.PublishDelay)
@@ -290,7 +316,7 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	// faster (down to minDrainFraction of the settled rate admitted).
 	drain := drainFraction
 	if lateNow {
-		drain = min(drain, max(minDrainFraction, c.cfg.MaxLatency.Seconds()/c.worst.Seconds()))
+		drain = min(drain, max(minDrainFraction, c.cfg.MaxLatency.Seconds()/worst.Seconds()))
 	}
 	clients := max(1, len(c.clients))
 	c.offered, c.admitted, c.settled, c.late, c.worst, c.clients, c.since = 0, 0, 0, 0, 0, map[string]struct{}{}, now

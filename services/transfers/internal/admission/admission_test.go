@@ -696,3 +696,41 @@ func TestAVerdictExpiresWhenNothingSettles(t *testing.T) {
 		t.Errorf("nothing settled for 5 s after a late refresh: the door admits %d of 1000, want nearly all", got)
 	}
 }
+
+// The first transfer after a start takes the cold path (the relay's first
+// produce, the consumers' first fetches) and settles 1.5 s after its POST;
+// the ones after it settle at once. One late transfer is no median: the
+// one client that sends next, 12 a second, is not shed. Five late ones
+// are a median, and shed it.
+func TestOneLateTransferIsNoMedian(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		late     int
+		wantShed bool
+	}{{1, false}, {5, true}} {
+		clk, bl := newClock(), &fakeBacklog{}
+		c := admission.New(admission.Config{MaxAge: 2 * time.Second, MaxLatency: time.Second, Refresh: 250 * time.Millisecond}, bl, clk.now, nil)
+		posted := clk.now()
+		clk.advance(1500 * time.Millisecond)
+		c.Settled(slices.Repeat([]time.Time{posted}, tc.late))
+		refresh(t, c)
+		shed := 0
+		for range 8 {
+			for range 3 {
+				if ok, _ := c.Admit("a"); ok {
+					c.Settled([]time.Time{clk.now()})
+					c.Done()
+				} else {
+					shed++
+				}
+				clk.advance(50 * time.Millisecond)
+			}
+			clk.advance(100 * time.Millisecond)
+			refresh(t, c)
+		}
+		t.Logf("%d late, then 24 on time: %d of 24 shed", tc.late, shed)
+		if got := shed > 0; got != tc.wantShed {
+			t.Errorf("%d late transfers, then 24 settled on time: %d of 24 shed, want shed %v", tc.late, shed, tc.wantShed)
+		}
+	}
+}
