@@ -27,6 +27,9 @@ var (
 		"the expiraEm of the holds left to expire, after their request: at least 1m (the contract's minimum) plus the longest "+
 			"a retried POST may take (a retry re-sends the same expiraEm, which must still be 1m ahead); the run waits at most this "+
 			"long after the load stops for the last of them to expire")
+	flagHoldExpireFor = flag.Duration("chaos.hold-expire-for", 0,
+		"send holds left to expire only in the load's first this long (0: all along), the others' fates in their shares; "+
+			"the run waits for the last of them to expire, so a short one shortens the run by up to -chaos.hold-expiry")
 )
 
 // holdFate is what the load does with one hold once the ledger reserved it.
@@ -61,14 +64,18 @@ type holdPlan struct {
 	expires time.Time // zero unless left to expire
 }
 
-// asHold turns r into a hold of a fate drawn from fateShares: expiraEm
-// flagHoldExpiry ahead for a hold left to expire; for one the load
-// closes, half the time the default (7 days) and half the time 30
-// minutes, both past any run's end.
-func asHold(r transferReq, now time.Time) (transferReq, holdPlan) {
+// asHold turns r into a hold of a fate drawn from fateShares (without
+// fateExpire unless expire): expiraEm flagHoldExpiry ahead for a hold left
+// to expire; for one the load closes, half the time the default (7 days)
+// and half the time 30 minutes, both past any run's end.
+func asHold(r transferReq, now time.Time, expire bool) (transferReq, holdPlan) {
 	var p holdPlan
-	n := rand.IntN(100)
-	for p.fate = fateCapture; p.fate < fateExpire && n >= fateShares[p.fate]; p.fate++ {
+	last, total := fateExpire, 100
+	if !expire {
+		last, total = fateRace, 100-fateShares[fateExpire]
+	}
+	n := rand.IntN(total)
+	for p.fate = fateCapture; p.fate < last && n >= fateShares[p.fate]; p.fate++ {
 		n -= fateShares[p.fate]
 	}
 	r.Capture = history.CaptureManual

@@ -19,7 +19,7 @@ func TestHoldMix(t *testing.T) {
 	const n = 20000
 	count := map[holdFate]int{}
 	for range n {
-		r, p := asHold(transferReq{From: "A", To: "B", AmountCents: 10, Currency: "BRL"}, now)
+		r, p := asHold(transferReq{From: "A", To: "B", AmountCents: 10, Currency: "BRL"}, now, true)
 		count[p.fate]++
 		if !r.Hold() {
 			t.Fatalf("%+v is not a hold", r)
@@ -41,8 +41,27 @@ func TestHoldMix(t *testing.T) {
 			t.Errorf("fate %d: %.1f%% of the holds, want %d%%", f, got, share)
 		}
 	}
-	if r, _ := asHold(transferReq{}, now); r.Capture != history.CaptureManual {
+	if r, _ := asHold(transferReq{}, now, true); r.Capture != history.CaptureManual {
 		t.Errorf("captura %q, want %s", r.Capture, history.CaptureManual)
+	}
+	// Past -chaos.hold-expire-for: no hold left to expire, the other
+	// fates in their shares of what remains.
+	clear(count)
+	for range n {
+		r, p := asHold(transferReq{From: "A", To: "B", AmountCents: 10, Currency: "BRL"}, now, false)
+		count[p.fate]++
+		if !p.expires.IsZero() || r.ExpiresAt == now.Add(*flagHoldExpiry).Format(time.RFC3339) {
+			t.Fatalf("fate %d without expiry: plan %s, expiraEm %q", p.fate, p.expires, r.ExpiresAt)
+		}
+	}
+	rest := 100 - fateShares[fateExpire]
+	for f, share := range fateShares[:fateExpire] {
+		if got, want := 100*float64(count[holdFate(f)])/n, 100*float64(share)/float64(rest); math.Abs(got-want) > 2 {
+			t.Errorf("without expiry, fate %d: %.1f%% of the holds, want %.1f%%", f, got, want)
+		}
+	}
+	if count[fateExpire] != 0 {
+		t.Errorf("without expiry: %d holds left to expire", count[fateExpire])
 	}
 }
 

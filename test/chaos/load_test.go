@@ -336,11 +336,14 @@ func (l *load) readAll(ctx context.Context, keys []string) (unread int) {
 // run sends rate transfers a second until stop is closed; one in dupEvery
 // is sent twice at once (a duplicate POST); a share flagHolds of them are
 // holds (asHold), which the load then captures, cancels, races or leaves
-// to expire (driveHold); a share flagRefunds of the others are refunded
-// once settled (driveRefund). Submissions, hold commands and refunds go
-// on after stop until answered or ctx ends; wait waits for them.
+// to expire (driveHold; left to expire only in the first
+// flagHoldExpireFor, if set); a share flagRefunds of the others are
+// refunded once settled (driveRefund). Submissions, hold commands and
+// refunds go on after stop until answered or ctx ends; wait waits for
+// them.
 func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick func() transferReq) {
 	const dupEvery = 10
+	expireUntil := time.Now().Add(*flagHoldExpireFor)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	for n := 0; ; n++ {
@@ -356,7 +359,8 @@ func (l *load) run(ctx context.Context, stop <-chan struct{}, rate int, pick fun
 		refund := false
 		if rand.Float64() < *flagHolds {
 			var p holdPlan
-			r, p = asHold(r, time.Now())
+			now := time.Now()
+			r, p = asHold(r, now, *flagHoldExpireFor <= 0 || now.Before(expireUntil))
 			plan = &p
 			l.mu.Lock()
 			l.holds[key] = p
