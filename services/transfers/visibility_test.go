@@ -90,7 +90,19 @@ func TestResultBeforeVisibility(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = probe.Close(context.Background()) }()
+	// probing is the probe's INSERT left waiting for the standby: the
+	// probe is closed only once the standby name is reset and that INSERT
+	// returned (a pgx connection is not safe for concurrent use).
+	var probing chan error
+	defer func() {
+		release()
+		if probing != nil {
+			if err := <-probing; err != nil {
+				t.Logf("the probe's INSERT: %v", err)
+			}
+		}
+		_ = probe.Close(context.Background())
+	}()
 	poll.Until(t, time.Minute, "a commit waiting for the missing standby", func() (bool, string) {
 		done := make(chan error, 1)
 		go func() { _, err := probe.Exec(ctx, `INSERT INTO visibility_probe VALUES (1)`); done <- err }()
@@ -99,6 +111,7 @@ func TestResultBeforeVisibility(t *testing.T) {
 			return false, fmt.Sprintf("the probe committed at once (%v)", err)
 		case <-time.After(time.Second):
 		}
+		probing = done
 		return true, ""
 	})
 	poll.Until(t, time.Minute, "the probe waiting in SyncRep", func() (bool, string) {
