@@ -64,22 +64,6 @@ const (
 	// the median sees late. The capacity follows what settles, so a flow
 	// that can take more raises the ceiling as the probe finds it.
 	probeCeiling = 1.2
-	// lateShare is the share of settled transfers that may take longer
-	// than MaxLatency before the flow counts as behind: half, so the bound
-	// is on their median. A tail does not shed: one stalled partition's
-	// late results (a quarter of them with four partitions), or a
-	// replicated deployment whose p90 is already near the bound, would
-	// keep the door nearly shut while the flow takes what it admits.
-	lateShare = 0.5
-	// minLateSample is the fewest settled transfers the latency verdict
-	// is taken on: a refresh that saw fewer settle carries them into the
-	// next one's sample, for up to Config.MaxLatency, and a sample that
-	// stays smaller is dropped unjudged. One transfer is no median: the
-	// first after a start takes the cold path (the relay's first produce,
-	// the consumers' first fetch) and settles late, and a flow that
-	// settles a trickle holds no queue that shedding would drain. The
-	// outbox bound still sheds a stalled relay.
-	minLateSample = 5
 	// settledSmoothing weighs the last refresh's settled rate in its
 	// moving average (batches make one window's count noisy).
 	settledSmoothing = 0.5
@@ -170,19 +154,10 @@ type Controller struct {
 	inFlight      int
 	settled, late int
 	worst         time.Duration // the oldest settled transfer's age
-	// The latency verdict's sample (see minLateSample): the transfers
-	// settled, late, and the oldest's age, counted since sampledAt, the
-	// refresh that began it.
-	sampled, sampledLate int
-	sampledWorst         time.Duration
-	sampledAt            time.Time
-	// lateNow is the last verdict on the settled transfers' latency,
-	// kept through refreshes that complete no sample (see Refresh);
-	// settledAt is the refresh that took it.
-	lateNow   bool
-	settledAt time.Time
-	clients   map[string]struct{}
-	since     time.Time
+	// latency is the verdict on the settled transfers' latency.
+	latency latencyVerdict
+	clients map[string]struct{}
+	since   time.Time
 	// settledRate is the moving average of the settled rate, per second;
 	// capacity the highest of it seen lately (see capacityDecay): what the
 	// flow takes, the admitted rate's anchor while shedding. admittedRate
@@ -278,29 +253,7 @@ func (c *Controller) Refresh(ctx context.Context) error {
 	} else {
 		c.relayCapacity *= capacityDecay
 	}
-	// The verdict is taken on a sample of at least minLateSample settled
-	// transfers, gathered over refreshes for up to MaxLatency. A refresh
-	// that completes no sample carries the last verdict, for up to
-	// MaxLatency after the refresh that took it: the projection settles in
-	// batches, and no news is not good news (the transfers behind a late
-	// batch are older still at the next). Not longer: a projection whose
-	// partitions moved to another instance settles nothing from then on,
-	// and a verdict it kept would hold the door where it was for good.
-	lateNow := c.lateNow && now.Sub(c.settledAt) <= c.cfg.MaxLatency
-	if c.settled > 0 && c.sampled == 0 {
-		c.sampledAt = now
-	}
-	c.sampled, c.sampledLate, c.sampledWorst = c.sampled+c.settled, c.sampledLate+c.late, max(c.sampledWorst, c.worst)
-	worst := c.worst
-	switch {
-	case c.sampled >= minLateSample:
-		lateNow = c.cfg.MaxLatency > 0 && float64(c.sampledLate) > lateShare*float64(c.sampled)
-		c.settledAt, worst = now, c.sampledWorst
-		c.sampled, c.sampledLate, c.sampledWorst = 0, 0, 0
-	case c.sampled > 0 && now.Sub(c.sampledAt) >= c.cfg.MaxLatency:
-		c.sampled, c.sampledLate, c.sampledWorst = 0, 0, 0
-	}
-	c.lateNow = lateNow
+	lateNow, worst := c.latency.judge(now, c.settled, c.late, c.worst, c.cfg.MaxLatency)
 	age := max(0, b.OldestAge-c.cfg.PublishDelay)
 	// Stalled is judged on the whole outbox, not on its oldest event: one
 	// key's events waiting for a retry (a partition's leader election)
