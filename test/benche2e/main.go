@@ -592,6 +592,8 @@ type stepRow struct {
 	// cpu is the CPU of every process over the step; jit the part of the
 	// broker's that its JIT compiler threads took (counted in cpu too).
 	cpu, jit time.Duration
+	// windows is the settled rate of each whole 5 s of the step.
+	windows []float64
 	// elapsed is the step's length as measured.
 	elapsed time.Duration
 	// work is each round-trip counter's growth over the step (counters).
@@ -824,6 +826,9 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 		b.prof.dumpStatements(ctx, fmt.Sprintf("%s-%s-%.0f-postgresql.txt", b.o.relay, mode, rate), settled)
 	}
 	row.settled = float64(settled) / end.Sub(start).Seconds()
+	if row.windows, err = settledWindows(ctx, d["transfers"], start, end); err != nil {
+		return row, err
+	}
 	row.cpuPerSettled = cpuPerSettled(row, settled)
 	row.cpu = rowCPU(row)
 	for _, h := range b.heaps(ctx, mode) {
@@ -853,6 +858,10 @@ func (b *bench) table(mode string, procs []*proc, rows []stepRow) {
 			r.pendingEnd, r.late, r.errors, r.heapMiB, msf(r.cpuPerSettled), r.sustained)
 	}
 	_ = tw.Flush()
+	fmt.Fprintf(b.out, "\n%s: settled/s in each whole %s of the step, from atualizada_em (the flow's own spread at a constant offered load)\n", mode, window)
+	for _, r := range rows {
+		fmt.Fprintf(b.out, "%12s: %s\n", fmt.Sprintf("%.0f/s", r.offered), windowLine(r.windows))
+	}
 	fmt.Fprintf(b.out, "\n%s: time per hop, p50 / p99 ms (rows' timestamps; an outbox's figure is its wait and its send together)\n", mode)
 	tw = tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rateHeader(tw, "hop", rows)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -184,6 +185,65 @@ func terminalBetween(ctx context.Context, db *pgxpool.Pool, from, to time.Time) 
 	var n int
 	err := db.QueryRow(ctx, `SELECT count(*) FROM transferencia WHERE status <> 'PENDENTE' AND atualizada_em BETWEEN $1 AND $2`, from, to).Scan(&n)
 	return n, err
+}
+
+// window is the width of the slices a step's settled rate is also read in.
+const window = 5 * time.Second
+
+// settledWindows is the settled rate of each whole window of [from, to],
+// read from the rows' atualizada_em: a step's mean hides how far the flow's
+// own rate moves at a constant offered load, and an overload step's ratio
+// to the plateau is only as firm as that spread.
+func settledWindows(ctx context.Context, db *pgxpool.Pool, from, to time.Time) ([]float64, error) {
+	rows, err := db.Query(ctx, `SELECT floor(extract(epoch FROM atualizada_em - $1) / $3)::int, count(*)
+		FROM transferencia WHERE status <> 'PENDENTE' AND atualizada_em >= $1 AND atualizada_em < $2 GROUP BY 1`,
+		from, to, window.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	counts := map[int]int{}
+	for rows.Next() {
+		var i, n int
+		if err := rows.Scan(&i, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		counts[i] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return windowRates(counts, to.Sub(from)), nil
+}
+
+// windowRates is the rate of each whole window of a span of length span,
+// from the count of each window by index; windows with no count settled
+// nothing, and the last, partial window is left out.
+func windowRates(counts map[int]int, span time.Duration) []float64 {
+	rates := make([]float64, max(0, int(span/window)))
+	for i := range rates {
+		rates[i] = float64(counts[i]) / window.Seconds()
+	}
+	return rates
+}
+
+// windowLine prints a step's window rates and, against their mean, the
+// lowest and the highest.
+func windowLine(rates []float64) string {
+	if len(rates) == 0 {
+		return "no whole window"
+	}
+	var b strings.Builder
+	low, high, sum := rates[0], rates[0], 0.0
+	for _, r := range rates {
+		fmt.Fprintf(&b, "%.0f ", r)
+		low, high, sum = min(low, r), max(high, r), sum+r
+	}
+	mean := sum / float64(len(rates))
+	if mean > 0 {
+		fmt.Fprintf(&b, "(lowest %.2fx their mean, highest %.2fx)", low/mean, high/mean)
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // pendingCount counts the PENDENTE transfers.
