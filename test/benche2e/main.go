@@ -603,6 +603,9 @@ type stepRow struct {
 	generator time.Duration
 }
 
+// settledCount is how many transfers settled in the step.
+func (r stepRow) settledCount() float64 { return r.settled * r.elapsed.Seconds() }
+
 // busyCores is how many of the machine's cores were busy over the step,
 // every process counted.
 func (r stepRow) busyCores() float64 {

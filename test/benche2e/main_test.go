@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,39 @@ func TestRunRefusesBadBounds(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("run %v: %v, want an error naming %s", args, err, args[0])
 		}
+	}
+}
+
+// A step's own CPU per settled transfer leaves out the door's shed answers,
+// in both steps, and its counters are compared per settled transfer.
+func TestCompareCost(t *testing.T) {
+	t.Parallel()
+	sec := 10 * time.Second
+	work := func(commits, syncs, fetches, produces float64) map[string]float64 {
+		return map[string]float64{"postgresql commits": commits, "postgresql WAL flushes (fsync)": syncs, "kafka Fetch": fetches, "kafka Produce": produces}
+	}
+	// 7,000 settled on 18 s of CPU, 1 s of it answering 10,000 shed POSTs: 2.43 ms each.
+	top := stepRow{elapsed: sec, settled: 700, cpu: 18 * time.Second, shed: 10000, work: work(14000, 3500, 1000, 1000)}
+	// 5,000 settled on 17 s of CPU, 3 s of it answering 30,000 shed POSTs: 2.8 ms each.
+	r := stepRow{elapsed: sec, settled: 500, cpu: 17 * time.Second, shed: 30000, work: work(10000, 3000, 1500, 500)}
+	got, ok := compareCost(top, r, 100*time.Microsecond)
+	want := cost{top: 17 * time.Second / 7000, step: 14 * time.Second / 5000, work: [4]float64{1, 1.2, 2.1, 0.7}}
+	if !ok || got.top != want.top || got.step != want.step || !cmp.Equal(got.work, want.work, cmpopts.EquateApprox(0, 1e-9)) {
+		t.Errorf("compareCost = %+v, %v; want %+v", got, ok, want)
+	}
+	if r := got.ratio(); r < 1.15 || r > 1.16 {
+		t.Errorf("ratio = %.4f, want 2.8 / 2.43 = 1.153", r)
+	}
+	if _, ok := compareCost(top, stepRow{elapsed: sec, cpu: time.Second, work: r.work}, 100*time.Microsecond); ok {
+		t.Error("nothing settled in the step: want no comparison")
+	}
+	// With fsync off no WAL flush is counted: the CPU is compared all the same.
+	noFlush := stepRow{elapsed: sec, settled: 500, cpu: 17 * time.Second, shed: 30000, work: work(10000, 0, 1500, 500)}
+	got, ok = compareCost(top, noFlush, 100*time.Microsecond)
+	if !ok || got.step != want.step || !math.IsNaN(got.work[1]) || got.work[0] != 1 {
+		t.Errorf("compareCost without WAL flushes = %+v, %v; want the CPU compared and the flushes NaN", got, ok)
+	}
+	if times(got.work[1]) != "-" || times(got.work[2]) != "2.10x" {
+		t.Errorf("times = %q, %q; want - and 2.10x", times(got.work[1]), times(got.work[2]))
 	}
 }

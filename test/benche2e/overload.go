@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
@@ -114,6 +115,11 @@ func (b *bench) overloadSummary(mode string) {
 		if ls, ok := loadShare(step, r, b.shedCPU); ok {
 			fmt.Fprintf(b.out, "%s: %gx the plateau: the offered load's own cost takes %.2f of the %.2f cores the flow used at the plateau's step (the load generator %.2f cores more, the door's shed answers %.2f at %s ms each); at the plateau's CPU per settled transfer the rest settles at most %.2f x plateau\n",
 				mode, r.multiple, ls.generator+ls.door, ls.flow, ls.generator, ls.door, msf3(b.shedCPU), ls.bound)
+			if fc, ok := compareCost(step, r, b.shedCPU); ok {
+				fmt.Fprintf(b.out, "%s: %gx the plateau: the flow's own CPU per settled transfer (the door's shed answers taken out) %s ms = %.2f x the plateau step's %s ms, so on full cores it settles near %.2f x plateau (the bound over that); per settled transfer against the plateau step: PostgreSQL commits %s, WAL flushes %s, Kafka fetches %s, produces %s\n",
+					mode, r.multiple, msf(fc.step), fc.ratio(), msf(fc.top), ls.bound/fc.ratio(),
+					times(fc.work[0]), times(fc.work[1]), times(fc.work[2]), times(fc.work[3]))
+			}
 		}
 	}
 }
@@ -144,3 +150,63 @@ func loadShare(top, r stepRow, shedCPU time.Duration) (share, bool) {
 
 // msf is d in milliseconds with one decimal.
 func msf(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
+
+// costCounters are the work counters compareCost sets beside the CPU: the
+// round trips whose count per settled transfer falls as batches grow.
+var costCounters = [...]string{"postgresql commits", "postgresql WAL flushes (fsync)", "kafka Fetch", "kafka Produce"}
+
+// cost compares the flow's own CPU per settled transfer in a step (step)
+// with the plateau step's (top), and each of costCounters per settled
+// transfer (work, the step's over the plateau step's). On full cores a
+// step's settled rate over the plateau's is the bound loadShare gives over
+// ratio: what the cores left settle at what each transfer cost in the step.
+type cost struct {
+	top, step time.Duration
+	work      [len(costCounters)]float64
+}
+
+// ratio is the step's CPU per settled transfer over the plateau step's.
+func (c cost) ratio() float64 { return float64(c.step) / float64(c.top) }
+
+// compareCost is r's cost against the plateau's step top, with shedCPU the
+// CPU of one shed POST; false when either step settled nothing. A counter
+// either step did not count (WAL flushes with fsync off) compares as NaN.
+func compareCost(top, r stepRow, shedCPU time.Duration) (cost, bool) {
+	c := cost{top: flowCost(top, shedCPU), step: flowCost(r, shedCPU)}
+	if c.top <= 0 || c.step <= 0 {
+		return cost{}, false
+	}
+	for i, n := range costCounters {
+		c.work[i] = math.NaN()
+		if a, b := counterPerSettled(r, n), counterPerSettled(top, n); a > 0 && b > 0 {
+			c.work[i] = a / b
+		}
+	}
+	return c, true
+}
+
+// times is v as a multiple, "-" for NaN.
+func times(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+// flowCost is the CPU of every process over the step (PostgreSQL's and the
+// broker's included, the load generator's not) less the door's answers to
+// the POSTs it shed, at shedCPU each, per transfer settled in the step; 0
+// when none settled.
+func flowCost(r stepRow, shedCPU time.Duration) time.Duration {
+	return perSettled(max(r.cpu-time.Duration(r.shed)*shedCPU, 0), r)
+}
+
+// counterPerSettled is counter n's growth over the step per transfer settled in
+// it; 0 when none settled.
+func counterPerSettled(r stepRow, n string) float64 {
+	settled := r.settledCount()
+	if settled < 1 {
+		return 0
+	}
+	return r.work[n] / settled
+}

@@ -15,10 +15,12 @@ import (
 )
 
 // counters reads the counters that tell what a transfer costs in round
-// trips, summed over the deployment's processes: the Kafka clients'
-// requests by type (kafka_client_requests_total), the relays' claims that
-// found events and those that found none, and PostgreSQL's commits and WAL
-// flushes (pg_stat_database, pg_stat_wal) over the whole server.
+// trips and in the database's own work, summed over the deployment's
+// processes: the Kafka clients' requests by type
+// (kafka_client_requests_total), the relays' claims that found events and
+// those that found none, PostgreSQL's commits, WAL flushes, full-page
+// images and checkpoints over the whole server (serverCounters), and the
+// autovacuum runs on the services' tables.
 func (b *bench) counters(ctx context.Context, mode string) map[string]float64 {
 	out := map[string]float64{}
 	for i := range services {
@@ -31,14 +33,56 @@ func (b *bench) counters(ctx context.Context, mode string) map[string]float64 {
 		return out
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	var commits, syncs float64
-	if conn.QueryRow(ctx, "SELECT sum(xact_commit)::float8 FROM pg_stat_database").Scan(&commits) == nil {
-		out["postgresql commits"] = commits
-	}
-	if conn.QueryRow(ctx, "SELECT wal_sync::float8 FROM pg_stat_wal").Scan(&syncs) == nil {
-		out["postgresql WAL flushes (fsync)"] = syncs
+	serverCounters(ctx, conn, out)
+	for _, s := range services {
+		db, err := pgx.Connect(ctx, dbURL(b.serverURL, "payments_"+s))
+		if err != nil {
+			continue
+		}
+		if n, err := autovacuums(ctx, db); err == nil {
+			out["postgresql autovacuum runs"] += n
+		}
+		_ = db.Close(context.WithoutCancel(ctx))
 	}
 	return out
+}
+
+// querier is what the counters' queries need of a connection or a pool.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// serverCounters adds to out the server-wide counters of PostgreSQL: the
+// commits of every database, the WAL flushes (pg_stat_wal; from
+// PostgreSQL 18, pg_stat_io's WAL fsyncs), the full-page images
+// (pg_stat_wal), and the checkpoints started, timed or requested
+// (pg_stat_checkpointer from PostgreSQL 17, pg_stat_bgwriter before). A
+// full-page image is the whole page a checkpoint's next change of it
+// writes to the WAL (full_page_writes).
+func serverCounters(ctx context.Context, q querier, out map[string]float64) {
+	var commits, syncs, fpi, checkpoints float64
+	if q.QueryRow(ctx, "SELECT sum(xact_commit)::float8 FROM pg_stat_database").Scan(&commits) == nil {
+		out["postgresql commits"] = commits
+	}
+	if q.QueryRow(ctx, "SELECT wal_sync::float8 FROM pg_stat_wal").Scan(&syncs) == nil ||
+		q.QueryRow(ctx, "SELECT sum(fsyncs)::float8 FROM pg_stat_io WHERE object = 'wal'").Scan(&syncs) == nil {
+		out["postgresql WAL flushes (fsync)"] = syncs
+	}
+	if q.QueryRow(ctx, "SELECT wal_fpi::float8 FROM pg_stat_wal").Scan(&fpi) == nil {
+		out["postgresql full-page images"] = fpi
+	}
+	if q.QueryRow(ctx, "SELECT (num_timed + num_requested)::float8 FROM pg_stat_checkpointer").Scan(&checkpoints) == nil ||
+		q.QueryRow(ctx, "SELECT (checkpoints_timed + checkpoints_req)::float8 FROM pg_stat_bgwriter").Scan(&checkpoints) == nil {
+		out["postgresql checkpoints"] = checkpoints
+	}
+}
+
+// autovacuums is how many times autovacuum has vacuumed the tables of the
+// database q is connected to.
+func autovacuums(ctx context.Context, q querier) (float64, error) {
+	var n float64
+	err := q.QueryRow(ctx, "SELECT coalesce(sum(autovacuum_count), 0)::float8 FROM pg_stat_user_tables").Scan(&n)
+	return n, err
 }
 
 // scrape adds the counters of one service's /metrics to out, the Kafka
@@ -76,7 +120,12 @@ func scrape(ctx context.Context, url string, out map[string]float64, kafka bool)
 	}
 }
 
-// workTable prints, per step, each counter's growth per settled transfer.
+// stepCounts are the counters workTable prints as their growth over the
+// step, not per settled transfer: events a few to a step.
+var stepCounts = map[string]bool{"postgresql checkpoints": true, "postgresql autovacuum runs": true}
+
+// workTable prints, per step, each counter's growth per settled transfer
+// (stepCounts' over the step).
 func (b *bench) workTable(mode string, rows []stepRow) {
 	names := map[string]bool{}
 	for _, r := range rows {
@@ -92,18 +141,24 @@ func (b *bench) workTable(mode string, rows []stepRow) {
 		sorted = append(sorted, n)
 	}
 	sort.Strings(sorted)
-	fmt.Fprintf(b.out, "\n%s: round trips per settled transfer (counters' growth over the step)\n", mode)
+	fmt.Fprintf(b.out, "\n%s: round trips and the database's own work per settled transfer (counters' growth over the step)\n", mode)
 	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rateHeader(tw, "counter", rows)
 	for _, n := range sorted {
-		fmt.Fprintf(tw, "%s\t", n)
+		if stepCounts[n] {
+			fmt.Fprintf(tw, "%s, in the step\t", n)
+		} else {
+			fmt.Fprintf(tw, "%s\t", n)
+		}
 		for _, r := range rows {
-			settled := r.settled * r.elapsed.Seconds()
-			if settled <= 0 {
+			switch {
+			case stepCounts[n]:
+				fmt.Fprintf(tw, "%.0f\t", r.work[n])
+			case r.settledCount() < 1:
 				fmt.Fprint(tw, "-\t")
-				continue
+			default:
+				fmt.Fprintf(tw, "%.2f\t", counterPerSettled(r, n))
 			}
-			fmt.Fprintf(tw, "%.2f\t", r.work[n]/settled)
 		}
 		fmt.Fprintln(tw)
 	}

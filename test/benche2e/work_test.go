@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/paysuite/payments/test/support/pgtest"
 )
 
 func TestScrapeReadsTheRoundTripCounters(t *testing.T) {
@@ -140,5 +142,69 @@ func TestSummaryPrintsTheLatencyAlone(t *testing.T) {
 	b.summary()
 	if strings.Contains(out.String(), "e2e at 1/s") {
 		t.Errorf("summary of a run without a 1/s step prints a 1/s line:\n%s", out.String())
+	}
+}
+
+// The server's counters grow with a checkpoint, a commit and the
+// full-page images of an index build (whole pages whatever
+// full_page_writes); its WAL flushes with a commit when fsync is on; a
+// database whose tables autovacuum never ran on counts 0.
+func TestServerCounters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `CREATE TABLE page (id int PRIMARY KEY, n int NOT NULL); INSERT INTO page VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"postgresql commits", "postgresql full-page images", "postgresql checkpoints"}
+	var fsync string
+	if err := conn.QueryRow(ctx, `SHOW fsync`).Scan(&fsync); err != nil {
+		t.Fatal(err)
+	}
+	if fsync == "on" {
+		names = append(names, "postgresql WAL flushes (fsync)")
+	}
+	before := map[string]float64{}
+	serverCounters(ctx, db, before)
+	// A backend reports its statistics at most once a second unless told
+	// to at its next idle moment.
+	if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE page SET n = n + 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE INDEX ON page (n)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		t.Fatal(err)
+	}
+	after := map[string]float64{}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		serverCounters(ctx, db, after)
+		grown := 0
+		for _, n := range names {
+			if after[n] > before[n] {
+				grown++
+			}
+		}
+		if grown == len(names) || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, n := range names {
+		if after[n] <= before[n] {
+			t.Errorf("%s: %v before, %v after a checkpoint, a commit and an index build", n, before[n], after[n])
+		}
+	}
+	n, err := autovacuums(ctx, db)
+	if err != nil || n != 0 {
+		t.Errorf("autovacuums = %v, %v; want 0 on a table autovacuum has not run on", n, err)
 	}
 }
