@@ -755,7 +755,7 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 	serversBefore := serverUsage(b.pgPort, b.kafkaPort)
 	jitBefore := jitUsage(b.kafkaPort)
 	selfBefore, _ := readUsage(os.Getpid())
-	workBefore := b.counters(ctx, mode)
+	workBefore := b.counters(ctx, mode, d)
 	busyBefore, totalBefore := machineBusy()
 	profiled := make(chan struct{})
 	if b.prof != nil {
@@ -789,7 +789,7 @@ func (b *bench) step(ctx context.Context, mode string, d dbs, procs []*proc, acc
 		row.generator = selfAfter.cpu - selfBefore.cpu
 	}
 	row.work = map[string]float64{}
-	for n, v := range b.counters(ctx, mode) {
+	for n, v := range b.counters(ctx, mode, d) {
 		row.work[n] = v - workBefore[n]
 	}
 	row.servers = map[string]time.Duration{}

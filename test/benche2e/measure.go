@@ -201,11 +201,11 @@ func settledWindows(ctx context.Context, db *pgxpool.Pool, from, to time.Time) (
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	counts := map[int]int{}
 	for rows.Next() {
 		var i, n int
 		if err := rows.Scan(&i, &n); err != nil {
-			rows.Close()
 			return nil, err
 		}
 		counts[i] = n

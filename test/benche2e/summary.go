@@ -106,7 +106,7 @@ func (b *bench) durableFloor() time.Duration { return 3*b.floorP50 + 3*b.commitP
 
 // perSettled is d per transfer settled in row's step.
 func perSettled(d time.Duration, row stepRow) time.Duration {
-	n := int(row.settled * row.elapsed.Seconds())
+	n := int(row.settledCount())
 	if n <= 0 {
 		return 0
 	}

@@ -20,29 +20,22 @@ import (
 // (kafka_client_requests_total), the relays' claims that found events and
 // those that found none, PostgreSQL's commits, WAL flushes, full-page
 // images and checkpoints over the whole server (serverCounters), and the
-// autovacuum runs on the services' tables.
-func (b *bench) counters(ctx context.Context, mode string) map[string]float64 {
+// autovacuum runs on the services' tables. PostgreSQL's are read on d's
+// pools, whose connections are open already: no backend is started
+// inside a step's measure.
+func (b *bench) counters(ctx context.Context, mode string, d dbs) map[string]float64 {
 	out := map[string]float64{}
 	for i := range services {
 		// One process serves its Kafka clients' counter (one for the
 		// process) on each service's port: counted once.
 		scrape(ctx, b.url(i), out, i == 0 || !oneProcess(mode))
 	}
-	conn, err := pgx.Connect(ctx, b.serverURL)
-	if err != nil {
-		return out
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	serverCounters(ctx, conn, out)
+	// The server-wide views read the same from any database.
+	serverCounters(ctx, d["transfers"], out)
 	for _, s := range services {
-		db, err := pgx.Connect(ctx, dbURL(b.serverURL, "payments_"+s))
-		if err != nil {
-			continue
-		}
-		if n, err := autovacuums(ctx, db); err == nil {
+		if n, err := autovacuums(ctx, d[s]); err == nil {
 			out["postgresql autovacuum runs"] += n
 		}
-		_ = db.Close(context.WithoutCancel(ctx))
 	}
 	return out
 }
